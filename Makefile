@@ -1,0 +1,28 @@
+# Two commands for a fresh machine: `make run` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG ?= examples/netmon.yaml
+
+.PHONY: setup run test lint bench clean
+
+$(BIN)/freshet: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+setup: $(BIN)/freshet
+
+run: setup
+	$(BIN)/freshet run --config $(CONFIG) --demo
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python scripts/bench_scheduler.py
+
+clean:
+	rm -rf $(VENV) data landing out

@@ -1,0 +1,61 @@
+"""`freshet`: the console script (DESIGN.md §4.2). Subcommands live with their packages; this
+module only wires them and turns FreshetError into an exit code at the edge.
+
+Each subcommand module exposes `add_arguments(parser)` and `main(args) -> int` and is imported
+lazily, so `freshet validate` never imports Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from warehouse.errors import ConfigError, FreshetError
+
+# name → (module, help)
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("ops.validate", "check a config; print the DAG, priorities and track plan"),
+    "run": ("ops.daemon", "run the daemon: intake → scheduler → Spark track workers"),
+    "status": ("ops.status", "show a running daemon's tables, stalest first"),
+    "sim": ("sim.cli", "simulate policies on a workload, or reproduce the paper's experiments"),
+    "demo": ("warehouse.demo", "write realistic demo partitions into the landing zone"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="freshet", description="Update scheduler for streaming data warehouses")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_) in _COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            p.set_defaults(_missing=module)
+            continue
+        mod.add_arguments(p)
+        p.set_defaults(_main=mod.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "_missing", None):
+        print(f"freshet {args.command}: not available in this build ({args._missing} missing)", file=sys.stderr)
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except ConfigError as e:
+        print(f"freshet: invalid configuration\n{e}", file=sys.stderr)
+        return 2
+    except FreshetError as e:
+        print(f"freshet: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

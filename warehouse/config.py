@@ -1,0 +1,310 @@
+"""The configuration schema (DESIGN.md §4.1): one YAML file read by the daemon and the simulator.
+
+Loaded in layers — file → text → dict → model — so tests validate plain dicts. Every model is
+strict (`extra="forbid"`) and frozen; cross-field rules are named `verify_*` functions whose
+messages name the table or stream. Durations accept `90s`, `5m`, `1h`, `1d`, `250ms` or a bare
+number of seconds.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from warehouse.errors import ConfigError
+
+__all__ = [
+    "CostPrior",
+    "FreshetConfig",
+    "SchedulerConfig",
+    "SimConfig",
+    "SparkConfig",
+    "StreamConfig",
+    "TableConfig",
+    "WarehousePaths",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+]
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+
+
+def parse_duration(value: Any) -> float:
+    """`90s`, `5m`, `1h`, `1d`, `250ms`, or a bare number → seconds (float, ≥ 0)."""
+    if isinstance(value, bool):
+        raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"bad duration {value!r}: must not be negative")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)]
+
+SQL_TYPES = ("string", "timestamp", "date", "double", "float", "long", "int", "integer", "boolean", "binary")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WarehousePaths(_Strict):
+    root: str = Field("./data", description="where the Delta tables live (path or URI)")
+    landing: str = Field("./landing", description="the landing zone producers write partitions into")
+    trace: str | None = Field(None, description="append observed arrivals and job durations here")
+
+
+class StreamConfig(_Strict):
+    """A source pushing partitions `(start, end]` roughly every `period` (§2.1)."""
+
+    name: Name
+    period: Duration = Field(description="P_s, the expected interval between partitions", gt=0)
+    lateness: Duration = Field(0.0, description="how late a record may arrive; F' = F − lateness (§2.2)")
+    time_column: Name = Field("ts", description="the event-time column")
+    format: Literal["parquet", "json", "csv"] = "parquet"
+    schema_: dict[Name, str] = Field(default_factory=dict, alias="schema", description="column → Spark SQL type")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _schema_types(self) -> StreamConfig:
+        for col, typ in self.schema_.items():
+            base = typ.split("(")[0].strip().lower()
+            if base not in SQL_TYPES and base != "decimal":
+                raise ValueError(f"column {col!r} has unknown type {typ!r} (one of {', '.join(SQL_TYPES)})")
+        if self.schema_ and self.time_column not in self.schema_:
+            raise ValueError(f"time_column {self.time_column!r} is not in the schema")
+        return self
+
+
+class CostPrior(_Strict):
+    """Prior for E(n) = α + β·n (§2.4); refined online from observed durations."""
+
+    alpha: Duration = Field(1.0, description="α: fixed start-up cost of a job, seconds")
+    beta: float = Field(0.1, ge=0, description="β: seconds of work per second of data")
+
+
+class TableConfig(_Strict):
+    """A base table (loaded from one `stream`) or a derived table (`sql` over `sources`)."""
+
+    name: Name
+    stream: Name | None = Field(None, description="base tables: the stream that feeds it")
+    sources: list[Name] = Field(default_factory=list, description="derived tables: the tables its SQL reads")
+    sql: str | None = Field(None, description="derived tables: Spark SQL over the sources, by name")
+    priority: float = Field(1.0, gt=0, description="p_i, the user priority (§2.3)")
+    cost: CostPrior | None = Field(None, description="prior for E(n); default from `sim`")
+    granularity: Duration | None = Field(None, description="derived: window end floored to this")
+    lookback: Duration = Field(0.0, description="derived: read sources this far before the window (band joins)")
+    target_staleness: Duration | None = Field(None, description="the staleness SLO shown and alerted on")
+    partition_by: Literal["date", "hour"] = Field("date", description="Delta partition column derived from time")
+
+    @property
+    def is_base(self) -> bool:
+        return self.stream is not None
+
+
+Policy = Literal["max-benefit", "lookahead", "edf-p", "edf", "random", "fifo"]
+Partitioner = Literal["global", "edf-partitioned", "proportional"]
+Inheritance = Literal["none", "sum", "max", "max-plus"]
+
+
+class SchedulerConfig(_Strict):
+    """How jobs are ordered and placed on tracks (§3)."""
+
+    tracks: int = Field(4, ge=1, le=4096, description="N, the number of tracks (concurrent jobs)")
+    policy: Policy = Field("max-benefit", description="the basic algorithm (§3.1)")
+    partitioner: Partitioner = Field("proportional", description="§3.2")
+    k: float = Field(10.0, gt=0, description="Proportional clustering constant (§3.2.3)")
+    allocation: Literal["basic", "all"] = Field("all", description="M = ⌈U⌉/U (basic) or N/U (all)")
+    aggressive: bool = Field(True, description="aggressive promotion (§3.2.2, §3.2.3 step e)")
+    inheritance: Inheritance = Field("max", description="priority inheritance (§3.3)")
+    inheritance_k: float = Field(2.0, gt=1.0, description="K for max-plus (§3.3)")
+    chop: float | None = Field(3.0, ge=1.0, description="c: at most c·P_i of ΔF per job (§3.4); null = off")
+    learn_costs: bool = Field(True, description="re-estimate α, β from observed durations (§2.4)")
+    retry_backoff: Duration = Field(5.0, gt=0, description="first back-off after a failed job")
+    retry_backoff_max: Duration = Field(600.0, gt=0, description="back-off ceiling")
+    repartition_drift: float = Field(0.25, gt=0, description="repartition when an E(P) estimate moves this much")
+    seed: int = Field(0, description="seed of the Random policy")
+
+
+class SparkConfig(_Strict):
+    master: str = Field("local[*]", description="spark.master: local[*], spark://host:port, k8s://…")
+    app_name: str = "freshet"
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration")
+
+
+class Slowdown(_Strict):
+    factor: float = Field(1.0, ge=1.0, description="S: execution times multiplied by S while slow (§4.1)")
+    normal: Duration = Field(1000.0, gt=0, description="length of a normal period")
+    slow: Duration = Field(0.0, ge=0, description="length of a slow period (0 = never slow)")
+
+
+class SimConfig(_Strict):
+    """Simulator defaults (§4.1): tables without `cost` use α, β; b draws E uniformly in [bE, (1+b)E]."""
+
+    alpha: float = Field(1.0, ge=0)
+    beta: float = Field(0.1, ge=0)
+    b: float = Field(0.5, ge=0)
+    jitter: float = Field(0.0, ge=0, description="arrival jitter as a fraction of the period")
+    delay: Duration = Field(0.0, description="data in a partition lags its arrival by this much")
+    slowdown: Slowdown = Field(default_factory=Slowdown)
+    events: int = Field(20000, ge=1, description="default number of events per run")
+
+
+class FreshetConfig(_Strict):
+    """The whole file."""
+
+    version: Literal[1] = 1
+    warehouse: WarehousePaths = Field(default_factory=WarehousePaths)
+    listen: str = Field("127.0.0.1:9464", description="HOST:PORT of the daemon's HTTP API")
+    streams: list[StreamConfig] = Field(default_factory=list)
+    tables: list[TableConfig] = Field(min_length=1)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    sim: SimConfig = Field(default_factory=SimConfig)
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> FreshetConfig:
+        problems: list[str] = []
+        for rule in (verify_unique_names, verify_base_and_derived, verify_sources, verify_acyclic):
+            problems.extend(rule(self))
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def stream(self, name: str) -> StreamConfig:
+        return next(s for s in self.streams if s.name == name)
+
+    def table(self, name: str) -> TableConfig:
+        return next(t for t in self.tables if t.name == name)
+
+    def cost_prior(self, table: TableConfig) -> CostPrior:
+        return table.cost or CostPrior(alpha=self.sim.alpha, beta=self.sim.beta)
+
+
+def _hint(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" — did you mean {close[0]!r}?" if close else ""
+
+
+def verify_unique_names(cfg: FreshetConfig) -> list[str]:
+    problems = []
+    for kind, names in (("stream", [s.name for s in cfg.streams]), ("table", [t.name for t in cfg.tables])):
+        seen: set[str] = set()
+        for n in names:
+            if n in seen:
+                problems.append(f"duplicate {kind} name {n!r}")
+            seen.add(n)
+    return problems
+
+
+def verify_base_and_derived(cfg: FreshetConfig) -> list[str]:
+    problems = []
+    for t in cfg.tables:
+        if t.stream is not None and t.sources:
+            problems.append(f"table {t.name!r} is a base table (stream {t.stream!r}) and must not have sources")
+        if t.stream is None and not t.sources:
+            problems.append(f"table {t.name!r} needs either a stream (base) or sources (derived)")
+        if t.stream is not None and t.sql is not None:
+            problems.append(f"table {t.name!r} is a base table and must not have sql")
+    return problems
+
+
+def verify_sources(cfg: FreshetConfig) -> list[str]:
+    problems = []
+    streams = [s.name for s in cfg.streams]
+    tables = [t.name for t in cfg.tables]
+    for t in cfg.tables:
+        if t.stream is not None and t.stream not in streams:
+            problems.append(f"table {t.name!r} reads unknown stream {t.stream!r}{_hint(t.stream, streams)}")
+        for s in t.sources:
+            if s not in tables:
+                problems.append(f"table {t.name!r} reads unknown source {s!r}{_hint(s, tables)}")
+            elif s == t.name:
+                problems.append(f"table {t.name!r} reads itself")
+    return problems
+
+
+def verify_acyclic(cfg: FreshetConfig) -> list[str]:
+    """Report each cycle once, with its members in order."""
+    names = {t.name for t in cfg.tables}
+    graph = {t.name: [s for s in t.sources if s in names and s != t.name] for t in cfg.tables}
+    color: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[str] = []
+
+    def visit(n: str) -> None:
+        color[n] = 1
+        stack.append(n)
+        for s in graph[n]:
+            if color.get(s, 0) == 0:
+                visit(s)
+            elif color[s] == 1:
+                cyc = stack[stack.index(s):] + [s]
+                cycles.append("cycle in the table DAG: " + " -> ".join(cyc))
+        stack.pop()
+        color[n] = 2
+
+    for n in graph:
+        if color.get(n, 0) == 0:
+            visit(n)
+    return cycles
+
+
+def _format_errors(err: ValidationError, source: str | None, data: Any) -> list[str]:
+    out = []
+    for e in err.errors():
+        loc = e["loc"]
+        path = ".".join(str(p) for p in loc)
+        # name the table/stream instead of a bare index where possible
+        if len(loc) >= 2 and loc[0] in ("tables", "streams") and isinstance(loc[1], int):
+            try:
+                item = data[loc[0]][loc[1]]
+                if isinstance(item, Mapping) and "name" in item:
+                    path = f"{loc[0]}[{item['name']}]" + "".join(f".{p}" for p in loc[2:])
+            except (KeyError, IndexError, TypeError):
+                pass
+        msg = e["msg"].removeprefix("Value error, ")
+        got = e.get("input")
+        shown = f" (got {got!r})" if loc and not isinstance(got, Mapping | list) and e["type"] != "missing" else ""
+        for line in msg.split("\n"):
+            out.append(f"{path}: {line}{shown}" if path else line)
+    return out
+
+
+def parse_config(data: Any, *, source: str | None = None) -> FreshetConfig:
+    """dict → model, or ConfigError with every problem listed."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("the file must be a YAML mapping with `tables:` (and `streams:`)", source=source)
+    try:
+        return FreshetConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err, source, data), source=source) from None
+
+
+def load_config(path: str | Path) -> FreshetConfig:
+    """file → text → dict → model."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config: {e.strerror}", source=str(p)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"not valid YAML: {e}", source=str(p)) from None
+    return parse_config(data, source=str(p))

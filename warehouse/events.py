@@ -1,0 +1,104 @@
+"""Events into the Scheduler (past tense) and decisions out of it (imperative) — STYLE.md §3.
+
+Times are float seconds on one axis chosen by the shell: epoch seconds in the daemon,
+simulated seconds in the simulator. The Scheduler never reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from warehouse.errors import SchedulerMisuse
+
+__all__ = [
+    "Event",
+    "JobFailed",
+    "JobFinished",
+    "PartitionArrived",
+    "StartJob",
+    "Tick",
+]
+
+
+def _finite(name: str, value: float) -> None:
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        raise SchedulerMisuse(f"{name} must be a finite number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionArrived:
+    """A partition of `stream` covering event time `(start, end]` arrived (§2.1).
+
+    `safe_through` is the source's punctuation: no record at or before it will arrive later (§2.2).
+    """
+
+    stream: str
+    partition_id: str
+    start: float
+    end: float
+    rows: int = 0
+    safe_through: float | None = None
+
+    def __post_init__(self) -> None:
+        _finite("start", self.start)
+        _finite("end", self.end)
+        if self.end <= self.start:
+            raise SchedulerMisuse(f"partition {self.partition_id!r} of {self.stream!r}: end <= start")
+        if self.rows < 0:
+            raise SchedulerMisuse(f"partition {self.partition_id!r}: rows < 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFinished:
+    """Job `job_id` committed; it ran for `duration` seconds (refines α, β — §2.4)."""
+
+    job_id: int
+    duration: float
+    rows: int = 0
+
+    def __post_init__(self) -> None:
+        _finite("duration", self.duration)
+        if self.duration < 0:
+            raise SchedulerMisuse(f"job {self.job_id}: negative duration")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFailed:
+    """Job `job_id` did not commit. Its data stays pending and is retried after a back-off."""
+
+    job_id: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tick:
+    """Nothing happened but time passed (back-offs may have expired)."""
+
+
+Event = PartitionArrived | JobFinished | JobFailed | Tick
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartJob:
+    """Run update job `job_id` for `table` on `track` now.
+
+    Base jobs load `partitions` (ids, chronological); derived jobs compute the window
+    `(start, end]` of their SQL over `sources` (each read up to `end`). After the job the
+    table's freshness is `new_freshness` and its safe freshness `new_safe_freshness`.
+    """
+
+    job_id: int
+    table: str
+    track: int
+    kind: str  # "base" | "derived"
+    start: float
+    end: float
+    new_freshness: float
+    new_safe_freshness: float
+    partitions: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    delta_f: float = 0.0
+    estimate: float = 0.0
+    chopped: bool = False
+    late: tuple[str, ...] = field(default=())

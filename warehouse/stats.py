@@ -1,0 +1,78 @@
+"""Frozen snapshots of the Scheduler's state, read by metrics, the HTTP API and the simulator.
+
+`Scheduler.stats(now)` builds one; nothing in here refers back to the live engine (STYLE.md §8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableStats:
+    name: str
+    kind: str  # "base" | "derived"
+    state: str  # "idle" | "pending" | "running" | "backoff"
+    priority: float  # p_i
+    inherited_priority: float  # Ip_i (§3.3)
+    period: float  # P_i (§2.4)
+    freshness: float | None  # F_i; None until the first load
+    safe_freshness: float | None  # F'_i (§2.2)
+    arrived: float | None  # largest event time arrived (base) / safe trailing edge of sources (derived)
+    staleness: float | None  # now − F_i
+    weighted_staleness: float  # p_i ∫ S_i dτ so far (§2.3)
+    pending_delta: float  # ΔF the next job would bring
+    pending_partitions: int
+    running_job: int | None
+    running_track: int | None
+    jobs_released: int
+    jobs_completed: int
+    jobs_failed: int
+    consecutive_failures: int
+    delta_f_total: float  # Σ ΔF over completed jobs
+    alpha: float  # learned α (§2.4)
+    beta: float  # learned β
+    last_result: str | None  # "ok" | "failed: …"
+    target_staleness: float | None
+    time_within_target: float  # seconds spent with staleness ≤ target
+    observed_time: float  # seconds since the table's first load
+    home_tracks: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrackStats:
+    track: int
+    running_job: int | None
+    running_table: str | None
+    busy_time: float  # seconds busy so far
+    clusters: tuple[int, ...]  # clusters / EDF partitions whose home this track is
+    free: bool  # a free track (§3.2.1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrackPlanStats:
+    partitioner: str
+    tracks: int
+    clusters: tuple[tuple[str, ...], ...]  # tables per cluster (Proportional) or per home track (EDF-P)
+    home_tracks: tuple[tuple[int, ...], ...]  # per cluster
+    free_tracks: tuple[int, ...]
+    utilization: float  # U_tot = Σ E_i(P_i)/P_i
+    feasible: bool
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerStats:
+    now: float
+    tables: tuple[TableStats, ...]
+    tracks: tuple[TrackStats, ...]
+    plan: TrackPlanStats
+    weighted_staleness: float  # Σ_i p_i ∫ S_i dτ (§2.3)
+    jobs_released: int
+    jobs_completed: int
+    jobs_failed: int
+    pending_jobs: int
+    running_jobs: int
+    events: int
