@@ -1,0 +1,297 @@
+"""Prometheus metrics (DESIGN.md §4.5), read from the Scheduler's frozen snapshot (STYLE.md §8).
+
+Two kinds of numbers are exported:
+
+* **From the snapshot** — a custom `Collector` turns the latest `SchedulerStats` into metric
+  families at scrape time. The scrape thread never touches or locks the Scheduler: the daemon
+  publishes a new snapshot after every event (`SnapshotHolder.publish`) and the collector reads
+  whatever reference is current. Staleness `S_i(τ) = τ − F_i(τ)` (§2.1) is computed from the
+  snapshot's freshness and the *wall clock at scrape time*, so between loads it rises the way the
+  paper's Fig. 2 does even when no event has arrived; the accumulating quantities (∫ S dτ, time
+  within target) are extrapolated exactly from the snapshot's instant to the scrape instant
+  (staleness grows with slope 1 when nothing loads).
+* **From the shell** — things the engine never sees (measured job durations, rows written,
+  quarantined partitions, time spent deciding) are ordinary prometheus_client instruments the
+  daemon updates as they happen.
+
+Everything is built by `register_metrics(registry, …)`; nothing touches the global registry unless
+it is passed in, so tests use a fresh `CollectorRegistry()` and round-trip through the parser.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from warehouse.stats import SchedulerStats, TableStats
+
+__all__ = [
+    "DECISION_BUCKETS",
+    "JOB_DURATION_BUCKETS",
+    "FreshetMetrics",
+    "SnapshotCollector",
+    "SnapshotHolder",
+    "extrapolate",
+    "register_metrics",
+]
+
+JOB_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, float("inf"))
+DECISION_BUCKETS = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.5, 1, float("inf"))
+
+Clock = Callable[[], float]
+
+
+class SnapshotHolder:
+    """The latest `SchedulerStats`, published by the scheduler thread and read by scrapers.
+
+    Publishing swaps one reference (atomic in CPython), so readers never block the engine.
+    """
+
+    def __init__(self, initial: SchedulerStats | None = None) -> None:
+        self._latest = initial
+        self._ready = False
+        self._ready_reason = "starting"
+        self._lock = threading.Lock()
+
+    def publish(self, stats: SchedulerStats) -> None:
+        self._latest = stats
+
+    def get(self) -> SchedulerStats | None:
+        return self._latest
+
+    def set_ready(self, ready: bool, reason: str = "") -> None:
+        with self._lock:
+            self._ready, self._ready_reason = ready, reason
+
+    def ready(self) -> tuple[bool, str]:
+        with self._lock:
+            return self._ready, self._ready_reason
+
+
+@dataclass(frozen=True, slots=True)
+class Extrapolated:
+    """One table's time-dependent numbers, carried from the snapshot's `now` to a later instant."""
+
+    staleness: float | None
+    weighted_staleness_area: float  # p_i ∫ S_i dτ up to the instant
+    time_within_target: float
+    observed_time: float
+
+
+def extrapolate(t: TableStats, snap_now: float, at: float) -> Extrapolated:
+    """Carry `t` from `snap_now` to `at` assuming nothing loads in between (S grows with slope 1).
+
+    ∫ S dτ over [snap_now, at] is the trapezoid `S0·dt + dt²/2`; the time within target grows by
+    the part of [S0, S0+dt] that stays ≤ target (§2.3; Snowflake's time within target lag).
+    """
+    dt = max(0.0, at - snap_now)
+    if t.freshness is None:
+        return Extrapolated(None, t.weighted_staleness, t.time_within_target, t.observed_time)
+    s0 = snap_now - t.freshness
+    staleness = s0 + dt
+    area = t.weighted_staleness + t.priority * (s0 * dt + dt * dt / 2.0)
+    within = t.time_within_target
+    if t.target_staleness is not None:
+        within += min(dt, max(0.0, t.target_staleness - s0))
+    return Extrapolated(staleness, area, within, t.observed_time + dt)
+
+
+def _gauge(name: str, doc: str, labels: Iterable[str] = (), unit: str = "") -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=list(labels), unit=unit)
+
+
+def _counter(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, labels=list(labels))
+
+
+class SnapshotCollector(Collector):
+    """Turns the latest snapshot into metric families at scrape time (STYLE.md §8)."""
+
+    def __init__(self, snapshot: Callable[[], SchedulerStats | None], clock: Clock = time.time) -> None:
+        self._snapshot = snapshot
+        self._clock = clock
+
+    def describe(self) -> list[Metric]:
+        # Describing would call collect(); an empty description is allowed for custom collectors.
+        return []
+
+    def collect(self) -> Iterator[Metric]:  # noqa: C901 - one flat list of families reads best
+        snap = self._snapshot()
+        if snap is None:
+            return
+        now = self._clock()
+        tables = sorted(snap.tables, key=lambda t: t.name)
+        ext = {t.name: extrapolate(t, snap.now, now) for t in tables}
+
+        staleness = _gauge("freshet_table_staleness_seconds",
+                           "S_i = now - F_i: how far the table lags real time, at scrape time (§2.1)", ["table"])
+        fresh = _gauge("freshet_table_freshness_timestamp_seconds",
+                       "F_i: the largest event time loaded into the table (epoch seconds)", ["table"])
+        safe = _gauge("freshet_table_safe_freshness_timestamp_seconds",
+                      "F'_i: no more records can arrive at or before this time (§2.2)", ["table"])
+        arrived = _gauge("freshet_table_arrived_timestamp_seconds",
+                         "largest event time arrived but maybe not loaded (base) / sources' safe trailing "
+                         "edge (derived): tells a late source from a late warehouse", ["table"])
+        target = _gauge("freshet_table_staleness_target_seconds",
+                        "the table's staleness target (target_staleness in the config)", ["table"])
+        within = _counter("freshet_table_time_within_target_seconds",
+                          "seconds the table spent with staleness at or below its target", ["table"])
+        observed = _counter("freshet_table_observed_seconds",
+                            "seconds since the table's first load (denominator of time within target)", ["table"])
+        within_ratio = _gauge("freshet_table_time_within_target_ratio",
+                              "share of observed time spent within the staleness target (SLI)", ["table"])
+        prio = _gauge("freshet_table_priority", "p_i, the user priority (§2.3)", ["table"])
+        iprio = _gauge("freshet_table_inherited_priority", "Ip_i, priority after inheritance over the DAG (§3.3)",
+                       ["table"])
+        pend_delta = _gauge("freshet_table_pending_delta_seconds",
+                            "freshness delta the next job of the table would load", ["table"])
+        pend_parts = _gauge("freshet_table_pending_partitions", "arrived partitions not loaded yet", ["table"])
+        state = _gauge("freshet_table_state", "1 for the table's current job state", ["table", "state"])
+        fails = _gauge("freshet_table_consecutive_failures", "failed jobs in a row (0 after a success)",
+                       ["table"])
+        released = _counter("freshet_jobs_released", "update jobs released (§2.1 release)", ["table"])
+        completed = _counter("freshet_jobs_completed", "update jobs that ended, by status", ["table", "status"])
+        loaded_delta = _counter("freshet_table_loaded_delta_seconds",
+                                "sum of freshness deltas loaded by completed jobs", ["table"])
+        alpha = _gauge("freshet_cost_alpha_seconds", "learned α of E(n) = α + β·n (§2.4)", ["table"])
+        beta = _gauge("freshet_cost_beta", "learned β of E(n) = α + β·n: seconds of work per second of data (§2.4)",
+                      ["table"])
+        tws = _gauge("freshet_table_weighted_staleness_seconds",
+                     "p_i · S_i at scrape time: the table's share of the objective's integrand", ["table"])
+
+        ws_now = 0.0
+        ws_area = 0.0
+        for t in tables:
+            e = ext[t.name]
+            n = [t.name]
+            if e.staleness is not None:
+                staleness.add_metric(n, e.staleness)
+                tws.add_metric(n, t.priority * e.staleness)
+                ws_now += t.priority * e.staleness
+            if t.freshness is not None:
+                fresh.add_metric(n, t.freshness)
+            if t.safe_freshness is not None:
+                safe.add_metric(n, t.safe_freshness)
+            if t.arrived is not None:
+                arrived.add_metric(n, t.arrived)
+            if t.target_staleness is not None:
+                target.add_metric(n, t.target_staleness)
+                within.add_metric(n, e.time_within_target)
+                if e.observed_time > 0:
+                    within_ratio.add_metric(n, min(1.0, e.time_within_target / e.observed_time))
+            observed.add_metric(n, e.observed_time)
+            ws_area += e.weighted_staleness_area
+            prio.add_metric(n, t.priority)
+            iprio.add_metric(n, t.inherited_priority)
+            pend_delta.add_metric(n, t.pending_delta)
+            pend_parts.add_metric(n, t.pending_partitions)
+            for s in ("idle", "pending", "running", "backoff"):
+                state.add_metric([t.name, s], 1.0 if t.state == s else 0.0)
+            fails.add_metric(n, t.consecutive_failures)
+            released.add_metric(n, t.jobs_released)
+            completed.add_metric([t.name, "ok"], t.jobs_completed)
+            completed.add_metric([t.name, "failed"], t.jobs_failed)
+            loaded_delta.add_metric(n, t.delta_f_total)
+            alpha.add_metric(n, t.alpha)
+            beta.add_metric(n, t.beta)
+
+        yield from (staleness, fresh, safe, arrived, target, within, observed, within_ratio, prio, iprio,
+                    pend_delta, pend_parts, state, fails, released, completed, loaded_delta, alpha, beta, tws)
+
+        ws = _gauge("freshet_weighted_staleness_seconds",
+                    "Σ p_i · S_i at scrape time: the integrand of the objective Σ p_i ∫ S_i dτ (§2.3)")
+        ws.add_metric([], ws_now)
+        yield ws
+        area = _counter("freshet_weighted_staleness_area_seconds",
+                        "Σ p_i ∫ S_i dτ since the daemon started (the paper's objective, §2.3)")
+        area.add_metric([], ws_area)
+        yield area
+
+        pending = _gauge("freshet_pending_jobs", "tables with released work waiting for a track")
+        pending.add_metric([], snap.pending_jobs)
+        yield pending
+        running = _gauge("freshet_running_jobs", "update jobs running now")
+        running.add_metric([], snap.running_jobs)
+        yield running
+
+        # Pending work per cluster of the track plan (§3.2.3): which group of tracks is backed up.
+        by_table = {t.name: t for t in tables}
+        cpend = _gauge("freshet_cluster_pending_jobs", "tables of a cluster with work waiting for a track",
+                       ["cluster", "tracks"])
+        for i, members in enumerate(snap.plan.clusters):
+            homes = snap.plan.home_tracks[i] if i < len(snap.plan.home_tracks) else ()
+            waiting = sum(1 for m in members if m in by_table and by_table[m].state in ("pending", "backoff"))
+            cpend.add_metric([str(i), ",".join(str(h) for h in homes)], waiting)
+        yield cpend
+
+        busy = _gauge("freshet_track_busy", "1 while the track runs a job (§3.2: one job per track)", ["track"])
+        busy_s = _counter("freshet_track_busy_seconds", "seconds the track spent running jobs", ["track"])
+        free = _gauge("freshet_track_free", "1 for a free track that any cluster may use (§3.2.1)", ["track"])
+        for tr in sorted(snap.tracks, key=lambda x: x.track):
+            lab = [str(tr.track)]
+            busy.add_metric(lab, 0.0 if tr.running_job is None else 1.0)
+            extra = max(0.0, now - snap.now) if tr.running_job is not None else 0.0
+            busy_s.add_metric(lab, tr.busy_time + extra)
+            free.add_metric(lab, 1.0 if tr.free else 0.0)
+        yield from (busy, busy_s, free)
+
+        util = _gauge("freshet_track_plan_utilization", "U_tot = Σ E_i(P_i)/P_i of the current track plan (§3.2)")
+        util.add_metric([], snap.plan.utilization)
+        feas = _gauge("freshet_track_plan_feasible", "1 if the track plan is feasible (U fits the tracks)")
+        feas.add_metric([], 1.0 if snap.plan.feasible else 0.0)
+        tracks = _gauge("freshet_tracks", "N, the number of tracks")
+        tracks.add_metric([], snap.plan.tracks)
+        events = _counter("freshet_scheduler_events", "events handled by the Scheduler")
+        events.add_metric([], snap.events)
+        age = _gauge("freshet_snapshot_age_seconds", "seconds since the Scheduler published this snapshot")
+        age.add_metric([], max(0.0, now - snap.now))
+        yield from (util, feas, tracks, events, age)
+
+
+class FreshetMetrics:
+    """The shell-side instruments plus the snapshot collector, all in one registry."""
+
+    def __init__(self, registry: CollectorRegistry, snapshot: Callable[[], SchedulerStats | None],
+                 clock: Clock = time.time) -> None:
+        self.registry = registry
+        self.collector = SnapshotCollector(snapshot, clock)
+        registry.register(self.collector)
+        self.job_duration = Histogram(
+            "freshet_job_duration_seconds", "measured wall time of update jobs (§2.4)",
+            ["table", "kind"], buckets=JOB_DURATION_BUCKETS, registry=registry)
+        self.rows_loaded = Counter("freshet_rows_loaded", "rows appended to Delta tables", ["table"],
+                                   registry=registry)
+        self.partitions_arrived = Counter("freshet_partitions_arrived", "partitions accepted from a stream",
+                                          ["stream"], registry=registry)
+        self.partitions_quarantined = Counter(
+            "freshet_partitions_quarantined", "partitions moved to landing/_quarantine (DESIGN.md §4.3)",
+            ["stream"], registry=registry)
+        self.decision_seconds = Histogram(
+            "freshet_scheduler_decision_seconds", "time the Scheduler took to handle one event",
+            buckets=DECISION_BUCKETS, registry=registry)
+        self.reloads = Counter("freshet_config_reloads", "SIGHUP reloads, by result", ["result"],
+                               registry=registry)
+        self.ready = Gauge("freshet_ready", "1 once recovery is done and the Spark session is up",
+                           registry=registry)
+        self.start_time = Gauge("freshet_start_time_seconds", "when the daemon started (epoch seconds)",
+                                registry=registry)
+        self.start_time.set(clock())
+        for r in ("ok", "rejected"):
+            self.reloads.labels(result=r)
+
+    def job_done(self, table: str, kind: str, duration: float, rows: int) -> None:
+        self.job_duration.labels(table=table, kind=kind).observe(duration)
+        if rows:
+            self.rows_loaded.labels(table=table).inc(rows)
+
+
+def register_metrics(registry: CollectorRegistry, snapshot: Callable[[], SchedulerStats | None],
+                     clock: Clock = time.time) -> FreshetMetrics:
+    """Build every Freshet metric in `registry` (pass a fresh one in tests)."""
+    return FreshetMetrics(registry, snapshot, clock)
