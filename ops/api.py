@@ -1,0 +1,371 @@
+"""The daemon's HTTP API (issue 5): FastAPI on one port, OpenAPI at /docs and /openapi.json.
+
+Read endpoints serve the latest Scheduler snapshot (never the live engine); the one mutating
+endpoint hands a partition manifest (DESIGN.md §4.3) to the daemon, which writes it into the
+landing zone so it takes the same validation and quarantine path as a producer's manifest.
+
+* `GET /metrics`   — Prometheus exposition of `ops.metrics`.
+* `GET /healthz`   — the process is alive.
+* `GET /readyz`    — 200 once the Spark session is up and recovery is done, else 503.
+* `GET /v1/tables` — per table: freshness, safe freshness, staleness at request time, priority,
+  inherited priority (§3.3), target, pending ΔF, running job, last result, learned α/β (§2.4).
+* `GET /v1/tracks` — the tracks and the track plan (§3.2).
+* `POST /v1/streams/{stream}/partitions` — 202 with the partition id.
+
+Security: bind 127.0.0.1 unless told otherwise; when a bearer token is configured
+(`FRESHET_API_TOKEN` or the file named by `FRESHET_API_TOKEN_FILE`) every mutating endpoint
+requires `Authorization: Bearer <token>`; request bodies are capped (`max_body` bytes); errors are
+JSON `{"error": "...", "status": N}` whose message names the problem.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ops.metrics import extrapolate
+from warehouse.errors import ConfigError, FreshetError
+from warehouse.stats import SchedulerStats, TableStats
+
+__all__ = [
+    "ApiError", "ApiServer", "Backend", "Manifest", "create_app", "load_token", "parse_listen", "parse_time",
+    "table_view",
+]
+
+MAX_BODY = 64 * 1024
+PARTITION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]{0,127}$")
+
+
+class ApiError(Exception):
+    """An error with an HTTP status and a message naming the problem (converted at the edge)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def parse_time(value: Any) -> float:
+    """ISO-8601 (naive = UTC) or epoch seconds → epoch seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected an ISO-8601 time or epoch seconds, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an ISO-8601 time: {value!r}") from None
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=dt.UTC)
+        return t.timestamp()
+    raise ValueError(f"expected an ISO-8601 time or epoch seconds, got {value!r}")
+
+
+def iso(t: float | None) -> str | None:
+    return None if t is None else dt.datetime.fromtimestamp(t, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class Manifest(BaseModel):
+    """The partition manifest of DESIGN.md §4.3, as POSTed (the `id` names the partition directory)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, description="partition id = directory under landing/<stream>/; default from end")
+    start: float | str = Field(description="event time interval (start, end]: ISO-8601 or epoch seconds")
+    end: float | str
+    files: list[str] = Field(min_length=1, description="data files, relative to the partition directory")
+    rows: int = Field(ge=0, description="row count the files must hold")
+    safe_through: float | str | None = Field(None, description="punctuation: nothing at or before arrives later")
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str | None) -> str | None:
+        if v is not None and not PARTITION_ID.match(v):
+            raise ValueError(f"partition id {v!r} must match {PARTITION_ID.pattern}")
+        return v
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, v: list[str]) -> list[str]:
+        for f in v:
+            p = Path(f)
+            if p.is_absolute() or ".." in p.parts or f.strip() == "":
+                raise ValueError(f"file {f!r} must be a relative path inside the partition directory")
+        return v
+
+    def times(self) -> tuple[float, float, float | None]:
+        """(start, end, safe_through) as epoch seconds; ValueError naming the field."""
+        out = []
+        for name in ("start", "end", "safe_through"):
+            v = getattr(self, name)
+            try:
+                out.append(None if v is None else parse_time(v))
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+        start, end, safe = out
+        assert start is not None and end is not None
+        if end <= start:
+            raise ValueError(f"end ({self.end}) must be after start ({self.start})")
+        return start, end, safe
+
+
+class Backend(Protocol):
+    """What the API needs from the daemon."""
+
+    def snapshot(self) -> SchedulerStats | None: ...
+
+    def ready(self) -> tuple[bool, str]: ...
+
+    def streams(self) -> list[str]: ...
+
+    def submit_partition(self, stream: str, manifest: Manifest) -> str:
+        """Accept a manifest; return the partition id. Raise ApiError / ValueError / FreshetError."""
+        ...
+
+
+def load_token(env: dict[str, str] | None = None) -> str | None:
+    """The bearer token: `FRESHET_API_TOKEN`, or the first line of `FRESHET_API_TOKEN_FILE`."""
+    env = dict(os.environ) if env is None else env
+    tok = env.get("FRESHET_API_TOKEN")
+    path = env.get("FRESHET_API_TOKEN_FILE")
+    if not tok and path:
+        try:
+            tok = Path(path).read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"FRESHET_API_TOKEN_FILE={path}: cannot read: {e.strerror}") from None
+        if not tok:
+            raise ConfigError(f"FRESHET_API_TOKEN_FILE={path}: the file is empty")
+    return tok or None
+
+
+def table_view(t: TableStats, snap_now: float, now: float) -> dict[str, Any]:
+    """One table as JSON, with staleness computed at `now` (§2.1)."""
+    e = extrapolate(t, snap_now, now)
+    return {
+        "name": t.name, "kind": t.kind, "state": t.state,
+        "freshness": t.freshness, "freshness_iso": iso(t.freshness),
+        "safe_freshness": t.safe_freshness, "safe_freshness_iso": iso(t.safe_freshness),
+        "arrived": t.arrived, "arrived_iso": iso(t.arrived),
+        "staleness": e.staleness, "target_staleness": t.target_staleness,
+        "within_target": None if (t.target_staleness is None or e.staleness is None)
+        else e.staleness <= t.target_staleness,
+        "time_within_target_ratio": (e.time_within_target / e.observed_time) if e.observed_time > 0 else None,
+        "priority": t.priority, "inherited_priority": t.inherited_priority, "period": t.period,
+        "pending_delta": t.pending_delta, "pending_partitions": t.pending_partitions,
+        "running_job": t.running_job, "running_track": t.running_track,
+        "last_result": t.last_result, "consecutive_failures": t.consecutive_failures,
+        "jobs_released": t.jobs_released, "jobs_completed": t.jobs_completed, "jobs_failed": t.jobs_failed,
+        "alpha": t.alpha, "beta": t.beta, "home_tracks": list(t.home_tracks),
+        "weighted_staleness": e.weighted_staleness_area,
+    }
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message, "status": status}, status_code=status)
+
+
+def _validation_message(errors: list[Any]) -> str:
+    parts = []
+    for e in errors:
+        loc = [str(p) for p in e.get("loc", ()) if p != "body"]
+        msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{'.'.join(loc) or 'body'}: {msg}")
+    return "; ".join(parts)
+
+
+def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | None = None,
+               max_body: int = MAX_BODY, clock: Callable[[], float] = time.time) -> FastAPI:
+    """Build the app. `token=None` leaves mutating endpoints open (only sensible on loopback)."""
+    app = FastAPI(title="Freshet", version="0.1.0",
+                  description="Update scheduler for streaming data warehouses (DataDepot, TKDE 2011).")
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_req: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        return _error(exc.status_code, detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, _validation_message(list(exc.errors())))
+
+    def authorize(request: Request) -> None:
+        if token is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        if not header:
+            raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <token>'")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise ApiError(403, "invalid bearer token")
+
+    async def read_json(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > max_body:
+                    raise ApiError(413, f"request body is {declared} bytes; the limit is {max_body}")
+            except ValueError:
+                raise ApiError(400, f"bad Content-Length {declared!r}") from None
+        body = bytearray()
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > max_body:
+                raise ApiError(413, f"request body exceeds the limit of {max_body} bytes")
+        ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+        if ctype not in ("application/json", ""):
+            raise ApiError(415, f"content type {ctype!r} is not supported; send application/json")
+        try:
+            return json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ApiError(400, f"malformed JSON body: {e}") from None
+
+    @app.get("/metrics", include_in_schema=True, summary="Prometheus exposition")
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz", summary="the process is alive")
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "time": clock()}
+
+    @app.get("/readyz", summary="ready: Spark session up and recovery done")
+    def readyz() -> JSONResponse:
+        ok, reason = backend.ready()
+        if ok:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not ready", "error": reason or "starting", "status_code": 503},
+                            status_code=503)
+
+    def snapshot() -> SchedulerStats:
+        snap = backend.snapshot()
+        if snap is None:
+            raise ApiError(503, "the scheduler has not published its state yet (recovery in progress)")
+        return snap
+
+    @app.get("/v1/tables", summary="tables, stalest first")
+    def tables() -> dict[str, Any]:
+        snap = snapshot()
+        now = clock()
+        rows = [table_view(t, snap.now, now) for t in snap.tables]
+        rows.sort(key=lambda r: (r["staleness"] is None, -(r["staleness"] or 0.0), r["name"]))
+        return {"now": now, "snapshot_time": snap.now, "weighted_staleness": sum(r["weighted_staleness"]
+                for r in rows), "tables": rows}
+
+    @app.get("/v1/tables/{table}", summary="one table")
+    def table(table: str) -> dict[str, Any]:
+        snap = snapshot()
+        for t in snap.tables:
+            if t.name == table:
+                return table_view(t, snap.now, clock())
+        raise ApiError(404, f"unknown table {table!r}; known: {', '.join(sorted(t.name for t in snap.tables))}")
+
+    @app.get("/v1/tracks", summary="tracks and the track plan (§3.2)")
+    def tracks() -> dict[str, Any]:
+        snap = snapshot()
+        p = snap.plan
+        return {
+            "tracks": [{"track": t.track, "running_job": t.running_job, "running_table": t.running_table,
+                        "busy_time": t.busy_time, "clusters": list(t.clusters), "free": t.free}
+                       for t in snap.tracks],
+            "plan": {"partitioner": p.partitioner, "tracks": p.tracks,
+                     "clusters": [list(c) for c in p.clusters], "home_tracks": [list(h) for h in p.home_tracks],
+                     "free_tracks": list(p.free_tracks), "utilization": p.utilization, "feasible": p.feasible,
+                     "note": p.note},
+            "pending_jobs": snap.pending_jobs, "running_jobs": snap.running_jobs,
+        }
+
+    @app.post("/v1/streams/{stream}/partitions", status_code=202,
+              summary="announce a partition (the manifest of DESIGN.md §4.3)",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": Manifest.model_json_schema()}}}})
+    async def post_partition(stream: str, request: Request) -> JSONResponse:
+        authorize(request)
+        data = await read_json(request)
+        known = backend.streams()
+        if stream not in known:
+            raise ApiError(404, f"unknown stream {stream!r}; known streams: {', '.join(sorted(known)) or 'none'}")
+        if not isinstance(data, dict):
+            raise ApiError(422, "the manifest must be a JSON object")
+        try:
+            manifest = Manifest.model_validate(data)
+            manifest.times()
+        except ValidationError as e:
+            raise ApiError(422, f"bad manifest: {_validation_message(list(e.errors()))}") from None
+        except ValueError as e:
+            raise ApiError(422, f"bad manifest: {e}") from None
+        try:
+            pid = backend.submit_partition(stream, manifest)
+        except ApiError:
+            raise
+        except (ValueError, FreshetError) as e:
+            raise ApiError(422, f"bad manifest: {e}") from None
+        return JSONResponse({"stream": stream, "partition": pid, "status": "accepted"}, status_code=202)
+
+    return app
+
+
+class ApiServer:
+    """uvicorn serving `app` from a background thread (signals stay with the daemon's main thread)."""
+
+    def __init__(self, app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
+        import uvicorn
+
+        self.host = host
+        self._config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off",
+                                      access_log=False, timeout_graceful_shutdown=2)
+        self._server = uvicorn.Server(self._config)
+        self._thread: Any = None
+
+    def start(self, timeout: float = 10.0) -> int:
+        """Start serving; return the bound port (useful with port 0). Raise FreshetError if binding fails."""
+        import threading
+
+        self._thread = threading.Thread(target=self._server.run, name="freshet-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise FreshetError(f"the HTTP API could not listen on {self.host}:{self._config.port}")
+            if time.monotonic() > deadline:
+                raise FreshetError(f"the HTTP API did not start on {self.host}:{self._config.port}")
+            time.sleep(0.02)
+        return self.port
+
+    @property
+    def port(self) -> int:
+        for srv in getattr(self._server, "servers", []):
+            for sock in srv.sockets:
+                return int(sock.getsockname()[1])
+        return int(self._config.port)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[v6]:PORT`, or `:PORT` = 127.0.0.1) → (host, port); ConfigError naming it."""
+    m = re.match(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>\d{1,5})$", value.strip())
+    if not m or int(m.group("port")) > 65535:
+        raise ConfigError(f"listen: expected HOST:PORT such as 127.0.0.1:9464, got {value!r}")
+    host = m.group("v6") or m.group("host") or "127.0.0.1"
+    return host, int(m.group("port"))
