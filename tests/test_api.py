@@ -190,3 +190,32 @@ def test_helpers(tmp_path):
     assert load_token({}) is None
     with pytest.raises(ConfigError, match="cannot read"):
         load_token({"FRESHET_API_TOKEN_FILE": str(tmp_path / "missing")})
+
+
+def test_freshet_status_renders_stalest_first(server, capsys):
+    import argparse
+
+    from ops.status import main as status_main
+
+    backend, client, clock = server
+    backend.holder.publish(make_stats(T0, [
+        make_table("fresh", freshness=T0 - 1, target_staleness=60),
+        make_table("late", freshness=T0 - 300, target_staleness=60, priority=5, inherited_priority=5),
+    ]))
+    clock.t = T0
+    url = str(client.base_url)
+    assert status_main(argparse.Namespace(url=url, json=False, timeout=5)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("late") and "5m00s" in out[1] and "!" in out[1]
+    assert out[2].startswith("fresh") and "!" not in out[2]
+    assert "1 over target: late" in out[-1]
+
+
+def test_freshet_status_names_unreachable_daemon():
+    import argparse
+
+    from ops.status import main as status_main
+    from warehouse.errors import FreshetError
+
+    with pytest.raises(FreshetError, match="cannot reach the daemon at http://127.0.0.1:9"):
+        status_main(argparse.Namespace(url="http://127.0.0.1:9", json=False, timeout=1))

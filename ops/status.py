@@ -1,0 +1,98 @@
+"""`freshet status [--url URL]`: a running daemon's tables, stalest first, with a staleness bar.
+
+The bar is staleness against the table's target (`target_staleness`); tables without a target are
+drawn against the largest staleness shown. A bar over target turns into `!` past the `|` mark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from warehouse.errors import FreshetError
+
+__all__ = ["add_arguments", "fmt_duration", "main", "render"]
+
+DEFAULT_URL = "http://127.0.0.1:9464"
+BAR = 24
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=os.environ.get("FRESHET_URL", DEFAULT_URL),
+                        help=f"the daemon's HTTP API (default $FRESHET_URL or {DEFAULT_URL})")
+    parser.add_argument("--json", action="store_true", help="print the raw /v1/tables JSON")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the daemon")
+
+
+def fmt_duration(s: float | None) -> str:
+    """12.3s, 4m05s, 2h03m, 3d04h; `-` for unknown."""
+    if s is None:
+        return "-"
+    neg, s = s < 0, abs(s)
+    if s < 60:
+        out = f"{s:.1f}s"
+    elif s < 3600:
+        out = f"{int(s // 60)}m{int(s % 60):02d}s"
+    elif s < 86400:
+        out = f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    else:
+        out = f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
+    return "-" + out if neg else out
+
+
+def bar(staleness: float | None, target: float | None, scale: float) -> str:
+    """`#` up to the target, `!` beyond it; the target sits at 2/3 of the bar."""
+    if staleness is None:
+        return " " * (BAR + 2)
+    if target:
+        mark = BAR * 2 // 3
+        filled = min(BAR, round(staleness / target * mark))
+        cells = ["#" if i < min(filled, mark) else ("!" if i < filled else " ") for i in range(BAR)]
+        cells.insert(mark, "|")
+        return "[" + "".join(cells) + "]"
+    filled = min(BAR, round(staleness / scale * BAR)) if scale > 0 else 0
+    return "[" + "#" * filled + " " * (BAR - filled) + " ]"
+
+
+def render(body: dict[str, Any]) -> str:
+    """The /v1/tables JSON as a table, stalest first."""
+    rows = sorted(body.get("tables", []),
+                  key=lambda r: (r.get("staleness") is None, -(r.get("staleness") or 0.0), r["name"]))
+    scale = max([r["staleness"] for r in rows if r.get("staleness") is not None] or [0.0])
+    width = max([len(r["name"]) for r in rows] + [5])
+    head = (f"{'TABLE':<{width}}  {'KIND':<7} {'PRIO':>5} {'STALENESS':>9} {'TARGET':>7}  "
+            f"{'BAR (| = target)':<{BAR + 2}} {'STATE':<8} {'PENDING':>8} LAST")
+    lines = [head]
+    for r in rows:
+        prio = f"{r['priority']:g}" if r["priority"] == r["inherited_priority"] else f"{r['inherited_priority']:g}*"
+        lines.append(
+            f"{r['name']:<{width}}  {r['kind']:<7} {prio:>5} {fmt_duration(r.get('staleness')):>9} "
+            f"{fmt_duration(r.get('target_staleness')):>7}  {bar(r.get('staleness'), r.get('target_staleness'), scale)} "
+            f"{r['state']:<8} {fmt_duration(r.get('pending_delta') or 0.0):>8} {r.get('last_result') or '-'}")
+    over = [r["name"] for r in rows if r.get("within_target") is False]
+    lines.append("")
+    lines.append(f"{len(rows)} tables; {len(over)} over target" + (f": {', '.join(over)}" if over else "")
+                 + "   (* = inherited priority, §3.3)")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+
+    import httpx
+
+    url = args.url.rstrip("/")
+    try:
+        r = httpx.get(f"{url}/v1/tables", timeout=args.timeout)
+    except httpx.HTTPError as e:
+        raise FreshetError(f"cannot reach the daemon at {url}: {e}") from None
+    if r.status_code != 200:
+        try:
+            msg = r.json().get("error", r.text)
+        except ValueError:
+            msg = r.text
+        raise FreshetError(f"{url}/v1/tables answered {r.status_code}: {msg}")
+    body = r.json()
+    print(json.dumps(body, indent=2) if args.json else render(body))
+    return 0
