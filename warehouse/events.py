@@ -43,6 +43,8 @@ class PartitionArrived:
     def __post_init__(self) -> None:
         _finite("start", self.start)
         _finite("end", self.end)
+        object.__setattr__(self, "start", float(self.start))
+        object.__setattr__(self, "end", float(self.end))
         if self.end <= self.start:
             raise SchedulerMisuse(f"partition {self.partition_id!r} of {self.stream!r}: end <= start")
         if self.rows < 0:

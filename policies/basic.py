@@ -1,0 +1,133 @@
+"""Basic algorithms (§3.1): order released jobs. Each policy is a sort key — smaller runs first.
+
+The key depends only on the job (not on the clock), so the Scheduler keeps released jobs in heaps
+and recomputes a key only when that table's job changes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["POLICIES", "Candidate", "Expected", "choose_with_lookahead", "marginal_benefit", "policy_key"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """A released job J_i as the basic algorithms see it (§3.1)."""
+
+    table: str
+    priority: float  # Ip_i, the (inherited) priority used for scheduling
+    delta_f: float  # ΔF_i
+    cost: float  # E_i(ΔF_i), estimated seconds
+    release: float  # r_i: when ΔF_i last went from zero to nonzero
+    period: float  # P_i
+    seq: int  # tie-breaker: order of release
+    rand: float = 0.0  # draw for the Random policy
+
+    @property
+    def deadline(self) -> float:
+        """r_i + P_i (§3.1)."""
+        return self.release + self.period
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expected:
+    """A job J_k expected to be released at `release` (Lookahead, §3.1)."""
+
+    table: str
+    release: float
+    priority: float
+    delta_f: float
+    cost: float
+
+
+def marginal_benefit(priority: float, delta_f: float, cost: float) -> float:
+    """p_i ΔF_i / E_i(ΔF_i): weighted staleness removed per second of work (§3.1)."""
+    return priority * delta_f / cost if cost > 0 else float("inf") if priority * delta_f > 0 else 0.0
+
+
+def _max_benefit(c: Candidate) -> tuple:
+    """(−p·ΔF/E, seq): highest marginal benefit first; ties in release order."""
+    return (-marginal_benefit(c.priority, c.delta_f, c.cost), c.seq)
+
+
+def _edf_p(c: Candidate) -> tuple:
+    """(−p, r+P, seq): highest priority first, then earliest deadline (EDF-P)."""
+    return (-c.priority, c.deadline, c.seq)
+
+
+def _edf(c: Candidate) -> tuple:
+    """(r+P, seq): earliest deadline first, priorities ignored (baseline)."""
+    return (c.deadline, c.seq)
+
+
+def _fifo(c: Candidate) -> tuple:
+    """(r, seq): oldest release first (baseline)."""
+    return (c.release, c.seq)
+
+
+def _random(c: Candidate) -> tuple:
+    """(u, seq): a seeded uniform draw taken at release (baseline)."""
+    return (c.rand, c.seq)
+
+
+POLICIES: dict[str, Callable[[Candidate], tuple]] = {
+    "max-benefit": _max_benefit,
+    "lookahead": _max_benefit,  # ordered as Max-Benefit; the first pick may change, see below
+    "edf-p": _edf_p,
+    "edf": _edf,
+    "fifo": _fifo,
+    "random": _random,
+}
+
+
+def policy_key(name: str) -> Callable[[Candidate], tuple]:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r} (one of {', '.join(POLICIES)})") from None
+
+
+def new_rng(seed: int) -> random.Random:
+    return random.Random(seed)
+
+
+def choose_with_lookahead(
+    ordered: Sequence[Candidate], expected: Sequence[Expected], now: float, *, max_set: int = 3, pool: int = 10
+) -> Candidate:
+    """Max Benefit with Lookahead (§3.1). `ordered` is by marginal benefit, best first.
+
+    1. J_i = the released job with the highest marginal benefit.
+    2. For each J_k expected within E_i of now whose marginal benefit beats J_i's, and each set S
+       of released jobs with r_k − now ≤ Σ_S E_m < E_i (never idle, done before J_i would be),
+       B[S] = (Σ_S p_m ΔF_m + p_k ΔF_k) / (Σ_S E_m + E_k).
+    3. If max B[S] beats J_i's marginal benefit, run the best job of argmax S; else run J_i.
+    Sets are drawn from the `pool` best candidates, at most `max_set` jobs each.
+    """
+    head = ordered[0]
+    mb_i = marginal_benefit(head.priority, head.delta_f, head.cost)
+    best_b, best_set = mb_i, None
+    others = [c for c in ordered[1:pool] if c.cost < head.cost]
+    for k in expected:
+        wait = k.release - now
+        if not (0 <= wait <= head.cost) or marginal_benefit(k.priority, k.delta_f, k.cost) <= mb_i:
+            continue
+        for subset in _subsets(others, max_set):
+            total_e = sum(c.cost for c in subset)
+            if not (wait <= total_e < head.cost):
+                continue
+            b = (sum(c.priority * c.delta_f for c in subset) + k.priority * k.delta_f) / (total_e + k.cost)
+            if b > best_b:
+                best_b, best_set = b, subset
+    if best_set is None:
+        return head
+    return best_set[0]  # subsets keep the marginal-benefit order, so [0] is the best in S
+
+
+def _subsets(items: Sequence[Candidate], max_size: int):
+    from itertools import combinations
+
+    for size in range(1, min(max_size, len(items)) + 1):
+        yield from combinations(items, size)

@@ -1,0 +1,704 @@
+"""The Scheduler: DataDepot's update scheduling framework (§2-§3) as a pure state machine.
+
+Events go in with the current time — `PartitionArrived`, `JobFinished`, `JobFailed`, `Tick` —
+and `StartJob` decisions come out. No clock, no I/O: the SimPy simulator and the daemon drive
+this same object (DESIGN.md §3). Same config, events and seed → same decisions.
+
+A table's job moves through four states (one transition table, `TRANSITIONS`):
+
+    idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
+                                         └──fail──▶ backoff ──retry──▶ idle
+
+Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
+basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
+(§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from bisect import insort
+from dataclasses import dataclass, field
+from enum import Enum
+
+from policies.basic import Candidate, Expected, choose_with_lookahead, policy_key
+from policies.chopping import chop_count, chop_window
+from policies.inheritance import inherit
+from tracks.plan import JobProfile, TrackPlan, make_plan
+from warehouse.config import FreshetConfig, TableConfig
+from warehouse.cost import CostModel
+from warehouse.dag import Dag
+from warehouse.errors import SchedulerMisuse
+from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.freshness import StalenessMeter, floor_to, trailing_edge
+from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
+
+__all__ = ["TRANSITIONS", "JobState", "Recovered", "Scheduler"]
+
+
+class JobState(Enum):
+    IDLE = "idle"
+    PENDING = "pending"
+    RUNNING = "running"
+    BACKOFF = "backoff"
+
+
+_I, _P, _R, _B = JobState.IDLE, JobState.PENDING, JobState.RUNNING, JobState.BACKOFF
+TRANSITIONS: dict[tuple[JobState, str], JobState] = {
+    (_I, "work"): _P,  # a release (§3.1: r_i = now)
+    (_P, "work"): _P,  # merged into the pending job (§2.4)
+    (_R, "work"): _R,  # waits for the running job
+    (_B, "work"): _B,  # waits for the back-off
+    (_P, "start"): _R,
+    (_R, "finish"): _I,
+    (_R, "fail"): _B,
+    (_B, "retry"): _I,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A table's state read back from storage on start (DESIGN.md §4.4)."""
+
+    freshness: float | None
+    safe_freshness: float | None = None
+
+
+@dataclass(slots=True)
+class _Partition:
+    end: float
+    start: float
+    seq: int
+    pid: str
+    rows: int
+    safe_through: float | None
+    late: bool
+
+    def key(self) -> tuple[float, float, int]:
+        return (self.end, self.start, self.seq)
+
+
+@dataclass(slots=True, eq=False)
+class _Table:
+    name: str
+    idx: int
+    base: bool
+    priority: float
+    period: float
+    lateness: float
+    granularity: float | None
+    target: float | None
+    stream: str | None
+    cost: CostModel
+    meter: StalenessMeter
+    ip: float = 0.0
+    sources: list[_Table] = field(default_factory=list)
+    dependents: list[_Table] = field(default_factory=list)
+    freshness: float | None = None
+    safe: float | None = None
+    origin: float | None = None
+    edge: float | None = None  # derived: safe trailing edge of the sources, floored (§2.2)
+    arrived: float | None = None  # base: largest end arrived
+    pending: list[_Partition] = field(default_factory=list)  # base, sorted chronologically
+    ids: set[str] = field(default_factory=set)  # pending or running partition ids
+    state: JobState = JobState.IDLE
+    release: float = 0.0
+    last_arrival: float | None = None
+    seq: int = 0
+    rand: float = 0.0
+    version: int = 0
+    group: int = 0
+    plan_e: float = 0.0
+    running: StartJob | None = None
+    running_parts: list[_Partition] = field(default_factory=list)
+    backoff_until: float = 0.0
+    failures: int = 0
+    released: int = 0
+    completed: int = 0
+    failed: int = 0
+    delta_total: float = 0.0
+    last_result: str | None = None
+    removed: bool = False
+
+
+class Scheduler:
+    """One object per warehouse; see the module docstring. Not thread-safe: one caller at a time."""
+
+    def __init__(
+        self,
+        config: FreshetConfig,
+        *,
+        now: float = 0.0,
+        recovered: dict[str, Recovered] | None = None,
+        initial_freshness: float | None = None,
+    ) -> None:
+        self.config = config
+        self._now = now
+        self._initial = initial_freshness
+        self._rng = random.Random(config.scheduler.seed)
+        self._tables: dict[str, _Table] = {}
+        self._by_idx: list[_Table] = []
+        self._by_stream: dict[str, list[_Table]] = {}
+        self.running: dict[int, StartJob] = {}
+        self._next_job = 1
+        self._seq = 0
+        self._events = 0
+        self._released = self._completed = self._failed = 0
+        self._duplicates = 0
+        self._late = 0
+        self._backoffs: list[tuple[float, int, int]] = []
+        self._track_job: list[int | None] = []
+        self._track_since: list[float] = []
+        self._track_busy: list[float] = []
+        self._plan_dirty = False
+        self._last_plan_event = 0
+        self._build(config, recovered or {}, now)
+
+    # ---- construction and reconfiguration ------------------------------------------------------
+    def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
+        sc = config.scheduler
+        self.config = config
+        self._key = policy_key(sc.policy)
+        self._lookahead = sc.policy == "lookahead"
+        self._chop = sc.chop
+        dag = Dag.from_config(config)
+        periods = dag.periods()
+        streams = {s.name: s for s in config.streams}
+        old = self._tables
+        tables: dict[str, _Table] = {}
+        for i, name in enumerate(dag.order):
+            tc: TableConfig = config.table(name)
+            prior = config.cost_prior(tc)
+            t = old.get(name)
+            if t is None or t.base != tc.is_base or t.removed:
+                t = _Table(
+                    name=name,
+                    idx=i,
+                    base=tc.is_base,
+                    priority=tc.priority,
+                    period=periods[name],
+                    lateness=streams[tc.stream].lateness if tc.stream else 0.0,
+                    granularity=tc.granularity,
+                    target=tc.target_staleness,
+                    stream=tc.stream,
+                    cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
+                    meter=StalenessMeter(target=tc.target_staleness),
+                )
+                rec = recovered.get(name)
+                f = rec.freshness if rec else self._initial
+                if f is not None:
+                    t.freshness = t.origin = f
+                    t.safe = rec.safe_freshness if rec and rec.safe_freshness is not None else f - t.lateness
+                    t.safe = min(t.safe, f)
+                    t.meter.start(f, now)
+            else:
+                t.idx, t.priority, t.period = i, tc.priority, periods[name]
+                t.lateness = streams[tc.stream].lateness if tc.stream else 0.0
+                t.granularity, t.target, t.stream = tc.granularity, tc.target_staleness, tc.stream
+                t.meter.target = tc.target_staleness
+                t.cost.learn = sc.learn_costs
+            t.sources, t.dependents = [], []
+            tables[name] = t
+        for name, t in tables.items():
+            t.sources = [tables[s] for s in dag.sources[name]]
+            t.dependents = [tables[d] for d in dag.dependents[name]]
+        for name, t in old.items():
+            if name not in tables:
+                t.removed = True
+        ip = inherit({n: t.priority for n, t in tables.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)
+        for n, t in tables.items():
+            t.ip = ip[n]
+        self._tables = tables
+        self._by_idx = [tables[n] for n in dag.order]
+        self._by_stream = {}
+        for t in self._by_idx:
+            if t.stream is not None:
+                self._by_stream.setdefault(t.stream, []).append(t)
+        n_tracks = sc.tracks
+        while len(self._track_job) < n_tracks:
+            self._track_job.append(None)
+            self._track_since.append(now)
+            self._track_busy.append(0.0)
+        self._n_tracks = n_tracks
+        self._plan_tables()
+        for t in self._by_idx:  # derived edges in topological order; releases where due
+            if not t.base:
+                self._update_edge(t)
+            if t.state is JobState.PENDING and not self._has_work(t):
+                t.state, t.version = JobState.IDLE, t.version + 1
+            self._work_changed(t, now)
+
+    def _plan_tables(self) -> None:
+        """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
+        sc = self.config.scheduler
+        profiles = []
+        for t in self._by_idx:
+            t.plan_e = t.cost.estimate(t.period)
+            profiles.append(JobProfile(t.name, t.period, t.plan_e))
+        self.plan: TrackPlan = make_plan(
+            sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
+        )
+        n_groups = len(self.plan.groups)
+        self._heaps: list[list[tuple]] = [[] for _ in range(n_groups)]
+        self._queued = [0] * n_groups
+        for t in self._by_idx:
+            t.group = self.plan.group_of[t.name]
+            if t.state is JobState.PENDING:
+                self._queued[t.group] += 1
+                self._push(t)
+        self._plan_dirty = False
+        self._last_plan_event = self._events
+
+    def reconfigure(self, config: FreshetConfig, now: float) -> list[StartJob]:
+        """Apply a new config: added/removed tables, changed priorities; repartition (§3.2)."""
+        now = self._clock(now)
+        self._build(config, {}, now)
+        return self._dispatch(now)
+
+    # ---- the event interface ---------------------------------------------------------------------
+    def handle(self, event: Event, now: float) -> list[StartJob]:
+        """Apply one event at time `now`; return the jobs to start now."""
+        now = self._clock(now)
+        self._events += 1
+        if isinstance(event, PartitionArrived):
+            self._arrived(event, now)
+        elif isinstance(event, JobFinished):
+            self._finished(event, now)
+        elif isinstance(event, JobFailed):
+            self._failed_job(event, now)
+        elif not isinstance(event, Tick):
+            raise SchedulerMisuse(f"unknown event {event!r}")
+        self._expire_backoffs(now)
+        return self._dispatch(now)
+
+    def next_wakeup(self) -> float | None:
+        """The earliest back-off expiry, if any: call `handle(Tick(), t)` then."""
+        while self._backoffs:
+            until, _, idx = self._backoffs[0]
+            t = self._by_idx[idx] if idx < len(self._by_idx) else None
+            if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until:
+                return until
+            heapq.heappop(self._backoffs)
+        return None
+
+    def _clock(self, now: float) -> float:
+        if now < self._now:  # a wall clock stepped back: never let time run backwards inside
+            now = self._now
+        self._now = now
+        return now
+
+    # ---- events --------------------------------------------------------------------------------
+    def _arrived(self, ev: PartitionArrived, now: float) -> None:
+        tables = self._by_stream.get(ev.stream)
+        if not tables:
+            raise SchedulerMisuse(f"partition {ev.partition_id!r} is for unknown stream {ev.stream!r}")
+        for t in tables:
+            if ev.partition_id in t.ids:
+                self._duplicates += 1
+                continue
+            late = t.safe is not None and ev.end <= t.safe
+            self._late += late
+            self._seq += 1
+            insort(
+                t.pending,
+                _Partition(ev.end, ev.start, self._seq, ev.partition_id, ev.rows, ev.safe_through, late),
+                key=_Partition.key,
+            )
+            t.ids.add(ev.partition_id)
+            t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
+            t.last_arrival = now
+            self._work_changed(t, now)
+
+    def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
+        job = self.running.pop(job_id, None)
+        if job is None:
+            raise SchedulerMisuse(f"job {job_id} is not running")
+        self._busy_until(job.track, now=self._now)
+        self._track_job[job.track] = None
+        t = self._tables.get(job.table)
+        if t is None or t.running is not job:
+            return job, None  # the table was removed or replaced by a reconfigure
+        return job, t
+
+    def _busy_until(self, track: int, now: float) -> None:
+        self._track_busy[track] += now - self._track_since[track]
+        self._track_since[track] = now
+
+    def _finished(self, ev: JobFinished, now: float) -> None:
+        job, t = self._job(ev.job_id)
+        self._completed += 1
+        if t is None:
+            return
+        self._transition(t, "finish")
+        t.running = None
+        for p in t.running_parts:
+            t.ids.discard(p.pid)
+        t.running_parts = []
+        t.cost.observe(job.end - job.start, ev.duration)
+        if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
+            self._plan_dirty = True
+        if t.freshness is None:
+            t.meter.start(job.new_freshness, now)
+            t.freshness = job.new_freshness
+            t.origin = job.start if t.origin is None else t.origin
+        elif job.new_freshness > t.freshness:
+            t.meter.set_freshness(job.new_freshness, now)
+            t.freshness = job.new_freshness
+        t.safe = job.new_safe_freshness if t.safe is None else max(t.safe, job.new_safe_freshness)
+        t.completed += 1
+        t.delta_total += job.delta_f
+        t.failures = 0
+        t.last_result = "ok"
+        for d in t.dependents:
+            if d.origin is None and t.origin is not None:
+                d.origin = min((s.origin for s in d.sources if s.origin is not None), default=None)
+            if self._update_edge(d):
+                self._work_changed(d, now)
+        self._work_changed(t, now)
+
+    def _failed_job(self, ev: JobFailed, now: float) -> None:
+        job, t = self._job(ev.job_id)
+        self._failed += 1
+        if t is None:
+            return
+        self._transition(t, "fail")
+        t.running = None
+        for p in t.running_parts:  # the data stays pending: nothing is ever dropped
+            insort(t.pending, p, key=_Partition.key)
+        t.running_parts = []
+        t.failures += 1
+        t.failed += 1
+        t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
+        sc = self.config.scheduler
+        t.backoff_until = now + min(sc.retry_backoff * 2 ** (t.failures - 1), sc.retry_backoff_max)
+        self._seq += 1
+        heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.idx))
+
+    def _expire_backoffs(self, now: float) -> None:
+        while self._backoffs and self._backoffs[0][0] <= now:
+            until, _, idx = heapq.heappop(self._backoffs)
+            t = self._by_idx[idx] if idx < len(self._by_idx) else None
+            if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until:
+                self._transition(t, "retry")
+                self._work_changed(t, now)
+
+    # ---- table state ---------------------------------------------------------------------------
+    def _transition(self, t: _Table, kind: str) -> None:
+        new = TRANSITIONS.get((t.state, kind))
+        if new is None:
+            raise SchedulerMisuse(f"table {t.name!r} is {t.state.value} and cannot take '{kind}'")
+        t.state = new
+
+    def _update_edge(self, d: _Table) -> bool:
+        """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
+        te = trailing_edge(s.safe for s in d.sources)
+        edge = None if te is None else floor_to(te, d.granularity)
+        changed = edge != d.edge
+        d.edge = edge
+        return changed
+
+    def _has_work(self, t: _Table) -> bool:
+        if t.base:
+            return bool(t.pending)
+        if t.edge is None:
+            return False
+        start = t.freshness if t.freshness is not None else t.origin
+        return start is not None and t.edge > start
+
+    def _work_changed(self, t: _Table, now: float) -> None:
+        if not self._has_work(t):
+            return
+        was = t.state
+        self._transition(t, "work")
+        if was is JobState.IDLE:  # a release: ΔF went from zero to nonzero (§3.1)
+            self._seq += 1
+            t.seq, t.release, t.rand = self._seq, now, self._rng.random()
+            t.released += 1
+            self._released += 1
+            self._queued[t.group] += 1
+            self._push(t)
+        elif was is JobState.PENDING:
+            self._push(t)
+
+    # ---- the next job of a table -----------------------------------------------------------------
+    def _shape(self, t: _Table) -> tuple[float, float, float, int]:
+        """(start, end, new freshness, partitions) of the job t would run now, chopped (§3.4)."""
+        if t.base:
+            f = t.freshness
+            first = t.pending[0].start
+            ref = f if f is not None else first
+            count = chop_count([p.end for p in t.pending], ref, t.period, self._chop)
+            end = max(p.end for p in t.pending[:count])
+            start = min(ref, min(p.start for p in t.pending[:count]))
+            new_f = end if f is None else max(f, end)
+            return start, end, new_f, count
+        start = t.freshness if t.freshness is not None else t.origin
+        assert start is not None and t.edge is not None
+        end = chop_window(start, t.edge, t.period, self._chop, t.granularity)
+        return start, end, end, 0
+
+    def _candidate(self, t: _Table) -> Candidate:
+        start, _end, new_f, _ = self._shape(t)
+        ref = t.freshness if t.freshness is not None else start
+        delta = new_f - ref
+        return Candidate(
+            table=t.name,
+            priority=t.ip,
+            delta_f=delta,
+            cost=t.cost.estimate(_end - start),
+            release=t.release,
+            period=t.period,
+            seq=t.seq,
+            rand=t.rand,
+        )
+
+    def _push(self, t: _Table) -> None:
+        t.version += 1
+        heapq.heappush(self._heaps[t.group], (self._key(self._candidate(t)), t.version, t.idx))
+
+    def _top(self, g: int) -> tuple | None:
+        """The group's best valid entry (lazy deletion)."""
+        h = self._heaps[g]
+        while h:
+            _, version, idx = h[0]
+            t = self._by_idx[idx]
+            if t.version == version and t.state is JobState.PENDING and t.group == g:
+                return h[0]
+            heapq.heappop(h)
+        return None
+
+    # ---- a scheduling round (§3.2) ---------------------------------------------------------------
+    def _dispatch(self, now: float) -> list[StartJob]:
+        available = {i for i in range(self._n_tracks) if self._track_job[i] is None}
+        if not available or not any(self._queued):
+            return []
+        if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
+            self._plan_tables()
+        plan = self.plan
+        out: list[StartJob] = []
+        if self._lookahead:
+            self._lookahead_first(now, available, out)
+        aside: list[tuple[int, tuple]] = []
+        aside_n = [0] * len(self._heaps)
+        blocked: set[int] = set()
+
+        def has_remaining(g: int) -> bool:
+            return self._queued[g] - aside_n[g] > 0
+
+        merge: list[tuple] = []
+        for g in range(len(self._heaps)):
+            top = self._top(g)
+            if top is not None and plan.could_use(g, available):
+                merge.append((top[0], g))
+        heapq.heapify(merge)
+        while available and merge:
+            _, g = heapq.heappop(merge)
+            entry = self._top(g)
+            if entry is None:
+                continue
+            heapq.heappop(self._heaps[g])
+            t = self._by_idx[entry[2]]
+            track = plan.place(t.name, available, has_remaining)
+            if track is None:
+                aside.append((g, entry))
+                aside_n[g] += 1
+                if plan.uniform:
+                    blocked.add(g)
+                    nxt = None
+                else:
+                    nxt = self._top(g)
+            else:
+                out.append(self._start(t, track, now))
+                available.discard(track)
+                nxt = self._top(g)
+            if nxt is not None and plan.could_use(g, available):
+                heapq.heappush(merge, (nxt[0], g))
+            elif blocked and not has_remaining(g):
+                # a group ran out: non-aggressive checks may now pass for the blocked ones
+                for b in sorted(blocked):
+                    top = self._top(b)
+                    if top is not None and plan.could_use(b, available):
+                        heapq.heappush(merge, (top[0], b))
+                blocked.clear()
+        for g, entry in aside:
+            heapq.heappush(self._heaps[g], entry)
+        return out
+
+    def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
+        """Max Benefit with Lookahead (§3.1) picks the first job of the round."""
+        pool: list[tuple] = []
+        for g in range(len(self._heaps)):
+            pool.extend(e for e in self._heaps[g] if self._top(g) is not None)
+        valid = [e for e in pool if self._by_idx[e[2]].version == e[1] and self._by_idx[e[2]].state is JobState.PENDING]
+        valid = heapq.nsmallest(10, valid)
+        if not valid:
+            return
+        ordered = [self._candidate(self._by_idx[e[2]]) for e in valid]
+        horizon = now + ordered[0].cost
+        expected = [
+            Expected(
+                table=t.name,
+                release=t.last_arrival + t.period,
+                priority=t.ip,
+                delta_f=t.period,
+                cost=t.cost.estimate(t.period),
+            )
+            for t in self._by_idx
+            if t.base
+            and t.state is JobState.IDLE
+            and t.last_arrival is not None
+            and now < t.last_arrival + t.period <= horizon
+        ]
+        if not expected:
+            return
+        chosen = choose_with_lookahead(ordered, expected, now)
+        if chosen.table == ordered[0].table:
+            return
+        t = self._tables[chosen.table]
+        track = self.plan.place(t.name, available, lambda g: self._queued[g] > 0)
+        if track is not None:
+            out.append(self._start(t, track, now))
+            available.discard(track)
+
+    def _start(self, t: _Table, track: int, now: float) -> StartJob:
+        start, end, new_f, count = self._shape(t)
+        self._transition(t, "start")
+        t.version += 1
+        self._queued[t.group] -= 1
+        ref = t.freshness if t.freshness is not None else start
+        parts: list[_Partition] = []
+        if t.base:
+            parts, t.pending = t.pending[:count], t.pending[count:]
+            safe = new_f - t.lateness
+            for p in parts:
+                if p.safe_through is not None:
+                    safe = max(safe, min(p.safe_through, new_f))
+            if t.safe is not None:
+                safe = max(safe, t.safe)
+            chopped = bool(t.pending)
+        else:
+            safe = new_f
+            chopped = t.edge is not None and end < t.edge
+        job = StartJob(
+            job_id=self._next_job,
+            table=t.name,
+            track=track,
+            kind="base" if t.base else "derived",
+            start=start,
+            end=end,
+            new_freshness=new_f,
+            new_safe_freshness=min(safe, new_f),
+            partitions=tuple(p.pid for p in parts),
+            sources=tuple(s.name for s in t.sources),
+            delta_f=new_f - ref,
+            estimate=t.cost.estimate(end - start),
+            chopped=chopped,
+            late=tuple(p.pid for p in parts if p.late),
+        )
+        self._next_job += 1
+        t.running, t.running_parts = job, parts
+        self.running[job.job_id] = job
+        self._track_job[track] = job.job_id
+        self._busy_until(track, now)
+        self._track_since[track] = now
+        return job
+
+    # ---- observation -----------------------------------------------------------------------------
+    def weighted_staleness(self, now: float) -> float:
+        """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
+        return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
+
+    def stats(self, now: float) -> SchedulerStats:
+        """A frozen snapshot for metrics, the API and the simulator."""
+        now = max(now, self._now)
+        tables = []
+        pending_jobs = 0
+        for t in self._by_idx:
+            pending_jobs += t.state is JobState.PENDING
+            if self._has_work(t) and t.state is not JobState.RUNNING:
+                start, _end, new_f, _n = self._shape(t)
+                pending_delta = new_f - (t.freshness if t.freshness is not None else start)
+            else:
+                pending_delta = 0.0
+            within, observed = t.meter.time_within(now)
+            tables.append(
+                TableStats(
+                    name=t.name,
+                    kind="base" if t.base else "derived",
+                    state=t.state.value,
+                    priority=t.priority,
+                    inherited_priority=t.ip,
+                    period=t.period,
+                    freshness=t.freshness,
+                    safe_freshness=t.safe,
+                    arrived=t.arrived if t.base else t.edge,
+                    staleness=t.meter.staleness(now),
+                    weighted_staleness=t.priority * t.meter.integral(now),
+                    pending_delta=pending_delta,
+                    pending_partitions=len(t.pending),
+                    running_job=t.running.job_id if t.running else None,
+                    running_track=t.running.track if t.running else None,
+                    jobs_released=t.released,
+                    jobs_completed=t.completed,
+                    jobs_failed=t.failed,
+                    consecutive_failures=t.failures,
+                    delta_f_total=t.delta_total,
+                    alpha=t.cost.alpha,
+                    beta=t.cost.beta,
+                    last_result=t.last_result,
+                    target_staleness=t.target,
+                    time_within_target=within,
+                    observed_time=observed,
+                    home_tracks=self.plan.home[t.group],
+                )
+            )
+        tracks = []
+        for i in range(self._n_tracks):
+            job_id = self._track_job[i]
+            busy = self._track_busy[i] + (now - self._track_since[i] if job_id is not None else 0.0)
+            tracks.append(
+                TrackStats(
+                    track=i,
+                    running_job=job_id,
+                    running_table=self.running[job_id].table if job_id is not None else None,
+                    busy_time=busy,
+                    clusters=self.plan.owners.get(i, ()),
+                    free=i in self.plan.free,
+                )
+            )
+        return SchedulerStats(
+            now=now,
+            tables=tuple(tables),
+            tracks=tuple(tracks),
+            plan=self.plan_stats(),
+            weighted_staleness=self.weighted_staleness(now),
+            jobs_released=self._released,
+            jobs_completed=self._completed,
+            jobs_failed=self._failed,
+            pending_jobs=pending_jobs,
+            running_jobs=len(self.running),
+            events=self._events,
+        )
+
+    def plan_stats(self) -> TrackPlanStats:
+        p = self.plan
+        return TrackPlanStats(
+            partitioner=p.partitioner,
+            tracks=p.n_tracks,
+            clusters=tuple(tuple(g) for g in p.groups),
+            home_tracks=tuple(p.home),
+            free_tracks=p.free,
+            utilization=p.utilization,
+            feasible=p.feasible,
+            note=p.note,
+        )
+
+    @property
+    def late_partitions(self) -> int:
+        """Partitions that arrived at or below their table's safe freshness (loaded anyway)."""
+        return self._late
+
+    @property
+    def duplicate_partitions(self) -> int:
+        return self._duplicates
