@@ -1,0 +1,327 @@
+"""The simulator shell (§4.1): SimPy streams and tracks around the one Scheduler (DESIGN.md §3).
+
+- Each stream is a SimPy process that pushes a partition every P_s (random phase per stream,
+  optional jitter); a partition carries data up to its arrival time, or `sim.delay` behind it.
+- Each `StartJob` becomes a SimPy timeout of the drawn execution time: uniform in
+  [b·E_i(n), (1+b)·E_i(n)] with E_i(n) = α_i + β_i·n and n = end − start, the freshness delta it
+  loads; times S if the job starts inside a slow period. The normal/slow cycle starts with a normal
+  period at time 0.
+- The Scheduler is called on every arrival and every completion (and at back-off expiry); it
+  integrates the weighted staleness exactly.
+- **Relative lateness** = the run's weighted staleness over [0, T] divided by that of the ideal
+  run: the same workload and seed with no contention (one track per table, Global partitioner, no
+  chopping — every job starts when released), over the same horizon T.
+
+Random numbers come from independent streams keyed by the seed and a name (a stream's arrivals,
+a table's draws), so the ideal run sees exactly the same arrivals and a table's n-th job draws the
+same uniform in both runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from sim.trace import Arrival, JobRecord, Trace, TraceWriter
+from sim.workload import periods, true_costs, utilization
+from warehouse.config import FreshetConfig, SimConfig, StreamConfig
+from warehouse.errors import ConfigError
+from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.scheduler import Scheduler
+
+__all__ = ["RunStats", "SimResult", "Simulation", "generated_arrivals", "ideal_config", "simulate"]
+
+
+def generated_arrivals(stream: StreamConfig, sim: SimConfig, seed: int, origin: float = 0.0) -> Iterator[Arrival]:
+    """Periodic partitions of one stream (§4.1): phase ~ U[0, P), then every P (+ U[0, jitter·P))."""
+    rng = random.Random(f"{seed}/arrivals/{stream.name}")
+    period = stream.period
+    phase = rng.uniform(0.0, period)
+    jitter = sim.jitter * period
+    delay = sim.delay
+    name = stream.name
+    prev_end = origin
+    last_t = origin
+    k = 0
+    while True:
+        t = origin + phase + k * period
+        if jitter:
+            t = max(t + rng.uniform(0.0, jitter), last_t)
+        last_t = t
+        end = t - delay
+        if end > prev_end:
+            yield Arrival(t, name, f"{name}-{k}", prev_end, end, max(1, round(end - prev_end)))
+            prev_end = end
+        k += 1
+
+
+def ideal_config(cfg: FreshetConfig) -> FreshetConfig:
+    """No contention (§4.1): one track per table, Global, no chopping — every job starts when released."""
+    sc = cfg.scheduler.model_copy(
+        update={"tracks": len(cfg.tables), "partitioner": "global", "policy": "max-benefit", "chop": None}
+    )
+    return cfg.model_copy(update={"scheduler": sc})
+
+
+@dataclass
+class RunStats:
+    """One simulated run, observed at its horizon."""
+
+    horizon: float
+    events: int
+    weighted_staleness: float
+    busy_time: float
+    jobs: int
+    chopped: int
+    per_table: dict[str, dict[str, float]]
+
+
+@dataclass
+class SimResult:
+    """A run and its ideal (§4.1): everything `freshet sim run --json` prints."""
+
+    config: FreshetConfig
+    seed: int
+    run: RunStats
+    ideal: RunStats
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def relative_lateness(self) -> float:
+        return self.run.weighted_staleness / self.ideal.weighted_staleness if self.ideal.weighted_staleness > 0 else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        sc = self.config.scheduler
+        span = max(self.run.horizon - self.extra.get("origin", 0.0), 1e-12)
+        return {
+            "seed": self.seed,
+            "policy": sc.policy,
+            "partitioner": sc.partitioner,
+            "tracks": sc.tracks,
+            "inheritance": sc.inheritance,
+            "chop": sc.chop,
+            "allocation": sc.allocation,
+            "aggressive": sc.aggressive,
+            "k": sc.k,
+            "tables": len(self.config.tables),
+            "utilization": _r(utilization(self.config)),
+            "busy_fraction": _r(self.run.busy_time / (span * sc.tracks)),
+            "events": self.run.events,
+            "ideal_events": self.ideal.events,
+            "horizon": _r(span),
+            "jobs": self.run.jobs,
+            "chopped_jobs": self.run.chopped,
+            "weighted_staleness": _r(self.run.weighted_staleness),
+            "ideal_weighted_staleness": _r(self.ideal.weighted_staleness),
+            "average_weighted_staleness": _r(self.run.weighted_staleness / span),
+            "relative_lateness": _r(self.relative_lateness),
+            "per_table": self.run.per_table,
+            **{k: v for k, v in self.extra.items() if k != "origin"},
+        }
+
+
+def _r(x: float) -> float:
+    return float(f"{x:.10g}")
+
+
+class Simulation:
+    """One SimPy environment, its streams, its tracks and one Scheduler (§4.1)."""
+
+    def __init__(
+        self,
+        config: FreshetConfig,
+        *,
+        seed: int = 0,
+        trace: Trace | None = None,
+        use_measured: bool = True,
+        writer: TraceWriter | None = None,
+    ) -> None:
+        self.cfg = config
+        self.seed = seed
+        self.origin = trace.origin if trace is not None else 0.0
+        self.env = simpy.Environment(initial_time=self.origin)
+        self.sched = Scheduler(config, now=self.origin, initial_freshness=self.origin)
+        self.writer = writer
+        self.measured = trace.durations if (trace is not None and use_measured) else None
+        self.costs = true_costs(config)
+        self.rngs = {t.name: random.Random(f"{seed}/duration/{t.name}") for t in config.tables}
+        self.b = config.sim.b
+        sd = config.sim.slowdown
+        self.slow = sd.factor if (sd.slow > 0 and sd.factor != 1.0) else 1.0
+        self.cycle = sd.normal + sd.slow
+        self.normal = sd.normal
+        self.events = 0
+        self.limit: int | None = None
+        self.busy = 0.0
+        self.jobs = 0
+        self.chopped = 0
+        self.rows: dict[str, int] = {}
+        self.started: dict[int, tuple[float, float]] = {}
+        self._tick_at: float | None = None
+        self._stop: simpy.Event | None = None
+        known = {s.name for s in config.streams}
+        if trace is not None:
+            unknown = sorted(set(trace.arrivals) - known)
+            if unknown:
+                raise ConfigError(f"the trace has arrivals for stream(s) not in the config: {', '.join(unknown)}")
+            sources: dict[str, Iterable[Arrival]] = trace.arrivals
+        else:
+            sources = {s.name: generated_arrivals(s, config.sim, seed, self.origin) for s in config.streams}
+        fed = {t.stream for t in config.tables if t.stream}
+        for s in config.streams:
+            if s.name in fed and s.name in sources:
+                self.env.process(self._stream(iter(sources[s.name])))
+
+    # ---- the processes -------------------------------------------------------------------------
+    def _stream(self, arrivals: Iterator[Arrival]):
+        """A stream (§2.1): wait for the next arrival time, hand the partition to the Scheduler."""
+        env = self.env
+        for a in arrivals:
+            if a.time > env.now:
+                yield env.timeout(a.time - env.now)
+            if self.limit is not None and self.events >= self.limit:
+                return
+            self.rows[a.partition] = a.rows
+            if self.writer is not None:
+                self.writer.arrival(a)
+            self._handle(PartitionArrived(stream=a.stream, partition_id=a.partition, start=a.start,
+                                          end=a.end, rows=a.rows, safe_through=a.safe_through))
+
+    def _factor(self, now: float) -> float:
+        if self.slow == 1.0:
+            return 1.0
+        return self.slow if (now - self.origin) % self.cycle >= self.normal else 1.0
+
+    def _start(self, job: StartJob) -> None:
+        """A track runs the job for its drawn execution time (§4.1)."""
+        now = self.env.now
+        alpha, beta = self.costs[job.table]
+        u = self.rngs[job.table].random()  # always drawn, so replays stay aligned with the run
+        duration = (alpha + beta * (job.end - job.start)) * (self.b + u) * self._factor(now)
+        if self.measured is not None:
+            duration = self.measured.get((job.table, job.start, job.end), duration)
+        self.started[job.job_id] = (now, duration)
+        ev = self.env.timeout(duration)
+        ev.callbacks.append(_Finish(self, job, duration))
+
+    def _finish(self, job: StartJob, duration: float) -> None:
+        if self.limit is not None and self.events >= self.limit:
+            return
+        rows = 0
+        for pid in job.partitions:
+            rows += self.rows.pop(pid, 0)
+        del self.started[job.job_id]
+        self.busy += duration
+        self.jobs += 1
+        self.chopped += job.chopped
+        if self.writer is not None:
+            self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
+                                      duration=duration, rows=rows, track=job.track))
+        self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows))
+
+    def _tick(self, _ev: simpy.Event) -> None:
+        self._tick_at = None
+        if self.limit is not None and self.events >= self.limit:
+            return
+        self._handle(Tick(), count=False)
+
+    def _handle(self, event, count: bool = True) -> None:
+        now = self.env.now
+        if count:
+            self.events += 1
+        for job in self.sched.handle(event, now):
+            self._start(job)
+        if self.sched._backoffs:  # only failed jobs back off; the simulator never fails one
+            wake = self.sched.next_wakeup()
+            if wake is not None and (self._tick_at is None or wake < self._tick_at):
+                self._tick_at = wake
+                self.env.timeout(max(wake - now, 0.0)).callbacks.append(self._tick)
+        stop = self._stop
+        if stop is not None and self.limit is not None and self.events >= self.limit and not stop.triggered:
+            stop.succeed()
+
+    # ---- running -------------------------------------------------------------------------------
+    def run(self, *, events: int | None = None, until: float | None = None) -> RunStats:
+        """Run until `events` scheduler events have been handled, or until time `until`, or until
+        nothing is left to happen (a finite trace)."""
+        if events is not None:
+            self.limit = events
+            self._stop = self.env.event()
+            with contextlib.suppress(RuntimeError):  # a trace ran out before `events`
+                self.env.run(until=self._stop)
+        elif until is not None:
+            if until > self.env.now:
+                self.env.run(until=until)
+        else:
+            self.env.run()
+        return self.observe(self.env.now if until is None else until)
+
+    def observe(self, horizon: float) -> RunStats:
+        stats = self.sched.stats(horizon)
+        span = max(horizon - self.origin, 1e-12)
+        busy = self.busy + sum(max(0.0, min(d, horizon - s)) for s, d in self.started.values())
+        per_table = {}
+        for t in stats.tables:
+            per_table[t.name] = {
+                "priority": t.priority,
+                "staleness": _r(t.weighted_staleness / t.priority / span),
+                "weighted_staleness": _r(t.weighted_staleness),
+                "jobs": t.jobs_completed,
+                "mean_delta_f": _r(t.delta_f_total / t.jobs_completed) if t.jobs_completed else 0.0,
+            }
+        return RunStats(horizon=horizon, events=self.events, weighted_staleness=stats.weighted_staleness,
+                        busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table)
+
+
+class _Finish:
+    """Callback of a job's timeout (cheaper than a process per job)."""
+
+    __slots__ = ("sim", "job", "duration")
+
+    def __init__(self, sim: Simulation, job: StartJob, duration: float) -> None:
+        self.sim, self.job, self.duration = sim, job, duration
+
+    def __call__(self, _ev: simpy.Event) -> None:
+        self.sim._finish(self.job, self.duration)
+
+
+def prepare(config: FreshetConfig, seed: int) -> FreshetConfig:
+    """The Scheduler as §4.1 runs it: estimates are the true E(n) (no learning); its Random policy
+    seeded from the run's seed."""
+    sc = config.scheduler.model_copy(update={"learn_costs": False, "seed": seed})
+    return config.model_copy(update={"scheduler": sc})
+
+
+def simulate(
+    config: FreshetConfig,
+    *,
+    seed: int = 0,
+    events: int | None = None,
+    until: float | None = None,
+    trace: Trace | None = None,
+    writer: TraceWriter | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SimResult:
+    """Run the workload, then its ideal over the same horizon; return both (§4.1)."""
+    cfg = prepare(config, seed)
+    if events is None and until is None and trace is None:
+        events = cfg.sim.events
+    sim = Simulation(cfg, seed=seed, trace=trace, writer=writer)
+    run = sim.run(events=events, until=until)
+    ideal_sim = Simulation(ideal_config(cfg), seed=seed, trace=trace, use_measured=False)
+    ideal = ideal_sim.run(until=run.horizon)
+    extra: dict[str, Any] = {"origin": sim.origin}
+    return SimResult(config=cfg, seed=seed, run=run, ideal=ideal, extra=extra)
+
+
+def horizon_for(cfg: FreshetConfig, events: int) -> float:
+    """The time in which the ideal run handles about `events` events: an arrival and a completion
+    per base period, a completion per derived period."""
+    per = periods(cfg)
+    rate = sum((2.0 if t.stream else 1.0) / per[t.name] for t in cfg.tables)
+    return events / rate

@@ -1,0 +1,190 @@
+"""Traces: recorded arrivals and job durations, as JSON lines (docs/simulator.md).
+
+One JSON object per line; blank lines and lines starting with `#` are skipped.
+
+- **arrival** — a partition arrived: `{"time": 130.2, "stream": "s0", "start": 100.0, "end": 130.0,
+  "rows": 1234}`; optional `"partition"` (id; default `<stream>-<n>`) and `"safe_through"`.
+- **job** — an update job finished: `{"time": 141.0, "table": "t0", "start": 100.0, "end": 130.0,
+  "duration": 10.8}`; optional `"rows"`, `"track"`, `"status"` (`"ok"` default; other values are
+  ignored on replay).
+- **header** (optional, first line) — `{"freshet_trace": 1, ...}` with any metadata.
+
+`time` is when the event happened, on any clock (epoch seconds from the daemon, simulated seconds
+from `freshet sim run --write-trace`); `start`/`end` are event times of the data, on the same clock.
+A replay shifts nothing: the simulation starts at the earliest `time` or `start` in the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from warehouse.errors import ConfigError
+
+__all__ = ["Arrival", "JobRecord", "Trace", "TraceWriter", "read_trace"]
+
+TRACE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A partition of `stream` covering `(start, end]`, arriving at `time` (§2.1)."""
+
+    time: float
+    stream: str
+    partition: str
+    start: float
+    end: float
+    rows: int = 0
+    safe_through: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"time": self.time, "stream": self.stream, "partition": self.partition,
+                             "start": self.start, "end": self.end, "rows": self.rows}
+        if self.safe_through is not None:
+            d["safe_through"] = self.safe_through
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A finished update job of `table` that loaded `(start, end]` in `duration` seconds."""
+
+    time: float
+    table: str
+    start: float
+    end: float
+    duration: float
+    rows: int = 0
+    track: int | None = None
+    status: str = "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"time": self.time, "table": self.table, "start": self.start, "end": self.end,
+                             "duration": self.duration, "rows": self.rows}
+        if self.track is not None:
+            d["track"] = self.track
+        if self.status != "ok":
+            d["status"] = self.status
+        return d
+
+
+@dataclass
+class Trace:
+    """A parsed trace: arrivals per stream (in time order) and measured durations by window."""
+
+    arrivals: dict[str, list[Arrival]]
+    durations: dict[tuple[str, float, float], float]
+    jobs: list[JobRecord]
+
+    @property
+    def origin(self) -> float:
+        """The earliest time or data start in the trace: where the replay begins."""
+        firsts = [min(a[0].time, a[0].start) for a in self.arrivals.values() if a]
+        return min(firsts) if firsts else 0.0
+
+    @property
+    def last_time(self) -> float:
+        return max((a[-1].time for a in self.arrivals.values() if a), default=0.0)
+
+
+def _num(obj: dict[str, Any], key: str, where: str) -> float:
+    v = obj.get(key)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ConfigError(f"{where}: `{key}` must be a number (got {v!r})")
+    return float(v)
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Parse a trace file; every bad line is reported at once, by line number."""
+    p = Path(path)
+    try:
+        lines = p.read_text().splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read trace: {e.strerror}", source=str(p)) from None
+    return parse_trace(lines, source=str(p))
+
+
+def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
+    arrivals: dict[str, list[Arrival]] = {}
+    durations: dict[tuple[str, float, float], float] = {}
+    jobs: list[JobRecord] = []
+    problems: list[str] = []
+    counts: dict[str, int] = {}
+    for lineno, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        where = f"line {lineno}"
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            problems.append(f"{where}: not JSON ({e.msg})")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"{where}: expected a JSON object")
+            continue
+        try:
+            if "freshet_trace" in obj:
+                if obj["freshet_trace"] != TRACE_VERSION:
+                    problems.append(f"{where}: unsupported trace version {obj['freshet_trace']!r}")
+            elif "stream" in obj:
+                stream = str(obj["stream"])
+                n = counts.get(stream, 0)
+                counts[stream] = n + 1
+                start, end = _num(obj, "start", where), _num(obj, "end", where)
+                if end <= start:
+                    raise ConfigError(f"{where}: partition end {end} is not after start {start}")
+                safe = obj.get("safe_through")
+                a = Arrival(time=_num(obj, "time", where), stream=stream,
+                            partition=str(obj.get("partition", obj.get("partition_id", f"{stream}-{n}"))),
+                            start=start, end=end, rows=int(obj.get("rows", 0) or 0),
+                            safe_through=None if safe is None else _num(obj, "safe_through", where))
+                seq = arrivals.setdefault(stream, [])
+                if seq and a.time < seq[-1].time:
+                    raise ConfigError(f"{where}: arrivals of stream {stream!r} go back in time "
+                                      f"({a.time} after {seq[-1].time})")
+                seq.append(a)
+            elif "table" in obj:
+                rec = JobRecord(time=_num(obj, "time", where), table=str(obj["table"]),
+                                start=_num(obj, "start", where), end=_num(obj, "end", where),
+                                duration=_num(obj, "duration", where), rows=int(obj.get("rows", 0) or 0),
+                                track=obj.get("track"), status=str(obj.get("status", "ok")))
+                jobs.append(rec)
+                if rec.status == "ok":
+                    durations.setdefault((rec.table, rec.start, rec.end), rec.duration)
+            else:
+                problems.append(f"{where}: neither an arrival (`stream`) nor a job (`table`)")
+        except ConfigError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise ConfigError(problems, source=source)
+    return Trace(arrivals=arrivals, durations=durations, jobs=jobs)
+
+
+class TraceWriter:
+    """Appends arrivals and finished jobs to a JSON-lines file as the simulation runs."""
+
+    def __init__(self, fh: IO[str], header: dict[str, Any] | None = None) -> None:
+        self._fh = fh
+        fh.write(json.dumps({"freshet_trace": TRACE_VERSION, **(header or {})}, sort_keys=True) + "\n")
+
+    def arrival(self, a: Arrival) -> None:
+        self._fh.write(json.dumps(a.to_json()) + "\n")
+
+    def job(self, rec: JobRecord) -> None:
+        self._fh.write(json.dumps(rec.to_json()) + "\n")
+
+
+def iter_records(trace: Trace) -> Iterator[Arrival | JobRecord]:
+    """Every record in time order (arrivals before jobs at equal times)."""
+    items: list[tuple[float, int, Arrival | JobRecord]] = []
+    for seq in trace.arrivals.values():
+        items.extend((a.time, 0, a) for a in seq)
+    items.extend((j.time, 1, j) for j in trace.jobs)
+    items.sort(key=lambda x: (x[0], x[1]))
+    for _, _, rec in items:
+        yield rec
