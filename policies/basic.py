@@ -6,11 +6,18 @@ and recomputes a key only when that table's job changes.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["POLICIES", "Candidate", "Expected", "choose_with_lookahead", "marginal_benefit", "policy_key"]
+__all__ = [
+    "POLICIES",
+    "Candidate",
+    "Expected",
+    "choose_with_lookahead",
+    "marginal_benefit",
+    "policy_key",
+    "set_benefit",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,10 +97,6 @@ def policy_key(name: str) -> Callable[[Candidate], tuple]:
         raise ValueError(f"unknown policy {name!r} (one of {', '.join(POLICIES)})") from None
 
 
-def new_rng(seed: int) -> random.Random:
-    return random.Random(seed)
-
-
 def choose_with_lookahead(
     ordered: Sequence[Candidate], expected: Sequence[Expected], now: float, *, max_set: int = 3, pool: int = 10
 ) -> Candidate:
@@ -118,12 +121,18 @@ def choose_with_lookahead(
             total_e = sum(c.cost for c in subset)
             if not (wait <= total_e < head.cost):
                 continue
-            b = (sum(c.priority * c.delta_f for c in subset) + k.priority * k.delta_f) / (total_e + k.cost)
+            b = set_benefit(subset, k)
             if b > best_b:
                 best_b, best_set = b, subset
     if best_set is None:
         return head
     return best_set[0]  # subsets keep the marginal-benefit order, so [0] is the best in S
+
+
+def set_benefit(subset: Sequence[Candidate], k: Expected) -> float:
+    """B[S] = (Σ_S p_m ΔF_m + p_k ΔF_k) / (Σ_S E_m + E_k): running S, then J_k (§3.1)."""
+    num = sum(c.priority * c.delta_f for c in subset) + k.priority * k.delta_f
+    return num / (sum(c.cost for c in subset) + k.cost)
 
 
 def _subsets(items: Sequence[Candidate], max_size: int):

@@ -1,0 +1,135 @@
+"""The configuration schema (DESIGN.md §4.1) and `freshet validate`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from warehouse.config import parse_config, parse_duration
+from warehouse.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = {
+    "streams": [{"name": "router_cpu", "period": "5m", "lateness": "1m", "schema": {"ts": "timestamp", "cpu": "double"}}],
+    "tables": [
+        {"name": "cpu_raw", "stream": "router_cpu", "priority": 1},
+        {"name": "cpu_5min", "sources": ["cpu_raw"], "priority": 10, "granularity": "5m", "sql": "SELECT 1"},
+    ],
+}
+
+
+def _with(**changes):
+    d = json.loads(json.dumps(BASE))
+    for k, v in changes.items():
+        d[k] = v
+    return d
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("5m", 300), ("1h", 3600), ("1d", 86400), ("250ms", 0.25), (12, 12), ("7", 7)]
+)
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["5x", "-1s", "", "m5", True, -3])
+def test_bad_durations(bad):
+    with pytest.raises(ValueError, match="bad duration"):
+        parse_duration(bad)
+
+
+def test_valid_config_round_trip():
+    cfg = parse_config(BASE)
+    assert cfg.stream("router_cpu").period == 300 and cfg.stream("router_cpu").lateness == 60
+    assert cfg.table("cpu_5min").granularity == 300
+    assert cfg.scheduler.tracks == 4 and cfg.scheduler.partitioner == "proportional"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (_with(tables=[{"name": "a", "stream": "router_cpu"}, {"name": "d", "sources": ["cpu_rw"]}]),
+         "table 'd' reads unknown source 'cpu_rw'"),
+        (_with(tables=[{"name": "cpu_raw", "stream": "router_cpu"}, {"name": "d", "sources": ["cpu_rw"]}]),
+         "did you mean 'cpu_raw'"),
+        (_with(tables=[{"name": "a", "stream": "nope"}]), "table 'a' reads unknown stream 'nope'"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu"}, {"name": "x", "sources": ["y"]},
+                       {"name": "y", "sources": ["z"]}, {"name": "z", "sources": ["x", "a"]}]),
+         "cycle in the table DAG: x -> y -> z -> x"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu"}, {"name": "a", "stream": "router_cpu"}]),
+         "duplicate table name 'a'"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "sources": ["a"]}]),
+         "table 'a' is a base table (stream 'router_cpu') and must not have sources"),
+        (_with(streams=[{"name": "s", "period": "5 minutes"}], tables=[{"name": "a", "stream": "s"}]),
+         "streams[s].period: bad duration '5 minutes'"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "priority": 0}]), "tables[a].priority: Input should be greater than 0"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "priority": -2}]), "tables[a].priority"),
+        (_with(scheduler={"tracks": 0}), "scheduler.tracks: Input should be greater than or equal to 1"),
+        (_with(scheduler={"policy": "shortest"}), "scheduler.policy"),
+        (_with(scheduler={"trakcs": 2}), "scheduler.trakcs: Extra inputs are not permitted"),
+        (_with(tables=[{"name": "a", "sources": []}]), "needs either a stream (base) or sources (derived)"),
+    ],
+)
+def test_errors_name_the_field_and_problem(data, message):
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, source="w.yaml")
+    assert message in str(err.value)
+    assert str(err.value).startswith("w.yaml: ")
+
+
+def _validate(tmp_path: Path, data, *extra: str) -> subprocess.CompletedProcess:
+    f = tmp_path / "w.yaml"
+    f.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return subprocess.run(
+        [sys.executable, "-m", "ops.cli", "validate", "--config", str(f), *extra],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+
+
+def test_validate_prints_dag_priorities_and_plan(tmp_path):
+    r = _validate(tmp_path, BASE)
+    assert r.returncode == 0, r.stderr
+    assert "cpu_5min" in r.stdout and "Ip=10" in r.stdout and "Track plan: proportional" in r.stdout
+
+
+def test_validate_json(tmp_path):
+    r = _validate(tmp_path, BASE, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["order"] == ["cpu_raw", "cpu_5min"]
+    raw = d["tables"][0]
+    assert raw["period_seconds"] == 300 and raw["priority"] == 1 and raw["inherited_priority"] == 10  # max
+    assert d["plan"]["partitioner"] == "proportional" and d["plan"]["tracks"] == 4
+    assert sum(len(c["tables"]) for c in d["plan"]["clusters"]) == 2
+
+
+def test_validate_rejects_with_file_field_and_exit_code(tmp_path):
+    r = _validate(tmp_path, _with(tables=[{"name": "a", "stream": "router_cpu"}, {"name": "d", "sources": ["cpu_rw"]}]))
+    assert r.returncode == 2
+    assert r.stdout == "" and "w.yaml: table 'd' reads unknown source 'cpu_rw'" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _validate(tmp_path, "tables: [a, b\n")
+    assert r.returncode == 2 and "not valid YAML" in r.stderr
+
+
+def test_validate_the_shipped_examples(tmp_path):
+    for example in sorted((ROOT / "examples").glob("*.yaml")):
+        r = subprocess.run([sys.executable, "-m", "ops.cli", "validate", "--config", str(example)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 0, (example, r.stderr)
+
+
+def test_engine_imports_nothing_heavy():
+    """The core stays pure: importing it loads no Spark, SimPy, Prometheus or HTTP (STYLE.md §1)."""
+    code = (
+        "import sys, warehouse.scheduler, warehouse.config, policies.basic, tracks.plan, ops.validate\n"
+        "bad = [m for m in ('pyspark', 'simpy', 'prometheus_client', 'fastapi', 'httpx') if m in sys.modules]\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
