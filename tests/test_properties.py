@@ -1,0 +1,157 @@
+"""Property tests: random DAGs and event sequences through the Scheduler (hypothesis)."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import defaultdict
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from warehouse.config import parse_config
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
+from warehouse.scheduler import Scheduler
+
+
+@st.composite
+def workloads(draw):
+    n_streams = draw(st.integers(1, 3))
+    streams, tables = [], []
+    for i in range(n_streams):
+        period = draw(st.sampled_from([1, 2, 5]))
+        streams.append({"name": f"s{i}", "period": period, "lateness": draw(st.sampled_from([0, period]))})
+        for j in range(draw(st.integers(1, 2))):
+            tables.append({"name": f"b{i}_{j}", "stream": f"s{i}", "priority": draw(st.sampled_from([1, 5, 50])),
+                           "cost": {"alpha": draw(st.sampled_from([0.1, 1, 3])), "beta": 0.1}})
+    for k in range(draw(st.integers(0, 4))):
+        names = [t["name"] for t in tables]
+        srcs = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+        gran = draw(st.sampled_from([None, 1, 2]))
+        tables.append({"name": f"d{k}", "sources": srcs, "priority": draw(st.sampled_from([1, 10, 100])),
+                       "granularity": gran})
+    sched = {
+        "tracks": draw(st.integers(1, 4)),
+        "policy": draw(st.sampled_from(["max-benefit", "lookahead", "edf-p", "edf", "random", "fifo"])),
+        "partitioner": draw(st.sampled_from(["global", "edf-partitioned", "proportional"])),
+        "k": draw(st.sampled_from([1, 2, 10])),
+        "allocation": draw(st.sampled_from(["basic", "all"])),
+        "aggressive": draw(st.booleans()),
+        "inheritance": draw(st.sampled_from(["none", "sum", "max", "max-plus"])),
+        "chop": draw(st.sampled_from([None, 1, 2, 3])),
+        "learn_costs": draw(st.booleans()),
+        "retry_backoff": 1,
+        "retry_backoff_max": 8,
+    }
+    cfg = parse_config({"streams": streams, "tables": tables, "scheduler": sched})
+    arrivals = []
+    for s in streams:
+        for n in range(draw(st.integers(1, 8))):
+            end = (n + 1) * s["period"]
+            delay = draw(st.sampled_from([0, 0.5, 1, 2.5, 7]))
+            arrivals.append((end + delay, s["name"], f"{s['name']}-{n}", end - s["period"], end))
+    return cfg, sorted(arrivals), draw(st.integers(0, 2**16)), draw(st.sampled_from([0.0, 0.2]))
+
+
+def drive(cfg, arrivals, seed, fail_prob):
+    """Run the Scheduler to quiescence, checking invariants at every step."""
+    rng = random.Random(seed)
+    s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    q: list = []
+    seq = 0
+    for t, stream, pid, start, end in arrivals:
+        q.append((t, seq, PartitionArrived(stream=stream, partition_id=pid, start=start, end=end)))
+        seq += 1
+    heapq.heapify(q)
+    busy_tracks: dict[int, int] = {}
+    busy_tables: dict[str, int] = {}
+    loaded: dict[str, list[str]] = defaultdict(list)
+    last_fresh: dict[str, float] = {}
+    steps = 0
+    while q:
+        now, _, ev = heapq.heappop(q)
+        steps += 1
+        assert steps < 20000, "no progress"
+        if isinstance(ev, JobFinished | JobFailed):
+            job = s.running[ev.job_id]
+            del busy_tracks[job.track], busy_tables[job.table]
+            if isinstance(ev, JobFinished):
+                loaded[job.table].extend(job.partitions)
+        started = s.handle(ev, now)
+        after = {t.name: t for t in s.stats(now).tables}
+        for job in started:
+            assert job.track not in busy_tracks, "a track runs two jobs"
+            assert job.table not in busy_tables, "a table runs two jobs"
+            assert 0 <= job.track < cfg.scheduler.tracks
+            busy_tracks[job.track], busy_tables[job.table] = job.job_id, job.job_id
+            if job.kind == "base":
+                assert job.partitions, "a base job loads at least one partition"
+                assert not set(job.partitions) & set(loaded[job.table]), "a partition loaded twice"
+            else:
+                edge = min(after[x].safe_freshness for x in job.sources)
+                assert job.end <= edge + 1e-9, "a derived table passed its sources' safe trailing edge"
+                assert job.start == after[job.table].freshness
+            d = rng.uniform(0.1, 3.0)
+            failed = rng.random() < fail_prob
+            res = JobFailed(job_id=job.job_id, reason="boom") if failed else JobFinished(job_id=job.job_id, duration=d)
+            heapq.heappush(q, (now + d, seq, res))
+            seq += 1
+        for t in after.values():
+            if t.freshness is not None:
+                assert t.freshness >= last_fresh.get(t.name, float("-inf")), "freshness decreased"
+                last_fresh[t.name] = t.freshness
+        if not q and s.next_wakeup() is not None:
+            heapq.heappush(q, (s.next_wakeup(), seq, Tick()))
+            seq += 1
+    return s, loaded
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads())
+def test_random_workloads_keep_the_invariants(w):
+    cfg, arrivals, seed, fail_prob = w
+    s, loaded = drive(cfg, arrivals, seed, fail_prob)
+    final = {t.name: t for t in s.stats(1e9).tables}
+    assert not s.running
+    for tc in cfg.tables:
+        t = final[tc.name]
+        assert t.state == "idle" and t.pending_partitions == 0
+        if tc.is_base:
+            # every arrived partition loaded exactly once, in the end
+            expected = sorted(pid for _, stream, pid, _, _ in arrivals if stream == tc.stream)
+            assert sorted(loaded[tc.name]) == expected
+            assert t.freshness == max(end for _, stream, _, _, end in arrivals if stream == tc.stream)
+        else:
+            # a derived table catches up to its sources' safe trailing edge, never beyond
+            edge = min(final[x].safe_freshness for x in tc.sources)
+            g = tc.granularity
+            floored = (edge // g) * g if g else edge
+            assert t.freshness == max(floored, 0.0)
+
+
+def test_same_inputs_and_seed_give_the_same_decisions():
+    cfg = parse_config({
+        "streams": [{"name": f"s{i}", "period": 1 + i % 3} for i in range(6)],
+        "tables": [{"name": f"t{i}", "stream": f"s{i}", "priority": 1 + i} for i in range(6)]
+        + [{"name": "d", "sources": ["t0", "t1", "t2"], "priority": 20}],
+        "scheduler": {"tracks": 2, "policy": "random", "seed": 7, "learn_costs": True},
+    })
+    arrivals = sorted((k * (1 + i % 3) + 0.01 * i, f"s{i}", f"s{i}-{k}", (k - 1) * (1 + i % 3), k * (1 + i % 3))
+                      for i in range(6) for k in range(1, 30))
+
+    def log():
+        s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+        out, running = [], []
+        for t, stream, pid, start, end in arrivals:
+            while running and running[0][0] <= t:
+                ft, jid = heapq.heappop(running)
+                out += s.handle(JobFinished(job_id=jid, duration=0.7), ft)
+            out += s.handle(PartitionArrived(stream=stream, partition_id=pid, start=start, end=end), t)
+            for j in out[-3:]:
+                if j.job_id in s.running and all(j.job_id != r[1] for r in running):
+                    heapq.heappush(running, (t + 0.7, j.job_id))
+        return [(j.job_id, j.table, j.track, j.start, j.end) for j in out]
+
+    first = log()
+    assert len(first) > 50
+    assert first == log()
