@@ -1,0 +1,237 @@
+"""Deployment files: systemd unit, Kubernetes manifests, Prometheus rules, Grafana dashboard.
+
+Each check runs the real tool (systemd-analyze, promtool, kubernetes-validate's schemas); a missing
+tool fails the test with the package to install rather than skipping it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ops.metrics import register_metrics
+from ops.testing import make_stats, make_table
+from warehouse.config import parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+OPS = ROOT / "ops"
+
+
+def tool(name: str, package: str) -> str:
+    path = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
+    if path is None:
+        pytest.fail(f"{name} not found: install Debian's {package!r} package (apt-get install {package})")
+    return path
+
+
+# ---------------------------------------------------------------- systemd
+def _verify_unit(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "freshet"
+    unit = tmp_path / "freshet.service"
+    # verify checks that ExecStart exists: point it at this checkout's console script
+    unit.write_text(text.replace("/opt/freshet/.venv/bin/freshet", str(exe)))
+    return subprocess.run([tool("systemd-analyze", "systemd"), "verify", str(unit)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_systemd_unit_verifies_cleanly(tmp_path):
+    text = (OPS / "systemd" / "freshet.service").read_text()
+    r = _verify_unit(tmp_path, text)
+    assert r.returncode == 0 and "freshet.service" not in r.stderr, r.stderr
+    keys = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    assert keys["Type"] == "notify" and keys["Restart"] == "on-failure" and keys["StateDirectory"] == "freshet"
+    assert keys["KillMode"] == "mixed"  # SIGTERM to freshet only; Spark's JVM is its child
+    assert int(keys["WatchdogSec"].rstrip("s")) > 0
+    assert "--grace" in keys["ExecStart"]
+    grace = int(re.search(r"--grace (\d+)", keys["ExecStart"]).group(1))
+    assert int(keys["TimeoutStopSec"].rstrip("s")) > grace
+    for sandbox in ("NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp"):
+        assert sandbox in keys
+
+
+def test_systemd_verify_catches_mistakes(tmp_path):
+    """The check above can fail: a typo'd key and a bad Restart= value are reported."""
+    text = (OPS / "systemd" / "freshet.service").read_text()
+    bad = text.replace("Restart=on-failure", "Restart=sometimes").replace("ProtectHome=", "ProtectHme=")
+    r = _verify_unit(tmp_path, bad)
+    assert "sometimes" in r.stderr and "ProtectHme" in r.stderr
+
+
+# ---------------------------------------------------------------- Kubernetes
+# kubernetes-validate ships schemas for built-in kinds only. The ServiceMonitor is a
+# prometheus-operator CRD, so it is checked against this subset of its published CRD schema
+# (monitoring.coreos.com/v1 ServiceMonitor: the fields Freshet uses, unknown fields rejected).
+SERVICEMONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": {"type": "object", "required": ["name"]},
+        "spec": {
+            "type": "object", "required": ["selector", "endpoints"], "additionalProperties": False,
+            "properties": {
+                "selector": {"type": "object", "properties": {
+                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                "namespaceSelector": {"type": "object"},
+                "jobLabel": {"type": "string"},
+                "endpoints": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "additionalProperties": False,
+                    "properties": {
+                        "port": {"type": "string"}, "path": {"type": "string"},
+                        "scheme": {"enum": ["http", "https"]},
+                        "interval": {"type": "string", "pattern": "^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?)$"},
+                        "scrapeTimeout": {"type": "string", "pattern": "^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?)$"},
+                        "bearerTokenSecret": {"type": "object"},
+                    }}},
+            }},
+    },
+}
+
+
+def render_kustomization(directory: Path) -> list[dict]:
+    """What `kubectl kustomize` produces for this kustomization (resources + namespace + labels).
+
+    Uses kubectl when it is installed; otherwise applies the same three features in Python, and
+    fails on any kustomize feature it does not implement rather than ignoring it.
+    """
+    kubectl = shutil.which("kubectl")
+    if kubectl:
+        out = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+    k = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    unsupported = set(k) - {"apiVersion", "kind", "namespace", "labels", "resources"}
+    assert not unsupported, f"render_kustomization does not implement {unsupported}"
+    docs = []
+    for res in k["resources"]:
+        docs.extend(d for d in yaml.safe_load_all((directory / res).read_text()) if d)
+    extra = {kk: v for entry in k.get("labels", []) for kk, v in entry["pairs"].items()}
+    for d in docs:
+        d["metadata"].setdefault("labels", {}).update(extra)
+        if d["kind"] != "Namespace":
+            d["metadata"]["namespace"] = k["namespace"]
+    return docs
+
+
+@pytest.fixture(scope="module")
+def k8s() -> dict[str, dict]:
+    docs = render_kustomization(OPS / "k8s")
+    return {d["kind"]: d for d in docs}
+
+
+def test_k8s_manifests_validate_against_schemas(k8s):
+    assert set(k8s) == {"Namespace", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
+                        "ServiceMonitor"}
+    for kind, doc in k8s.items():
+        if kind == "ServiceMonitor":
+            jsonschema.validate(doc, SERVICEMONITOR_SCHEMA)
+            with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+                kubernetes_validate.validate(doc, "1.30", strict=True)  # honest: no CRD schema there
+        else:
+            kubernetes_validate.validate(doc, "1.30", strict=True)
+
+
+def test_k8s_validation_can_fail(k8s):
+    bad = json.loads(json.dumps(k8s["Deployment"]))
+    bad["spec"]["replicas"] = "one"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, "1.30", strict=True)
+    sm = json.loads(json.dumps(k8s["ServiceMonitor"]))
+    sm["spec"]["endpoints"][0]["intervall"] = "30s"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(sm, SERVICEMONITOR_SCHEMA)
+
+
+def test_k8s_objects_fit_together(k8s):
+    dep, svc, sm, cm = k8s["Deployment"], k8s["Service"], k8s["ServiceMonitor"], k8s["ConfigMap"]
+    spec = dep["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    pod_labels = spec["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"][0]["port"] in {p["name"] for p in svc["spec"]["ports"]}
+    (c,) = spec["template"]["spec"]["containers"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert c["livenessProbe"]["httpGet"]["port"] in ports
+    volumes = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == cm["metadata"]["name"]
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == k8s["PersistentVolumeClaim"]["metadata"]["name"]
+    # the shipped warehouse config is valid, and the daemon listens where the probes look
+    cfg = parse_config(yaml.safe_load(cm["data"]["freshet.yaml"]), source="configmap freshet.yaml")
+    assert int(cfg.listen.rsplit(":", 1)[1]) == ports["http"]
+    grace = int(next(a for a in c["args"] if a.startswith("--grace=")).split("=")[1])
+    assert spec["template"]["spec"]["terminationGracePeriodSeconds"] > grace
+
+
+# ---------------------------------------------------------------- Prometheus rules
+def test_promtool_check_and_unit_test_rules():
+    promtool = tool("promtool", "prometheus")
+    r = subprocess.run([promtool, "check", "rules", str(OPS / "prometheus" / "rules.yml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([promtool, "test", "rules", "rules_test.yml"], cwd=OPS / "prometheus",
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([promtool, "check", "config", str(OPS / "prometheus" / "prometheus.yml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_promtool_unit_tests_can_fail(tmp_path):
+    promtool = tool("promtool", "prometheus")
+    shutil.copy(OPS / "prometheus" / "rules.yml", tmp_path / "rules.yml")
+    text = (OPS / "prometheus" / "rules_test.yml").read_text().replace("eval_time: 10m", "eval_time: 12m", 1)
+    (tmp_path / "rules_test.yml").write_text(text)
+    r = subprocess.run([promtool, "test", "rules", "rules_test.yml"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "FreshetTableStale" in r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- dashboard ↔ metrics
+def exported_names() -> set[str]:
+    """Every sample name the daemon exports, from a populated registry."""
+    reg = CollectorRegistry()
+    m = register_metrics(reg, lambda: make_stats(100.0, [make_table(
+        "t", freshness=50.0, safe_freshness=40.0, arrived=60.0, target_staleness=60.0)]), lambda: 100.0)
+    m.job_done("t", "base", 1.0, 10)
+    m.partitions_quarantined.labels(stream="s").inc()
+    m.partitions_arrived.labels(stream="s").inc()
+    m.decision_seconds.observe(0.001)
+    return {s.name for f in text_string_to_metric_families(generate_latest(reg).decode()) for s in f.samples}
+
+
+METRIC = re.compile(r"\b(freshet_[a-z0-9_]+)")
+
+
+def test_dashboard_and_rules_use_only_exported_metrics():
+    names = exported_names()
+    dash = json.loads((OPS / "grafana" / "freshet-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert len(dash["panels"]) >= 10 and dash["uid"]
+    titles = " ".join(p["title"].lower() for p in dash["panels"])
+    for want in ("staleness", "weighted", "pending", "busy", "duration", "quarantine", "α", "β"):
+        assert want in titles, want
+    rules = yaml.safe_load((OPS / "prometheus" / "rules.yml").read_text())
+    exprs += [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    used = {m for e in exprs for m in METRIC.findall(e)}
+    assert used, "no metric referenced"
+    missing = sorted(used - names)
+    assert not missing, f"referenced but not exported: {missing}"
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
