@@ -1,0 +1,276 @@
+"""Running the Scheduler's StartJob decisions on Spark (DESIGN.md §4.4, §5).
+
+Track workers call `Executor.execute(job)` from their own threads; it runs the update job, measures
+its duration (the Scheduler re-estimates α, β from it — §2.4) and answers with the event to feed
+back: `JobFinished` or `JobFailed`. Spark errors become events; they never reach the core.
+
+Every job is planned from the watermark committed in the table's Delta log: after a failure whose
+outcome is unknown the table's state is re-read before its next job, so a job that did commit
+becomes a no-op (its partitions are already recorded; its window is already covered), and the
+Delta txn (`freshet/<table>`, version) guards against a replay that slips past that.
+
+- **Base job** (§2.1): the job's partitions, read with the stream's declared schema, appended.
+- **Derived job** (§2.2): the SQL over each source restricted to `(F_D − lookback, TE]`, every
+  source read at one pinned Delta version, in a session of its own (temp views are per session).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from warehouse.config import FreshetConfig, TableConfig
+from warehouse.delta import (
+    DERIVED_TIME_COLUMN,
+    RecoveryState,
+    TableState,
+    append_idempotent,
+    commit_metrics,
+    delta_version,
+    ms,
+    next_txn_version,
+    read_delta,
+    read_table_state,
+    recover,
+    spark_schema_ddl,
+    table_path,
+    time_column,
+    utc,
+    window_filter,
+    with_partition_column,
+)
+from warehouse.errors import WarehouseError
+from warehouse.events import JobFailed, JobFinished, StartJob
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from warehouse.intake import Intake
+
+__all__ = ["Executor", "JobError", "JobOutcome"]
+
+log = logging.getLogger("freshet.executor")
+
+
+class JobError(WarehouseError):
+    """An update job did not commit (Spark error, bad SQL, missing source, bad partition)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """What a job did. `committed=False` means it was already committed (a replay): a no-op."""
+
+    job_id: int
+    table: str
+    committed: bool
+    rows: int
+    duration: float
+    delta_version: int | None = None
+    txn_version: int | None = None
+    note: str = ""
+
+    def event(self) -> JobFinished:
+        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows)
+
+
+def _reason(err: BaseException) -> str:
+    """A one-line reason from a Spark/Py4J error (the JVM stack trace stays in the log)."""
+    text = str(err).strip() or type(err).__name__
+    first = text.splitlines()[0].strip()
+    for prefix in ("An error occurred while calling",):
+        if first.startswith(prefix) and len(text.splitlines()) > 1:
+            first = text.splitlines()[1].strip()
+    return f"{type(err).__name__}: {first}"[:500]
+
+
+class Executor:
+    """Runs base and derived update jobs against the Delta tables under `warehouse.root`."""
+
+    def __init__(
+        self,
+        config: FreshetConfig,
+        spark: SparkSession,
+        intake: Intake | None = None,
+        state: RecoveryState | None = None,
+    ) -> None:
+        self.config = config
+        self.spark = spark
+        self.intake = intake
+        state = state if state is not None else recover(config)
+        self._states: dict[str, TableState] = {t.name: state.tables.get(t.name, TableState()).copy()
+                                               for t in config.tables}
+        self._dirty: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ---- committed state --------------------------------------------------------------------------
+    def refresh(self, table: str) -> TableState:
+        """Re-read `table`'s committed watermark from its Delta log (after an unknown outcome)."""
+        st = read_table_state(table_path(self.config, table), table)
+        with self._lock:
+            self._states[table] = st
+            self._dirty.discard(table)
+        return st.copy()
+
+    def table_state(self, table: str) -> TableState:
+        """What is committed for `table` now (a copy)."""
+        with self._lock:
+            dirty = table in self._dirty
+            if not dirty:
+                return self._states.setdefault(table, TableState()).copy()
+        return self.refresh(table)
+
+    def _commit_state(self, table: str, st: TableState) -> None:
+        with self._lock:
+            self._states[table] = st
+
+    # ---- running jobs -----------------------------------------------------------------------------
+    def execute(self, job: StartJob) -> JobFinished | JobFailed:
+        """Run `job`; the event for the Scheduler. Never raises."""
+        try:
+            return self.run(job).event()
+        except Exception as err:  # noqa: BLE001 — every failure becomes an event (STYLE.md §2)
+            reason = err.reason if isinstance(err, JobError) else _reason(err)
+            log.warning("job %d (%s, %s) failed: %s", job.job_id, job.kind, job.table, reason,
+                        exc_info=not isinstance(err, JobError))
+            return JobFailed(job_id=job.job_id, reason=reason)
+
+    def run(self, job: StartJob) -> JobOutcome:
+        """Run `job` and return its outcome; JobError (or a Spark exception) if it did not commit."""
+        try:
+            tc = self.config.table(job.table)
+        except StopIteration:
+            raise JobError(f"unknown table {job.table!r}") from None
+        t0 = time.monotonic()
+        sc = self.spark.sparkContext
+        sc.setLocalProperty("spark.job.description", f"freshet {job.kind} job {job.job_id}: {job.table}")
+        try:
+            out = self._run_base(job, tc, t0) if tc.is_base else self._run_derived(job, tc, t0)
+        except BaseException:
+            with self._lock:  # outcome unknown: plan the next job from the log, not from memory
+                self._dirty.add(job.table)
+            raise
+        finally:
+            sc.setLocalProperty("spark.job.description", None)
+        return out
+
+    def _noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:
+        log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)
+        return JobOutcome(job.job_id, job.table, False, 0, time.monotonic() - t0,
+                          st.delta_version, st.txn_version, note)
+
+    def _read_partitions(self, stream_name: str, files: list[str]) -> DataFrame:
+        stream = self.config.stream(stream_name)
+        ddl = spark_schema_ddl(stream.schema_)
+        reader = self.spark.read
+        if ddl:
+            reader = reader.schema(ddl)
+        if not files:
+            if not ddl:
+                raise JobError(f"stream {stream_name!r} declares no schema: cannot load an empty partition")
+            return self.spark.createDataFrame([], ddl)
+        if stream.format == "parquet":
+            return reader.parquet(*files)
+        if stream.format == "csv":
+            return reader.option("header", "true").csv(list(files))
+        return reader.json(list(files))
+
+    def _run_base(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+        assert tc.stream is not None
+        st = self.table_state(tc.name)
+        todo = [pid for pid in job.partitions if pid not in st.partitions]
+        if not todo:
+            self._archive(tc, {pid: st.partitions[pid] for pid in job.partitions})
+            return self._noop(job, t0, st, "its partitions are already committed")
+        if self.intake is None:
+            raise JobError("the executor has no intake: cannot find partition files")
+        parts = [self.intake.partition(tc.stream, pid) for pid in todo]
+        new_f = max(job.new_freshness, st.freshness) if st.freshness is not None else job.new_freshness
+        new_safe = job.new_safe_freshness if st.safe_freshness is None else max(job.new_safe_freshness,
+                                                                                 st.safe_freshness)
+        new_safe = min(new_safe, new_f)
+        txn = next_txn_version(new_f, st.txn_version)
+        files = [f for p in parts for f in p.files]
+        fps = {p.id: p.fingerprint for p in parts}
+        if job.late:
+            log.warning("table %s: loading late partition(s) %s (derived windows already computed do "
+                        "not include them)", tc.name, ", ".join(job.late))
+        df = self._read_partitions(tc.stream, files)
+        df = with_partition_column(df, tc, time_column(self.config, tc), new_f)
+        path = table_path(self.config, tc.name)
+        meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
+                "safe_freshness": new_safe, "window": [job.start, job.end]}
+        append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
+        version, rows = commit_metrics(path, tc.name, txn)
+        if version is None:  # Delta skipped the write: someone committed this version already
+            st = self.refresh(tc.name)
+            if all(pid in st.partitions for pid in todo):
+                return self._noop(job, t0, st, "Delta skipped the write: already committed")
+            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded "
+                           f"{st.txn_version}) but the partitions are not in the log")
+        new = st.copy()
+        new.freshness, new.safe_freshness, new.txn_version, new.delta_version = new_f, new_safe, txn, version
+        new.partitions.update(fps)
+        new.commits += 1
+        self._commit_state(tc.name, new)
+        self._archive(tc, fps)
+        n = rows if rows is not None else sum(p.rows for p in parts)
+        return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
+
+    def _archive(self, tc: TableConfig, fps: dict[str, str]) -> None:
+        if self.intake is not None and tc.stream is not None and fps:
+            self.intake.mark_loaded(tc.name, tc.stream, fps)
+
+    def _run_derived(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+        st = self.table_state(tc.name)
+        start = job.start if st.freshness is None else max(job.start, st.freshness)
+        end = job.end
+        if end <= start:
+            return self._noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
+        txn = next_txn_version(end, st.txn_version)
+        if txn != ms(end):
+            return self._noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
+        if not tc.sql:
+            raise JobError(f"derived table {tc.name!r} has no sql")
+        session = self.spark.newSession()  # temp views are per session: concurrent jobs never share them
+        versions: dict[str, int] = {}
+        for src in tc.sources:
+            scfg = self.config.table(src)
+            spath = table_path(self.config, src)
+            v = delta_version(spath)
+            if v is None:
+                raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
+            versions[src] = v
+            df = read_delta(session, spath, v)
+            df = window_filter(df, scfg, time_column(self.config, scfg), start - tc.lookback, end)
+            df.createOrReplaceTempView(src)
+        args: dict[str, Any] | None = None
+        if ":window_start" in tc.sql or ":window_end" in tc.sql:
+            args = {"window_start": utc(start), "window_end": utc(end)}
+        out = session.sql(tc.sql, args=args) if args else session.sql(tc.sql)
+        if DERIVED_TIME_COLUMN not in out.columns:
+            raise JobError(f"the sql of derived table {tc.name!r} must output a {DERIVED_TIME_COLUMN!r} "
+                           f"column (its event time); it outputs {', '.join(out.columns)}")
+        out = with_partition_column(out, tc, DERIVED_TIME_COLUMN, end)
+        path = table_path(self.config, tc.name)
+        meta = {"kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": end,
+                "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end], "sources": versions}
+        append_idempotent(out, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
+        version, rows = commit_metrics(path, tc.name, txn)
+        if version is None:
+            st = self.refresh(tc.name)
+            if st.freshness is not None and st.freshness >= end:
+                return self._noop(job, t0, st, "Delta skipped the write: already committed")
+            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version})")
+        new = st.copy()
+        new.freshness, new.txn_version, new.delta_version = end, txn, version
+        new.safe_freshness = meta["safe_freshness"]
+        new.commits += 1
+        self._commit_state(tc.name, new)
+        return JobOutcome(job.job_id, tc.name, True, rows or 0, time.monotonic() - t0, version, txn)
