@@ -85,7 +85,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str | None = Field(None, description="partition id = directory under landing/<stream>/; default from end")
+    id: str = Field(description="partition id: the directory landing/<stream>/<id>/ holding the files")
     start: float | str = Field(description="event time interval (start, end]: ISO-8601 or epoch seconds")
     end: float | str
     files: list[str] = Field(min_length=1, description="data files, relative to the partition directory")
@@ -94,8 +94,8 @@ class Manifest(BaseModel):
 
     @field_validator("id")
     @classmethod
-    def _id(cls, v: str | None) -> str | None:
-        if v is not None and not PARTITION_ID.match(v):
+    def _id(cls, v: str) -> str:
+        if not PARTITION_ID.match(v):
             raise ValueError(f"partition id {v!r} must match {PARTITION_ID.pattern}")
         return v
 
@@ -133,8 +133,9 @@ class Backend(Protocol):
 
     def streams(self) -> list[str]: ...
 
-    def submit_partition(self, stream: str, manifest: Manifest) -> str:
-        """Accept a manifest; return the partition id. Raise ApiError / ValueError / FreshetError."""
+    def submit_partition(self, stream: str, manifest: Manifest, raw: dict[str, Any]) -> str | None:
+        """Accept a manifest (`raw` is the JSON as sent); return the partition id, or None for an exact
+        duplicate. Raise ApiError / ValueError / FreshetError naming the problem."""
         ...
 
 
@@ -189,8 +190,10 @@ def _validation_message(errors: list[Any]) -> str:
 
 
 def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | None = None,
-               max_body: int = MAX_BODY, clock: Callable[[], float] = time.time) -> FastAPI:
-    """Build the app. `token=None` leaves mutating endpoints open (only sensible on loopback)."""
+               open_without_token: bool = True, max_body: int = MAX_BODY,
+               clock: Callable[[], float] = time.time) -> FastAPI:
+    """Build the app. With no `token`, mutating endpoints are open only if `open_without_token`
+    (the daemon sets it when it listens on loopback) and refused with 403 otherwise."""
     app = FastAPI(title="Freshet", version="0.1.0",
                   description="Update scheduler for streaming data warehouses (DataDepot, TKDE 2011).")
 
@@ -209,7 +212,10 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
 
     def authorize(request: Request) -> None:
         if token is None:
-            return
+            if open_without_token:
+                return
+            raise ApiError(403, "mutating endpoints are disabled: the API listens beyond loopback and no token "
+                                "is configured (set FRESHET_API_TOKEN or FRESHET_API_TOKEN_FILE)")
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
         if not header:
@@ -312,11 +318,13 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
         except ValueError as e:
             raise ApiError(422, f"bad manifest: {e}") from None
         try:
-            pid = backend.submit_partition(stream, manifest)
+            pid = backend.submit_partition(stream, manifest, data)
         except ApiError:
             raise
         except (ValueError, FreshetError) as e:
-            raise ApiError(422, f"bad manifest: {e}") from None
+            raise ApiError(422, f"partition {manifest.id!r} rejected: {e}") from None
+        if pid is None:
+            return JSONResponse({"stream": stream, "partition": manifest.id, "status": "duplicate"}, status_code=200)
         return JSONResponse({"stream": stream, "partition": pid, "status": "accepted"}, status_code=202)
 
     return app

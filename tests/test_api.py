@@ -30,11 +30,13 @@ class FakeBackend:
     def streams(self):
         return ["router_cpu", "flows"]
 
-    def submit_partition(self, stream, manifest):
+    def submit_partition(self, stream, manifest, raw):
         if manifest.id == "dup":
-            raise ValueError("partition 'dup' was already loaded with different content")
+            raise ValueError("already loaded with different content")
+        if manifest.id == "again":
+            return None
         self.submitted.append((stream, manifest))
-        return manifest.id or f"p-{int(manifest.times()[1])}"
+        return manifest.id
 
 
 class Clock:
@@ -122,10 +124,13 @@ def test_post_partition_accepted(server):
     stream, m = backend.submitted[-1]
     assert stream == "router_cpu" and m.rows == 10
     assert m.times()[1] - m.times()[0] == 300
-    # epoch seconds work too, and the id defaults from the backend
-    body = dict(GOOD, id=None, start=T0, end=T0 + 60)
+    # epoch seconds work too; an exact re-delivery is a 200 no-op
+    body = dict(GOOD, id="p2", start=T0, end=T0 + 60)
     r = client.post("/v1/streams/flows/partitions", json=body, headers=AUTH)
-    assert r.status_code == 202 and r.json()["partition"] == f"p-{int(T0 + 60)}"
+    assert r.status_code == 202 and r.json()["partition"] == "p2"
+    assert backend.submitted[-1][1].times()[:2] == (T0, T0 + 60)
+    r = client.post("/v1/streams/flows/partitions", json=dict(GOOD, id="again"), headers=AUTH)
+    assert r.status_code == 200 and r.json()["status"] == "duplicate"
 
 
 @pytest.mark.parametrize(("kwargs", "status", "needle"), [
@@ -138,7 +143,9 @@ def test_post_partition_accepted(server):
     ({"json": dict(GOOD, files=["../../etc/passwd"]), "headers": AUTH}, 422, "files"),
     ({"json": dict(GOOD, extra=1), "headers": AUTH}, 422, "extra"),
     ({"json": [1, 2], "headers": AUTH}, 422, "JSON object"),
-    ({"json": dict(GOOD, id="dup"), "headers": AUTH}, 422, "already loaded"),
+    ({"json": dict(GOOD, id="dup"), "headers": AUTH}, 422, "'dup' rejected: already loaded"),
+    ({"json": {k: v for k, v in GOOD.items() if k != "id"}, "headers": AUTH}, 422, "id: Field required"),
+    ({"json": dict(GOOD, id="../x"), "headers": AUTH}, 422, "partition id"),
     ({"content": b"x" * 5000, "headers": AUTH}, 413, "limit"),
     ({"content": b"{}", "headers": {**AUTH, "content-type": "text/plain"}}, 415, "content type"),
 ])
@@ -219,3 +226,16 @@ def test_freshet_status_names_unreachable_daemon():
 
     with pytest.raises(FreshetError, match="cannot reach the daemon at http://127.0.0.1:9"):
         status_main(argparse.Namespace(url="http://127.0.0.1:9", json=False, timeout=1))
+
+
+def test_no_token_beyond_loopback_refuses_mutations():
+    backend = FakeBackend()
+    app = create_app(backend, CollectorRegistry(), token=None, open_without_token=False)
+    srv = ApiServer(app, "127.0.0.1", 0)
+    port = srv.start()
+    try:
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/streams/flows/partitions", json=GOOD, timeout=5)
+        assert r.status_code == 403 and "FRESHET_API_TOKEN" in r.json()["error"]
+        assert not backend.submitted
+    finally:
+        srv.stop()
