@@ -455,7 +455,12 @@ class Scheduler:
 
     def _push(self, t: _Table) -> None:
         t.version += 1
-        heapq.heappush(self._heaps[t.group], (self._key(self._candidate(t)), t.version, t.idx))
+        h = self._heaps[t.group]
+        heapq.heappush(h, (self._key(self._candidate(t)), t.version, t.idx))
+        if len(h) > 2 * self._queued[t.group] + 64:  # compact stale entries: memory stays flat
+            by = self._by_idx
+            h[:] = [e for e in h if by[e[2]].version == e[1] and by[e[2]].state is JobState.PENDING]
+            heapq.heapify(h)
 
     def _top(self, g: int) -> tuple | None:
         """The group's best valid entry (lazy deletion)."""
