@@ -1,0 +1,157 @@
+"""The Scheduler's own behaviour: releases, derived windows, failures, misuse, repartitioning, costs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers_engine import config
+from warehouse.cost import CostModel
+from warehouse.errors import SchedulerMisuse
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
+from warehouse.freshness import StalenessMeter
+from warehouse.scheduler import Recovered, Scheduler
+
+STREAMS = [{"name": "a", "period": 60, "lateness": 30}, {"name": "b", "period": 60}]
+TABLES = [
+    {"name": "ra", "stream": "a"},
+    {"name": "rb", "stream": "b"},
+    {"name": "j", "sources": ["ra", "rb"], "priority": 10, "granularity": 60},
+]
+
+
+def arrive(s, stream, pid, start, end, now, **kw):
+    return s.handle(PartitionArrived(stream=stream, partition_id=pid, start=start, end=end, **kw), now)
+
+
+def test_derived_window_is_the_floored_safe_trailing_edge():
+    s = Scheduler(config(STREAMS, TABLES, tracks=4), now=0, initial_freshness=0.0)
+    (ja,) = arrive(s, "a", "a1", 0, 150, 150)
+    (jb,) = arrive(s, "b", "b1", 0, 100, 150)
+    assert ja.new_safe_freshness == 120  # F − lateness (§2.2)
+    assert s.handle(JobFinished(job_id=ja.job_id, duration=1), 151) == []
+    (jd,) = s.handle(JobFinished(job_id=jb.job_id, duration=1), 152)
+    # TE = min(F'_ra = 120, F'_rb = 100) = 100, floored to 60
+    assert (jd.kind, jd.start, jd.end, jd.sources) == ("derived", 0.0, 60.0, ("ra", "rb"))
+    s.handle(JobFinished(job_id=jd.job_id, duration=1), 153)
+    # a punctuation moves the safe freshness past the lateness bound
+    (jb2,) = arrive(s, "b", "b2", 100, 200, 200, safe_through=200)
+    assert jb2.new_safe_freshness == 200
+    (jd2,) = s.handle(JobFinished(job_id=jb2.job_id, duration=1), 201)
+    assert (jd2.start, jd2.end) == (60.0, 120.0)
+
+
+def test_failed_job_keeps_its_data_and_retries_after_backoff():
+    cfg = config(STREAMS, TABLES, tracks=2, retry_backoff=5, retry_backoff_max=20)
+    s = Scheduler(cfg, now=0, initial_freshness=0.0)
+    (j,) = arrive(s, "b", "b1", 0, 60, 60)
+    assert s.handle(JobFailed(job_id=j.job_id, reason="spark died"), 61) == []
+    assert s.next_wakeup() == 66
+    assert arrive(s, "b", "b2", 60, 120, 62) == []  # merged while backing off
+    st = {t.name: t for t in s.stats(62).tables}["rb"]
+    assert (st.state, st.pending_partitions, st.last_result) == ("backoff", 2, "failed: spark died")
+    assert s.handle(Tick(), 65.9) == []
+    (retry,) = s.handle(Tick(), 66)
+    assert retry.partitions == ("b1", "b2")
+    s.handle(JobFailed(job_id=retry.job_id), 67)
+    assert s.next_wakeup() == 67 + 10  # exponential
+    (again,) = s.handle(Tick(), 77)
+    s.handle(JobFinished(job_id=again.job_id, duration=1), 78)
+    st = {t.name: t for t in s.stats(78).tables}["rb"]
+    assert (st.freshness, st.jobs_failed, st.consecutive_failures, st.last_result) == (120, 2, 0, "ok")
+
+
+def test_duplicate_partition_ids_are_ignored():
+    s = Scheduler(config(STREAMS, TABLES, tracks=1), now=0, initial_freshness=0.0)
+    (j,) = arrive(s, "b", "b1", 0, 60, 60)
+    assert arrive(s, "b", "b1", 0, 60, 61) == []
+    assert s.duplicate_partitions == 1
+
+
+def test_late_partition_is_loaded_and_flagged():
+    s = Scheduler(config(STREAMS, TABLES, tracks=1), now=0, initial_freshness=0.0)
+    (j,) = arrive(s, "b", "b2", 60, 120, 120)
+    s.handle(JobFinished(job_id=j.job_id, duration=1), 121)
+    (late,) = arrive(s, "b", "b1", 0, 60, 130)  # below F' = 120: beyond the lateness bound
+    assert late.late == ("b1",) and late.new_freshness == 120 and late.delta_f == 0
+    assert s.late_partitions == 1
+
+
+def test_misuse_is_reported_and_changes_nothing():
+    s = Scheduler(config(STREAMS, TABLES, tracks=1), now=0, initial_freshness=0.0)
+    with pytest.raises(SchedulerMisuse, match="job 42 is not running"):
+        s.handle(JobFinished(job_id=42, duration=1), 1)
+    with pytest.raises(SchedulerMisuse, match="unknown stream 'zz'"):
+        arrive(s, "zz", "p", 0, 1, 1)
+    with pytest.raises(SchedulerMisuse, match="end <= start"):
+        PartitionArrived(stream="a", partition_id="p", start=5, end=5)
+    assert s.stats(2).jobs_released == 0
+
+
+def test_time_never_runs_backwards():
+    s = Scheduler(config(STREAMS, TABLES, tracks=1), now=100, initial_freshness=0.0)
+    (j,) = arrive(s, "b", "b1", 0, 60, 110)
+    s.handle(JobFinished(job_id=j.job_id, duration=1), 105)  # a wall clock stepped back
+    assert s.stats(0).now == 110
+
+
+def test_recovered_state_releases_lagging_derived_tables():
+    rec = {"ra": Recovered(600, 570), "rb": Recovered(600, 600), "j": Recovered(120)}
+    s = Scheduler(config(STREAMS, TABLES, tracks=1), now=1000, recovered=rec)
+    (j,) = s.handle(Tick(), 1000)
+    assert (j.table, j.start, j.end) == ("j", 120, 540)
+
+
+def test_reconfigure_adds_and_removes_tables_and_changes_priorities():
+    s = Scheduler(config(STREAMS, TABLES, tracks=2), now=0, initial_freshness=0.0)
+    (jb,) = arrive(s, "b", "b1", 0, 60, 60)
+    tables = [TABLES[0], {**TABLES[1], "priority": 7}, {"name": "rb2", "sources": ["rb"], "priority": 3}]
+    s.reconfigure(config(STREAMS, tables, tracks=3), 61)
+    st = {t.name: t for t in s.stats(61).tables}
+    assert set(st) == {"ra", "rb", "rb2"} and st["rb"].priority == 7 and st["rb"].running_job == jb.job_id
+    assert len(s.stats(61).tracks) == 3
+    (d,) = s.handle(JobFinished(job_id=jb.job_id, duration=1), 62)
+    assert d.table == "rb2" and d.end == 60
+
+
+def test_drift_in_learned_costs_repartitions():
+    streams = [{"name": f"s{i}", "period": 10} for i in range(3)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0}} for i in range(3)]
+    s = Scheduler(config(streams, tables, tracks=2, partitioner="proportional", learn_costs=True), now=0,
+                  initial_freshness=0.0)
+    before = s.plan
+    now = 0.0
+    for k in range(1, 30):
+        now = 10.0 * k
+        for i in range(3):
+            for j in arrive(s, f"s{i}", f"{i}-{k}", now - 10, now, now):
+                s.handle(JobFinished(job_id=j.job_id, duration=8.0 if j.table == "t0" else 1.0), now + 0.5)
+    assert s.plan is not before
+    st = {t.name: t for t in s.stats(now).tables}
+    assert st["t0"].alpha + st["t0"].beta * 10 == pytest.approx(8.0, rel=0.2)
+
+
+def test_cost_model_single_observation_and_outliers():
+    m = CostModel(alpha=1.0, beta=0.1)
+    m.observe(100, 21.0)  # one job: 2× the prior's 11 s
+    assert 11 < m.estimate(100) < 21 and m.alpha > 0 and m.beta > 0
+    exact = CostModel(alpha=1.0, beta=0.1, prior_weight=1e-6)
+    for n in (10, 50, 100, 200, 10, 70):
+        exact.observe(n, 2.0 + 0.05 * n)
+    assert exact.alpha == pytest.approx(2.0, rel=0.01) and exact.beta == pytest.approx(0.05, rel=0.01)
+    robust = CostModel(alpha=1.0, beta=0.1)
+    for n in range(10, 200, 10):
+        robust.observe(n, 1.0 + 0.1 * n)
+    robust.observe(100, 10_000.0)  # a stalled job
+    assert robust.estimate(100) == pytest.approx(11.0, rel=0.5)
+    frozen = CostModel(alpha=1.0, beta=0.1, learn=False)
+    frozen.observe(100, 99.0)
+    assert frozen.estimate(100) == 11.0
+
+
+def test_staleness_meter_time_within_target():
+    m = StalenessMeter(target=5.0)
+    m.start(0.0, 0.0)
+    m.set_freshness(8.0, 10.0)  # S: 0→10 (within for 5 s), then 2
+    within, observed = m.time_within(14.0)  # S: 2→6 over (10, 14] (within for 3 s)
+    assert (within, observed) == (8.0, 14.0)
+    assert m.integral(14.0) == pytest.approx(50 + 16)
