@@ -458,17 +458,18 @@ class Scheduler:
         h = self._heaps[t.group]
         heapq.heappush(h, (self._key(self._candidate(t)), t.version, t.idx))
         if len(h) > 2 * self._queued[t.group] + 64:  # compact stale entries: memory stays flat
-            by = self._by_idx
-            h[:] = [e for e in h if by[e[2]].version == e[1] and by[e[2]].state is JobState.PENDING]
+            h[:] = [e for e in h if self._valid(e, t.group)]
             heapq.heapify(h)
+
+    def _valid(self, entry: tuple, g: int) -> bool:
+        t = self._by_idx[entry[2]]
+        return t.version == entry[1] and t.state is JobState.PENDING and t.group == g
 
     def _top(self, g: int) -> tuple | None:
         """The group's best valid entry (lazy deletion)."""
         h = self._heaps[g]
         while h:
-            _, version, idx = h[0]
-            t = self._by_idx[idx]
-            if t.version == version and t.state is JobState.PENDING and t.group == g:
+            if self._valid(h[0], g):
                 return h[0]
             heapq.heappop(h)
         return None
@@ -532,11 +533,7 @@ class Scheduler:
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Max Benefit with Lookahead (§3.1) picks the first job of the round."""
-        pool: list[tuple] = []
-        for g in range(len(self._heaps)):
-            pool.extend(e for e in self._heaps[g] if self._top(g) is not None)
-        valid = [e for e in pool if self._by_idx[e[2]].version == e[1] and self._by_idx[e[2]].state is JobState.PENDING]
-        valid = heapq.nsmallest(10, valid)
+        valid = heapq.nsmallest(10, (e for g, h in enumerate(self._heaps) for e in h if self._valid(e, g)))
         if not valid:
             return
         ordered = [self._candidate(self._by_idx[e[2]]) for e in valid]
