@@ -155,3 +155,11 @@ def test_staleness_meter_time_within_target():
     within, observed = m.time_within(14.0)  # S: 2→6 over (10, 14] (within for 3 s)
     assert (within, observed) == (8.0, 14.0)
     assert m.integral(14.0) == pytest.approx(50 + 16)
+
+
+def test_new_derived_table_is_computed_from_the_sources_origin():
+    rec = {"ra": Recovered(600, 600, origin=0), "rb": Recovered(600, 600, origin=60)}
+    tables = [TABLES[0], TABLES[1], {**TABLES[2], "name": "fresh"}]
+    s = Scheduler(config(STREAMS, tables, tracks=1, chop=3), now=1000, recovered=rec)
+    (j,) = s.handle(Tick(), 1000)
+    assert (j.table, j.start, j.end, j.chopped) == ("fresh", 0, 180, True)  # backfill, chopped to 3·P

@@ -59,10 +59,15 @@ TRANSITIONS: dict[tuple[JobState, str], JobState] = {
 
 @dataclass(frozen=True, slots=True)
 class Recovered:
-    """A table's state read back from storage on start (DESIGN.md §4.4)."""
+    """A table's state read back from storage on start (DESIGN.md §4.4).
+
+    `origin` is the earliest event time the table covers (the start of its first load): a new
+    derived table over recovered sources is computed from there, not from their freshness.
+    """
 
     freshness: float | None
     safe_freshness: float | None = None
+    origin: float | None = None
 
 
 @dataclass(slots=True)
@@ -188,7 +193,8 @@ class Scheduler:
                 rec = recovered.get(name)
                 f = rec.freshness if rec else self._initial
                 if f is not None:
-                    t.freshness = t.origin = f
+                    t.freshness = f
+                    t.origin = rec.origin if rec and rec.origin is not None else f
                     t.safe = rec.safe_freshness if rec and rec.safe_freshness is not None else f - t.lateness
                     t.safe = min(t.safe, f)
                     t.meter.start(f, now)
@@ -351,8 +357,6 @@ class Scheduler:
         t.failures = 0
         t.last_result = "ok"
         for d in t.dependents:
-            if d.origin is None and t.origin is not None:
-                d.origin = min((s.origin for s in d.sources if s.origin is not None), default=None)
             if self._update_edge(d):
                 self._work_changed(d, now)
         self._work_changed(t, now)
@@ -394,6 +398,8 @@ class Scheduler:
         """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
         te = trailing_edge(s.safe for s in d.sources)
         edge = None if te is None else floor_to(te, d.granularity)
+        if d.origin is None and edge is not None:  # never loaded: start where the sources start
+            d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
         changed = edge != d.edge
         d.edge = edge
         return changed
