@@ -93,10 +93,11 @@ class TableState:
     delta_version: int | None = None
     partitions: dict[str, str] = field(default_factory=dict)  # id → fingerprint
     commits: int = 0  # Freshet commits seen in the retained JSON log
+    origin: float | None = None  # the start of the first load's window
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
-                          dict(self.partitions), self.commits)
+                          dict(self.partitions), self.commits, self.origin)
 
 
 @dataclass(slots=True)
@@ -112,7 +113,7 @@ class RecoveryState:
         from warehouse.scheduler import Recovered
 
         return {
-            name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness)
+            name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin)
             for name, s in self.tables.items()
             if s.freshness is not None
         }
@@ -196,6 +197,10 @@ def read_table_state(path: str, table: str) -> TableState:
         if meta is not None:
             state.commits += 1
             state.partitions.update(meta.get("partitions") or {})
+            window = meta.get("window")
+            if isinstance(window, list) and window and window[0] is not None:
+                w0 = float(window[0])
+                state.origin = w0 if state.origin is None else min(state.origin, w0)
         state.delta_version = version
     if state.delta_version is None:
         state.delta_version = cp_version

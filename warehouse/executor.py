@@ -218,6 +218,7 @@ class Executor:
         new.freshness, new.safe_freshness, new.txn_version, new.delta_version = new_f, new_safe, txn, version
         new.partitions.update(fps)
         new.commits += 1
+        new.origin = job.start if new.origin is None else min(new.origin, job.start)
         self._commit_state(tc.name, new)
         self._archive(tc, fps)
         n = rows if rows is not None else sum(p.rows for p in parts)
@@ -272,5 +273,80 @@ class Executor:
         new.freshness, new.txn_version, new.delta_version = end, txn, version
         new.safe_freshness = meta["safe_freshness"]
         new.commits += 1
+        new.origin = start if new.origin is None else min(new.origin, start)
         self._commit_state(tc.name, new)
         return JobOutcome(job.job_id, tc.name, True, rows or 0, time.monotonic() - t0, version, txn)
+
+
+@dataclass(slots=True)
+class RunReport:
+    """What `run_until_idle` did."""
+
+    jobs: int = 0
+    failed: int = 0
+    rows: int = 0
+    wall: float = 0.0
+    events: list[Any] | None = None
+
+
+def run_until_idle(
+    config: FreshetConfig,
+    spark: SparkSession,
+    *,
+    retry_failed: bool = False,
+    timeout: float | None = None,
+    scheduler: Any = None,
+    intake: Intake | None = None,
+    executor: Executor | None = None,
+    on_event: Any = None,
+) -> tuple[RunReport, Any]:
+    """Load everything in the landing zone through the Scheduler with one thread per track.
+
+    A small shell (the daemon is the real one): recover from the Delta logs, scan the landing
+    zone, then feed the Scheduler's StartJobs to `tracks` worker threads and their outcomes back,
+    until nothing is running or released. With `retry_failed`, back-offs are waited out too (until
+    `timeout`). Returns the report and the Scheduler (for its learned α, β).
+    """
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+    from warehouse.events import Tick
+    from warehouse.intake import Intake
+    from warehouse.scheduler import Scheduler
+
+    t0 = time.time()
+    if intake is None or executor is None or scheduler is None:
+        state = recover(config)
+        intake = intake or Intake(config, state)
+        executor = executor or Executor(config, spark, intake, state)
+        scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered)
+    report = RunReport()
+    todo: list[StartJob] = []
+    for arrival in intake.scan():
+        todo += scheduler.handle(arrival, time.time())
+    running: dict[Future[Any], StartJob] = {}
+    with ThreadPoolExecutor(max_workers=config.scheduler.tracks, thread_name_prefix="track") as pool:
+        while True:
+            for job in todo:
+                running[pool.submit(executor.execute, job)] = job
+            todo = []
+            if not running:
+                wake = scheduler.next_wakeup()
+                if not retry_failed or wake is None or (timeout is not None and time.time() - t0 > timeout):
+                    break
+                time.sleep(max(0.0, wake - time.time()))
+                todo += scheduler.handle(Tick(), time.time())
+                continue
+            done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in done:
+                running.pop(fut)
+                event = fut.result()
+                report.jobs += 1
+                if isinstance(event, JobFailed):
+                    report.failed += 1
+                else:
+                    report.rows += event.rows
+                if on_event is not None:
+                    on_event(event)
+                todo += scheduler.handle(event, time.time())
+    report.wall = time.time() - t0
+    return report, scheduler
