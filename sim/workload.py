@@ -4,14 +4,16 @@ A workload is a `FreshetConfig` — the same schema the daemon reads (DESIGN.md 
 job sets are built programmatically as plain dicts and validated with `parse_config`, so a sweep
 point can be written to YAML and run again with `freshet sim run --config`.
 
-Utilization (how the experiments' x-axes are normalised — the paper leaves it open):
+Utilization (how the experiments' x-axes are normalised — the paper leaves it open) is offered
+work over capacity, the usual queueing meaning, so U ≥ 1 is overload whatever the slowdowns:
 
     U = Σ_i E_i(P_i)/P_i · (b + ½) · m / N
 
-the mean work each table brings per second if every period were loaded in one job, times the mean
-of the uniform draw [b, 1+b] and the mean slowdown multiplier m = (normal + S·slow)/(normal + slow),
-divided by the number of tracks N. U = 1 means the tracks are exactly busy on average when nothing
-is merged. P_i of a derived table is the largest period of its ancestors (§2.4).
+Σ E_i(P_i)/P_i is the work each second of data brings if every period is loaded in one job; (b + ½)
+is the mean of the uniform draw [b, 1+b]; m = (normal + slow) / (normal + slow/S) is the factor by
+which the normal/slow cycle shrinks a track's capacity (a track does 1/S of normal work per second
+while slow); N is the number of tracks. P_i of a derived table is the largest period of its
+ancestors (§2.4). For Table 2 (S=3, equal normal and slow periods) m = 1.5.
 """
 
 from __future__ import annotations
@@ -121,11 +123,11 @@ def true_costs(cfg: FreshetConfig) -> dict[str, tuple[float, float]]:
 
 
 def mean_slowdown(cfg: FreshetConfig) -> float:
-    """m: the time-average execution-time multiplier of the normal/slow cycle (§4.1)."""
+    """m: how much the normal/slow cycle shrinks capacity, (normal + slow) / (normal + slow/S) (§4.1)."""
     sd = cfg.sim.slowdown
     if sd.slow <= 0 or sd.factor == 1.0:
         return 1.0
-    return (sd.normal + sd.factor * sd.slow) / (sd.normal + sd.slow)
+    return (sd.normal + sd.slow) / (sd.normal + sd.slow / sd.factor)
 
 
 def utilization(cfg: FreshetConfig, tracks: int | None = None) -> float:

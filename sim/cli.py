@@ -1,0 +1,167 @@
+"""`freshet sim run|experiment` (DESIGN.md §4.2): one simulation, or one of the paper's figures.
+
+    freshet sim run --config FILE [--policy P] [--partitioner X] [--tracks N] [--inheritance I]
+                    [--chop C|none] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]
+    freshet sim experiment NAME [--out DIR] [--events N] [--seeds K] [--workers W]
+    freshet sim experiment --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from warehouse.config import load_config
+from warehouse.errors import ConfigError
+
+__all__ = ["add_arguments", "main"]
+
+POLICIES = ("max-benefit", "lookahead", "edf-p", "edf", "random", "fifo")
+PARTITIONERS = ("global", "edf-partitioned", "proportional")
+INHERITANCE = ("none", "sum", "max", "max-plus")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _chop(text: str) -> float | None:
+    if text.lower() in ("none", "off", "null"):
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1 or 'none', got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1 or 'none', got {text!r}")
+    return v
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="sim_command", metavar="{run,experiment}", required=True)
+    run = sub.add_parser("run", help="simulate one workload (a config file, optionally a recorded trace)",
+                         description="Simulate a workload with the daemon's Scheduler (§4.1) and report its "
+                                     "relative lateness against the no-contention ideal.")
+    run.add_argument("--config", required=True, help="the Freshet YAML config (streams, tables, scheduler, sim)")
+    run.add_argument("--policy", choices=POLICIES, help="basic algorithm (§3.1)")
+    run.add_argument("--partitioner", choices=PARTITIONERS, help="track partitioner (§3.2)")
+    run.add_argument("--tracks", type=_positive_int, help="number of tracks N")
+    run.add_argument("--inheritance", choices=INHERITANCE, help="priority inheritance (§3.3)")
+    run.add_argument("--chop", type=_chop, default=argparse.SUPPRESS, metavar="C",
+                     help="update chopping c (§3.4), or 'none'")
+    run.add_argument("--k", type=float, help="Proportional clustering constant (§3.2.3)")
+    run.add_argument("--allocation", choices=("basic", "all"), help="Proportional allocation M (§3.2.3)")
+    run.add_argument("--aggressive", action=argparse.BooleanOptionalAction, default=None,
+                     help="aggressive promotion (§3.2.2, §3.2.3 step e)")
+    run.add_argument("--events", type=_positive_int, help="scheduler events to simulate (default: sim.events)")
+    run.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
+    run.add_argument("--trace", help="replay arrivals (and measured durations) from a JSON-lines trace")
+    run.add_argument("--write-trace", metavar="FILE", help="record this run's arrivals and jobs as a trace")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.set_defaults(_sim=_run)
+
+    exp = sub.add_parser("experiment", help="reproduce one of the paper's figures (§4) as CSV + PNG",
+                         description="Reproduce an experiment of the paper's §4 (Figs. 4-11) as a utilization "
+                                     "sweep: CSV, PNG plot and a Markdown summary with the verdict.")
+    exp.add_argument("name", nargs="?", help="experiment name (see --list)")
+    exp.add_argument("--list", action="store_true", help="list the experiments")
+    exp.add_argument("--out", default="out/experiments", help="output directory (default: out/experiments)")
+    exp.add_argument("--events", type=_positive_int, help="events per point (paper: 1000000)")
+    exp.add_argument("--seeds", type=_positive_int, help="seeds per point (averaged)")
+    exp.add_argument("--workers", type=_positive_int, help="worker processes (default: all cores)")
+    exp.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    exp.set_defaults(_sim=_experiment)
+
+
+def main(args: argparse.Namespace) -> int:
+    return int(args._sim(args))
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("policy", "partitioner", "tracks", "inheritance", "k", "allocation", "aggressive"):
+        v = getattr(args, name, None)
+        if v is not None:
+            out[name] = v
+    if hasattr(args, "chop"):
+        out["chop"] = args.chop
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sim.simulator import simulate
+    from sim.trace import TraceWriter, read_trace
+
+    cfg = load_config(args.config)
+    over = _overrides(args)
+    if over:
+        data = cfg.model_dump(mode="json", by_alias=True)
+        data["scheduler"] = {**data["scheduler"], **over}
+        from warehouse.config import parse_config
+
+        cfg = parse_config(data, source=args.config)
+    trace = read_trace(args.trace) if args.trace else None
+    fh = None
+    try:
+        writer = None
+        if args.write_trace:
+            try:
+                fh = open(args.write_trace, "w")  # noqa: SIM115 - closed below
+            except OSError as e:
+                raise ConfigError(f"cannot write trace {args.write_trace}: {e.strerror}") from None
+            writer = TraceWriter(fh, {"seed": args.seed, "config": str(args.config)})
+        result = simulate(cfg, seed=args.seed, events=args.events, trace=trace, writer=writer)
+    finally:
+        if fh is not None:
+            fh.close()
+    out = result.to_json()
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+        return 0
+    print(f"{out['tables']} tables on {out['tracks']} tracks: {out['policy']}, {out['partitioner']}, "
+          f"inheritance {out['inheritance']}, chop {out['chop']}")
+    print(f"utilization {out['utilization']:.3f} (busy {out['busy_fraction']:.1%}), {out['events']} events, "
+          f"{out['jobs']} jobs ({out['chopped_jobs']} chopped), horizon {out['horizon']:.0f} s")
+    print(f"relative lateness {out['relative_lateness']:.4f}  "
+          f"(weighted staleness {out['weighted_staleness']:.6g} vs ideal {out['ideal_weighted_staleness']:.6g})")
+    rows = sorted(out["per_table"].items(), key=lambda kv: -kv[1]["weighted_staleness"])
+    print(f"\n{'table':<24} {'priority':>9} {'avg staleness':>14} {'jobs':>7} {'mean ΔF':>9}")
+    for name, t in rows[:15]:
+        print(f"{name:<24} {t['priority']:>9g} {t['staleness']:>14.2f} {t['jobs']:>7} {t['mean_delta_f']:>9.2f}")
+    if len(rows) > 15:
+        print(f"… {len(rows) - 15} more (use --json)")
+    return 0
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from sim.experiments import EXPERIMENTS, run_experiment, stderr_progress, write_outputs
+
+    if args.list or not args.name:
+        for e in EXPERIMENTS.values():
+            print(f"{e.name:<20} {e.figure:<8} {e.title}")
+        return 0 if args.list else 2
+    exp = EXPERIMENTS.get(args.name)
+    if exp is None:
+        import difflib
+
+        close = difflib.get_close_matches(args.name, list(EXPERIMENTS), n=1)
+        hint = f" — did you mean {close[0]!r}?" if close else ""
+        print(f"freshet sim experiment: unknown experiment {args.name!r}{hint} (see --list)", file=sys.stderr)
+        return 2
+    result = run_experiment(exp, events=args.events, seeds=args.seeds, workers=args.workers,
+                            progress=None if args.quiet else stderr_progress)
+    paths = write_outputs(result, Path(args.out))
+    holds, why = result.verdict()
+    print(f"{exp.figure} {exp.title}: claim {'holds' if holds else 'does NOT hold'} — {why}")
+    for kind, p in paths.items():
+        print(f"  {kind}: {p}")
+    return 0
