@@ -109,6 +109,18 @@ class Executor:
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
 
+    def reconfigure(self, config: FreshetConfig, intake: Intake | None = None,
+                    state: RecoveryState | None = None) -> None:
+        """Apply a new config (SIGHUP): new tables start from their recovered state."""
+        state = state if state is not None else recover(config)
+        with self._lock:
+            self.config = config
+            if intake is not None:
+                self.intake = intake
+            for t in config.tables:
+                if t.name not in self._states:
+                    self._states[t.name] = state.tables.get(t.name, TableState()).copy()
+
     # ---- committed state --------------------------------------------------------------------------
     def refresh(self, table: str) -> TableState:
         """Re-read `table`'s committed watermark from its Delta log (after an unknown outcome)."""

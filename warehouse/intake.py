@@ -317,23 +317,36 @@ class Intake:
     def __init__(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
         self.config = config
         self.landing = Path(config.warehouse.landing).expanduser().resolve()
+        self._lock = threading.RLock()
+        self._pending: dict[tuple[str, str], Partition] = {}
+        self._loaded: dict[str, dict[str, str]] = {}
+        self._configure(config, state)
+        self.accepted: Counter[str] = Counter()
+        self.quarantined: Counter[str] = Counter()
+        self.duplicates: Counter[str] = Counter()
+        self.last_rejection: dict[str, str] = {}
+
+    def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
+        self.config = config
         self._streams = {s.name: s for s in config.streams}
         # a stream may feed several base tables: a partition is done when all of them loaded it
         self._tables_of: dict[str, list[str]] = {s: [] for s in self._streams}
         for t in config.tables:
             if t.stream:
                 self._tables_of.setdefault(t.stream, []).append(t.name)
-        self._loaded: dict[str, dict[str, str]] = {t: {} for ts in self._tables_of.values() for t in ts}
+        for ts in self._tables_of.values():
+            for t in ts:
+                self._loaded.setdefault(t, {})
         if state is not None:
             for t in self._loaded:
                 if t in state.tables:
                     self._loaded[t].update(state.tables[t].partitions)
-        self._pending: dict[tuple[str, str], Partition] = {}
-        self._lock = threading.RLock()
-        self.accepted: Counter[str] = Counter()
-        self.quarantined: Counter[str] = Counter()
-        self.duplicates: Counter[str] = Counter()
-        self.last_rejection: dict[str, str] = {}
+        self._pending = {k: p for k, p in self._pending.items() if k[0] in self._streams}
+
+    def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
+        """Apply a new config (SIGHUP): keep pending partitions of streams that remain."""
+        with self._lock:
+            self._configure(config, state)
 
     # ---- queries --------------------------------------------------------------------------------
     def partition(self, stream: str, pid: str) -> Partition:
