@@ -318,18 +318,21 @@ def test_sighup_reload_adds_a_table_and_rejects_a_bad_config(daemon):
                for e in daemon.logs())
     daemon.alive()
     assert "alerts_raw" in daemon.tables()
-    # a valid config adding a derived table
+    # a valid config adding a base table on an existing stream: it loads what arrives from now on
     raw = dict(daemon.raw)
-    raw["tables"] = [*raw["tables"], {"name": "cpu_hourly", "sources": ["cpu_raw"], "priority": 7, "granularity": "1h",
-                                      "target_staleness": "2h",
-                                      "sql": "SELECT timestamp_seconds(CAST(ceil(unix_micros(ts) / 3600000000.0) AS BIGINT)"
-                                             " * 3600) AS ts, router, avg(cpu_pct) AS cpu_avg FROM cpu_raw GROUP BY 1, 2"}]
+    raw["tables"] = [*raw["tables"], {"name": "cpu_copy", "stream": "router_cpu", "priority": 7,
+                                      "target_staleness": "20m"}]
     daemon.config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
     daemon.proc.send_signal(signal.SIGHUP)
-    t = wait_for("cpu_hourly appears", lambda: daemon.tables().get("cpu_hourly"), timeout=30)
-    assert t["priority"] == 7 and t["target_staleness"] == 7200
+    t = wait_for("cpu_copy appears", lambda: daemon.tables().get("cpu_copy"), timeout=30)
+    assert t["priority"] == 7 and t["target_staleness"] == 1200 and t["freshness"] is None
     assert daemon.metrics()["freshet_config_reloads_total"][(("result", "ok"),)] == 1
-    assert any(e["msg"] == "config reloaded" and e.get("added") == ["cpu_hourly"] for e in daemon.logs())
+    assert any(e["msg"] == "config reloaded" and e.get("added") == ["cpu_copy"] for e in daemon.logs())
+    pid, rows = land(daemon, "router_cpu", T, T + 300, seed=5)
+    LOADED_ROWS["cpu_raw"][pid] = rows
+    wait_for("cpu_copy and cpu_raw load the new partition", lambda: daemon.alive() or all(
+        daemon.tables()[n]["freshness"] == T + 300 for n in ("cpu_copy", "cpu_raw")), timeout=120)
+    assert delta_rows(Path(daemon.config.warehouse.root) / "cpu_copy") == rows
 
 
 def test_logs_name_table_job_track_duration_rows_freshness(daemon):
@@ -346,7 +349,8 @@ def test_trace_file_replays_in_the_simulator(daemon):
     assert set(LOADED_ROWS["cpu_raw"]) <= ids
     jobs = [j for j in trace.jobs if j.table == "cpu_raw" and j.status == "ok"]
     assert jobs and all(j.duration > 0 for j in jobs)
-    assert jobs[0].end == T and jobs[0].rows == sum(LOADED_ROWS["cpu_raw"].values())
+    first = min(LOADED_ROWS["cpu_raw"], key=lambda p: p)
+    assert jobs[0].end == T and jobs[0].rows == LOADED_ROWS["cpu_raw"][first]
 
 
 def delta_rows(table_dir: Path) -> int:
@@ -366,10 +370,10 @@ def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
     from warehouse.delta import recover
 
     # a job is running when SIGTERM arrives
-    pid, rows = land(daemon, "router_cpu", T, T + 300, seed=4)
+    pid, rows = land(daemon, "router_cpu", T + 300, T + 600, seed=4)
     LOADED_ROWS["cpu_raw"][pid] = rows
     wait_for("the cpu_raw job to start", lambda: any(
-        e["msg"] == "job started" and e.get("table") == "cpu_raw" and e.get("freshness") == iso(T + 300)
+        e["msg"] == "job started" and e.get("table") == "cpu_raw" and e.get("freshness") == iso(T + 600)
         for e in daemon.logs()), timeout=60, every=0.2)
     t0 = time.monotonic()
     daemon.proc.send_signal(signal.SIGTERM)
@@ -384,7 +388,7 @@ def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
     # is in the table completely, and the table holds nothing else
     state = recover(load_config(daemon.config_path))
     cpu = state.tables["cpu_raw"]
-    assert cpu.freshness == T + 300
+    assert cpu.freshness == T + 600
     assert set(cpu.partitions) == set(LOADED_ROWS["cpu_raw"])
     assert delta_rows(Path(daemon.config.warehouse.root) / "cpu_raw") == sum(LOADED_ROWS["cpu_raw"].values())
     alerts = state.tables["alerts_raw"]
