@@ -1,0 +1,113 @@
+"""Shared fixtures: one SparkSession (with Delta) for the whole test session, and a small warehouse.
+
+The session is built by `warehouse.spark_session.get_spark` — the same code path as the daemon —
+with `local[2]` and two shuffle partitions, so every Spark test in the process shares it.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from warehouse.config import FreshetConfig, SparkConfig, parse_config
+
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "1g",
+}
+
+MINUTE = 60.0
+T0 = 1_764_000_000.0  # 2025-11-24T16:00:00Z, a multiple of 5 minutes
+
+BUCKET_SQL = (
+    "SELECT timestamp_seconds(CAST(ceil(unix_micros(ts) / 300000000.0) AS BIGINT) * 300) AS ts, k, "
+    "count(*) AS n, round(sum(v), 6) AS v_sum FROM m_raw GROUP BY 1, 2"
+)
+BAND_SQL = (
+    "SELECT a.ts, a.k, a.id, count(m.id) AS m_rows, round(sum(m.v), 6) AS m_v FROM a_raw a "
+    "LEFT JOIN m_raw m ON m.k = a.k AND m.ts > a.ts - INTERVAL 2 MINUTES AND m.ts <= a.ts "
+    "WHERE a.ts > :window_start AND a.ts <= :window_end GROUP BY a.ts, a.k, a.id"
+)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """The process's SparkSession (Delta enabled); stopped at the end of the test session."""
+    from warehouse.spark_session import get_spark, stop_spark
+
+    session = get_spark(SparkConfig(master="local[2]", conf=SPARK_CONF))
+    yield session
+    stop_spark()
+
+
+def warehouse_dict(tmp: Path, *, extra_tables: list[dict[str, Any]] | None = None,
+                   tracks: int = 2, chop: float | None = 3.0, lateness: float = 0.0) -> dict[str, Any]:
+    """Two one-minute streams: `m` (measurements) and `a` (alerts); a roll-up and a band join."""
+    return {
+        "warehouse": {"root": str(tmp / "data"), "landing": str(tmp / "landing")},
+        "streams": [
+            {"name": "m", "period": "1m", "lateness": lateness,
+             "schema": {"ts": "timestamp", "k": "string", "v": "double", "id": "long"}},
+            {"name": "a", "period": "1m", "lateness": 0,
+             "schema": {"ts": "timestamp", "k": "string", "sev": "int", "id": "long"}},
+        ],
+        "tables": [
+            {"name": "m_raw", "stream": "m", "priority": 1, "cost": {"alpha": 1, "beta": 0.01}},
+            {"name": "a_raw", "stream": "a", "priority": 10, "cost": {"alpha": 1, "beta": 0.01}},
+            {"name": "m_5m", "sources": ["m_raw"], "granularity": "5m", "sql": BUCKET_SQL,
+             "cost": {"alpha": 1, "beta": 0.01}},
+            {"name": "a_m", "sources": ["a_raw", "m_raw"], "granularity": "1m", "lookback": "2m",
+             "sql": BAND_SQL, "priority": 5, "cost": {"alpha": 1, "beta": 0.01}},
+            *(extra_tables or []),
+        ],
+        "scheduler": {"tracks": tracks, "chop": chop, "retry_backoff": 0.2},
+        "spark": {"master": "local[2]", "conf": SPARK_CONF},
+    }
+
+
+def make_config(tmp: Path, **kw: Any) -> FreshetConfig:
+    return parse_config(warehouse_dict(tmp, **kw))
+
+
+def rows_for(stream: str, start: float, end: float, seed: int, n: int = 4) -> dict[str, list[Any]]:
+    """Deterministic rows with event times in (start, end] and ids unique per (stream, start)."""
+    import datetime as dt
+
+    rng = random.Random(f"{stream}-{start}-{seed}")
+    base_id = int(start) * 100
+    ts = sorted(start + rng.randint(1, int((end - start) * 1000)) / 1000.0 for _ in range(n))
+    cols: dict[str, list[Any]] = {
+        "ts": [dt.datetime.fromtimestamp(t, dt.UTC) for t in ts],
+        "k": [rng.choice(["r1", "r2", "r3"]) for _ in range(n)],
+        "id": [base_id + i for i in range(n)],
+    }
+    if stream == "m":
+        cols["v"] = [round(rng.uniform(0, 100), 3) for _ in range(n)]
+    else:
+        cols["sev"] = [rng.randint(1, 4) for _ in range(n)]
+    return cols
+
+
+def write_minutes(config: FreshetConfig, stream: str, first: int, count: int, *, seed: int = 0,
+                  n: int = 4, pid_prefix: str = "") -> list[str]:
+    """Write `count` one-minute partitions of `stream` starting at minute `first` after T0."""
+    import pyarrow as pa
+
+    from warehouse.demo import write_partition
+    from warehouse.intake import _arrow_type
+
+    sc = config.stream(stream)
+    schema = pa.schema([(c, _arrow_type(t)) for c, t in sc.schema_.items()])
+    ids = []
+    for i in range(first, first + count):
+        start, end = T0 + i * MINUTE, T0 + (i + 1) * MINUTE
+        cols = rows_for(stream, start, end, seed, n)
+        table = pa.table({c: cols[c] for c in sc.schema_}, schema=schema)
+        pid = f"{pid_prefix}{stream}-{i:04d}"
+        write_partition(config.warehouse.landing, stream, pid, start, end, table)
+        ids.append(pid)
+    return ids
