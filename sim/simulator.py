@@ -236,11 +236,10 @@ class Simulation:
             self.events += 1
         for job in self.sched.handle(event, now):
             self._start(job)
-        if self.sched._backoffs:  # only failed jobs back off; the simulator never fails one
-            wake = self.sched.next_wakeup()
-            if wake is not None and (self._tick_at is None or wake < self._tick_at):
-                self._tick_at = wake
-                self.env.timeout(max(wake - now, 0.0)).callbacks.append(self._tick)
+        wake = self.sched.next_wakeup()  # back-offs: only failed jobs have them
+        if wake is not None and (self._tick_at is None or wake < self._tick_at):
+            self._tick_at = wake
+            self.env.timeout(max(wake - now, 0.0)).callbacks.append(self._tick)
         stop = self._stop
         if stop is not None and self.limit is not None and self.events >= self.limit and not stop.triggered:
             stop.succeed()
