@@ -216,9 +216,10 @@ class Daemon:
         self.stop_flag = threading.Event()  # stop intake/demo threads
         self._term: int | None = None
         self._hup = False
+        self._force = False
         self._stopping_since: float | None = None
         self._trace: TraceFile | None = None
-        self._quarantine_seen: dict[str, int] = {}
+        self._counts_seen: dict[tuple[str, str], int] = {}
         self._accepting = False
         self._started: dict[int, float] = {}  # job id → when it was handed to its track
         self._started_tables: dict[int, str] = {}
@@ -252,6 +253,8 @@ class Daemon:
 
     # -- signals --
     def _on_term(self, signum: int, _frame: Any) -> None:
+        if self._term is not None:  # a second SIGTERM/SIGINT: stop waiting for running jobs
+            self._force = True
         self._term = signum
 
     def _on_hup(self, _signum: int, _frame: Any) -> None:
@@ -357,13 +360,17 @@ class Daemon:
         self._dispatch(self._handle(ev, now))
 
     def _sync_counters(self) -> None:
+        """Carry the intake's counters into Prometheus counters (they only grow)."""
         if self.intake is None:
             return
-        for stream, n in dict(self.intake.quarantined).items():
-            seen = self._quarantine_seen.get(stream, 0)
-            if n > seen:
-                self.metrics.partitions_quarantined.labels(stream=stream).inc(n - seen)
-                self._quarantine_seen[stream] = n
+        for name, counts in (("quarantined", self.intake.quarantined), ("duplicates", self.intake.duplicates)):
+            metric = (self.metrics.partitions_quarantined if name == "quarantined"
+                      else self.metrics.partitions_duplicate)
+            for stream, n in dict(counts).items():
+                seen = self._counts_seen.get((name, stream), 0)
+                if n > seen:
+                    metric.labels(stream=stream).inc(n - seen)
+                    self._counts_seen[(name, stream)] = n
 
     def _reload(self, now: float) -> None:
         path = self.opts.config_path
@@ -395,28 +402,12 @@ class Daemon:
             self.events.put(ev)
 
     def _reconfigure_warehouse(self, new: FreshetConfig) -> None:
-        """Point intake and executor at the new config (rebuilt if they have no `reconfigure`)."""
+        """Point intake and executor at the new config; new tables start from their Delta state."""
         from warehouse.delta import recover
-        from warehouse.executor import Executor
-        from warehouse.intake import Intake
 
         state = recover(new)
-        if hasattr(self.intake, "reconfigure"):
-            self.intake.reconfigure(new, state)
-        else:
-            pending = self.intake.pending()
-            fresh = Intake(new, state)
-            old = self.intake
-            for p in pending:  # keep partitions accepted but not loaded yet
-                if p.stream in {s.name for s in new.streams}:
-                    with fresh._lock:
-                        fresh._pending[(p.stream, p.id)] = p
-            fresh.quarantined.update(old.quarantined)
-            self.intake = fresh
-        if hasattr(self.executor, "reconfigure"):
-            self.executor.reconfigure(new, self.intake, state)
-        else:
-            self.executor = Executor(new, self.spark, self.intake, state)
+        self.intake.reconfigure(new, state)
+        self.executor.reconfigure(new, self.intake, state)
 
     def _startup(self) -> None:
         """Recover every table from its Delta log, start Spark, build the Scheduler (§4.4)."""
@@ -504,6 +495,10 @@ class Daemon:
                 if not self._started:  # jobs dispatched to a track and not reported back yet
                     log.info("stopped: no job running", extra={"seconds": round(now - self._stopping_since, 3)})
                     return 0
+                if self._force:
+                    log.warning("second signal: exiting now with jobs running (safe to redo: Delta txn)",
+                                extra={"running": sorted(self._started_tables.values())})
+                    return 130
                 if now - self._stopping_since >= self.opts.grace:
                     log.warning("grace period over; exiting with jobs running (safe to redo: Delta txn)",
                                 extra={"running": sorted(self._started_tables.values()),

@@ -272,6 +272,9 @@ class FreshetMetrics:
         self.partitions_quarantined = Counter(
             "freshet_partitions_quarantined", "partitions moved to landing/_quarantine (DESIGN.md §4.3)",
             ["stream"], registry=registry)
+        self.partitions_duplicate = Counter(
+            "freshet_partitions_duplicate", "re-delivered partitions already loaded with the same content (no-ops)",
+            ["stream"], registry=registry)
         self.decision_seconds = Histogram(
             "freshet_scheduler_decision_seconds", "time the Scheduler took to handle one event",
             buckets=DECISION_BUCKETS, registry=registry)

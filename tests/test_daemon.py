@@ -152,8 +152,16 @@ class Daemon:
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     d = Daemon(tmp_path_factory.mktemp("daemon"))
+    d.readyz_seen = []
+
+    def ready() -> bool:
+        d.alive()
+        code = d.client.get("/readyz").status_code
+        d.readyz_seen.append(code)
+        return code == 200
+
     try:
-        wait_for("/readyz", lambda: d.alive() or d.client.get("/readyz").status_code == 200, timeout=240)
+        wait_for("/readyz", ready, timeout=240, every=0.2)
         yield d
     finally:
         d.close()
@@ -190,6 +198,8 @@ def iso(t: float) -> str:
 
 
 def test_ready_notifies_systemd_and_pings_watchdog(daemon):
+    # /readyz said 503 while recovering and starting Spark (the API listens from the start)
+    assert 503 in daemon.readyz_seen and daemon.readyz_seen[-1] == 200
     wait_for("READY=1", lambda: any("READY=1" in m for m in daemon.notify.messages), timeout=10)
     wait_for("two WATCHDOG=1", lambda: sum("WATCHDOG=1" in m for m in daemon.notify.messages) >= 2, timeout=10)
     assert daemon.client.get("/healthz").json()["status"] == "ok"
@@ -212,6 +222,8 @@ def test_partitions_from_landing_zone_and_api_load(daemon):
     r = daemon.client.post("/v1/streams/link_alerts/partitions", json=manifest,
                            headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 200 and r.json()["status"] == "duplicate"
+    dup = wait_for("duplicate counted", lambda: daemon.metrics().get("freshet_partitions_duplicate_total"))
+    assert dup[(("stream", "link_alerts"),)] == 1
 
     def loaded() -> bool:
         daemon.alive()
@@ -225,6 +237,17 @@ def test_partitions_from_landing_zone_and_api_load(daemon):
     assert t2["staleness"] > t1["staleness"] > 0  # staleness keeps rising between loads (Fig. 2)
     assert t2["last_result"] == "ok" and t2["jobs_completed"] >= 1
     assert t2["target_staleness"] == 600
+
+
+def test_freshet_status_shows_the_tables_stalest_first(daemon):
+    r = subprocess.run([sys.executable, "-m", "ops.cli", "status", "--url", daemon.url], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["TABLE", "KIND", "PRIO"]
+    shown = [ln.split()[0] for ln in lines[1:] if ln.strip() and not ln.startswith(tuple("0123456789"))]
+    assert {"cpu_raw", "alerts_raw"} <= set(shown[:2])  # the only tables with a staleness come first
+    assert "inventory_raw" in shown and "[" in lines[1]
 
 
 def test_bad_requests_get_4xx_and_the_daemon_carries_on(daemon):
