@@ -1,0 +1,213 @@
+"""Base and derived appends on real Spark and Delta Lake, driven by the real Scheduler (§4.4, §5).
+
+One session-scoped SparkSession (tests/conftest.py); each test gets its own warehouse in a tmp dir.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_minutes
+
+from warehouse.config import parse_config
+from warehouse.delta import append_idempotent, delta_version, ms, read_table_state, recover, table_path, utc
+from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.executor import Executor, run_until_idle
+from warehouse.intake import Intake
+
+pytestmark = pytest.mark.spark
+
+
+def table_rows(spark: Any, cfg: Any, name: str, cols: list[str]) -> list[tuple]:
+    df = spark.read.format("delta").load(table_path(cfg, name))
+    return sorted(tuple(r) for r in df.select(*cols).collect())
+
+
+def sql_over_full_sources(spark: Any, cfg: Any, name: str, upto: float) -> tuple[list[str], list[tuple]]:
+    """The derived table's SQL over its *whole* sources (no windows), rows with ts ≤ upto."""
+    tc = cfg.table(name)
+    session = spark.newSession()
+    for src in tc.sources:
+        session.read.format("delta").load(table_path(cfg, src)).createOrReplaceTempView(src)
+    args = {"window_start": utc(0), "window_end": utc(upto)} if ":window_" in tc.sql else None
+    df = session.sql(tc.sql, args=args) if args else session.sql(tc.sql)
+    df = df.where(df.ts <= utc(upto))
+    return df.columns, sorted(tuple(r) for r in df.collect())
+
+
+def last_commit_info(cfg: Any, name: str) -> dict[str, Any]:
+    path = Path(table_path(cfg, name)) / "_delta_log" / f"{delta_version(table_path(cfg, name)):020d}.json"
+    for line in path.read_text().splitlines():
+        a = json.loads(line)
+        if "commitInfo" in a:
+            return a["commitInfo"]
+    raise AssertionError("no commitInfo")
+
+
+def expected_base(stream: str, minutes: range, cols: list[str], seed: int = 0) -> list[tuple]:
+    out = []
+    for i in minutes:
+        c = rows_for(stream, T0 + i * MINUTE, T0 + (i + 1) * MINUTE, seed)
+        out += list(zip(*(c[k] for k in cols), strict=True))
+    return sorted(out)
+
+
+def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
+    cfg = make_config(tmp_path)
+    write_minutes(cfg, "m", 0, 12)
+    write_minutes(cfg, "a", 0, 12)
+    report, sched = run_until_idle(cfg, spark)
+    assert report.failed == 0 and report.jobs >= 6
+
+    # base tables hold every row exactly once
+    assert table_rows(spark, cfg, "m_raw", ["id", "k", "v"]) == expected_base("m", range(12), ["id", "k", "v"])
+    assert len(table_rows(spark, cfg, "a_raw", ["id"])) == 48
+
+    # the Delta log alone gives back freshness, safe freshness, txn version and the loaded ids
+    state = recover(cfg)
+    m = state.tables["m_raw"]
+    assert m.freshness == T0 + 12 * MINUTE and m.safe_freshness == T0 + 12 * MINUTE
+    assert m.txn_version == ms(T0 + 12 * MINUTE)
+    assert sorted(m.partitions) == [f"m-{i:04d}" for i in range(12)]
+    assert state.loaded["m"] == m.partitions
+    assert m.origin == T0
+    meta = json.loads(last_commit_info(cfg, "m_raw")["userMetadata"])
+    assert meta["kind"] == "base" and meta["freshness"] == T0 + 12 * MINUTE and meta["partitions"]
+    assert sched.stats(T0).tables  # the Scheduler ran on these outcomes
+
+    # derived tables: equal to their SQL over the full sources, up to their freshness
+    f5 = state.tables["m_5m"].freshness
+    assert f5 == T0 + 10 * MINUTE  # floored to the 5-minute granularity
+    for name in ("m_5m", "a_m"):
+        f = state.tables[name].freshness
+        cols, expected = sql_over_full_sources(spark, cfg, name, f)
+        assert expected, name
+        assert table_rows(spark, cfg, name, cols) == expected, name
+        # never past the safe trailing edge of its sources
+        edge = min(state.tables[s].safe_freshness for s in cfg.table(name).sources)
+        assert f <= edge
+        top = spark.read.format("delta").load(table_path(cfg, name)).selectExpr("max(unix_micros(ts))").first()[0]
+        assert top <= round(f * 1e6)
+    meta = json.loads(last_commit_info(cfg, "a_m")["userMetadata"])
+    assert meta["kind"] == "derived" and set(meta["sources"]) == {"a_raw", "m_raw"}
+    assert meta["window"][1] == state.tables["a_m"].freshness
+    assert all(isinstance(v, int) for v in meta["sources"].values())
+
+    # loaded partitions are archived out of the landing zone
+    landing = Path(cfg.warehouse.landing)
+    assert sorted(p.name for p in (landing / "_loaded" / "m").iterdir()) == [f"m-{i:04d}" for i in range(12)]
+    assert not any((landing / "m").iterdir())
+
+    # a second run (a restart: everything recovered from the log) loads only what is new
+    write_minutes(cfg, "m", 12, 3)
+    write_minutes(cfg, "a", 12, 3)
+    report, _ = run_until_idle(cfg, spark)
+    assert report.failed == 0
+    assert table_rows(spark, cfg, "m_raw", ["id", "k", "v"]) == expected_base("m", range(15), ["id", "k", "v"])
+    state = recover(cfg)
+    assert state.tables["m_5m"].freshness == T0 + 15 * MINUTE
+    for name in ("m_5m", "a_m"):
+        cols, expected = sql_over_full_sources(spark, cfg, name, state.tables[name].freshness)
+        assert table_rows(spark, cfg, name, cols) == expected, name
+
+
+def base_job(job_id: int, pids: tuple[str, ...], start: float, end: float) -> StartJob:
+    return StartJob(job_id=job_id, table="m_raw", track=0, kind="base", start=start, end=end,
+                    new_freshness=end, new_safe_freshness=end, partitions=pids)
+
+
+def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkeypatch) -> None:
+    cfg = make_config(tmp_path)
+    pids = tuple(write_minutes(cfg, "m", 0, 2))
+    intake = Intake(cfg)
+    intake.scan()
+    ex = Executor(cfg, spark, intake)
+    job = base_job(1, pids, T0, T0 + 2 * MINUTE)
+    first = ex.run(job)
+    assert first.committed and first.rows == 8 and first.txn_version == ms(T0 + 120)
+    again = ex.run(job)
+    assert not again.committed and again.rows == 0
+    # a fresh process (state from the log only) recognises it too
+    assert not Executor(cfg, spark, Intake(cfg, recover(cfg))).run(job).committed
+
+    # Delta itself skips a replayed (txnAppId, txnVersion): the version does not move
+    path = table_path(cfg, "m_raw")
+    v = delta_version(path)
+    df = spark.read.format("delta").load(path)
+    append_idempotent(df, path, table="m_raw", txn_version=first.txn_version, metadata={"x": 1}, partition_by="date")
+    assert delta_version(path) == v
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8
+
+    # unknown outcome: the commit happens, then the job fails before reporting it
+    pids2 = tuple(write_minutes(cfg, "m", 2, 1))
+    intake.scan()
+    job2 = base_job(2, pids2, T0 + 120, T0 + 180)
+    import warehouse.executor as executor_mod
+
+    real = executor_mod.commit_metrics
+    calls = {"n": 0}
+
+    def flaky(*a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("connection reset after the commit")
+        return real(*a, **k)
+
+    monkeypatch.setattr(executor_mod, "commit_metrics", flaky)
+    ev = ex.execute(job2)
+    assert isinstance(ev, JobFailed) and "connection reset" in ev.reason
+    ev = ex.execute(job2)  # the retry re-reads the watermark: already committed → a no-op
+    assert isinstance(ev, JobFinished) and ev.rows == 0
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
+    assert read_table_state(path, "m_raw").freshness == T0 + 180
+
+
+def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
+    cfg = make_config(tmp_path)
+    write_minutes(cfg, "m", 0, 3)
+    run_until_idle(cfg, spark)
+    path = table_path(cfg, "m_raw")
+    before = read_table_state(path, "m_raw")
+    assert before.freshness == T0 + 180
+    # an empty partition is valid and advances freshness
+    d = Path(cfg.warehouse.landing) / "m" / "m-0003"
+    d.mkdir(parents=True)
+    (d / "_partition.json").write_text(json.dumps({"start": T0 + 180, "end": T0 + 240, "files": [], "rows": 0}))
+    run_until_idle(cfg, spark)
+    mid = read_table_state(path, "m_raw")
+    assert mid.freshness == T0 + 240 and mid.txn_version == ms(T0 + 240)
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
+    # a late partition (its interval is already below F') is still loaded; F does not move and
+    # the txn version goes one above the last
+    write_minutes(cfg, "m", 1, 1, seed=7, pid_prefix="late-")
+    report, sched = run_until_idle(cfg, spark)
+    after = read_table_state(path, "m_raw")
+    assert after.freshness == T0 + 240 and after.txn_version == mid.txn_version + 1
+    assert "late-m-0001" in after.partitions
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 16
+    assert sched.late_partitions == 1
+
+
+def test_failing_derived_sql_does_not_stop_base_tables(spark, tmp_path: Path) -> None:
+    extra = [{"name": "bad", "sources": ["m_raw"], "sql": "SELECT ts, no_such_column FROM m_raw"},
+             {"name": "no_ts", "sources": ["m_raw"], "sql": "SELECT k, count(*) AS n FROM m_raw GROUP BY k"}]
+    cfg = parse_config(warehouse_dict(tmp_path, extra_tables=extra))
+    write_minutes(cfg, "m", 0, 5)
+    write_minutes(cfg, "a", 0, 5)
+    failures: list[JobFailed] = []
+    report, sched = run_until_idle(cfg, spark, on_event=lambda e: failures.append(e) if isinstance(e, JobFailed) else None)
+    assert report.failed >= 2
+    text = " ".join(f.reason for f in failures)
+    assert "no_such_column" in text
+    assert "must output a 'ts' column" in text
+    failing = {t.name: t for t in sched.stats(T0).tables if t.name in ("bad", "no_ts")}
+    assert all(t.jobs_failed >= 1 and t.jobs_completed == 0 for t in failing.values())
+    state = recover(cfg)
+    assert state.tables["m_raw"].freshness == T0 + 5 * MINUTE
+    assert state.tables["a_raw"].freshness == T0 + 5 * MINUTE
+    assert state.tables["m_5m"].freshness == T0 + 5 * MINUTE
+    assert state.tables["bad"].freshness is None and state.tables["no_ts"].freshness is None
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 20
