@@ -374,6 +374,13 @@ def test_trace_file_replays_in_the_simulator(daemon):
     assert jobs and all(j.duration > 0 for j in jobs)
     first = min(LOADED_ROWS["cpu_raw"], key=lambda p: p)
     assert jobs[0].end == T and jobs[0].rows == LOADED_ROWS["cpu_raw"][first]
+    # and the simulator replays it (docs/simulator.md)
+    r = subprocess.run([sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(daemon.config_path),
+                        "--trace", daemon.config.warehouse.trace, "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["events"] > 0 and out["per_table"]["cpu_raw"]["jobs"] >= 1
 
 
 def delta_rows(table_dir: Path) -> int:
