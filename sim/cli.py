@@ -79,6 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     exp.add_argument("--seeds", type=_positive_int, help="seeds per point (averaged)")
     exp.add_argument("--workers", type=_positive_int, help="worker processes (default: all cores)")
     exp.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    exp.add_argument("--replot", action="store_true",
+                     help="re-draw the PNG and summary from the CSV already in --out (no simulation)")
     exp.set_defaults(_sim=_experiment)
 
 
@@ -143,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from sim.experiments import EXPERIMENTS, run_experiment, stderr_progress, write_outputs
+    from sim.experiments import EXPERIMENTS, load_csv, run_experiment, stderr_progress, write_outputs
 
     if args.list or not args.name:
         for e in EXPERIMENTS.values():
@@ -157,9 +159,17 @@ def _experiment(args: argparse.Namespace) -> int:
         hint = f" — did you mean {close[0]!r}?" if close else ""
         print(f"freshet sim experiment: unknown experiment {args.name!r}{hint} (see --list)", file=sys.stderr)
         return 2
-    result = run_experiment(exp, events=args.events, seeds=args.seeds, workers=args.workers,
-                            progress=None if args.quiet else stderr_progress)
-    paths = write_outputs(result, Path(args.out))
+    if args.replot:
+        csv_path = Path(args.out) / f"{exp.name}.csv"
+        if not csv_path.exists():
+            print(f"freshet sim experiment: --replot needs {csv_path}", file=sys.stderr)
+            return 2
+        result = load_csv(exp, csv_path)
+        paths = write_outputs(result, Path(args.out), csv_too=False)
+    else:
+        result = run_experiment(exp, events=args.events, seeds=args.seeds, workers=args.workers,
+                                progress=None if args.quiet else stderr_progress)
+        paths = write_outputs(result, Path(args.out))
     holds, why = result.verdict()
     print(f"{exp.figure} {exp.title}: claim {'holds' if holds else 'does NOT hold'} — {why}")
     for kind, p in paths.items():
