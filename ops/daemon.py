@@ -44,7 +44,7 @@ from prometheus_client import CollectorRegistry
 from ops.api import ApiServer, Manifest, create_app, load_token, parse_listen
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
 from warehouse.config import FreshetConfig, load_config, parse_duration
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, FreshetError
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.stats import SchedulerStats
 
@@ -54,6 +54,7 @@ log = logging.getLogger("freshet")
 
 LOOP_TIMEOUT = 0.25  # seconds the scheduler loop waits for an event before re-checking flags
 SNAPSHOT_EVERY = 1.0  # publish a snapshot at least this often even without events
+SPARK_CHECK_EVERY = 5.0  # seconds between liveness checks of the Spark driver JVM
 
 
 # ---------------------------------------------------------------- systemd notify (sd_notify(3))
@@ -152,7 +153,10 @@ class TraceFile:
 
     def _write(self, obj: dict[str, Any]) -> None:
         with self._lock:
-            self._fh.write(json.dumps(obj) + "\n")
+            try:
+                self._fh.write(json.dumps(obj) + "\n")
+            except OSError as e:  # a full disk must not stop the warehouse
+                log.warning("cannot append to the trace file", extra={"path": str(self.path), "error": str(e)})
 
     def arrival(self, ev: PartitionArrived, at: float) -> None:
         d: dict[str, Any] = {"time": at, "stream": ev.stream, "partition": ev.partition_id, "start": ev.start,
@@ -453,9 +457,13 @@ class Daemon:
         signal.signal(signal.SIGHUP, self._on_hup)
         try:
             self._startup()
-        except Exception:
+        except FreshetError:
             self.server.stop()
             raise
+        except Exception as e:
+            log.exception("startup failed")
+            self.server.stop()
+            raise FreshetError(f"startup failed: {type(e).__name__}: {e}") from e
         if self._term is not None:  # stopped during recovery
             self.server.stop()
             return 0
@@ -473,15 +481,36 @@ class Daemon:
                                  "policy": cfg.scheduler.policy, "partitioner": cfg.scheduler.partitioner})
         try:
             return self._loop()
+        except FreshetError:
+            raise
+        except Exception:
+            log.exception("the scheduler loop crashed; the Delta log makes a restart safe")
+            raise
         finally:
             self._shutdown()
+
+    def _spark_alive(self) -> bool:
+        """One cheap call into the driver JVM; False when Py4J cannot reach it any more."""
+        try:
+            self.spark.sparkContext._jvm.java.lang.System.currentTimeMillis()
+        except Exception as e:
+            log.critical("the Spark driver JVM is gone; exiting so the supervisor restarts the daemon",
+                         extra={"error": f"{type(e).__name__}: {e}"})
+            return False
+        return True
 
     def _loop(self) -> int:
         wd = watchdog_interval()
         last_wd = 0.0
         last_pub = 0.0
+        last_spark = time.time()
         while True:
             now = time.time()
+            if now - last_spark >= SPARK_CHECK_EVERY:
+                last_spark = now
+                if not self._spark_alive():
+                    self._started.clear()  # nothing can finish any more
+                    raise FreshetError("the Spark driver JVM is gone")
             if wd is not None and now - last_wd >= wd:
                 sd_notify("WATCHDOG=1")
                 last_wd = now

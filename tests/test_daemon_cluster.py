@@ -3,6 +3,7 @@ one machine is not enough (`spark.master: spark://host:7077`, ops/README.md).
 
 A master and a worker are started with the pyspark distribution's `spark-class`; the daemon runs
 the demo config with `--demo` and the tables fill, with the work done by the cluster's executor.
+Then the driver JVM is killed: the daemon must exit non-zero so its supervisor restarts it.
 """
 
 from __future__ import annotations
@@ -111,14 +112,21 @@ def test_daemon_on_a_standalone_cluster_fills_the_tables(cluster, tmp_path):
 
         _wait("the base tables to fill on the cluster", filled, timeout=300)
         # the work ran on the cluster: the master lists the daemon as a running application
+        # with cores (its executor) granted
         apps = httpx.get(state_url, timeout=5).json()["activeapps"]
         assert any(a["name"] == raw["spark"].get("app_name", "freshet") and a["cores"] >= 1 for a in apps), apps
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(90) == 0
+        state = recover(load_config(cfg))
+        assert state.tables["cpu_raw"].freshness is not None and state.tables["cpu_raw"].partitions
+        # if the driver JVM dies, the daemon exits non-zero (so systemd / Kubernetes restart it)
+        # instead of living on with every job failing
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        jvm = [int(c) for c in children if "java" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
+        assert jvm, children
+        os.kill(jvm[0], signal.SIGKILL)
+        assert proc.wait(60) == 1
+        assert "the Spark driver JVM is gone" in (tmp_path / "daemon.log").read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
         log.close()
-    state = recover(load_config(cfg))
-    assert state.tables["cpu_raw"].freshness is not None and state.tables["cpu_raw"].partitions
