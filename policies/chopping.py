@@ -3,27 +3,25 @@ partition, so a backlog after overload is loaded in several short jobs instead o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound=Any)
 
 __all__ = ["chop_count", "chop_window"]
 
 
-def chop_count(ends: Sequence[float], freshness: float, period: float, c: float | None) -> int:
-    """How many of the pending partitions (sorted by end) the next job loads.
-
-    Takes the longest prefix whose last end is within c·P_i of the current freshness; at least one.
-    """
-    if not ends:
+def chop_count(
+    pending: Sequence[T], freshness: float, period: float, c: float | None, end: Callable[[T], float] = float
+) -> int:
+    """How many of the pending partitions (sorted by `end`) the next job loads: the longest prefix
+    ending within c·P_i of the current freshness, and at least one. O(log n)."""
+    if not pending:
         return 0
     if c is None:
-        return len(ends)
-    limit = freshness + c * period
-    n = 0
-    for e in ends:
-        if e > limit and n > 0:
-            break
-        n += 1
-    return n
+        return len(pending)
+    return max(1, bisect_right(pending, freshness + c * period, key=end))
 
 
 def chop_window(start: float, edge: float, period: float, c: float | None, granularity: float | None) -> float:

@@ -83,6 +83,10 @@ class _Partition:
     def key(self) -> tuple[float, float, int]:
         return (self.end, self.start, self.seq)
 
+    @staticmethod
+    def end_of(p: _Partition) -> float:
+        return p.end
+
 
 @dataclass(slots=True, eq=False)
 class _Table:
@@ -430,13 +434,12 @@ class Scheduler:
     # ---- the next job of a table -----------------------------------------------------------------
     def _shape(self, t: _Table) -> tuple[float, float, float, int]:
         """(start, end, new freshness, partitions) of the job t would run now, chopped (§3.4)."""
-        if t.base:
+        if t.base:  # pending is sorted by end: O(log n) however long the backlog
             f = t.freshness
-            first = t.pending[0].start
-            ref = f if f is not None else first
-            count = chop_count([p.end for p in t.pending], ref, t.period, self._chop)
-            end = max(p.end for p in t.pending[:count])
-            start = min(ref, min(p.start for p in t.pending[:count]))
+            ref = f if f is not None else t.pending[0].start
+            count = chop_count(t.pending, ref, t.period, self._chop, _Partition.end_of)
+            end = t.pending[count - 1].end
+            start = min(ref, t.pending[0].start)  # the earliest data this job touches
             new_f = end if f is None else max(f, end)
             return start, end, new_f, count
         start = t.freshness if t.freshness is not None else t.origin
