@@ -95,20 +95,24 @@ class TrackPlan:
 
     def could_use(self, g: int, available: Collection[int]) -> bool:
         """Cheap filter: might some job of group g start on one of `available`?"""
-        if self.partitioner == "global":
-            return bool(available)
-        if any(t in available for t in self.home[g]) or any(t in available for t in self.free):
-            return True
-        if self.partitioner == "edf-partitioned":
-            return any(t in available for t in self._promote_union(g))
-        limit = math.floor(self.lo[g] + EPS)
-        return any(t < limit for t in available)
+        return not self.usable[g].isdisjoint(available)
 
-    def _promote_union(self, g: int) -> set[int]:
-        cache = self.__dict__.setdefault("_pu", {})
-        if g not in cache:
-            cache[g] = {r for t in self.groups[g] for r in self.promote.get(t, ())}
-        return cache[g]
+    @property
+    def usable(self) -> list[frozenset[int]]:
+        """Per group, every track one of its jobs could ever be placed on."""
+        cached = self.__dict__.get("_usable")
+        if cached is None:
+            cached = []
+            for g in range(len(self.groups)):
+                if self.partitioner == "global":
+                    u = set(range(self.n_tracks))
+                elif self.partitioner == "edf-partitioned":
+                    u = {r for t in self.groups[g] for r in self.promote.get(t, ())}
+                else:
+                    u = set(range(math.floor(self.lo[g] + EPS)))
+                cached.append(frozenset(u | set(self.home[g]) | set(self.free)))
+            self.__dict__["_usable"] = cached
+        return cached
 
 
 # ---- Global -------------------------------------------------------------------------------------

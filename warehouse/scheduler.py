@@ -231,6 +231,7 @@ class Scheduler:
             self._track_since.append(now)
             self._track_busy.append(0.0)
         self._n_tracks = n_tracks
+        self._idle_tracks = {i for i in range(n_tracks) if self._track_job[i] is None}
         self._plan_tables()
         for t in self._by_idx:  # derived edges in topological order; releases where due
             if not t.base:
@@ -326,6 +327,8 @@ class Scheduler:
             raise SchedulerMisuse(f"job {job_id} is not running")
         self._busy_until(job.track, now=self._now)
         self._track_job[job.track] = None
+        if job.track < self._n_tracks:
+            self._idle_tracks.add(job.track)
         t = self._tables.get(job.table)
         if t is None or t.running is not job:
             return job, None  # the table was removed or replaced by a reconfigure
@@ -485,9 +488,9 @@ class Scheduler:
 
     # ---- a scheduling round (§3.2) ---------------------------------------------------------------
     def _dispatch(self, now: float) -> list[StartJob]:
-        available = {i for i in range(self._n_tracks) if self._track_job[i] is None}
-        if not available or not any(self._queued):
+        if not self._idle_tracks or not any(self._queued):
             return []
+        available = set(self._idle_tracks)
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
             self._plan_tables()
         plan = self.plan
@@ -611,6 +614,7 @@ class Scheduler:
         t.running, t.running_parts = job, parts
         self.running[job.job_id] = job
         self._track_job[track] = job.job_id
+        self._idle_tracks.discard(track)
         self._busy_until(track, now)
         self._track_since[track] = now
         return job
