@@ -600,7 +600,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    setup_logging(args.log_format, args.log_level)
     config = load_config(args.config)
     if args.grace < 0:
         raise ConfigError(f"--grace must not be negative (got {args.grace})")
@@ -615,4 +614,5 @@ def main(args: argparse.Namespace) -> int:
     opts = _Options(config_path=args.config, listen=args.listen, grace=args.grace, demo=args.demo,
                     poll=args.poll, trace=args.trace, max_body=args.max_body,
                     demo_options={"speed": args.demo_speed, "backfill": backfill})
+    setup_logging(args.log_format, args.log_level)
     return Daemon(config, opts).run()

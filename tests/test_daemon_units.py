@@ -1,0 +1,99 @@
+"""The daemon's small parts without Spark: sd_notify, watchdog interval, log formats, trace file."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+
+import pytest
+
+from ops.daemon import HumanFormatter, JsonFormatter, TraceFile, sd_notify, watchdog_interval
+from sim.trace import read_trace
+from warehouse.events import PartitionArrived, StartJob
+
+
+def _recv(sock: socket.socket) -> str:
+    sock.settimeout(2)
+    return sock.recv(4096).decode()
+
+
+def test_sd_notify_path_and_abstract_sockets(tmp_path):
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind(str(path))
+        assert sd_notify("READY=1\nSTATUS=hi", {"NOTIFY_SOCKET": str(path)})
+        assert _recv(s) == "READY=1\nSTATUS=hi"
+    name = f"freshet-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind("\0" + name)
+        assert sd_notify("WATCHDOG=1", {"NOTIFY_SOCKET": "@" + name})
+        assert _recv(s) == "WATCHDOG=1"
+    assert sd_notify("READY=1", {}) is False  # not under systemd: a no-op
+    assert sd_notify("READY=1", {"NOTIFY_SOCKET": str(tmp_path / "missing.sock")}) is False
+
+
+def test_watchdog_interval_is_half_the_period_for_this_pid():
+    assert watchdog_interval({"WATCHDOG_USEC": "120000000"}) == 60.0
+    assert watchdog_interval({"WATCHDOG_USEC": "120000000", "WATCHDOG_PID": str(os.getpid())}) == 60.0
+    assert watchdog_interval({"WATCHDOG_USEC": "120000000", "WATCHDOG_PID": str(os.getpid() + 1)}) is None
+    assert watchdog_interval({}) is None
+    assert watchdog_interval({"WATCHDOG_USEC": "bogus"}) is None
+
+
+def _record(**fields) -> logging.LogRecord:
+    rec = logging.LogRecord("freshet", logging.INFO, __file__, 1, "job finished", (), None)
+    rec.__dict__.update(fields)
+    return rec
+
+
+def test_log_lines_carry_the_job_fields():
+    fields = {"table": "cpu_raw", "job": 3, "track": 1, "duration": 2.5, "rows": 120,
+              "freshness": "2026-01-01T00:05:00Z"}
+    obj = json.loads(JsonFormatter().format(_record(**fields)))
+    assert obj["msg"] == "job finished" and obj["level"] == "info"
+    assert {k: obj[k] for k in fields} == fields
+    line = HumanFormatter().format(_record(**fields))
+    assert "INFO  job finished" in line
+    for part in ("table=cpu_raw", "job=3", "track=1", "duration=2.500", "rows=120", "freshness=2026-01-01T00:05:00Z"):
+        assert part in line
+
+
+def test_trace_file_appends_and_replays(tmp_path):
+    path = tmp_path / "sub" / "trace.jsonl"
+    tr = TraceFile(str(path))
+    tr.arrival(PartitionArrived(stream="s", partition_id="p1", start=0.0, end=60.0, rows=5), at=61.0)
+    job = StartJob(job_id=1, table="t", track=0, kind="base", start=0.0, end=60.0, new_freshness=60.0,
+                   new_safe_freshness=60.0, partitions=("p1",))
+    tr.job(job, at=70.0, duration=8.5, rows=5, status="ok")
+    tr.job(job, at=80.0, duration=1.0, rows=0, status="failed")
+    tr.close()
+    # a restart appends to the same file without a second header
+    tr2 = TraceFile(str(path))
+    tr2.arrival(PartitionArrived(stream="s", partition_id="p2", start=60.0, end=120.0, rows=7), at=121.0)
+    tr2.close()
+    lines = path.read_text().splitlines()
+    assert sum("freshet_trace" in ln for ln in lines) == 1
+    trace = read_trace(path)
+    assert [a.partition for a in trace.arrivals["s"]] == ["p1", "p2"]
+    assert trace.durations[("t", 0.0, 60.0)] == 8.5
+    assert [j.status for j in trace.jobs] == ["ok", "failed"]
+
+
+def test_run_rejects_bad_arguments(tmp_path):
+    import argparse
+
+    from ops import daemon
+    from warehouse.errors import ConfigError
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("tables: [{name: t, stream: s}]\nstreams: [{name: s, period: 1m}]\n")
+    p = argparse.ArgumentParser()
+    daemon.add_arguments(p)
+    with pytest.raises(ConfigError, match="--grace"):
+        daemon.main(p.parse_args(["--config", str(cfg), "--grace", "-1"]))
+    with pytest.raises(ConfigError, match="listen"):
+        daemon.main(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
+    with pytest.raises(ConfigError, match="--demo-backfill"):
+        daemon.main(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))
