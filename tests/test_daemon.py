@@ -98,6 +98,10 @@ class Daemon:
         raw["warehouse"] = {"root": str(tmp / "data"), "landing": str(tmp / "landing"),
                             "trace": str(tmp / "trace.jsonl")}
         raw["listen"] = f"127.0.0.1:{self.port}"
+        # a derived table whose SQL cannot run: its jobs fail and are retried after a back-off
+        raw["tables"].append({"name": "broken_cpu", "sources": ["cpu_raw"], "priority": 1,
+                              "sql": "SELECT ts, no_such_column FROM cpu_raw"})
+        raw["scheduler"]["retry_backoff"] = "2s"
         self.raw = raw
         self.config_path = tmp / "freshet.yaml"
         self.config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -356,6 +360,22 @@ def test_sighup_reload_adds_a_table_and_rejects_a_bad_config(daemon):
     wait_for("cpu_copy and cpu_raw load the new partition", lambda: daemon.alive() or all(
         daemon.tables()[n]["freshness"] == T + 300 for n in ("cpu_copy", "cpu_raw")), timeout=120)
     assert delta_rows(Path(daemon.config.warehouse.root) / "cpu_copy") == rows
+
+
+def test_a_failing_table_backs_off_retries_and_others_carry_on(daemon):
+    def failed_twice() -> dict[str, Any] | None:
+        t = daemon.tables()["broken_cpu"]
+        return t if t["consecutive_failures"] >= 2 else None
+
+    t = wait_for("broken_cpu to fail twice (retry after the back-off)", failed_twice, timeout=120)
+    assert t["last_result"].startswith("failed") and "no_such_column" in t["last_result"]
+    assert t["freshness"] is None
+    m = daemon.metrics()
+    assert m["freshet_jobs_completed_total"][(("status", "failed"), ("table", "broken_cpu"))] >= 2
+    assert m["freshet_table_consecutive_failures"][(("table", "broken_cpu"),)] >= 2
+    failed = [e for e in daemon.logs() if e["msg"] == "job failed" and e["table"] == "broken_cpu"]
+    assert len(failed) >= 2 and "no_such_column" in failed[0]["reason"]
+    assert daemon.tables()["cpu_raw"]["last_result"] == "ok"
 
 
 def test_logs_name_table_job_track_duration_rows_freshness(daemon):
