@@ -54,6 +54,7 @@ log = logging.getLogger("freshet")
 
 LOOP_TIMEOUT = 0.25  # seconds the scheduler loop waits for an event before re-checking flags
 SNAPSHOT_EVERY = 1.0  # publish a snapshot at least this often even without events
+SNAPSHOT_MIN_GAP = 0.1
 SPARK_CHECK_EVERY = 5.0  # seconds between liveness checks of the Spark driver JVM
 
 
@@ -504,6 +505,7 @@ class Daemon:
         last_wd = 0.0
         last_pub = 0.0
         last_spark = time.time()
+        dirty = False
         while True:
             now = time.time()
             if now - last_spark >= SPARK_CHECK_EVERY:
@@ -548,10 +550,13 @@ class Daemon:
             wake = self.sched.next_wakeup()
             if wake is not None and wake <= now:
                 self._dispatch(self._handle(Tick(), now))
-            if item is not None or now - last_pub >= SNAPSHOT_EVERY:
+            dirty = dirty or item is not None
+            # publish after changes (at most every SNAPSHOT_MIN_GAP, so a burst of events costs
+            # one stats() call) and at least every SNAPSHOT_EVERY
+            if (dirty and now - last_pub >= SNAPSHOT_MIN_GAP) or now - last_pub >= SNAPSHOT_EVERY:
                 self._sync_counters()
                 self.holder.publish(self.sched.stats(now))
-                last_pub = now
+                last_pub, dirty = now, False
 
     def _begin_stop(self, now: float) -> None:
         self._stopping_since = now
