@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 DERIVED_TIME_COLUMN = "ts"
+log_ = logging.getLogger("freshet.delta")
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
 
@@ -144,14 +146,19 @@ def _checkpoint_txn(log: Path, names: list[str], app: str) -> tuple[int | None, 
         return None, None
     import pyarrow.parquet as pq
 
-    version = max(cps)
-    best: int | None = None
-    for n in cps[version]:
-        tbl = pq.read_table(log / n, columns=["txn"])
-        for txn in tbl.column("txn").to_pylist():
-            if txn and txn.get("appId") == app and txn.get("version") is not None:
-                best = txn["version"] if best is None else max(best, txn["version"])
-    return version, best
+    for version in sorted(cps, reverse=True):
+        best: int | None = None
+        try:
+            for n in cps[version]:
+                tbl = pq.read_table(log / n, columns=["txn"])
+                for txn in tbl.column("txn").to_pylist():
+                    if txn and txn.get("appId") == app and txn.get("version") is not None:
+                        best = txn["version"] if best is None else max(best, txn["version"])
+        except (OSError, ValueError, KeyError) as err:  # a torn checkpoint: use an older one
+            log_.warning("skipping unreadable checkpoint %s of %s: %s", version, log, err)
+            continue
+        return version, best
+    return None, None
 
 
 def read_table_state(path: str, table: str) -> TableState:
