@@ -38,13 +38,15 @@ def workloads() -> list[tuple[str, dict]]:
     ]
 
 
-def bench(data: dict, events: int, seed: int = 1) -> tuple[float, float, int]:
+def bench(data: dict, events: int, seed: int = 1) -> tuple[float, float, float, int]:
+    """(events per CPU second, CPU seconds, wall seconds, jobs). CPU time is what one core gives
+    the simulator; wall time also counts whatever else the machine is doing."""
     cfg = prepare(config_of(data), seed)
     sim = Simulation(cfg, seed=seed)
-    t0 = time.perf_counter()
+    w0, c0 = time.perf_counter(), time.process_time()
     st = sim.run(events=events)
-    dt = time.perf_counter() - t0
-    return st.events / dt, dt, st.jobs
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    return st.events / cpu, cpu, wall, st.jobs
 
 
 def main() -> int:
@@ -52,15 +54,16 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=200_000, help="events per workload (default 200,000)")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the Table 2 run")
     args = ap.parse_args()
-    print(f"{'workload':<34} {'U':>6} {'events':>9} {'jobs':>8} {'seconds':>8} {'events/s':>10}")
+    print(f"{'workload':<34} {'U':>5} {'events':>9} {'jobs':>8} {'cpu s':>7} {'wall s':>7} {'events/s':>9}")
     rates = []
     for name, data in workloads():
         u = utilization(config_of(data))
-        rate, dt, jobs = bench(data, args.events)
+        rate, cpu, wall, jobs = bench(data, args.events)
         rates.append(rate)
-        print(f"{name:<34} {u:>6.2f} {args.events:>9,} {jobs:>8,} {dt:>8.2f} {rate:>10,.0f}")
+        print(f"{name:<34} {u:>5.2f} {args.events:>9,} {jobs:>8,} {cpu:>7.2f} {wall:>7.2f} {rate:>9,.0f}")
     target = 50_000
     ok = rates[0] >= target
+    print("(events/s = events per CPU second of this process: what one core gives the simulator)")
     print(f"\nTable 2: {rates[0]:,.0f} events/s on one core (target ≥ {target:,}: {'met' if ok else 'NOT met'}); "
           f"one paper data point (1,000,000 events) ≈ {1e6 / rates[0]:.0f} s plus its ideal run.")
     if args.profile:
