@@ -239,3 +239,19 @@ def test_staleness_accrues_even_when_idle():
     res = simulate(_cfg(n=4, tracks=4, u=0.05, sim={"b": 0.5}), seed=1, events=4000)
     for t in res.run.per_table.values():
         assert 50 < t["staleness"] < 60 and math.isclose(t["mean_delta_f"], 100, rel_tol=0.02)
+
+
+def test_the_table2_workload_file_is_the_papers_table2(capsys):
+    from pathlib import Path
+
+    from warehouse.config import load_config
+
+    path = Path(__file__).resolve().parent.parent / "sim" / "workloads" / "table2.yaml"
+    cfg = load_config(path)
+    assert len(cfg.tables) == 30 and cfg.scheduler.tracks == 4
+    assert (cfg.sim.alpha, cfg.sim.beta, cfg.sim.b, cfg.sim.slowdown.factor) == (1, 0.1, 0.5, 3)
+    assert {s.period for s in cfg.streams} == {100}
+    assert utilization(cfg) == pytest.approx(1.2375)
+    out = json.loads(_run_json(capsys, "--config", str(path), "--events", "3000"))
+    assert out["partitioner"] == "proportional" and out["policy"] == "max-benefit"
+    assert out["relative_lateness"] > 1.5  # overloaded at U ≈ 1.24
