@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ from sim.trace import Arrival, JobRecord, Trace, TraceWriter
 from sim.workload import periods, true_costs, utilization
 from warehouse.config import FreshetConfig, SimConfig, StreamConfig
 from warehouse.errors import ConfigError
-from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import Event, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.scheduler import Scheduler
 
 __all__ = ["RunStats", "SimResult", "Simulation", "generated_arrivals", "ideal_config", "simulate"]
@@ -178,7 +178,7 @@ class Simulation:
                 self.env.process(self._stream(iter(sources[s.name])))
 
     # ---- the processes -------------------------------------------------------------------------
-    def _stream(self, arrivals: Iterator[Arrival]):
+    def _stream(self, arrivals: Iterator[Arrival]) -> Generator[simpy.Event, None, None]:
         """A stream (§2.1): wait for the next arrival time, hand the partition to the Scheduler."""
         env = self.env
         for a in arrivals:
@@ -230,7 +230,7 @@ class Simulation:
             return
         self._handle(Tick(), count=False)
 
-    def _handle(self, event, count: bool = True) -> None:
+    def _handle(self, event: Event, count: bool = True) -> None:
         now = self.env.now
         if count:
             self.events += 1
@@ -304,7 +304,6 @@ def simulate(
     until: float | None = None,
     trace: Trace | None = None,
     writer: TraceWriter | None = None,
-    progress: Callable[[str], None] | None = None,
 ) -> SimResult:
     """Run the workload, then its ideal over the same horizon; return both (§4.1)."""
     cfg = prepare(config, seed)
