@@ -7,7 +7,11 @@ one process and one SparkSession:
   (a) through Freshet: intake (validation, fingerprints) → Scheduler (4 tracks, chop = 1 so
       every partition is its own job, as in (b)) → Executor (idempotent Delta appends, commit
       metadata, archiving), one worker thread per track;
-  (b) a bare loop: 4 threads, each appending its table's partitions to Delta one by one.
+  (b) a bare loop: 4 threads, each appending its table's partitions to Delta one by one, with
+      the same Delta options (txnAppId, txnVersion, userMetadata) — the same appends.
+
+`--plain` also times (b) without the idempotent-write options: Delta 3.2 computes the snapshot's
+set transactions (three small Spark jobs) on every append that carries txnAppId.
 
 Prints both wall times, the ratio (a)/(b) (target ≤ 1.10) and the α, β the Scheduler learned.
 
@@ -37,9 +41,9 @@ PERIOD = 60.0
 SCHEMA = {"ts": "timestamp", "router": "string", "cpu_pct": "double", "seq": "long"}
 
 
-def config_dict(base: Path, tables: int, tracks: int, master: str) -> dict:
+def config_dict(base: Path, tables: int, tracks: int, master: str, round_: int = 0) -> dict:
     return {
-        "warehouse": {"root": str(base / "freshet"), "landing": str(base / "landing")},
+        "warehouse": {"root": str(base / f"freshet{round_}"), "landing": str(base / f"landing{round_}")},
         "streams": [{"name": f"s{i}", "period": PERIOD, "schema": SCHEMA} for i in range(tables)],
         "tables": [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1.0, "beta": 0.01}} for i in range(tables)],
         "scheduler": {"tracks": tracks, "partitioner": "global", "chop": 1.0},
@@ -75,8 +79,12 @@ def write_partitions(cfg, per_table: int, rows: int) -> list[tuple[str, list[str
     return out
 
 
-def bare(spark, base: Path, work: list[tuple[str, list[str]]]) -> float:
-    """4 threads, each appending its partitions to its own Delta table, one append per partition."""
+def bare(spark, base: Path, work: list[tuple[str, list[str]]], *, idempotent: bool = True, name: str = "bare") -> float:
+    """4 threads, each appending its partitions to its own Delta table, one append per partition.
+
+    With `idempotent`, every append carries the same Delta options as Freshet's (txnAppId,
+    txnVersion, userMetadata): the same appends, without intake, Scheduler or executor.
+    """
     from pyspark.sql import functions as F
 
     from warehouse.delta import spark_schema_ddl
@@ -86,9 +94,14 @@ def bare(spark, base: Path, work: list[tuple[str, list[str]]]) -> float:
 
     def loop(table: str, files: list[str]) -> None:
         try:
-            for f in files:
+            for j, f in enumerate(files):
                 df = spark.read.schema(ddl).parquet(f).withColumn("date", F.to_date("ts"))
-                df.write.format("delta").mode("append").partitionBy("date").save(str(base / "bare" / table))
+                w = df.write.format("delta").mode("append").partitionBy("date")
+                if idempotent:
+                    end = T0 + (j + 1) * PERIOD
+                    w = (w.option("txnAppId", f"bare/{table}").option("txnVersion", str(int(end * 1000)))
+                         .option("userMetadata", json.dumps({"partitions": {f"p{j:05d}": "x"}, "freshness": end})))
+                w.save(str(base / name / table))
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
@@ -103,13 +116,9 @@ def bare(spark, base: Path, work: list[tuple[str, list[str]]]) -> float:
     return time.perf_counter() - t0
 
 
-def warm_up(spark, base: Path) -> None:
-    """JIT and Delta code paths warm before either side is timed."""
-    from pyspark.sql import functions as F
-
-    df = spark.range(1000).withColumn("ts", F.timestamp_seconds(F.col("id") + T0)).withColumn("date", F.to_date("ts"))
-    for _ in range(4):
-        df.write.format("delta").mode("append").partitionBy("date").save(str(base / "warmup"))
+def warm_up(spark, base: Path, work: list[tuple[str, list[str]]]) -> None:
+    """JIT and Delta code paths warm (the same idempotent appends, untimed) before either side."""
+    bare(spark, base, [(t, files[:3]) for t, files in work], name="warmup")
 
 
 def main() -> int:
@@ -121,6 +130,9 @@ def main() -> int:
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--out", default=None, help="keep the tables here (default: a temp dir, removed)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--rounds", type=int, default=2, help="ABBA rounds of both sides (default 2)")
+    ap.add_argument("--plain", action="store_true",
+                    help="also time plain appends (no txnAppId/txnVersion): the cost of Delta's idempotency check")
     args = ap.parse_args()
 
     from warehouse.executor import run_until_idle
@@ -128,38 +140,63 @@ def main() -> int:
 
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="freshet-bench-"))
     try:
-        cfg = parse_config(config_dict(base, args.tables, args.tracks, args.master))
+        src = config_dict(base, args.tables, args.tracks, args.master)
+        src["warehouse"]["landing"] = str(base / "source")  # written once; each Freshet round gets a copy
+        cfg = parse_config(src)
         per_table = args.partitions // args.tables
         t = time.perf_counter()
         work = write_partitions(cfg, per_table, args.rows)
         print(f"wrote {per_table * args.tables} partitions × {args.rows} rows in {time.perf_counter() - t:.1f}s",
               file=sys.stderr)
         spark = get_spark(cfg.spark)
-        warm_up(spark, base)
-        bare_wall = bare(spark, base, work)
-        print(f"bare loop: {bare_wall:.1f}s", file=sys.stderr)
-        report, sched = run_until_idle(cfg, spark)
-        if report.failed:
-            print(f"freshet: {report.failed} job(s) failed", file=sys.stderr)
-            return 1
+        warm_up(spark, base, work)
+        plain_wall = bare(spark, base, work, idempotent=False, name="plain") if args.plain else None
+        # ABBA order over rounds so warm-up and background load favour neither side
+        bare_walls: list[float] = []
+        freshet_walls: list[float] = []
+        report = sched = None
+        for r in range(args.rounds):
+            order = ("bare", "freshet") if r % 2 == 0 else ("freshet", "bare")
+            for side in order:
+                if side == "bare":
+                    bare_walls.append(bare(spark, base, work, name=f"bare{r}"))
+                    print(f"round {r}: bare loop {bare_walls[-1]:.1f}s", file=sys.stderr)
+                else:
+                    rcfg = parse_config(config_dict(base, args.tables, args.tracks, args.master, round_=r))
+                    shutil.copytree(cfg.warehouse.landing, rcfg.warehouse.landing)
+                    report, sched = run_until_idle(rcfg, spark)
+                    if report.failed:
+                        print(f"freshet: {report.failed} job(s) failed", file=sys.stderr)
+                        return 1
+                    freshet_walls.append(report.wall)
+                    print(f"round {r}: freshet {report.wall:.1f}s", file=sys.stderr)
+                    rows_a = sum(spark.read.format("delta").load(str(Path(rcfg.warehouse.root) / f"t{i}")).count()
+                                 for i in range(args.tables))
+                    assert rows_a == per_table * args.tables * args.rows, rows_a
+            rows_b = sum(spark.read.format("delta").load(str(base / f"bare{r}" / f"t{i}")).count()
+                         for i in range(args.tables))
+            assert rows_b == per_table * args.tables * args.rows, rows_b
+        assert report is not None and sched is not None
         stats = sched.stats(time.time())
-        rows_a = sum(spark.read.format("delta").load(str(base / "freshet" / f"t{i}")).count() for i in range(args.tables))
-        rows_b = sum(spark.read.format("delta").load(str(base / "bare" / f"t{i}")).count() for i in range(args.tables))
-        assert rows_a == rows_b == per_table * args.tables * args.rows, (rows_a, rows_b)
-        ratio = report.wall / bare_wall
+        bare_wall, freshet_wall = sum(bare_walls), sum(freshet_walls)
+        ratio = freshet_wall / bare_wall
         result = {
             "partitions": per_table * args.tables, "rows_per_partition": args.rows, "tracks": args.tracks,
-            "freshet_wall_s": round(report.wall, 2), "bare_wall_s": round(bare_wall, 2), "ratio": round(ratio, 3),
+            "rounds": args.rounds, "freshet_wall_s": round(freshet_wall, 2), "bare_wall_s": round(bare_wall, 2), "ratio": round(ratio, 3),
             "freshet_jobs": report.jobs,
+            "plain_wall_s": None if plain_wall is None else round(plain_wall, 2),
             "learned": {t.name: {"alpha_s": round(t.alpha, 3), "beta": round(t.beta, 5)} for t in stats.tables},
         }
         if args.json:
             print(json.dumps(result))
         else:
             print(f"{result['partitions']} partitions × {args.rows} rows, {args.tracks} tracks/threads")
-            print(f"  through Freshet: {report.wall:7.1f} s  ({report.jobs} jobs)")
+            print(f"  through Freshet: {freshet_wall:7.1f} s  ({report.jobs} jobs per round, {args.rounds} round(s))")
             print(f"  bare Delta loop: {bare_wall:7.1f} s")
             print(f"  ratio          : {ratio:7.3f}  (target ≤ 1.10)")
+            if plain_wall is not None:
+                print(f"  plain appends  : {plain_wall:7.1f} s  (no txnAppId/txnVersion: Delta's idempotency "
+                      f"check costs ×{bare_wall / plain_wall:.2f})")
             for name, ab in result["learned"].items():
                 print(f"  learned {name}: α = {ab['alpha_s']:.3f} s, β = {ab['beta']:.5f} s per s of data")
         return 0
