@@ -394,7 +394,11 @@ class Intake:
                     except ValueError as err:
                         self._quarantine(stream, e.name, Path(e.path), f"malformed manifest: {MANIFEST} is not valid JSON ({err})")
                         continue
-                    p = self._accept(stream, e.name, Path(e.path), data)
+                    try:
+                        p = self._accept(stream, e.name, Path(e.path), data)
+                    except OSError as err:  # e.g. the producer is still moving files: next poll
+                        log.warning("cannot check partition %s/%s yet: %s", stream, e.name, err)
+                        continue
                     if p is not None:
                         out.append(p)
         out.sort(key=lambda p: (p.stream, p.end, p.start, p.id))
