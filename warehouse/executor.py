@@ -362,3 +362,52 @@ def run_until_idle(
                 todo += scheduler.handle(event, time.time())
     report.wall = time.time() - t0
     return report, scheduler
+
+
+def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str]:
+    """Analyse every derived table's SQL against its sources' schemas, running no Spark job.
+
+    Base sources are empty views with their stream's declared schema (plus the partition
+    column); derived sources take the analysed output of their own SQL, in DAG order. Returns
+    table → problem for each SQL that does not analyse or has no `ts` column (empty: all fine).
+    """
+    from pyspark.sql.types import StructType
+
+    session = spark.newSession()
+    schemas: dict[str, StructType] = {}
+    problems: dict[str, str] = {}
+    remaining = list(config.tables)
+    while remaining:
+        progressed = False
+        for tc in list(remaining):
+            if tc.stream is not None:
+                ddl = spark_schema_ddl(config.stream(tc.stream).schema_)
+                df: DataFrame = session.createDataFrame([], ddl) if ddl else session.createDataFrame([], "ts timestamp")
+            elif all(s in schemas or s in problems for s in tc.sources):
+                if any(s in problems for s in tc.sources):
+                    problems[tc.name] = "a source's SQL does not analyse"
+                    remaining.remove(tc)
+                    progressed = True
+                    continue
+                for s in tc.sources:
+                    session.createDataFrame([], schemas[s]).createOrReplaceTempView(s)
+                args = {"window_start": utc(0), "window_end": utc(1)} if tc.sql and ":window_" in tc.sql else None
+                try:
+                    df = session.sql(tc.sql or "", args=args) if args else session.sql(tc.sql or "")
+                    _ = df.schema
+                except Exception as err:  # noqa: BLE001 — reported per table
+                    problems[tc.name] = _reason(err)
+                    remaining.remove(tc)
+                    progressed = True
+                    continue
+                if DERIVED_TIME_COLUMN not in df.columns:
+                    problems[tc.name] = f"the sql must output a {DERIVED_TIME_COLUMN!r} column (its event time)"
+            else:
+                continue
+            df = with_partition_column(df, tc, time_column(config, tc) if tc.stream else DERIVED_TIME_COLUMN, 0.0)
+            schemas[tc.name] = df.schema
+            remaining.remove(tc)
+            progressed = True
+        if not progressed:
+            break
+    return problems
