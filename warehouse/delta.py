@@ -183,7 +183,8 @@ def read_table_state(path: str, table: str) -> TableState:
         except FileNotFoundError:  # cleaned up between listing and reading
             continue
         for line in lines:
-            if not line.strip():
+            # one action per line; only these two matter (skip parsing add/remove with stats)
+            if not line.startswith(('{"txn"', '{"commitInfo"')):
                 continue
             action = json.loads(line)
             if "txn" in action and action["txn"].get("appId") == app:
