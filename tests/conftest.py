@@ -56,7 +56,8 @@ def warehouse_dict(tmp: Path, *, extra_tables: list[dict[str, Any]] | None = Non
              "schema": {"ts": "timestamp", "k": "string", "sev": "int", "id": "long"}},
         ],
         "tables": [
-            {"name": "m_raw", "stream": "m", "priority": 1, "cost": {"alpha": 1, "beta": 0.01}},
+            {"name": "m_raw", "stream": "m", "priority": 1, "partition_by": "hour",
+             "cost": {"alpha": 1, "beta": 0.01}},
             {"name": "a_raw", "stream": "a", "priority": 10, "cost": {"alpha": 1, "beta": 0.01}},
             {"name": "m_5m", "sources": ["m_raw"], "granularity": "5m", "sql": BUCKET_SQL,
              "cost": {"alpha": 1, "beta": 0.01}},

@@ -137,7 +137,7 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
     path = table_path(cfg, "m_raw")
     v = delta_version(path)
     df = spark.read.format("delta").load(path)
-    append_idempotent(df, path, table="m_raw", txn_version=first.txn_version, metadata={"x": 1}, partition_by="date")
+    append_idempotent(df, path, table="m_raw", txn_version=first.txn_version, metadata={"x": 1}, partition_by="hour")
     assert delta_version(path) == v
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8
 
