@@ -15,6 +15,7 @@ Validation reads Parquet metadata and the time column only, with pyarrow (about 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -405,7 +406,8 @@ class Intake:
         return [p.arrived() for p in out]
 
     def submit(self, stream: str, manifest: Mapping[str, Any], pid: str | None = None) -> PartitionArrived | None:
-        """Accept a POSTed manifest (files already in `landing/<stream>/<id>/`).
+        """Accept a POSTed manifest (files already in `landing/<stream>/<id>/`; the id defaults
+        to the end time, `20261126T101500Z`).
 
         Returns the event, or None for an exact duplicate; raises PartitionRejected (the
         partition is quarantined) or UnknownStream.
@@ -417,6 +419,9 @@ class Intake:
         data = dict(manifest)
         pid = pid or data.pop("id", None)
         data.pop("id", None)
+        if pid is None and "end" in data:  # default: the id is the end time, 20261126T101500Z
+            with contextlib.suppress(PartitionRejected):
+                pid = dt.datetime.fromtimestamp(parse_time(data["end"], "end"), dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         if not isinstance(pid, str) or not PARTITION_ID.match(pid):
             raise PartitionRejected(f"bad partition id {pid!r}: must match {PARTITION_ID.pattern}")
         directory = self.landing / stream / pid
