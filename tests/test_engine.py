@@ -163,3 +163,16 @@ def test_new_derived_table_is_computed_from_the_sources_origin():
     s = Scheduler(config(STREAMS, tables, tracks=1, chop=3), now=1000, recovered=rec)
     (j,) = s.handle(Tick(), 1000)
     assert (j.table, j.start, j.end, j.chopped) == ("fresh", 0, 180, True)  # backfill, chopped to 3·P
+
+
+def test_dag_ancestors_dependents_order_and_periods():
+    """§2.1 / §2.4 on the paper's Fig. 1 shape: T1, T2 → T3; T3, T2 → T4 (T1 every 5, T2 every 60)."""
+    from warehouse.dag import Dag
+
+    dag = Dag.build({"T1": (), "T2": (), "T3": ("T1", "T2"), "T4": ("T3", "T2")}, {"T1": 5, "T2": 60})
+    assert dag.ancestors("T4") == {"T1", "T2", "T3"}
+    assert dag.descendants("T1") == {"T3", "T4"}
+    assert dag.order.index("T3") < dag.order.index("T4")
+    assert dag.periods() == {"T1": 5, "T2": 60, "T3": 60, "T4": 60}
+    with pytest.raises(ValueError, match="cycle"):
+        Dag.build({"a": ("b",), "b": ("a",)}, {})

@@ -55,25 +55,11 @@ class Dag:
 
     def ancestors(self, table: str) -> set[str]:
         """Tables that directly or indirectly serve as sources of `table` (§2.1)."""
-        out: set[str] = set()
-        stack = list(self.sources[table])
-        while stack:
-            t = stack.pop()
-            if t not in out:
-                out.add(t)
-                stack.extend(self.sources[t])
-        return out
+        return _reach(table, self.sources)
 
     def descendants(self, table: str) -> set[str]:
         """Tables directly or indirectly sourced from `table` (the paper's "dependents", §2.1)."""
-        out: set[str] = set()
-        stack = list(self.dependents[table])
-        while stack:
-            t = stack.pop()
-            if t not in out:
-                out.add(t)
-                stack.extend(self.dependents[t])
-        return out
+        return _reach(table, self.dependents)
 
     def periods(self) -> dict[str, float]:
         """P_i: a base table's stream period; a derived table's is the max over its ancestors (§2.4)."""
@@ -84,3 +70,14 @@ class Dag:
             else:
                 out[t] = max(out[s] for s in self.sources[t])
         return out
+
+
+def _reach(table: str, edges: Mapping[str, tuple[str, ...]]) -> set[str]:
+    out: set[str] = set()
+    stack = list(edges[table])
+    while stack:
+        t = stack.pop()
+        if t not in out:
+            out.add(t)
+            stack.extend(edges[t])
+    return out
