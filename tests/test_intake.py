@@ -210,3 +210,33 @@ def test_demo_producer_writes_valid_partitions_at_each_period(tmp_path: Path) ->
     assert first + second == len(got)
     assert max(e.end for e in got) <= now[0]
     assert all(e.rows > 0 for e in got if e.stream in ("router_cpu", "inventory"))
+
+
+def test_csv_and_json_streams(tmp_path: Path) -> None:
+    from conftest import warehouse_dict
+
+    from warehouse.config import parse_config
+
+    raw = warehouse_dict(tmp_path)
+    raw["streams"][0]["format"] = "csv"
+    raw["streams"][1]["format"] = "json"
+    cfg = parse_config(raw)
+    landing = Path(cfg.warehouse.landing)
+
+    def put(stream: str, pid: str, name: str, text: str, rows: int) -> None:
+        d = landing / stream / pid
+        d.mkdir(parents=True)
+        (d / name).write_text(text)
+        (d / "_partition.json").write_text(json.dumps(
+            {"start": "2025-11-24T16:00:00Z", "end": "2025-11-24T16:01:00Z", "files": [name], "rows": rows}))
+
+    put("m", "ok", "p.csv", "ts,k,v,id\n2025-11-24T16:00:30Z,r1,1.5,1\n2025-11-24T16:01:00Z,r2,2.5,2\n", 2)
+    put("m", "late-row", "p.csv", "ts,k,v,id\n2025-11-24T16:02:00Z,r1,1.5,1\n", 1)
+    put("m", "bad-type", "p.csv", "ts,k,v,id\n2025-11-24T16:00:30Z,r1,high,1\n", 1)
+    put("a", "ok", "p.json", '{"ts": "2025-11-24T16:00:10Z", "k": "r1", "sev": 2, "id": 7}\n', 1)
+    put("a", "extra", "p.json", '{"ts": "2025-11-24T16:00:10Z", "k": "r1", "sev": 2, "id": 7, "x": 1}\n', 1)
+    intake = Intake(cfg)
+    assert sorted((e.stream, e.partition_id, e.rows) for e in intake.scan()) == [("a", "ok", 1), ("m", "ok", 2)]
+    assert "rows outside (start, end]" in quarantined(cfg, "m", "late-row")
+    assert "wrong format" in quarantined(cfg, "m", "bad-type")
+    assert "wrong format" in quarantined(cfg, "a", "extra")
