@@ -537,8 +537,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                Line("no chopping, Max inheritance", {"chop": None, "inheritance": "max"})),
         choices="15 chains of depth 2 (base priority 1, derived priority 10; 30 tables), 4 tracks, Global, "
                 "Max-Benefit. The main pair runs without priority inheritance, so the scheduler sees the two "
-                "priority classes the figure is about; with Max inheritance every base table inherits 10 and "
-                "nothing can be inverted — that pair is shown too.",
+                "priority classes the figure is about; with Max inheritance every base table inherits 10, so "
+                "both classes look alike to the scheduler — that pair is shown too.",
         verdict=_v_fig11,
     ),
 )}
