@@ -23,6 +23,8 @@ test: setup
 
 bench: setup
 	$(BIN)/python scripts/bench_scheduler.py
+	$(BIN)/python scripts/bench_sim.py
+	$(BIN)/python scripts/bench_delta.py
 
 clean:
 	rm -rf $(VENV) data landing out
