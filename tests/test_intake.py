@@ -197,16 +197,16 @@ def test_demo_producer_writes_valid_partitions_at_each_period(tmp_path: Path) ->
     cfg = parse_config(raw)
     now = [T0 + 9 * 3600.0]  # a fake wall clock at 01:00 UTC; warehouse time starts 2 h ago, 3600x faster
     p = Producer(cfg, speed=3600.0, start=now[0] - 7200.0, clock=lambda: now[0])
-    assert p.step() == 0
+    assert p.step() == 4  # each stream's last partition complete at the start (the daily dump too)
     now[0] += 1.0  # one wall second = one warehouse hour
-    first = p.step()
+    first = 4 + p.step()
     now[0] += 5.0  # caught up with the wall clock: never produces data from the future
     second = p.step()
     intake = Intake(cfg)
     got = intake.scan()
     assert sum(intake.quarantined.values()) == 0, dict(intake.last_rejection)
     by_stream = {s: sum(1 for e in got if e.stream == s) for s in ("router_cpu", "syslog", "link_alerts", "inventory")}
-    assert by_stream == {"router_cpu": 24, "syslog": 120, "link_alerts": 120, "inventory": 1}
+    assert by_stream == {"router_cpu": 25, "syslog": 121, "link_alerts": 121, "inventory": 2}
     assert first + second == len(got)
     assert max(e.end for e in got) <= now[0]
     assert all(e.rows > 0 for e in got if e.stream in ("router_cpu", "inventory"))

@@ -210,7 +210,9 @@ class Producer:
         self.t0 = start if start is not None else self.wall0 - 6 * 3600.0
         self.rng = random.Random(seed)
         self.echo = echo
-        self.next_end = {s.name: math.floor(self.t0 / s.period) * s.period + s.period for s in config.streams}
+        # the first partition of each stream is the last one complete at t0 (a daily feed starts
+        # with the latest dump, so every table fills in a short demo)
+        self.next_end = {s.name: math.floor(self.t0 / s.period) * s.period for s in config.streams}
         self.written = 0
 
     def warehouse_time(self) -> float:
