@@ -88,7 +88,7 @@ class Manifest(BaseModel):
     id: str = Field(description="partition id: the directory landing/<stream>/<id>/ holding the files")
     start: float | str = Field(description="event time interval (start, end]: ISO-8601 or epoch seconds")
     end: float | str
-    files: list[str] = Field(min_length=1, description="data files, relative to the partition directory")
+    files: list[str] = Field(description="data files, relative to the partition directory; [] for an empty partition")
     rows: int = Field(ge=0, description="row count the files must hold")
     safe_through: float | str | None = Field(None, description="punctuation: nothing at or before arrives later")
 

@@ -131,6 +131,9 @@ def test_post_partition_accepted(server):
     assert backend.submitted[-1][1].times()[:2] == (T0, T0 + 60)
     r = client.post("/v1/streams/flows/partitions", json=dict(GOOD, id="again"), headers=AUTH)
     assert r.status_code == 200 and r.json()["status"] == "duplicate"
+    # an empty partition is valid: it advances freshness (§4.3)
+    r = client.post("/v1/streams/flows/partitions", json=dict(GOOD, id="empty", files=[], rows=0), headers=AUTH)
+    assert r.status_code == 202 and backend.submitted[-1][1].files == []
 
 
 @pytest.mark.parametrize(("kwargs", "status", "needle"), [
