@@ -19,6 +19,7 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/python scripts/fetch_jars.py
 	$(BIN)/python -m pytest -q
 
 bench: setup
