@@ -20,7 +20,6 @@ JSON `{"error": "...", "status": N}` whose message names the problem.
 
 from __future__ import annotations
 
-import datetime as dt
 import hmac
 import json
 import os
@@ -40,6 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ops.metrics import extrapolate
 from warehouse.errors import ConfigError, FreshetError
 from warehouse.stats import SchedulerStats, TableStats
+from warehouse.times import iso, parse_time
 
 __all__ = [
     "ApiError", "ApiServer", "Backend", "Manifest", "create_app", "load_token", "parse_listen", "parse_time",
@@ -57,27 +57,6 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def parse_time(value: Any) -> float:
-    """ISO-8601 (naive = UTC) or epoch seconds → epoch seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected an ISO-8601 time or epoch seconds, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"not an ISO-8601 time: {value!r}") from None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=dt.UTC)
-        return t.timestamp()
-    raise ValueError(f"expected an ISO-8601 time or epoch seconds, got {value!r}")
-
-
-def iso(t: float | None) -> str | None:
-    return None if t is None else dt.datetime.fromtimestamp(t, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 class Manifest(BaseModel):

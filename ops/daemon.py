@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import logging
 import os
@@ -47,6 +46,7 @@ from warehouse.config import FreshetConfig, load_config, parse_duration
 from warehouse.errors import ConfigError, FreshetError
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.stats import SchedulerStats
+from warehouse.times import iso
 
 __all__ = ["Daemon", "add_arguments", "main", "sd_notify"]
 
@@ -94,16 +94,11 @@ def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
 _STD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
 
 
-def _iso(t: float | None) -> str | None:
-    return None if t is None else dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace(
-        "+00:00", "Z")
-
-
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, msg and the structured fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {"time": _iso(record.created), "level": record.levelname.lower(),
+        out: dict[str, Any] = {"time": iso(record.created, "seconds"), "level": record.levelname.lower(),
                                "logger": record.name, "msg": record.getMessage()}
         out.update({k: v for k, v in vars(record).items() if k not in _STD and not k.startswith("_")})
         if record.exc_info:
@@ -121,7 +116,7 @@ class HumanFormatter(logging.Formatter):
             if isinstance(v, float):
                 v = f"{v:.3f}" if k in ("duration", "estimate") else f"{v:g}"
             parts.append(f"{k}={v}")
-        line = f"{_iso(record.created)} {record.levelname:<5} {record.getMessage()}"
+        line = f"{iso(record.created, 'seconds')} {record.levelname:<5} {record.getMessage()}"
         if parts:
             line += " " + " ".join(parts)
         if record.exc_info:
@@ -301,7 +296,7 @@ class Daemon:
 
         speed = float(self.opts.demo_options.get("speed", 60.0))
         start = time.time() - float(self.opts.demo_options.get("backfill", 3600.0))
-        log.info("demo producer started", extra={"speed": speed, "from": _iso(start),
+        log.info("demo producer started", extra={"speed": speed, "from": iso(start, "seconds"),
                                                  "landing": self.config.warehouse.landing})
 
         def run() -> None:
@@ -322,8 +317,8 @@ class Daemon:
             self._ensure_workers(job.track + 1)
             log.info("job started", extra={
                 "table": job.table, "job": job.job_id, "track": job.track, "kind": job.kind,
-                "window_start": _iso(job.start), "window_end": _iso(job.end), "partitions": len(job.partitions),
-                "estimate": job.estimate, "freshness": _iso(job.new_freshness)})
+                "window_start": iso(job.start, "seconds"), "window_end": iso(job.end, "seconds"), "partitions": len(job.partitions),
+                "estimate": job.estimate, "freshness": iso(job.new_freshness, "seconds")})
             self._started[job.job_id] = time.time()
             self._started_tables[job.job_id] = job.table
             self.track_queues[job.track].put(job)
@@ -337,7 +332,7 @@ class Daemon:
         if self._trace:
             self._trace.arrival(ev, now)
         log.info("partition arrived", extra={"stream": ev.stream, "partition": ev.partition_id,
-                                             "start": _iso(ev.start), "end": _iso(ev.end), "rows": ev.rows})
+                                             "start": iso(ev.start, "seconds"), "end": iso(ev.end, "seconds"), "rows": ev.rows})
         self._dispatch(self._handle(ev, now))
 
     def _on_result(self, r: _Result, now: float) -> None:
@@ -354,7 +349,7 @@ class Daemon:
                 self._trace.job(job, r.ended, ev.duration, ev.rows, "ok")
             log.info("job finished", extra={
                 "table": job.table, "job": job.job_id, "track": job.track, "kind": job.kind,
-                "duration": ev.duration, "rows": ev.rows, "freshness": _iso(job.new_freshness),
+                "duration": ev.duration, "rows": ev.rows, "freshness": iso(job.new_freshness, "seconds"),
                 "staleness": round(now - job.new_freshness, 3)})
         else:
             duration = round(r.ended - self._started.get(job.job_id, r.ended), 3)
@@ -425,8 +420,8 @@ class Daemon:
         t0 = time.time()
         self.state = recover(self.config)
         for name, st in sorted(self.state.tables.items()):
-            log.info("recovered table", extra={"table": name, "freshness": _iso(st.freshness),
-                                               "safe_freshness": _iso(st.safe_freshness),
+            log.info("recovered table", extra={"table": name, "freshness": iso(st.freshness, "seconds"),
+                                               "safe_freshness": iso(st.safe_freshness, "seconds"),
                                                "partitions": len(st.partitions)})
         self.intake = Intake(self.config, self.state)
         log.info("starting Spark", extra={"master": self.config.spark.master})

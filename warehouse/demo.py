@@ -30,6 +30,8 @@ from typing import Any
 
 from warehouse.config import FreshetConfig, StreamConfig, load_config, parse_duration
 from warehouse.errors import ConfigError
+from warehouse.intake import partition_id
+from warehouse.times import iso, parse_time
 
 __all__ = ["Producer", "add_arguments", "generate", "main", "produce", "write_partition"]
 
@@ -177,22 +179,13 @@ def write_partition(landing: str | Path, stream: str, pid: str, start: float, en
         name = f"part-{i}.parquet"
         pq.write_table(table.slice(lo, hi - lo), d / name, coerce_timestamps="us")
         names.append(name)
-    manifest: dict[str, Any] = {"start": _iso(start), "end": _iso(end), "files": names, "rows": n}
+    manifest: dict[str, Any] = {"start": iso(start), "end": iso(end), "files": names, "rows": n}
     if safe_through is not None:
-        manifest["safe_through"] = _iso(safe_through)
+        manifest["safe_through"] = iso(safe_through)
     tmp = d / "._partition.json.tmp"
     tmp.write_text(json.dumps(manifest))
     tmp.replace(d / "_partition.json")
     return d
-
-
-def _iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def partition_id(end: float) -> str:
-    """A partition id from its end time: `20261126T101500Z`."""
-    return dt.datetime.fromtimestamp(end, dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 class Producer:
@@ -231,7 +224,7 @@ class Producer:
                 table = generate(s, start, end, self.rng)
                 write_partition(self.landing, s.name, partition_id(end), start, end, table)
                 if self.echo:
-                    print(f"{s.name}/{partition_id(end)}: {table.num_rows} rows ({_iso(start)}, {_iso(end)}]",
+                    print(f"{s.name}/{partition_id(end)}: {table.num_rows} rows ({iso(start)}, {iso(end)}]",
                           flush=True)
                 self.next_end[s.name] = end + s.period
                 n += 1
@@ -280,10 +273,9 @@ def _parse_start(args: argparse.Namespace, now: float) -> float:
         except ValueError as e:
             raise ConfigError(f"--backfill: {e}") from None
     try:
-        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"--start: expected an ISO-8601 time, got {value!r}") from None
-    return (t if t.tzinfo else t.replace(tzinfo=dt.UTC)).timestamp()
+        return parse_time(value)
+    except ValueError as e:
+        raise ConfigError(f"--start: {e}") from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -297,7 +289,7 @@ def main(args: argparse.Namespace) -> int:
             duration = parse_duration(args.duration)
         except ValueError as e:
             raise ConfigError(f"--duration: {e}") from None
-    print(f"producing into {Path(config.warehouse.landing).resolve()} at {args.speed:g}x from {_iso(start)}"
+    print(f"producing into {Path(config.warehouse.landing).resolve()} at {args.speed:g}x from {iso(start)}"
           f" (Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
         n = produce(config, speed=args.speed, start=start, duration=duration, seed=args.seed, echo=not args.quiet)

@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warehouse import times
 from warehouse.config import FreshetConfig, StreamConfig
 from warehouse.errors import WarehouseError
 from warehouse.events import PartitionArrived
+from warehouse.times import iso
 
 if TYPE_CHECKING:
     from warehouse.delta import RecoveryState
@@ -88,21 +90,17 @@ class Partition:
                                 rows=self.rows, safe_through=self.safe_through)
 
 
+def partition_id(end: float) -> str:
+    """The default partition id, from its end time: `20261126T101500Z`."""
+    return dt.datetime.fromtimestamp(end, dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
 def parse_time(value: Any, name: str) -> float:
     """ISO-8601 (naive = UTC) or epoch seconds → epoch seconds; PartitionRejected naming `name`."""
-    if isinstance(value, bool) or value is None:
-        raise PartitionRejected(f"bad field {name!r}: expected an ISO-8601 time or epoch seconds, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise PartitionRejected(f"bad field {name!r}: not an ISO-8601 time: {value!r}") from None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=dt.UTC)
-        return t.timestamp()
-    raise PartitionRejected(f"bad field {name!r}: expected an ISO-8601 time or epoch seconds, got {value!r}")
+    try:
+        return times.parse_time(value)
+    except ValueError as e:
+        raise PartitionRejected(f"bad field {name!r}: {e}") from None
 
 
 def fingerprint(start: float, end: float, rows: int, files: list[tuple[str, Path]]) -> str:
@@ -288,16 +286,12 @@ def validate_partition(stream: StreamConfig, pid: str, directory: Path, manifest
                 bad = pc.sum(pc.or_(pc.less_equal(times, lo_us), pc.greater(times, hi_us))).as_py()
                 raise PartitionRejected(
                     f"rows outside (start, end]: {bad} row(s) of {name} have {stream.time_column} outside "
-                    f"({_iso(start)}, {_iso(end)}] (min {_iso(tmin / 1e6)}, max {_iso(tmax / 1e6)})")
+                    f"({iso(start)}, {iso(end)}] (min {iso(tmin / 1e6)}, max {iso(tmax / 1e6)})")
     if total != rows:
         raise PartitionRejected(f"row count: the manifest says {rows} rows, the files hold {total}")
     return Partition(stream=stream.name, id=pid, start=start, end=end, rows=rows,
                      files=tuple(str(p) for _, p in resolved),
                      fingerprint=fingerprint(start, end, rows, resolved), safe_through=safe_through)
-
-
-def _iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def _move(src: Path, dest_parent: Path, name: str) -> Path:
@@ -421,7 +415,7 @@ class Intake:
         data.pop("id", None)
         if pid is None and "end" in data:  # default: the id is the end time, 20261126T101500Z
             with contextlib.suppress(PartitionRejected):
-                pid = dt.datetime.fromtimestamp(parse_time(data["end"], "end"), dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+                pid = partition_id(parse_time(data["end"], "end"))
         if not isinstance(pid, str) or not PARTITION_ID.match(pid):
             raise PartitionRejected(f"bad partition id {pid!r}: must match {PARTITION_ID.pattern}")
         directory = self.landing / stream / pid
