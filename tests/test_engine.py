@@ -176,3 +176,15 @@ def test_dag_ancestors_dependents_order_and_periods():
     assert dag.periods() == {"T1": 5, "T2": 60, "T3": 60, "T4": 60}
     with pytest.raises(ValueError, match="cycle"):
         Dag.build({"a": ("b",), "b": ("a",)}, {})
+
+
+def test_reconfigure_that_removes_pending_work_keeps_the_queue_consistent():
+    rec = {"ra": Recovered(600, 600), "rb": Recovered(600, 600), "j": Recovered(0)}
+    s = Scheduler(config(STREAMS, TABLES, tracks=1), now=1000, recovered=rec)
+    assert s.stats(1000).pending_jobs == 1  # j is released, not started yet
+    streams = [*STREAMS, {"name": "c", "period": 60}]
+    tables = [TABLES[0], TABLES[1], {"name": "rc", "stream": "c"}, {**TABLES[2], "sources": ["rc"]}]
+    assert s.reconfigure(config(streams, tables, tracks=1), 1001) == []  # rc has no data: nothing for j
+    assert s.stats(1001).pending_jobs == 0 and sum(s._queued) == 0
+    (j,) = s.handle(PartitionArrived(stream="c", partition_id="c1", start=0, end=60), 1002)
+    assert j.table == "rc"

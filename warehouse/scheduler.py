@@ -54,6 +54,7 @@ TRANSITIONS: dict[tuple[JobState, str], JobState] = {
     (_R, "finish"): _I,
     (_R, "fail"): _B,
     (_B, "retry"): _I,
+    (_P, "drain"): _I,  # a reconfigure took the pending work away (its sources changed)
 }
 
 
@@ -232,12 +233,13 @@ class Scheduler:
             self._track_busy.append(0.0)
         self._n_tracks = n_tracks
         self._idle_tracks = {i for i in range(n_tracks) if self._track_job[i] is None}
-        self._plan_tables()
-        for t in self._by_idx:  # derived edges in topological order; releases where due
+        for t in self._by_idx:  # derived edges in topological order
             if not t.base:
                 self._update_edge(t)
             if t.state is JobState.PENDING and not self._has_work(t):
-                t.state, t.version = JobState.IDLE, t.version + 1
+                self._transition(t, "drain")
+        self._plan_tables()  # counts and queues what is pending
+        for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
     def _plan_tables(self) -> None:
