@@ -12,16 +12,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from warehouse.config import load_config
+from warehouse.config import Inheritance, Partitioner, Policy, load_config
 from warehouse.errors import ConfigError
 
 __all__ = ["add_arguments", "main"]
 
-POLICIES = ("max-benefit", "lookahead", "edf-p", "edf", "random", "fifo")
-PARTITIONERS = ("global", "edf-partitioned", "proportional")
-INHERITANCE = ("none", "sum", "max", "max-plus")
+# the config schema's own choices, so the CLI never drifts from it
+POLICIES = get_args(Policy)
+PARTITIONERS = get_args(Partitioner)
+INHERITANCE = get_args(Inheritance)
 
 
 def _positive_int(text: str) -> int:

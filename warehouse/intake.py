@@ -294,14 +294,20 @@ def validate_partition(stream: StreamConfig, pid: str, directory: Path, manifest
                      fingerprint=fingerprint(start, end, rows, resolved), safe_through=safe_through)
 
 
-def _move(src: Path, dest_parent: Path, name: str) -> Path:
-    """Move directory `src` to `dest_parent/name` (suffixing `.1`, `.2`… if taken)."""
-    dest_parent.mkdir(parents=True, exist_ok=True)
-    dest = dest_parent / name
+def _free_path(parent: Path, name: str) -> Path:
+    """`parent/name`, suffixed `.1`, `.2`… if taken; `parent` is created."""
+    parent.mkdir(parents=True, exist_ok=True)
+    dest = parent / name
     n = 0
     while dest.exists():
         n += 1
-        dest = dest_parent / f"{name}.{n}"
+        dest = parent / f"{name}.{n}"
+    return dest
+
+
+def _move(src: Path, dest_parent: Path, name: str) -> Path:
+    """Move directory `src` to `dest_parent/name` (suffixed if taken)."""
+    dest = _free_path(dest_parent, name)
     shutil.move(str(src), str(dest))
     return dest
 
@@ -465,12 +471,7 @@ class Intake:
         if directory.exists() and _inside(directory.resolve(), self.landing) and not directory.is_symlink():
             dest = _move(directory, qparent, pid)
         else:
-            qparent.mkdir(parents=True, exist_ok=True)
-            dest = qparent / pid
-            n = 0
-            while dest.exists():
-                n += 1
-                dest = qparent / f"{pid}.{n}"
+            dest = _free_path(qparent, pid)
             dest.mkdir()
             if directory.is_symlink():
                 directory.unlink()
