@@ -153,6 +153,7 @@ class Scheduler:
         self.running: dict[int, StartJob] = {}
         self._next_job = 1
         self._seq = 0
+        self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._events = 0
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
@@ -428,7 +429,8 @@ class Scheduler:
         self._transition(t, "work")
         if was is JobState.IDLE:  # a release: ΔF went from zero to nonzero (§3.1)
             self._seq += 1
-            t.seq, t.release, t.rand = self._seq, now, self._rng.random()
+            t.seq, t.release = self._seq, now
+            t.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
             t.released += 1
             self._released += 1
             self._queued[t.group] += 1
@@ -613,6 +615,7 @@ class Scheduler:
             late=tuple(p.pid for p in parts if p.late),
         )
         self._next_job += 1
+        self._race = max(self._race, t.rand)
         t.running, t.running_parts = job, parts
         self.running[job.job_id] = job
         self._track_job[track] = job.job_id
