@@ -22,8 +22,8 @@ from bisect import insort
 from dataclasses import dataclass, field
 from enum import Enum
 
-from policies.basic import Candidate, Expected, choose_with_lookahead, policy_key
-from policies.chopping import chop_count, chop_window
+from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
+from policies.chopping import Pace, chop_count, chop_pays, chop_window
 from policies.inheritance import inherit
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
@@ -154,6 +154,8 @@ class Scheduler:
         self._next_job = 1
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
+        self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
+        self._best_benefit = 0.0
         self._events = 0
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
@@ -170,7 +172,7 @@ class Scheduler:
     def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
         sc = config.scheduler
         self.config = config
-        self._key = policy_key(sc.policy)
+        self._key = policy_key("max-benefit" if sc.policy == "auto" else sc.policy)
         self._lookahead = sc.policy == "lookahead"
         self._chop = sc.chop
         dag = Dag.from_config(config)
@@ -250,8 +252,9 @@ class Scheduler:
         for t in self._by_idx:
             t.plan_e = t.cost.estimate(t.period)
             profiles.append(JobProfile(t.name, t.period, t.plan_e))
+        self._best_benefit = max((marginal_benefit(t.ip, t.period, t.plan_e) for t in self._by_idx), default=0.0)
         self.plan: TrackPlan = make_plan(
-            sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
+            "proportional" if sc.partitioner == "auto" else sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
         n_groups = len(self.plan.groups)
         self._heaps: list[list[tuple]] = [[] for _ in range(n_groups)]
@@ -352,6 +355,7 @@ class Scheduler:
             t.ids.discard(p.pid)
         t.running_parts = []
         t.cost.observe(job.end - job.start, ev.duration)
+        self._pace.observe(ev.duration, job.estimate)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         if t.freshness is None:
@@ -444,15 +448,29 @@ class Scheduler:
         if t.base:  # pending is sorted by end: O(log n) however long the backlog
             f = t.freshness
             ref = f if f is not None else t.pending[0].start
-            count = chop_count(t.pending, ref, t.period, self._chop, _Partition.end_of)
+            count = chop_count(t.pending, ref, t.period, self._chop_c(t), _Partition.end_of)
             end = t.pending[count - 1].end
             start = min(ref, t.pending[0].start)  # the earliest data this job touches
             new_f = end if f is None else max(f, end)
             return start, end, new_f, count
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.edge is not None
-        end = chop_window(start, t.edge, t.period, self._chop, t.granularity)
+        end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
         return start, end, end, 0
+
+    def _chop_c(self, t: _Table) -> float | None:
+        """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
+        (policies.chopping.chop_pays)."""
+        if self._chop != "auto":
+            return self._chop
+        load = self.plan.utilization * self._pace.long / self._n_tracks
+        if t.base:
+            ref = t.freshness if t.freshness is not None else t.pending[0].start
+            delta = t.pending[-1].end - ref
+        else:
+            delta = t.edge - (t.freshness if t.freshness is not None else t.origin)
+        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(delta))
+        return chop_pays(self._pace, load, benefit, self._best_benefit)
 
     def _candidate(self, t: _Table) -> Candidate:
         start, _end, new_f, _ = self._shape(t)
