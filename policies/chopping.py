@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T", bound=Any)
 
-__all__ = ["AUTO_C", "INVERSION", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window"]
+__all__ = ["AUTO_C", "INVERSION", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
 
 AUTO_C = 3.0  # the paper's c (§4.7), used while chopping pays
 SLOW = 1.5  # recent observed/estimated durations above this: a transient slowdown
@@ -90,3 +90,14 @@ def chop_pays(pace: Pace, load: float, benefit: float, best_benefit: float) -> f
     if load < 1.0 and benefit * INVERSION < best_benefit:
         return AUTO_C
     return None
+
+
+def time_slice(loaded: float, partition_end: float, period: float, c: float | None) -> float | None:
+    """Time-sliced loading: where to cut one partition that alone holds more than c·P_i past what
+    is loaded of it (a backfill, or a partition longer than the period). The job loads the rows
+    with loaded < ts ≤ cut; the rest stays pending for the next slice, each its own commit with its
+    own watermark (DESIGN.md §4.4). None: load the whole partition."""
+    if c is None:
+        return None
+    cut = loaded + c * period
+    return cut if cut < partition_end else None

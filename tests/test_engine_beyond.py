@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policies.chopping import AUTO_C, Pace, chop_pays
 from tests.helpers_engine import config
-from warehouse.events import JobFinished, PartitionArrived
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
 from warehouse.scheduler import Scheduler
 
 
@@ -88,3 +88,52 @@ def test_auto_chops_a_low_priority_backlog_that_would_block_valuable_jobs():
     (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
     # U_tot = 2 · 2/10 = 0.4 on one track: spare capacity, so the inversion is worth an extra α
     assert (job.table, job.end - job.start, job.chopped) == ("lo", AUTO_C * 10, True)
+
+
+# ---- time-sliced loading ------------------------------------------------------------------------------
+def _slow_scheduler(**kw) -> tuple[Scheduler, float]:
+    """Two tables; eight jobs of t0 ran three times slower than estimated (a transient slowdown)."""
+    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+    s = Scheduler(config(streams, tables, chop="auto", **kw), now=0, initial_freshness=0.0)
+    now = 10.0
+    for k in range(8):
+        (j,) = s.handle(PartitionArrived(stream="s0", partition_id=f"x{k}", start=10 * k, end=10 * (k + 1)), now)
+        now += 3 * j.estimate
+        s.handle(JobFinished(job_id=j.job_id, duration=3 * j.estimate), now)
+    return s, now
+
+
+def test_a_long_partition_is_loaded_in_time_slices_each_its_own_watermark():
+    s, now = _slow_scheduler()
+    (job,) = s.handle(PartitionArrived(stream="s1", partition_id="backfill", start=0, end=100), now)
+    windows = []
+    while job is not None:
+        windows.append((job.start, job.end, job.new_freshness, job.partitions, job.chopped))
+        now += 3 * job.estimate
+        started = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now)
+        job = started[0] if started else None
+    assert windows == [(0, 30, 30, ("backfill",), True), (30, 60, 60, ("backfill",), True),
+                       (60, 90, 90, ("backfill",), True), (90, 100, 100, ("backfill",), False)]
+    st = {t.name: t for t in s.stats(now).tables}["t1"]
+    assert (st.freshness, st.pending_partitions, st.state) == (100, 0, "idle")
+
+
+def test_a_failed_time_slice_is_retried_from_the_same_watermark():
+    s, now = _slow_scheduler(retry_backoff=1)
+    (job,) = s.handle(PartitionArrived(stream="s1", partition_id="backfill", start=0, end=100), now)
+    (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 10)
+    assert (job.start, job.end) == (30, 60)
+    assert s.handle(JobFailed(job_id=job.job_id, reason="boom"), now + 11) == []
+    (retry,) = s.handle(Tick(), now + 12)
+    assert (retry.start, retry.end, retry.partitions) == (30, 60, ("backfill",))
+
+
+def test_late_data_below_a_partly_loaded_partition_is_loaded_before_the_next_slice():
+    s, now = _slow_scheduler()
+    (job,) = s.handle(PartitionArrived(stream="s1", partition_id="big", start=0, end=100), now)
+    s.handle(PartitionArrived(stream="s1", partition_id="late", start=0, end=20), now)  # late, below F
+    (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 10)
+    assert job.partitions == ("late",) and job.new_freshness == 30
+    (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 20)
+    assert (job.start, job.end, job.partitions) == (30, 60, ("big",))

@@ -17,13 +17,14 @@ basic algorithm (§3.1); each round merges the group heads in key order and asks
 from __future__ import annotations
 
 import heapq
+import math
 import random
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from enum import Enum
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
-from policies.chopping import Pace, chop_count, chop_pays, chop_window
+from policies.chopping import Pace, chop_count, chop_pays, chop_window, time_slice
 from policies.inheritance import inherit
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
@@ -80,6 +81,7 @@ class _Partition:
     rows: int
     safe_through: float | None
     late: bool
+    loaded: float | None = None  # time-sliced: rows up to here are loaded already
 
     def key(self) -> tuple[float, float, int]:
         return (self.end, self.start, self.seq)
@@ -122,6 +124,8 @@ class _Table:
     plan_e: float = 0.0
     running: StartJob | None = None
     running_parts: list[_Partition] = field(default_factory=list)
+    running_slice: _Partition | None = None  # the partition the running job loads a time slice of
+    partial: _Partition | None = None  # a pending partition partly loaded by time slices
     backoff_until: float = 0.0
     failures: int = 0
     released: int = 0
@@ -175,6 +179,7 @@ class Scheduler:
         self._key = policy_key("max-benefit" if sc.policy == "auto" else sc.policy)
         self._lookahead = sc.policy == "lookahead"
         self._chop = sc.chop
+        self._auto_chop = sc.chop == "auto"
         dag = Dag.from_config(config)
         periods = dag.periods()
         streams = {s.name: s for s in config.streams}
@@ -354,6 +359,9 @@ class Scheduler:
         for p in t.running_parts:
             t.ids.discard(p.pid)
         t.running_parts = []
+        if t.running_slice is not None:
+            t.running_slice.loaded, t.partial = job.end, t.running_slice
+            t.running_slice = None
         t.cost.observe(job.end - job.start, ev.duration)
         self._pace.observe(ev.duration, job.estimate)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
@@ -385,6 +393,7 @@ class Scheduler:
         for p in t.running_parts:  # the data stays pending: nothing is ever dropped
             insort(t.pending, p, key=_Partition.key)
         t.running_parts = []
+        t.running_slice = None  # a failed slice: its partition never left the pending list
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -443,20 +452,31 @@ class Scheduler:
             self._push(t)
 
     # ---- the next job of a table -----------------------------------------------------------------
-    def _shape(self, t: _Table) -> tuple[float, float, float, int]:
-        """(start, end, new freshness, partitions) of the job t would run now, chopped (§3.4)."""
+    def _shape(self, t: _Table) -> tuple[float, float, float, int, bool]:
+        """(start, end, new freshness, partitions, time slice?) of the job t would run now,
+        chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in time
+        slices (`policies.chopping.time_slice`)."""
         if t.base:  # pending is sorted by end: O(log n) however long the backlog
             f = t.freshness
-            ref = f if f is not None else t.pending[0].start
-            count = chop_count(t.pending, ref, t.period, self._chop_c(t), _Partition.end_of)
+            first = t.pending[0]
+            first_start = first.start if first.loaded is None else first.loaded
+            ref = f if f is not None else first_start
+            c = self._chop_c(t)
+            count = chop_count(t.pending, ref, t.period, c, _Partition.end_of)
+            if t.partial is not None and t.partial is not first and count > 1:
+                # late data below a partly loaded partition: load it first, never across the slice
+                count = min(count, max(1, bisect_left(t.pending, t.partial.key(), key=_Partition.key)))
             end = t.pending[count - 1].end
-            start = min(ref, t.pending[0].start)  # the earliest data this job touches
+            start = min(ref, first_start)  # the earliest data this job touches
+            cut = time_slice(max(ref, first_start), first.end, t.period, c) if count == 1 and self._auto_chop else None
+            if cut is not None:
+                end = cut
             new_f = end if f is None else max(f, end)
-            return start, end, new_f, count
+            return start, end, new_f, count, cut is not None
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.edge is not None
         end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
-        return start, end, end, 0
+        return start, end, end, 0, False
 
     def _chop_c(self, t: _Table) -> float | None:
         """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
@@ -473,7 +493,7 @@ class Scheduler:
         return chop_pays(self._pace, load, benefit, self._best_benefit)
 
     def _candidate(self, t: _Table) -> Candidate:
-        start, _end, new_f, _ = self._shape(t)
+        start, _end, new_f, _, _ = self._shape(t)
         ref = t.freshness if t.freshness is not None else start
         delta = new_f - ref
         return Candidate(
@@ -598,14 +618,23 @@ class Scheduler:
             available.discard(track)
 
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
-        start, end, new_f, count = self._shape(t)
+        start, end, new_f, count, sliced = self._shape(t)
         self._transition(t, "start")
         t.version += 1
         self._queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
         parts: list[_Partition] = []
-        if t.base:
+        pids: tuple[str, ...] = ()
+        if t.base and sliced:  # a time slice: the partition stays pending until its last slice
+            t.running_slice = t.pending[0]
+            pids = (t.pending[0].pid,)
+            safe = max(new_f - t.lateness, t.safe if t.safe is not None else -math.inf)
+            chopped = True
+        elif t.base:
             parts, t.pending = t.pending[:count], t.pending[count:]
+            pids = tuple(p.pid for p in parts)
+            if t.partial is not None and any(p is t.partial for p in parts):
+                t.partial = None
             safe = new_f - t.lateness
             for p in parts:
                 if p.safe_through is not None:
@@ -625,7 +654,7 @@ class Scheduler:
             end=end,
             new_freshness=new_f,
             new_safe_freshness=min(safe, new_f),
-            partitions=tuple(p.pid for p in parts),
+            partitions=pids,
             sources=tuple(s.name for s in t.sources),
             delta_f=new_f - ref,
             estimate=t.cost.estimate(end - start),
@@ -655,7 +684,7 @@ class Scheduler:
         for t in self._by_idx:
             pending_jobs += t.state is JobState.PENDING
             if self._has_work(t) and t.state is not JobState.RUNNING:
-                start, _end, new_f, _n = self._shape(t)
+                start, _end, new_f, _n, _s = self._shape(t)
                 pending_delta = new_f - (t.freshness if t.freshness is not None else start)
             else:
                 pending_delta = 0.0
