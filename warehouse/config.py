@@ -230,11 +230,12 @@ def verify_sources(cfg: FreshetConfig) -> list[str]:
     problems = []
     streams = [s.name for s in cfg.streams]
     tables = [t.name for t in cfg.tables]
+    stream_set, table_set = set(streams), set(tables)  # membership in O(1): configs of 100,000 tables
     for t in cfg.tables:
-        if t.stream is not None and t.stream not in streams:
+        if t.stream is not None and t.stream not in stream_set:
             problems.append(f"table {t.name!r} reads unknown stream {t.stream!r}{_hint(t.stream, streams)}")
         for s in t.sources:
-            if s not in tables:
+            if s not in table_set:
                 problems.append(f"table {t.name!r} reads unknown source {s!r}{_hint(s, tables)}")
             elif s == t.name:
                 problems.append(f"table {t.name!r} reads itself")

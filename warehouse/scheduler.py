@@ -183,10 +183,11 @@ class Scheduler:
         dag = Dag.from_config(config)
         periods = dag.periods()
         streams = {s.name: s for s in config.streams}
+        configs = {t.name: t for t in config.tables}  # config.table() is a scan: O(n²) at 100,000 tables
         old = self._tables
         tables: dict[str, _Table] = {}
         for i, name in enumerate(dag.order):
-            tc: TableConfig = config.table(name)
+            tc: TableConfig = configs[name]
             prior = config.cost_prior(tc)
             t = old.get(name)
             if t is None or t.base != tc.is_base or t.removed:
