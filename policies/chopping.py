@@ -9,11 +9,12 @@ from typing import Any, TypeVar
 
 T = TypeVar("T", bound=Any)
 
-__all__ = ["AUTO_C", "INVERSION", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
+__all__ = ["AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
 
 AUTO_C = 3.0  # the paper's c (§4.7), used while chopping pays
 SLOW = 1.5  # recent observed/estimated durations above this: a transient slowdown
 INVERSION = 2.0  # a job this many times less valuable per second than the best table's: an inversion
+OVERLOAD = 1.05  # offered load clearly above capacity (its estimate is noisy by a few percent)
 
 
 def chop_count(
@@ -79,15 +80,16 @@ def chop_pays(pace: Pace, load: float, benefit: float, best_benefit: float) -> f
     2. A priority inversion while capacity is spare: the job's marginal benefit p_i·ΔF_i/E_i(ΔF_i)
        (§3.1) is INVERSION times below the best table's typical p_k·P_k/E_k(P_k), so more valuable
        jobs will be released while it runs (arrivals are periodic, §2.4), and the offered load
-       U_tot·m/N is below 1, so the extra α is paid out of idle time, not out of everyone's
-       freshness.
+       U_tot·m/N is not clearly above capacity (< OVERLOAD), so the extra α is paid out of idle
+       time, not out of everyone's freshness.
 
-    Otherwise — uniform jobs, or sustained overload (load ≥ 1), where each extra α is capacity
-    lost for good and a low-priority backlog must be amortised — load it all in one job (§2.4).
+    Otherwise — uniform jobs, or sustained overload (load ≥ OVERLOAD), where each extra α is
+    capacity lost for good and a low-priority backlog must be amortised — load it all in one job
+    (§2.4).
     """
     if pace.now > SLOW:
         return AUTO_C
-    if load < 1.0 and benefit * INVERSION < best_benefit:
+    if load < OVERLOAD and benefit * INVERSION < best_benefit:
         return AUTO_C
     return None
 

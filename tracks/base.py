@@ -21,6 +21,7 @@ class JobProfile:
     table: str
     period: float
     e_period: float
+    benefit: float = 0.0  # Ip_i·P_i / E_i(P_i), the marginal benefit of a regular job (§3.1); for `auto`
 
     @property
     def u(self) -> float:

@@ -1,5 +1,6 @@
 """Choosing a partitioner (§3.2) by name. Each partitioner is one small strategy in its own module
-(`global_plan`, `edf_partitioned`, `proportional`) that builds a `TrackPlan`."""
+(`global_plan`, `edf_partitioned`, `proportional`) that builds a `TrackPlan`; `auto` (Freshet's
+default) chooses between Proportional and Global per workload (`plan_auto`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tracks.proportional import ProportionalPlan, cluster, plan_proportional
 
 __all__ = [
     "EPS",
+    "LONG_MORE_VALUABLE",
     "PARTITIONERS",
     "EdfPartitionedPlan",
     "GlobalPlan",
@@ -22,10 +24,39 @@ __all__ = [
     "cluster",
     "make_plan",
     "pack_edf",
+    "plan_auto",
     "promotable",
 ]
 
+LONG_MORE_VALUABLE = 2.0  # auto: Global when the longest cluster's jobs are worth this much more
+
+
+def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
+    """Proportional (§3.2.3, all + aggressive by default) unless the longest-job cluster is the
+    valuable one.
+
+    Proportional keeps short jobs from waiting behind long ones by giving the long-job clusters
+    only their share of the tracks. That is what Max-Benefit wants while the short jobs are at
+    least as valuable per second of work (§3.1: Ip·P/E(P), averaged over the cluster) — Fig. 9's
+    case. When the long jobs are worth LONG_MORE_VALUABLE times more than every shorter cluster,
+    confining them to their share starves the tables that matter (measured: 1.6× Global's
+    lateness), so a single Global queue lets Max-Benefit give them any track.
+    """
+    prop = plan_proportional(profiles, n, **kw)  # type: ignore[arg-type]
+    if len(prop.groups) < 2:
+        return prop  # one cluster: Proportional with all tracks is Global
+    by_name = {p.table: p for p in profiles}
+    worth = [sum(by_name[t].benefit for t in g) / len(g) for g in prop.groups]
+    if worth[-1] > LONG_MORE_VALUABLE * max(worth[:-1]):  # groups are by increasing E_i(P_i)
+        plan = plan_global(profiles, n, **kw)  # type: ignore[arg-type]
+        plan.note = "auto: the longest-job cluster is the most valuable, so one global queue"
+        return plan
+    prop.note = prop.note or "auto: Proportional, the short jobs are at least as valuable as the long ones"
+    return prop
+
+
 PARTITIONERS: dict[str, Callable[..., Plan]] = {
+    "auto": plan_auto,
     "global": plan_global,
     "edf-partitioned": plan_edf_partitioned,
     "proportional": plan_proportional,

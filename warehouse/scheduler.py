@@ -257,10 +257,10 @@ class Scheduler:
         profiles = []
         for t in self._by_idx:
             t.plan_e = t.cost.estimate(t.period)
-            profiles.append(JobProfile(t.name, t.period, t.plan_e))
-        self._best_benefit = max((marginal_benefit(t.ip, t.period, t.plan_e) for t in self._by_idx), default=0.0)
+            profiles.append(JobProfile(t.name, t.period, t.plan_e, marginal_benefit(t.ip, t.period, t.plan_e)))
+        self._best_benefit = max((p.benefit for p in profiles), default=0.0)
         self.plan: TrackPlan = make_plan(
-            "proportional" if sc.partitioner == "auto" else sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
+            sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
         n_groups = len(self.plan.groups)
         self._heaps: list[list[tuple]] = [[] for _ in range(n_groups)]
