@@ -29,9 +29,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.demo import generate, partition_id, write_partition
 from sim.trace import read_trace
 from warehouse.config import load_config
-from warehouse.demo import generate, partition_id, write_partition
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -417,7 +417,7 @@ def delta_rows(table_dir: Path) -> int:
 
 
 def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
-    from warehouse.delta import recover
+    from warehouse.lake.delta import recover
 
     # a job is running when SIGTERM arrives
     pid, rows = land(daemon, "router_cpu", T + 300, T + 600, seed=4)

@@ -9,9 +9,9 @@ import socket
 
 import pytest
 
-from ops.daemon import HumanFormatter, JsonFormatter, TraceFile, sd_notify, watchdog_interval
-from sim.trace import read_trace
-from warehouse.events import PartitionArrived, StartJob
+from ops.logs import HumanFormatter, JsonFormatter
+from ops.notify import sd_notify, watchdog_interval
+from sim.trace import Arrival, JobRecord, TraceWriter, read_trace
 
 
 def _recv(sock: socket.socket) -> str:
@@ -62,16 +62,14 @@ def test_log_lines_carry_the_job_fields():
 
 def test_trace_file_appends_and_replays(tmp_path):
     path = tmp_path / "sub" / "trace.jsonl"
-    tr = TraceFile(str(path))
-    tr.arrival(PartitionArrived(stream="s", partition_id="p1", start=0.0, end=60.0, rows=5), at=61.0)
-    job = StartJob(job_id=1, table="t", track=0, kind="base", start=0.0, end=60.0, new_freshness=60.0,
-                   new_safe_freshness=60.0, partitions=("p1",))
-    tr.job(job, at=70.0, duration=8.5, rows=5, status="ok")
-    tr.job(job, at=80.0, duration=1.0, rows=0, status="failed")
+    tr = TraceWriter.append_to(path, {"source": "freshet run"})
+    tr.arrival(Arrival(time=61.0, stream="s", partition="p1", start=0.0, end=60.0, rows=5))
+    tr.job(JobRecord(time=70.0, table="t", start=0.0, end=60.0, duration=8.5, rows=5, track=0))
+    tr.job(JobRecord(time=80.0, table="t", start=0.0, end=60.0, duration=1.0, track=0, status="failed"))
     tr.close()
     # a restart appends to the same file without a second header
-    tr2 = TraceFile(str(path))
-    tr2.arrival(PartitionArrived(stream="s", partition_id="p2", start=60.0, end=120.0, rows=7), at=121.0)
+    tr2 = TraceWriter.append_to(path, {"source": "freshet run"})
+    tr2.arrival(Arrival(time=121.0, stream="s", partition="p2", start=60.0, end=120.0, rows=7))
     tr2.close()
     lines = path.read_text().splitlines()
     assert sum("freshet_trace" in ln for ln in lines) == 1
@@ -84,16 +82,16 @@ def test_trace_file_appends_and_replays(tmp_path):
 def test_run_rejects_bad_arguments(tmp_path):
     import argparse
 
-    from ops import daemon
+    from ops import run
     from warehouse.errors import ConfigError
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("tables: [{name: t, stream: s}]\nstreams: [{name: s, period: 1m}]\n")
     p = argparse.ArgumentParser()
-    daemon.add_arguments(p)
+    run.add_arguments(p)
     with pytest.raises(ConfigError, match="--grace"):
-        daemon.main(p.parse_args(["--config", str(cfg), "--grace", "-1"]))
+        run.main(p.parse_args(["--config", str(cfg), "--grace", "-1"]))
     with pytest.raises(ConfigError, match="listen"):
-        daemon.main(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
+        run.main(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
     with pytest.raises(ConfigError, match="--demo-backfill"):
-        daemon.main(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))
+        run.main(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))

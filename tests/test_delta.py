@@ -13,10 +13,18 @@ import pytest
 from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_minutes
 
 from warehouse.config import parse_config
-from warehouse.delta import append_idempotent, delta_version, ms, read_table_state, recover, table_path, utc
 from warehouse.events import JobFailed, JobFinished, StartJob
-from warehouse.executor import Executor, run_until_idle
-from warehouse.intake import Intake
+from warehouse.lake.delta import (
+    append_idempotent,
+    delta_version,
+    ms,
+    read_table_state,
+    recover,
+    table_path,
+    utc,
+)
+from warehouse.lake.executor import Executor, run_until_idle
+from warehouse.landing.intake import Intake
 
 pytestmark = pytest.mark.spark
 
@@ -145,7 +153,7 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
     pids2 = tuple(write_minutes(cfg, "m", 2, 1))
     intake.scan()
     job2 = base_job(2, pids2, T0 + 120, T0 + 180)
-    import warehouse.executor as executor_mod
+    import warehouse.lake.executor as executor_mod
 
     real = executor_mod.commit_metrics
     calls = {"n": 0}
@@ -217,7 +225,7 @@ def test_sql_of_every_derived_table_analyses(spark, tmp_path: Path) -> None:
     """The embedded netmon example's SQL analyses against its schemas (no Spark job runs);
     broken SQL is reported per table."""
     from warehouse.config import load_config
-    from warehouse.executor import analyze_derived
+    from warehouse.lake.executor import analyze_derived
 
     netmon = load_config(Path(__file__).resolve().parents[1] / "examples" / "netmon.yaml")
     assert analyze_derived(netmon, spark) == {}

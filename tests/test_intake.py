@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import MINUTE, T0, make_config, write_minutes
 
-from warehouse.delta import RecoveryState, TableState
-from warehouse.intake import Intake, PartitionRejected, UnknownStream
+from warehouse.lake.delta import RecoveryState, TableState
+from warehouse.landing.intake import Intake, PartitionRejected, UnknownStream
 
 
 @pytest.fixture()
@@ -189,8 +189,8 @@ def test_submit_a_manifest_dict(cfg) -> None:
 
 def test_demo_producer_writes_valid_partitions_at_each_period(tmp_path: Path) -> None:
     """`freshet demo produce` on the embedded netmon config: every partition passes validation."""
+    from ops.demo import Producer
     from warehouse.config import load_config, parse_config
-    from warehouse.demo import Producer
 
     raw = load_config(Path(__file__).resolve().parents[1] / "examples" / "netmon.yaml").model_dump(by_alias=True)
     raw["warehouse"] = {"root": str(tmp_path / "data"), "landing": str(tmp_path / "landing")}

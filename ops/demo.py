@@ -30,7 +30,7 @@ from typing import Any
 
 from warehouse.config import FreshetConfig, StreamConfig, load_config, parse_duration
 from warehouse.errors import ConfigError
-from warehouse.intake import partition_id
+from warehouse.landing.intake import partition_id
 from warehouse.times import iso, parse_time
 
 __all__ = ["Producer", "add_arguments", "generate", "main", "produce", "write_partition"]
@@ -154,7 +154,7 @@ def generate(stream: StreamConfig, start: float, end: float, rng: random.Random)
     """A pyarrow Table of realistic rows for `stream` with event times in (start, end]."""
     import pyarrow as pa
 
-    from warehouse.intake import _arrow_type
+    from warehouse.landing.intake import _arrow_type
 
     gen = GENERATORS.get(stream.name)
     cols = gen(rng, start, end) if gen and set(stream.schema_) == set(gen(rng, start, start + 1)) else None

@@ -37,7 +37,7 @@ from warehouse.events import PartitionArrived
 from warehouse.times import iso
 
 if TYPE_CHECKING:
-    from warehouse.delta import RecoveryState
+    from warehouse.lake.delta import RecoveryState
 
 __all__ = [
     "MANIFEST",

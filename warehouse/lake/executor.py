@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, TableConfig
-from warehouse.delta import (
+from warehouse.errors import WarehouseError
+from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.lake.delta import (
     DERIVED_TIME_COLUMN,
     RecoveryState,
     TableState,
@@ -42,13 +44,11 @@ from warehouse.delta import (
     window_filter,
     with_partition_column,
 )
-from warehouse.errors import WarehouseError
-from warehouse.events import JobFailed, JobFinished, StartJob
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from warehouse.intake import Intake
+    from warehouse.landing.intake import Intake
 
 __all__ = ["Executor", "JobError", "JobOutcome"]
 
@@ -322,7 +322,7 @@ def run_until_idle(
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
     from warehouse.events import Tick
-    from warehouse.intake import Intake
+    from warehouse.landing.intake import Intake
     from warehouse.scheduler import Scheduler
 
     t0 = time.time()
