@@ -29,7 +29,7 @@ from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel
 from warehouse.dag import Dag
-from warehouse.errors import SchedulerMisuse
+from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.freshness import StalenessMeter, floor_to, trailing_edge
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
@@ -76,10 +76,16 @@ class _Partition:
     end: float
     start: float
     seq: int
-    pid: str
-    rows: int
-    safe_through: float | None
     late: bool
+    arrival: PartitionArrived  # handed on in the StartJob that loads it
+
+    @property
+    def pid(self) -> str:
+        return self.arrival.partition_id
+
+    @property
+    def safe_through(self) -> float | None:
+        return self.arrival.safe_through
 
     def key(self) -> tuple[float, float, int]:
         return (self.end, self.start, self.seq)
@@ -263,10 +269,17 @@ class Scheduler:
         self._plan_dirty = False
         self._last_plan_event = self._events
 
-    def reconfigure(self, config: FreshetConfig, now: float) -> list[StartJob]:
-        """Apply a new config: added/removed tables, changed priorities; repartition (§3.2)."""
+    def reconfigure(
+        self, config: FreshetConfig, now: float, recovered: dict[str, Recovered] | None = None
+    ) -> list[StartJob]:
+        """Apply a new config: added/removed tables, changed priorities; repartition (§3.2).
+
+        `recovered` is what storage holds for the tables (the Delta log in the daemon): a table
+        added over existing data starts from there, not as never loaded. Tables that stay keep
+        their run state — during a run the Scheduler owns it.
+        """
         now = self._clock(now)
-        self._build(config, {}, now)
+        self._build(config, recovered or {}, now)
         return self._dispatch(now)
 
     # ---- the event interface ---------------------------------------------------------------------
@@ -305,7 +318,7 @@ class Scheduler:
     def _arrived(self, ev: PartitionArrived, now: float) -> None:
         tables = self._by_stream.get(ev.stream)
         if not tables:
-            raise SchedulerMisuse(f"partition {ev.partition_id!r} is for unknown stream {ev.stream!r}")
+            raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
         for t in tables:
             if ev.partition_id in t.ids:
                 self._duplicates += 1
@@ -315,7 +328,7 @@ class Scheduler:
             self._seq += 1
             insort(
                 t.pending,
-                _Partition(ev.end, ev.start, self._seq, ev.partition_id, ev.rows, ev.safe_through, late),
+                _Partition(ev.end, ev.start, self._seq, late, ev),
                 key=_Partition.key,
             )
             t.ids.add(ev.partition_id)
@@ -350,7 +363,8 @@ class Scheduler:
         for p in t.running_parts:
             t.ids.discard(p.pid)
         t.running_parts = []
-        t.cost.observe(job.end - job.start, ev.duration)
+        if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
+            t.cost.observe(job.end - job.start, ev.duration)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         if t.freshness is None:
@@ -605,7 +619,7 @@ class Scheduler:
             end=end,
             new_freshness=new_f,
             new_safe_freshness=min(safe, new_f),
-            partitions=tuple(p.pid for p in parts),
+            arrivals=tuple(p.arrival for p in parts),
             sources=tuple(s.name for s in t.sources),
             delta_f=new_f - ref,
             estimate=t.cost.estimate(end - start),

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse import times
 from warehouse.config import FreshetConfig, StreamConfig
 from warehouse.errors import WarehouseError
-from warehouse.events import PartitionArrived
+from warehouse.events import PartitionArrived, StartJob
 from warehouse.times import iso
 
 if TYPE_CHECKING:
@@ -87,7 +87,8 @@ class Partition:
 
     def arrived(self) -> PartitionArrived:
         return PartitionArrived(stream=self.stream, partition_id=self.id, start=self.start, end=self.end,
-                                rows=self.rows, safe_through=self.safe_through)
+                                rows=self.rows, safe_through=self.safe_through, files=self.files,
+                                fingerprint=self.fingerprint)
 
 
 def partition_id(end: float) -> str:
@@ -332,9 +333,11 @@ class Intake:
         self._streams = {s.name: s for s in config.streams}
         # a stream may feed several base tables: a partition is done when all of them loaded it
         self._tables_of: dict[str, list[str]] = {s: [] for s in self._streams}
+        self._stream_of_table: dict[str, str] = {}
         for t in config.tables:
             if t.stream:
                 self._tables_of.setdefault(t.stream, []).append(t.name)
+                self._stream_of_table[t.name] = t.stream
         for ts in self._tables_of.values():
             for t in ts:
                 self._loaded.setdefault(t, {})
@@ -480,7 +483,20 @@ class Intake:
         (dest / "reason").write_text(reason + "\n")
         log.warning("quarantined partition %s/%s: %s", stream, pid, reason)
 
+    def refuse(self, stream: str, pid: str, reason: str) -> None:
+        """The Scheduler refused an accepted partition (e.g. no table reads its stream any more
+        after a reload): quarantine it with the reason, as any bad partition."""
+        with self._lock:
+            self._pending.pop((stream, pid), None)
+            self._quarantine(stream, pid, self.landing / stream / pid, reason)
+
     # ---- after a commit -------------------------------------------------------------------------
+    def archive(self, job: StartJob) -> None:
+        """A base job ended with its partitions in the Delta log (committed now or before)."""
+        stream = self._stream_of_table.get(job.table)
+        if stream is not None and job.arrivals:
+            self.mark_loaded(job.table, stream, {p.partition_id: p.fingerprint for p in job.arrivals})
+
     def mark_loaded(self, table: str, stream: str, fingerprints: Mapping[str, str]) -> None:
         """Record ids committed to `table`; archive each directory to `landing/_loaded/<stream>/`
         once every base table of the stream has it."""
