@@ -163,7 +163,7 @@ class Scheduler:
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
         self._late = 0
-        self._backoffs: list[tuple[float, int, int]] = []
+        self._backoffs: list[tuple[float, int, str]] = []  # (until, seq, table name): indices move on reconfigure
         self._track_job: list[int | None] = []
         self._track_since: list[float] = []
         self._track_busy: list[float] = []
@@ -201,6 +201,7 @@ class Scheduler:
                     cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
                     meter=StalenessMeter(target=tc.target_staleness),
                 )
+                self._adopt_running(t)
                 rec = recovered.get(name)
                 f = rec.freshness if rec else self._initial
                 if f is not None:
@@ -247,6 +248,18 @@ class Scheduler:
         self._plan_tables()  # counts and queues what is pending
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
+
+    def _adopt_running(self, t: _Table) -> None:
+        """A table that returns while its previous incarnation's job still runs takes that job
+        over: one writer per table at a time, whatever the reloads (§4.4)."""
+        job = next((j for j in self.running.values() if j.table == t.name), None)
+        if job is None:
+            return
+        t.state, t.running = JobState.RUNNING, job
+        for a in job.arrivals:
+            self._seq += 1
+            t.running_parts.append(_Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
+            t.ids.add(a.partition_id)
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
@@ -301,9 +314,8 @@ class Scheduler:
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, if any: call `handle(Tick(), t)` then."""
         while self._backoffs:
-            until, _, idx = self._backoffs[0]
-            t = self._by_idx[idx] if idx < len(self._by_idx) else None
-            if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until:
+            until, _, name = self._backoffs[0]
+            if self._backing_off(name, until):
                 return until
             heapq.heappop(self._backoffs)
         return None
@@ -400,13 +412,17 @@ class Scheduler:
         sc = self.config.scheduler
         t.backoff_until = now + min(sc.retry_backoff * 2 ** (t.failures - 1), sc.retry_backoff_max)
         self._seq += 1
-        heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.idx))
+        heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.name))
+
+    def _backing_off(self, name: str, until: float) -> bool:
+        t = self._tables.get(name)
+        return t is not None and t.state is JobState.BACKOFF and t.backoff_until == until
 
     def _expire_backoffs(self, now: float) -> None:
         while self._backoffs and self._backoffs[0][0] <= now:
-            until, _, idx = heapq.heappop(self._backoffs)
-            t = self._by_idx[idx] if idx < len(self._by_idx) else None
-            if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until:
+            until, _, name = heapq.heappop(self._backoffs)
+            if self._backing_off(name, until):
+                t = self._tables[name]
                 self._transition(t, "retry")
                 self._work_changed(t, now)
 
