@@ -47,7 +47,7 @@ from warehouse.stats import SchedulerStats
 from warehouse.times import iso
 
 if TYPE_CHECKING:
-    from warehouse.lake.delta import RecoveryState
+    from warehouse.lake.recovery import RecoveryState
 
 __all__ = ["Daemon", "Options"]
 
@@ -264,7 +264,7 @@ class Daemon:
     def _reconfigure_warehouse(self, new: FreshetConfig) -> RecoveryState:
         """Point intake and executor at the new config; new tables start from their Delta state,
         which is also handed to the Scheduler (the Delta log is the truth on reload, §4.4)."""
-        from warehouse.lake.delta import recover
+        from warehouse.lake.recovery import recover
 
         state = recover(new)
         self.intake.reconfigure(new, state)
@@ -273,8 +273,8 @@ class Daemon:
 
     def _startup(self) -> None:
         """Recover every table from its Delta log, start Spark, build the Scheduler (§4.4)."""
-        from warehouse.lake.delta import recover
         from warehouse.lake.executor import Executor
+        from warehouse.lake.recovery import recover
         from warehouse.lake.session import get_spark
         from warehouse.landing.intake import Intake
         from warehouse.scheduler import Scheduler

@@ -417,7 +417,7 @@ def delta_rows(table_dir: Path) -> int:
 
 
 def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
-    from warehouse.lake.delta import recover
+    from warehouse.lake.recovery import recover
 
     # a job is running when SIGTERM arrives
     pid, rows = land(daemon, "router_cpu", T + 300, T + 600, seed=4)

@@ -14,16 +14,9 @@ from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_mi
 
 from warehouse.config import parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
-from warehouse.lake.delta import (
-    append_idempotent,
-    delta_version,
-    ms,
-    read_table_state,
-    recover,
-    table_path,
-    utc,
-)
+from warehouse.lake.delta import append_idempotent, ms, table_path, utc
 from warehouse.lake.executor import Executor, run_until_idle
+from warehouse.lake.recovery import delta_version, read_table_state, recover
 from warehouse.landing.intake import Intake
 
 pytestmark = pytest.mark.spark

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import MINUTE, T0, make_config, write_minutes
 
-from warehouse.lake.delta import RecoveryState, TableState
+from warehouse.lake.recovery import RecoveryState, TableState
 from warehouse.landing.intake import Intake, PartitionRejected, UnknownStream
 
 

@@ -37,7 +37,7 @@ from warehouse.events import PartitionArrived, StartJob
 from warehouse.times import iso
 
 if TYPE_CHECKING:
-    from warehouse.lake.delta import RecoveryState
+    from warehouse.lake.recovery import RecoveryState
 
 __all__ = [
     "MANIFEST",
