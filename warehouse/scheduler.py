@@ -31,7 +31,7 @@ from warehouse.cost import CostModel
 from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
-from warehouse.freshness import StalenessMeter, floor_to, trailing_edge
+from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
 
 __all__ = ["TRANSITIONS", "JobState", "Recovered", "Scheduler"]
@@ -207,8 +207,7 @@ class Scheduler:
                 if f is not None:
                     t.freshness = f
                     t.origin = rec.origin if rec and rec.origin is not None else f
-                    t.safe = rec.safe_freshness if rec and rec.safe_freshness is not None else f - t.lateness
-                    t.safe = min(t.safe, f)
+                    t.safe = safe_freshness(f, t.lateness, (rec.safe_freshness if rec else None,))
                     t.meter.start(f, now)
             else:
                 t.idx, t.priority, t.period = i, tc.priority, periods[name]
@@ -616,12 +615,7 @@ class Scheduler:
         parts: list[_Partition] = []
         if t.base:
             parts, t.pending = t.pending[:count], t.pending[count:]
-            safe = new_f - t.lateness
-            for p in parts:
-                if p.safe_through is not None:
-                    safe = max(safe, min(p.safe_through, new_f))
-            if t.safe is not None:
-                safe = max(safe, t.safe)
+            safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
             chopped = bool(t.pending)
         else:
             safe = new_f
@@ -634,7 +628,7 @@ class Scheduler:
             start=start,
             end=end,
             new_freshness=new_f,
-            new_safe_freshness=min(safe, new_f),
+            new_safe_freshness=safe,
             arrivals=tuple(p.arrival for p in parts),
             sources=tuple(s.name for s in t.sources),
             delta_f=new_f - ref,
