@@ -217,7 +217,8 @@ class Executor:
         df = with_partition_column(df, tc, time_column(self.config, tc), new_f)
         path = table_path(self.config, tc.name)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
-                "safe_freshness": new_safe, "window": [job.start, job.end]}
+                "safe_freshness": new_safe, "window": [job.start, job.end],
+                "windows": {p.id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
         append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
         version, rows = commit_metrics(path, tc.name, txn)
         if version is None:  # Delta skipped the write: someone committed this version already
