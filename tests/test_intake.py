@@ -147,6 +147,36 @@ def test_schema_mismatch(cfg, schema, reason) -> None:
     assert "schema mismatch" in r and reason in r
 
 
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize(
+    ("offsets", "reason"),
+    [
+        ([1, 30, 60, 60], None),
+        ([1, 30, 60, 61], "1 row(s) of part-0.parquet have ts outside"),
+        ([0, 30, 60, 60], "1 row(s) of part-0.parquet have ts outside"),
+        ([1, None, 60, 60], "1 row(s) with no ts"),
+    ],
+)
+def test_row_times_are_checked_with_or_without_parquet_statistics(cfg, statistics, offsets, reason) -> None:
+    """Validation reads the time column's min/max from Parquet statistics when the file has them
+    (no data read), and the column itself otherwise; several row groups are all checked."""
+    import datetime as dt
+
+    d = Path(cfg.warehouse.landing) / "m" / "m-0000"
+    d.mkdir(parents=True)
+    ts = [None if o is None else dt.datetime.fromtimestamp(T0 + o, dt.UTC) for o in offsets]
+    s = pa.schema([("ts", pa.timestamp("us", "UTC")), ("k", pa.string()), ("v", pa.float64()), ("id", pa.int64())])
+    table = pa.table({"ts": ts, "k": ["r"] * 4, "v": [1.0] * 4, "id": [1, 2, 3, 4]}, schema=s)
+    pq.write_table(table, d / "part-0.parquet", row_group_size=2, write_statistics=statistics)
+    (d / "_partition.json").write_text(json.dumps({"start": T0, "end": T0 + 60, "files": ["part-0.parquet"],
+                                                   "rows": 4}))
+    got = Intake(cfg).scan()
+    if reason is None:
+        assert [e.partition_id for e in got] == ["m-0000"]
+    else:
+        assert got == [] and reason in quarantined(cfg, "m", "m-0000")
+
+
 def test_empty_partition_is_valid(cfg) -> None:
     d = Path(cfg.warehouse.landing) / "m" / "m-0000"
     d.mkdir(parents=True)

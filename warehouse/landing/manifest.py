@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -303,10 +304,44 @@ def _check_schema(stream: StreamConfig, name: str, schema: Any) -> None:
         raise PartitionRejected(f"schema mismatch in {name}: {'; '.join(problems)}{hint}")
 
 
-def _read_file(stream: StreamConfig, name: str, path: Path) -> tuple[int, Any]:
-    """(row count, time column as int64 microseconds) of one data file, checking format and schema."""
+def _parquet_time_bounds(pf: Any, tcol: str) -> tuple[int, int] | None:
+    """(min, max) of the time column in microseconds from the row groups' statistics, without
+    reading any data; None when a row group has no statistics or nulls (then the column is read)."""
+    import pyarrow as pa
+
+    typ = pf.schema_arrow.field(tcol).type
+    factor = {"ms": 1000, "us": 1}.get(typ.unit) if pa.types.is_timestamp(typ) else None
+    md = pf.metadata
+    ci = next((i for i in range(md.num_columns) if md.schema.column(i).path == tcol), None)
+    if factor is None or ci is None or md.num_row_groups == 0:
+        return None
+    lo = hi = None
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(ci).statistics
+        if st is None or not st.has_min_max or st.null_count is None or st.null_count > 0:
+            return None
+        lo = st.min_raw if lo is None else min(lo, st.min_raw)
+        hi = st.max_raw if hi is None else max(hi, st.max_raw)
+    assert lo is not None and hi is not None
+    return lo * factor, hi * factor
+
+
+def _times_us(name: str, tcol: str, ts: Any) -> Any:
+    """The time column as int64 microseconds; PartitionRejected for a non-timestamp or nulls."""
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    if not pa.types.is_timestamp(ts.type):
+        raise PartitionRejected(f"schema mismatch in {name}: time column {tcol!r} is {ts.type}, not a timestamp")
+    if ts.null_count:
+        raise PartitionRejected(f"rows outside (start, end]: {name} has {ts.null_count} row(s) with no {tcol}")
+    return pc.cast(ts, pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
+
+
+def _read_file(stream: StreamConfig, name: str, path: Path) -> tuple[int, Any]:
+    """(row count, time column) of one data file, checking format and schema. The time column is
+    int64 microseconds, or only its (min, max) when Parquet statistics give them; None if absent."""
+    import pyarrow as pa
 
     tcol = stream.time_column
     try:
@@ -319,7 +354,12 @@ def _read_file(stream: StreamConfig, name: str, path: Path) -> tuple[int, Any]:
                 raise PartitionRejected(f"wrong format: {name} is not a parquet file ({e})") from None
             _check_schema(stream, name, pf.schema_arrow)
             rows = pf.metadata.num_rows
-            ts = pf.read(columns=[tcol]).column(tcol) if tcol in pf.schema_arrow.names else None
+            if tcol not in pf.schema_arrow.names or rows == 0:
+                return rows, None
+            bounds = _parquet_time_bounds(pf, tcol)
+            if bounds is not None:
+                return rows, bounds
+            ts = pf.read(columns=[tcol], use_threads=False).column(tcol)
         else:
             schema = pa.schema([(c, _arrow_type(t)) for c, t in stream.schema_.items()]) if stream.schema_ else None
             if stream.format == "csv":
@@ -340,14 +380,9 @@ def _read_file(stream: StreamConfig, name: str, path: Path) -> tuple[int, Any]:
         raise
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, ValueError) as e:
         raise PartitionRejected(f"wrong format: {name} cannot be read as {stream.format} ({e})") from None
-    if ts is not None and len(ts):
-        if pa.types.is_timestamp(ts.type):
-            ts = pc.cast(ts, pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
-        else:
-            raise PartitionRejected(f"schema mismatch in {name}: time column {tcol!r} is {ts.type}, not a timestamp")
-        if ts.null_count:
-            raise PartitionRejected(f"rows outside (start, end]: {name} has {ts.null_count} row(s) with no {tcol}")
-    return rows, ts
+    if ts is None or not len(ts):
+        return rows, None
+    return rows, _times_us(name, tcol, ts)
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -370,7 +405,8 @@ def _duration(seconds: float) -> str:
 def validate_partition(stream: StreamConfig, manifest: Manifest, directory: Path, landing: Path,
                        now: float) -> Partition:
     """Check `manifest` against `stream` and the files in `directory` (step 2 of the module
-    docstring), with `now` the daemon's clock; PartitionRejected if it cannot be loaded as declared."""
+    docstring), with `now` the daemon's clock and `landing` the landing root, resolved (no
+    symlinks); PartitionRejected if the partition cannot be loaded as declared."""
     import pyarrow.compute as pc
 
     start, end, rows = manifest.start, manifest.end, manifest.rows
@@ -378,11 +414,11 @@ def validate_partition(stream: StreamConfig, manifest: Manifest, directory: Path
         raise PartitionRejected(
             f"end {iso(end)} is {_duration(end - now)} beyond the daemon's clock ({iso(now, 'seconds')}); "
             f"stream {stream.name!r} allows {_duration(stream.max_future_skew)} (max_future_skew)", "future")
-    root = landing.resolve()
+    root = landing
     resolved: list[tuple[str, Path]] = []
     for f in manifest.files:
         full = directory / f
-        real = full.resolve()
+        real = Path(os.path.realpath(full))
         if not _inside(real, root) or _inside(real, root / QUARANTINE):
             how = "is a symlink to" if full.is_symlink() else "resolves to"
             raise PartitionRejected(f"file outside the landing zone: {f!r} {how} {real}", "outside_landing")
@@ -395,13 +431,19 @@ def validate_partition(stream: StreamConfig, manifest: Manifest, directory: Path
     for name, path in resolved:
         n, ts = _read_file(stream, name, path)
         total += n
-        if ts is not None and len(ts):
-            tmin, tmax = pc.min(ts).as_py(), pc.max(ts).as_py()
-            if tmin <= lo_us or tmax > hi_us:
-                bad = pc.sum(pc.or_(pc.less_equal(ts, lo_us), pc.greater(ts, hi_us))).as_py()
-                raise PartitionRejected(
-                    f"rows outside (start, end]: {bad} row(s) of {name} have {stream.time_column} outside "
-                    f"({iso(start)}, {iso(end)}] (min {iso(tmin / 1e6)}, max {iso(tmax / 1e6)})")
+        if ts is None:
+            continue
+        tmin, tmax = ts if isinstance(ts, tuple) else (pc.min(ts).as_py(), pc.max(ts).as_py())
+        if tmin <= lo_us or tmax > hi_us:
+            if isinstance(ts, tuple):  # the statistics say some rows are outside: count them
+                import pyarrow.parquet as pq
+
+                tcol = stream.time_column
+                ts = _times_us(name, tcol, pq.read_table(path, columns=[tcol]).column(tcol))
+            bad = pc.sum(pc.or_(pc.less_equal(ts, lo_us), pc.greater(ts, hi_us))).as_py()
+            raise PartitionRejected(
+                f"rows outside (start, end]: {bad} row(s) of {name} have {stream.time_column} outside "
+                f"({iso(start)}, {iso(end)}] (min {iso(tmin / 1e6)}, max {iso(tmax / 1e6)})")
     if total != rows:
         raise PartitionRejected(f"row count: the manifest says {rows} rows, the files hold {total}")
     return Partition(stream=stream.name, id=manifest.id, start=start, end=end, rows=rows,
