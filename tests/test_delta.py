@@ -82,6 +82,8 @@ def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
     assert sorted(m.partitions) == [f"m-{i:04d}" for i in range(12)]
     assert state.loaded["m"] == m.partitions
     assert m.origin == T0
+    # each partition's (start, end], for the intake's overlap check after a restart (issue 8, defect 3)
+    assert m.windows == {f"m-{i:04d}": (T0 + i * MINUTE, T0 + (i + 1) * MINUTE) for i in range(12)}
     meta = json.loads(last_commit_info(cfg, "m_raw")["userMetadata"])
     assert meta["kind"] == "base" and meta["freshness"] == T0 + 12 * MINUTE and meta["partitions"]
     assert sched.stats(T0).tables  # the Scheduler ran on these outcomes
