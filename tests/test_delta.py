@@ -13,7 +13,7 @@ import pytest
 from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_minutes
 
 from warehouse.config import parse_config
-from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
 from warehouse.lake.delta import (
     append_idempotent,
     delta_version,
@@ -124,24 +124,25 @@ def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
         assert table_rows(spark, cfg, name, cols) == expected, name
 
 
-def base_job(job_id: int, pids: tuple[str, ...], start: float, end: float) -> StartJob:
+def base_job(job_id: int, arrivals: list[PartitionArrived], start: float, end: float) -> StartJob:
     return StartJob(job_id=job_id, table="m_raw", track=0, kind="base", start=start, end=end,
-                    new_freshness=end, new_safe_freshness=end, partitions=pids)
+                    new_freshness=end, new_safe_freshness=end, arrivals=tuple(arrivals))
 
 
 def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkeypatch) -> None:
     cfg = make_config(tmp_path)
-    pids = tuple(write_minutes(cfg, "m", 0, 2))
+    write_minutes(cfg, "m", 0, 2)
     intake = Intake(cfg)
-    intake.scan()
-    ex = Executor(cfg, spark, intake)
-    job = base_job(1, pids, T0, T0 + 2 * MINUTE)
+    arrivals = intake.scan()
+    ex = Executor(cfg, spark)
+    job = base_job(1, arrivals, T0, T0 + 2 * MINUTE)
     first = ex.run(job)
     assert first.committed and first.rows == 8 and first.txn_version == ms(T0 + 120)
     again = ex.run(job)
     assert not again.committed and again.rows == 0
+    assert again.event().committed is False  # a no-op does not train the cost model (§2.4)
     # a fresh process (state from the log only) recognises it too
-    assert not Executor(cfg, spark, Intake(cfg, recover(cfg))).run(job).committed
+    assert not Executor(cfg, spark, recover(cfg)).run(job).committed
 
     # Delta itself skips a replayed (txnAppId, txnVersion): the version does not move
     path = table_path(cfg, "m_raw")
@@ -152,9 +153,8 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8
 
     # unknown outcome: the commit happens, then the job fails before reporting it
-    pids2 = tuple(write_minutes(cfg, "m", 2, 1))
-    intake.scan()
-    job2 = base_job(2, pids2, T0 + 120, T0 + 180)
+    write_minutes(cfg, "m", 2, 1)
+    job2 = base_job(2, intake.scan(), T0 + 120, T0 + 180)
     import warehouse.lake.executor as executor_mod
 
     real = executor_mod.commit_metrics
@@ -170,7 +170,7 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
     ev = ex.execute(job2)
     assert isinstance(ev, JobFailed) and "connection reset" in ev.reason
     ev = ex.execute(job2)  # the retry re-reads the watermark: already committed → a no-op
-    assert isinstance(ev, JobFinished) and ev.rows == 0
+    assert isinstance(ev, JobFinished) and ev.rows == 0 and not ev.committed
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
     assert read_table_state(path, "m_raw").freshness == T0 + 180
 

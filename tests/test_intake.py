@@ -394,6 +394,22 @@ def test_windows_are_a_binary_search() -> None:
     assert len(w) == n and time.perf_counter() - t < 30
 
 
+def test_a_refused_partition_frees_its_window(cfg) -> None:
+    write_minutes(cfg, "m", 0, 1)
+    intake = Intake(cfg)
+    [ev] = intake.scan()
+    intake.refuse("m", ev.partition_id, "no table reads stream 'm'")  # the Scheduler said no
+    assert "no table reads" in quarantined(cfg, "m", "m-0000") and intake.quarantined["m"] == 1
+    write_minutes(cfg, "m", 0, 1, pid_prefix="again-")  # the window may come again
+    assert [e.partition_id for e in intake.scan()] == ["again-m-0000"]
+    w = Windows()
+    for pid in ("a", "b", "c"):
+        w.add(pid, 0.0, 10.0)
+    w.discard("b")
+    w.discard("zz")
+    assert len(w) == 2 and [x[2] for x in w._items] == ["a", "c"]
+
+
 def test_read_table_state_recovers_partition_windows(tmp_path: Path) -> None:
     """The base commit's userMetadata "windows" (warehouse/lake/executor.py), read back without Spark;
     an old commit without windows is skipped."""

@@ -77,7 +77,7 @@ class JobOutcome:
     note: str = ""
 
     def event(self) -> JobFinished:
-        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows)
+        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed)
 
 
 def _reason(err: BaseException) -> str:
@@ -93,30 +93,20 @@ def _reason(err: BaseException) -> str:
 class Executor:
     """Runs base and derived update jobs against the Delta tables under `warehouse.root`."""
 
-    def __init__(
-        self,
-        config: FreshetConfig,
-        spark: SparkSession,
-        intake: Intake | None = None,
-        state: RecoveryState | None = None,
-    ) -> None:
+    def __init__(self, config: FreshetConfig, spark: SparkSession, state: RecoveryState | None = None) -> None:
         self.config = config
         self.spark = spark
-        self.intake = intake
         state = state if state is not None else recover(config)
         self._states: dict[str, TableState] = {t.name: state.tables.get(t.name, TableState()).copy()
                                                for t in config.tables}
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
 
-    def reconfigure(self, config: FreshetConfig, intake: Intake | None = None,
-                    state: RecoveryState | None = None) -> None:
+    def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
         """Apply a new config (SIGHUP): new tables start from their recovered state."""
         state = state if state is not None else recover(config)
         with self._lock:
             self.config = config
-            if intake is not None:
-                self.intake = intake
             for t in config.tables:
                 if t.name not in self._states:
                     self._states[t.name] = state.tables.get(t.name, TableState()).copy()
@@ -196,20 +186,17 @@ class Executor:
     def _run_base(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         assert tc.stream is not None
         st = self.table_state(tc.name)
-        todo = [pid for pid in job.partitions if pid not in st.partitions]
-        if not todo:
-            self._archive(tc, {pid: st.partitions[pid] for pid in job.partitions})
+        parts = [p for p in job.arrivals if p.partition_id not in st.partitions]
+        if not parts:
             return self._noop(job, t0, st, "its partitions are already committed")
-        if self.intake is None:
-            raise JobError("the executor has no intake: cannot find partition files")
-        parts = [self.intake.partition(tc.stream, pid) for pid in todo]
+        todo = [p.partition_id for p in parts]
         new_f = max(job.new_freshness, st.freshness) if st.freshness is not None else job.new_freshness
         new_safe = job.new_safe_freshness if st.safe_freshness is None else max(job.new_safe_freshness,
                                                                                  st.safe_freshness)
         new_safe = min(new_safe, new_f)
         txn = next_txn_version(new_f, st.txn_version)
         files = [f for p in parts for f in p.files]
-        fps = {p.id: p.fingerprint for p in parts}
+        fps = {p.partition_id: p.fingerprint for p in parts}
         if job.late:
             log.warning("table %s: loading late partition(s) %s (derived windows already computed do "
                         "not include them)", tc.name, ", ".join(job.late))
@@ -218,7 +205,7 @@ class Executor:
         path = table_path(self.config, tc.name)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
                 "safe_freshness": new_safe, "window": [job.start, job.end],
-                "windows": {p.id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
+                "windows": {p.partition_id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
         append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
         version, rows = commit_metrics(path, tc.name, txn)
         if version is None:  # Delta skipped the write: someone committed this version already
@@ -233,13 +220,8 @@ class Executor:
         new.commits += 1
         new.origin = job.start if new.origin is None else min(new.origin, job.start)
         self._commit_state(tc.name, new)
-        self._archive(tc, fps)
         n = rows if rows is not None else sum(p.rows for p in parts)
         return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
-
-    def _archive(self, tc: TableConfig, fps: dict[str, str]) -> None:
-        if self.intake is not None and tc.stream is not None and fps:
-            self.intake.mark_loaded(tc.name, tc.stream, fps)
 
     def _run_derived(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         st = self.table_state(tc.name)
@@ -316,7 +298,8 @@ def run_until_idle(
     """Load everything in the landing zone through the Scheduler with one thread per track.
 
     A small shell (the daemon is the real one): recover from the Delta logs, scan the landing
-    zone, then feed the Scheduler's StartJobs to `tracks` worker threads and their outcomes back,
+    zone, then feed the Scheduler's StartJobs to `tracks` worker threads and their outcomes back
+    (a finished base job's partitions are archived by the intake),
     until nothing is running or released. With `retry_failed`, back-offs are waited out too (until
     `timeout`). Returns the report and the Scheduler (for its learned α, β).
     """
@@ -330,7 +313,7 @@ def run_until_idle(
     if intake is None or executor is None or scheduler is None:
         state = recover(config)
         intake = intake or Intake(config, state)
-        executor = executor or Executor(config, spark, intake, state)
+        executor = executor or Executor(config, spark, state)
         scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered)
     report = RunReport()
     todo: list[StartJob] = []
@@ -351,8 +334,10 @@ def run_until_idle(
                 continue
             done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
             for fut in done:
-                running.pop(fut)
+                job = running.pop(fut)
                 event = fut.result()
+                if isinstance(event, JobFinished):
+                    intake.archive(job)
                 report.jobs += 1
                 if isinstance(event, JobFailed):
                     report.failed += 1

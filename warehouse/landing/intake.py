@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig
 from warehouse.errors import WarehouseError
-from warehouse.events import PartitionArrived
+from warehouse.events import PartitionArrived, StartJob
 from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the landing zone's public names
     MANIFEST,
     PARTITION_ID,
@@ -101,7 +101,7 @@ class Windows:
     def __init__(self) -> None:
         self._starts: list[float] = []
         self._items: list[tuple[float, float, str]] = []
-        self._ids: set[str] = set()
+        self._ids: dict[str, float] = {}  # id → start
 
     def __len__(self) -> int:
         return len(self._items)
@@ -112,7 +112,16 @@ class Windows:
         i = bisect.bisect_right(self._starts, start)
         self._starts.insert(i, start)
         self._items.insert(i, (start, end, pid))
-        self._ids.add(pid)
+        self._ids[pid] = start
+
+    def discard(self, pid: str) -> None:
+        start = self._ids.pop(pid, None)
+        if start is None:
+            return
+        i = bisect.bisect_left(self._starts, start)
+        while self._items[i][2] != pid:  # windows with the same start sit side by side
+            i += 1
+        del self._starts[i], self._items[i]
 
     def overlapping(self, start: float, end: float, pid: str) -> tuple[float, float, str] | None:
         """A window of another id that overlaps `(start, end]`, or None."""
@@ -172,9 +181,11 @@ class Intake:
         self._streams = {s.name: s for s in config.streams}
         # a stream may feed several base tables: a partition is done when all of them loaded it
         self._tables_of: dict[str, list[str]] = {s: [] for s in self._streams}
+        self._stream_of_table: dict[str, str] = {}
         for t in config.tables:
             if t.stream:
                 self._tables_of.setdefault(t.stream, []).append(t.name)
+                self._stream_of_table[t.name] = t.stream
         for ts in self._tables_of.values():
             for t in ts:
                 self._loaded.setdefault(t, {})
@@ -391,7 +402,25 @@ class Intake:
         (dest / "reason").write_text(reason + "\n")
         log.warning("quarantined partition %s/%s: %s", stream, pid, reason)
 
+    def refuse(self, stream: str, pid: str, reason: str) -> None:
+        """The Scheduler refused an accepted partition (e.g. no table reads its stream any more
+        after a reload): quarantine it with the reason, as any bad partition."""
+        with self._claim((stream, pid)):
+            with self._lock:
+                self._pending.pop((stream, pid), None)
+                if stream in self._windows:
+                    self._windows[stream].discard(pid)
+                self.quarantined[stream] += 1
+                self.last_rejection[stream] = reason
+            self._quarantine(stream, pid, self.landing / stream / pid, reason)
+
     # ---- after a commit -------------------------------------------------------------------------
+    def archive(self, job: StartJob) -> None:
+        """A base job ended with its partitions in the Delta log (committed now or before)."""
+        stream = self._stream_of_table.get(job.table)
+        if stream is not None and job.arrivals:
+            self.mark_loaded(job.table, stream, {p.partition_id: p.fingerprint for p in job.arrivals})
+
     def mark_loaded(self, table: str, stream: str, fingerprints: Mapping[str, str]) -> None:
         """Record ids committed to `table`; archive each directory to `landing/_loaded/<stream>/`
         once every base table of the stream has it."""

@@ -114,7 +114,8 @@ class Partition:
 
     def arrived(self) -> PartitionArrived:
         return PartitionArrived(stream=self.stream, partition_id=self.id, start=self.start, end=self.end,
-                                rows=self.rows, safe_through=self.safe_through)
+                                rows=self.rows, safe_through=self.safe_through, files=self.files,
+                                fingerprint=self.fingerprint)
 
 
 #: The manifest as a JSON Schema (the OpenAPI request body of POST /v1/streams/{stream}/partitions).
