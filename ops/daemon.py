@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from ops.api import ApiServer, Manifest, create_app, load_token, parse_listen
+from ops.api import ApiServer, create_app, load_token, parse_listen
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
 from ops.workers import JobResult, TrackWorkers
@@ -43,6 +43,7 @@ from sim.trace import Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig, load_config
 from warehouse.errors import ConfigError, FreshetError, PartitionRefused
 from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.landing.intake import Submitted
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso
 
@@ -109,21 +110,17 @@ class Daemon:
     def streams(self) -> list[str]:
         return [s.name for s in self.config.streams]
 
-    def submit_partition(self, stream: str, manifest: Manifest, raw: dict[str, Any]) -> str | None:
+    def submit_partition(self, stream: str, manifest: Any) -> Submitted:
+        """Called in an HTTP worker thread: the intake validates and may quarantine (ops.api maps
+        its exceptions to statuses)."""
         from ops.api import ApiError
 
         if not self._accepting or self.intake is None:
-            raise ApiError(503, "not accepting partitions: the daemon is starting or shutting down")
-        from warehouse.landing.intake import UnknownStream
-
-        try:
-            ev = self.intake.submit(stream, raw)
-        except UnknownStream as e:
-            raise ApiError(404, str(e)) from None
-        if ev is None:
-            return None
-        self.events.put(ev)
-        return ev.partition_id
+            raise ApiError(503, "not accepting partitions: the daemon is starting or shutting down", "not_accepting")
+        sub = self.intake.submit(stream, manifest)
+        if sub.arrived is not None:
+            self.events.put(sub.arrived)
+        return sub
 
     # -- signals --
     def _on_term(self, signum: int, _frame: Any) -> None:

@@ -73,6 +73,12 @@ def test_valid_config_round_trip():
         (_with(scheduler={"policy": "shortest"}), "scheduler.policy"),
         (_with(scheduler={"trakcs": 2}), "scheduler.trakcs: Extra inputs are not permitted"),
         (_with(tables=[{"name": "a", "sources": []}]), "needs either a stream (base) or sources (derived)"),
+        (_with(streams=[{"name": "router_cpu", "period": "5m"}, {"name": "orphan", "period": "1m"}],
+               tables=[{"name": "a", "stream": "router_cpu"}]),
+         "streams[orphan]: stream 'orphan' is read by no table — add a base table with `stream: orphan` or "
+         "remove the stream"),
+        (_with(streams=[{"name": "s", "period": "1m", "max_future_skew": "soon"}], tables=[{"name": "a", "stream": "s"}]),
+         "streams[s].max_future_skew: bad duration 'soon'"),
     ],
 )
 def test_errors_name_the_field_and_problem(data, message):
@@ -115,6 +121,22 @@ def test_validate_rejects_with_file_field_and_exit_code(tmp_path):
     assert "Traceback" not in r.stderr
     r = _validate(tmp_path, "tables: [a, b\n")
     assert r.returncode == 2 and "not valid YAML" in r.stderr
+
+
+def test_validate_names_a_stream_no_table_reads(tmp_path):
+    """Issue 8, defect 1: such a config was accepted, and the stream's first partition killed the daemon."""
+    r = _validate(tmp_path, _with(streams=[{"name": "router_cpu", "period": "5m"}, {"name": "orphan", "period": "1m"}],
+                                  tables=[{"name": "a", "stream": "router_cpu"}]))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "w.yaml: streams[orphan]: stream 'orphan' is read by no table — add a base table" in r.stderr
+
+
+def test_stream_landing_options_default_and_parse():
+    cfg = parse_config(_with(streams=[{"name": "s", "period": "1m"}, {"name": "t", "period": "1m",
+                                      "max_future_skew": "1h", "allow_overlap": True}],
+                             tables=[{"name": "a", "stream": "s"}, {"name": "b", "stream": "t"}]))
+    assert (cfg.stream("s").max_future_skew, cfg.stream("s").allow_overlap) == (300.0, False)
+    assert (cfg.stream("t").max_future_skew, cfg.stream("t").allow_overlap) == (3600.0, True)
 
 
 def test_validate_the_shipped_examples(tmp_path):

@@ -75,6 +75,8 @@ def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
     assert sorted(m.partitions) == [f"m-{i:04d}" for i in range(12)]
     assert state.loaded["m"] == m.partitions
     assert m.origin == T0
+    # each partition's (start, end], for the intake's overlap check after a restart (issue 8, defect 3)
+    assert m.windows == {f"m-{i:04d}": (T0 + i * MINUTE, T0 + (i + 1) * MINUTE) for i in range(12)}
     meta = json.loads(last_commit_info(cfg, "m_raw")["userMetadata"])
     assert meta["kind"] == "base" and meta["freshness"] == T0 + 12 * MINUTE and meta["partitions"]
     assert sched.stats(T0).tables  # the Scheduler ran on these outcomes
@@ -168,7 +170,8 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
 
 def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
-    write_minutes(cfg, "m", 0, 3)
+    write_minutes(cfg, "m", 0, 1)
+    write_minutes(cfg, "m", 2, 1)  # minute 1 is missing: it comes late
     run_until_idle(cfg, spark)
     path = table_path(cfg, "m_raw")
     before = read_table_state(path, "m_raw")
@@ -180,15 +183,15 @@ def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     run_until_idle(cfg, spark)
     mid = read_table_state(path, "m_raw")
     assert mid.freshness == T0 + 240 and mid.txn_version == ms(T0 + 240)
-    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
-    # a late partition (its interval is already below F') is still loaded; F does not move and
-    # the txn version goes one above the last
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8
+    # a late partition (its interval is already below F', in a gap: it overlaps nothing loaded) is
+    # still loaded; F does not move and the txn version goes one above the last
     write_minutes(cfg, "m", 1, 1, seed=7, pid_prefix="late-")
     report, sched = run_until_idle(cfg, spark)
     after = read_table_state(path, "m_raw")
     assert after.freshness == T0 + 240 and after.txn_version == mid.txn_version + 1
     assert "late-m-0001" in after.partitions
-    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 16
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
     assert sched.late_partitions == 1
 
 

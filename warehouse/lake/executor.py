@@ -205,7 +205,8 @@ class Executor:
         df = self._read_partitions(tc.stream, files)
         df = with_partition_column(df, tc, time_column(self.config, tc), new_f)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
-                "safe_freshness": new_safe, "window": [job.start, job.end]}
+                "safe_freshness": new_safe, "window": [job.start, job.end],
+                "windows": {p.partition_id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
         return self._commit(job, tc, df, st, t0, txn, meta, lambda now: all(p in now.partitions for p in fps),
                             declared_rows=sum(p.rows for p in parts))
 
@@ -266,6 +267,7 @@ class Executor:
         new.freshness, new.safe_freshness = meta["freshness"], meta["safe_freshness"]
         new.txn_version, new.delta_version = txn, version
         new.partitions.update(meta["partitions"])
+        new.windows.update({pid: (w[0], w[1]) for pid, w in meta.get("windows", {}).items()})
         new.commits += 1
         new.origin = start if new.origin is None else min(new.origin, start)
         self._commit_state(tc.name, new)

@@ -36,10 +36,11 @@ class TableState:
     partitions: dict[str, str] = field(default_factory=dict)  # id → fingerprint
     commits: int = 0  # Freshet commits seen in the retained JSON log
     origin: float | None = None  # the start of the first load's window
+    windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # id → (start, end), base tables
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
-                          dict(self.partitions), self.commits, self.origin)
+                          dict(self.partitions), self.commits, self.origin, dict(self.windows))
 
 
 @dataclass(slots=True)
@@ -145,6 +146,10 @@ def read_table_state(path: str, table: str) -> TableState:
         if meta is not None:
             state.commits += 1
             state.partitions.update(meta.get("partitions") or {})
+            windows = meta.get("windows")  # commits before windows were recorded have none: skipped
+            if isinstance(windows, dict):
+                state.windows.update({pid: (float(w[0]), float(w[1])) for pid, w in windows.items()
+                                      if isinstance(w, list) and len(w) == 2})
             window = meta.get("window")
             if isinstance(window, list) and window and window[0] is not None:
                 w0 = float(window[0])
