@@ -36,6 +36,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ops.api import ApiServer, Manifest, create_app, load_token, parse_listen
+from ops.logs import RepeatedFailure
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
 from ops.workers import JobResult, TrackWorkers
@@ -66,6 +67,7 @@ class Options:
     poll: float = 1.0
     trace: str | None = None
     max_body: int = 64 * 1024
+    error_log_every: float = 60.0  # a loop failing on every poll logs at most this often
     demo_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -79,6 +81,7 @@ class Daemon:
         self.holder = SnapshotHolder()
         self.registry = CollectorRegistry()
         self.metrics: FreshetMetrics = register_metrics(self.registry, self.holder.get)
+        self.metrics.declare(config)
         self.sched: Any = None
         self.intake: Any = None
         self.executor: Any = None
@@ -133,12 +136,18 @@ class Daemon:
 
     # -- threads --
     def _intake_loop(self) -> None:
+        failures = RepeatedFailure(log, "landing-zone scan failed; retrying", "landing-zone scan works again",
+                                   every=self.opts.error_log_every,
+                                   count=self.metrics.loop_errors.labels(loop="intake_scan").inc,
+                                   loop="intake_scan")
         while not self.stop_flag.is_set():
             try:
                 for ev in self.intake.scan():
                     self.events.put(ev)
-            except Exception:
-                log.exception("landing-zone scan failed; retrying")
+            except Exception as e:
+                failures.failed(e)
+            else:
+                failures.ok()
             self.stop_flag.wait(self.opts.poll)
 
     def _start_demo(self) -> None:
@@ -242,6 +251,7 @@ class Daemon:
         new_tables = {t.name for t in new.tables}
         self._reconfigure_warehouse(new)
         self.config = new
+        self.metrics.declare(new)
         decisions = self.sched.reconfigure(new, now)
         self.metrics.reloads.labels(result="ok").inc()
         log.info("config reloaded", extra={"config": path, "added": sorted(new_tables - old_tables),

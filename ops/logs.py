@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from warehouse.times import iso
 
-__all__ = ["HumanFormatter", "JsonFormatter", "setup_logging"]
+__all__ = ["HumanFormatter", "JsonFormatter", "RepeatedFailure", "setup_logging"]
 
 _STD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
 
@@ -55,3 +57,43 @@ def setup_logging(fmt: str, level: str = "INFO") -> None:
     root.setLevel(level)
     for noisy in ("py4j", "uvicorn.access", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class RepeatedFailure:
+    """Logs a loop that fails on every poll without flooding the log, and counts every failure.
+
+    The first failure is logged at once (with its traceback); while the loop keeps failing, at most
+    one line every `every` seconds follows, saying how many failures it stands for (`repeats`)
+    and the latest error. The first success after failures logs `recovered` with the total.
+    `count` is called on every failure (a Prometheus counter's `inc`).
+    """
+
+    def __init__(self, logger: logging.Logger, msg: str, recovered: str, *, every: float = 60.0,
+                 count: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
+                 **fields: Any) -> None:
+        self.log, self.msg, self.recovered, self.every = logger, msg, recovered, every
+        self.count, self.clock = count, clock
+        self.fields = fields
+        self.failures = 0  # in the current run of failures
+        self._unlogged = 0
+        self._last: float | None = None
+
+    def failed(self, error: BaseException) -> None:
+        self.count()
+        self.failures += 1
+        self._unlogged += 1
+        now = self.clock()
+        err = f"{type(error).__name__}: {error}"
+        if self._last is None:
+            self.log.error(self.msg, exc_info=error, extra={**self.fields, "error": err})
+        elif now - self._last >= self.every:
+            self.log.error(f"{self.msg} (still failing)", extra={
+                **self.fields, "error": err, "repeats": self._unlogged, "failures": self.failures})
+        else:
+            return
+        self._last, self._unlogged = now, 0
+
+    def ok(self) -> None:
+        if self.failures:
+            self.log.info(self.recovered, extra={**self.fields, "failures": self.failures})
+        self.failures, self._unlogged, self._last = 0, 0, None

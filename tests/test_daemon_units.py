@@ -95,3 +95,50 @@ def test_run_rejects_bad_arguments(tmp_path):
         run.main(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
     with pytest.raises(ConfigError, match="--demo-backfill"):
         run.main(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))
+
+
+def test_a_loop_failing_on_every_poll_is_logged_rate_limited_and_counted(caplog):
+    """The landing-zone scan failing on each poll: the first failure is logged with its traceback,
+    then at most one line per `error_log_every` with a repeat count; every failure is counted."""
+    import threading
+    import time
+    from pathlib import Path
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ops.daemon import Daemon, Options
+    from warehouse.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "examples" / "netmon.yaml")
+
+    class BrokenIntake:
+        calls = 0
+
+        def scan(self):
+            self.calls += 1
+            if self.calls > 60:
+                return []
+            raise PermissionError(13, "Permission denied", "landing/router_cpu")
+
+    d = Daemon(cfg, Options(config_path="x.yaml", poll=0.005, error_log_every=0.15))
+    d.intake = BrokenIntake()
+    caplog.set_level(logging.INFO, logger="freshet")
+    t = threading.Thread(target=d._intake_loop)
+    t.start()
+    deadline = time.monotonic() + 20
+    while d.intake.calls < 70 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    d.stop_flag.set()
+    t.join(5)
+    recs = [r for r in caplog.records if r.getMessage().startswith("landing-zone scan")]
+    failures = [r for r in recs if r.levelno == logging.ERROR]
+    assert failures[0].exc_info and "Permission denied" in failures[0].error
+    assert 1 < len(failures) < 20, len(failures)  # 60 failures, not 60 lines
+    assert all(r.repeats > 1 for r in failures[1:])
+    assert 1 + sum(r.repeats for r in failures[1:]) <= 60
+    assert recs[-1].getMessage() == "landing-zone scan works again" and recs[-1].failures == 60
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
+    (sample,) = [s for s in fams["freshet_loop_errors"].samples if s.name.endswith("_total")]
+    assert sample.labels == {"loop": "intake_scan"} and sample.value == 60

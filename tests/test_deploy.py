@@ -235,3 +235,23 @@ def test_dashboard_and_rules_use_only_exported_metrics():
     assert not missing, f"referenced but not exported: {missing}"
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
+
+
+def test_backlog_alert_reads_the_truthful_backlog_gauge(tmp_path):
+    """FreshetBacklogGrowing watches freshet_table_backlog_seconds (arrived − loaded, a running job's
+    data included); rules_test.yml holds the case of issue 8: a job running, 141 partitions (2h11m)
+    waiting. With the old expression over freshet_table_pending_delta_seconds (0 while a job ran)
+    that case does not fire."""
+    rules = yaml.safe_load((OPS / "prometheus" / "rules.yml").read_text())
+    (alert,) = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "FreshetBacklogGrowing"]
+    assert "freshet_table_backlog_seconds" in alert["expr"] and "pending_delta" not in alert["expr"]
+    tests = (OPS / "prometheus" / "rules_test.yml").read_text()
+    assert "2h 11m 0s of event time in 141" in " ".join(tests.split())
+    promtool = tool("promtool", "prometheus")
+    old = (OPS / "prometheus" / "rules.yml").read_text().replace(
+        "freshet_table_backlog_seconds", "freshet_table_pending_delta_seconds")
+    (tmp_path / "rules.yml").write_text(old)
+    (tmp_path / "rules_test.yml").write_text(tests)
+    r = subprocess.run([promtool, "test", "rules", "rules_test.yml"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "FreshetBacklogGrowing" in r.stdout + r.stderr
