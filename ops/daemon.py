@@ -151,16 +151,19 @@ class Daemon:
             self.stop_flag.wait(self.opts.poll)
 
     def _start_demo(self) -> None:
-        from ops.demo import produce
+        from ops.demo import produce, resume_points
 
         speed = float(self.opts.demo_options.get("speed", 60.0))
         start = time.time() - float(self.opts.demo_options.get("backfill", 3600.0))
+        # a restart continues each stream after what the Delta log and the landing zone hold
+        after = resume_points(self.config, self.state)
         log.info("demo producer started", extra={"speed": speed, "from": iso(start, "seconds"),
-                                                 "landing": self.config.warehouse.landing})
+                                                 "landing": self.config.warehouse.landing,
+                                                 "resume": {s: iso(t, "seconds") for s, t in sorted(after.items())}})
 
         def run() -> None:
             try:
-                produce(self.config, speed=speed, start=start, stop=self.stop_flag)
+                produce(self.config, speed=speed, start=start, stop=self.stop_flag, after=after)
             except Exception:
                 log.exception("demo producer stopped")
 
