@@ -55,8 +55,8 @@ def write_partitions(cfg, per_table: int, rows: int) -> list[tuple[str, list[str
     """Write the partitions; returns (table, files) per table for the bare loop."""
     import pyarrow as pa
 
-    from warehouse.demo import write_partition
-    from warehouse.intake import _arrow_type
+    from ops.demo import write_partition
+    from warehouse.landing.intake import _arrow_type
 
     schema = pa.schema([(c, _arrow_type(t)) for c, t in SCHEMA.items()])
     out = []
@@ -87,7 +87,7 @@ def bare(spark, base: Path, work: list[tuple[str, list[str]]], *, idempotent: bo
     """
     from pyspark.sql import functions as F
 
-    from warehouse.delta import spark_schema_ddl
+    from warehouse.lake.delta import spark_schema_ddl
 
     ddl = spark_schema_ddl(SCHEMA)
     errors: list[BaseException] = []
@@ -135,8 +135,8 @@ def main() -> int:
                     help="also time plain appends (no txnAppId/txnVersion): the cost of Delta's idempotency check")
     args = ap.parse_args()
 
-    from warehouse.executor import run_until_idle
-    from warehouse.spark_session import get_spark
+    from warehouse.lake.executor import run_until_idle
+    from warehouse.lake.session import get_spark
 
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="freshet-bench-"))
     try:

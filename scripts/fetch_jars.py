@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fetch Delta Lake's jars from Maven Central into Freshet's cache, once (for CI and offline use).
 
-Starts a throwaway local SparkSession the same way the daemon does (warehouse/spark_session.py):
+Starts a throwaway local SparkSession the same way the daemon does (warehouse/lake/session.py):
 the first time, Ivy resolves `io.delta:delta-spark_2.12:<version>` into the cache directory
 (`$FRESHET_JARS_DIR`, default `~/.cache/freshet/ivy`) and records the jar files; afterwards every
 session puts the cached jars on `spark.jars` and never touches the network.
@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warehouse.config import SparkConfig  # noqa: E402
-from warehouse.spark_session import MANIFEST, delta_package, get_spark, jar_cache_dir, stop_spark  # noqa: E402
+from warehouse.lake.session import MANIFEST, delta_package, get_spark, jar_cache_dir, stop_spark  # noqa: E402
 
 
 def main() -> int:
