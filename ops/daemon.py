@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from ops.api import ApiServer, create_app, load_token, parse_listen
+from ops.logs import RepeatedFailure
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
 from ops.workers import JobResult, TrackWorkers
@@ -48,7 +49,7 @@ from warehouse.stats import SchedulerStats
 from warehouse.times import iso
 
 if TYPE_CHECKING:
-    from warehouse.lake.delta import RecoveryState
+    from warehouse.lake.recovery import RecoveryState
 
 __all__ = ["Daemon", "Options"]
 
@@ -70,6 +71,7 @@ class Options:
     poll: float = 1.0
     trace: str | None = None
     max_body: int = 64 * 1024
+    error_log_every: float = 60.0  # a loop failing on every poll logs at most this often
     demo_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -83,6 +85,7 @@ class Daemon:
         self.holder = SnapshotHolder()
         self.registry = CollectorRegistry()
         self.metrics: FreshetMetrics = register_metrics(self.registry, self.holder.get)
+        self.metrics.declare(config)
         self.sched: Any = None
         self.intake: Any = None
         self.executor: Any = None
@@ -133,25 +136,34 @@ class Daemon:
 
     # -- threads --
     def _intake_loop(self) -> None:
+        failures = RepeatedFailure(log, "landing-zone scan failed; retrying", "landing-zone scan works again",
+                                   every=self.opts.error_log_every,
+                                   count=self.metrics.loop_errors.labels(loop="intake_scan").inc,
+                                   loop="intake_scan")
         while not self.stop_flag.is_set():
             try:
                 for ev in self.intake.scan():
                     self.events.put(ev)
-            except Exception:
-                log.exception("landing-zone scan failed; retrying")
+            except Exception as e:
+                failures.failed(e)
+            else:
+                failures.ok()
             self.stop_flag.wait(self.opts.poll)
 
     def _start_demo(self) -> None:
-        from ops.demo import produce
+        from ops.demo import produce, resume_points
 
         speed = float(self.opts.demo_options.get("speed", 60.0))
         start = time.time() - float(self.opts.demo_options.get("backfill", 3600.0))
+        # a restart continues each stream after what the Delta log and the landing zone hold
+        after = resume_points(self.config, self.state)
         log.info("demo producer started", extra={"speed": speed, "from": iso(start, "seconds"),
-                                                 "landing": self.config.warehouse.landing})
+                                                 "landing": self.config.warehouse.landing,
+                                                 "resume": {s: iso(t, "seconds") for s, t in sorted(after.items())}})
 
         def run() -> None:
             try:
-                produce(self.config, speed=speed, start=start, stop=self.stop_flag)
+                produce(self.config, speed=speed, start=start, stop=self.stop_flag, after=after)
             except Exception:
                 log.exception("demo producer stopped")
 
@@ -248,6 +260,7 @@ class Daemon:
         new_tables = {t.name for t in new.tables}
         state = self._reconfigure_warehouse(new)
         self.config = new
+        self.metrics.declare(new)
         decisions = self.sched.reconfigure(new, now, state.recovered)
         self.metrics.reloads.labels(result="ok").inc()
         log.info("config reloaded", extra={"config": path, "added": sorted(new_tables - old_tables),
@@ -261,7 +274,7 @@ class Daemon:
     def _reconfigure_warehouse(self, new: FreshetConfig) -> RecoveryState:
         """Point intake and executor at the new config; new tables start from their Delta state,
         which is also handed to the Scheduler (the Delta log is the truth on reload, §4.4)."""
-        from warehouse.lake.delta import recover
+        from warehouse.lake.recovery import recover
 
         state = recover(new)
         self.intake.reconfigure(new, state)
@@ -270,8 +283,8 @@ class Daemon:
 
     def _startup(self) -> None:
         """Recover every table from its Delta log, start Spark, build the Scheduler (§4.4)."""
-        from warehouse.lake.delta import recover
         from warehouse.lake.executor import Executor
+        from warehouse.lake.recovery import recover
         from warehouse.lake.session import get_spark
         from warehouse.landing.intake import Intake
         from warehouse.scheduler import Scheduler

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from ops.api import parse_listen
 from ops.daemon import Daemon, Options
 from ops.logs import setup_logging
 from warehouse.config import load_config, parse_duration
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, FreshetError
 
 __all__ = ["add_arguments", "main"]
+
+log = logging.getLogger("freshet")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +35,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Set up logging first, so every line on stderr is in `--log-format` — errors included: an
+    invalid config (several problems) is one record, with `--log-format json` one JSON object."""
+    setup_logging(args.log_format, args.log_level, capture_stderr=True)
+    try:
+        return _run(args)
+    except ConfigError as e:
+        log.error("invalid configuration", extra={"config": e.source or args.config, "problems": e.problems})
+        return 2
+    except FreshetError as e:
+        log.error(str(e))
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # the daemon logged its traceback where it happened
+        log.critical("freshet run stopped by an unexpected error", extra={"error": f"{type(e).__name__}: {e}"})
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.grace < 0:
         raise ConfigError(f"--grace must not be negative (got {args.grace})")
@@ -44,7 +66,6 @@ def main(args: argparse.Namespace) -> int:
     if args.demo_speed <= 0:
         raise ConfigError(f"--demo-speed must be positive (got {args.demo_speed})")
     opts = Options(config_path=args.config, listen=args.listen, grace=args.grace, demo=args.demo,
-                    poll=args.poll, trace=args.trace, max_body=args.max_body,
-                    demo_options={"speed": args.demo_speed, "backfill": backfill})
-    setup_logging(args.log_format, args.log_level)
+                   poll=args.poll, trace=args.trace, max_body=args.max_body,
+                   demo_options={"speed": args.demo_speed, "backfill": backfill})
     return Daemon(config, opts).run()

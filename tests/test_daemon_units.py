@@ -90,8 +90,127 @@ def test_run_rejects_bad_arguments(tmp_path):
     p = argparse.ArgumentParser()
     run.add_arguments(p)
     with pytest.raises(ConfigError, match="--grace"):
-        run.main(p.parse_args(["--config", str(cfg), "--grace", "-1"]))
+        run._run(p.parse_args(["--config", str(cfg), "--grace", "-1"]))
     with pytest.raises(ConfigError, match="listen"):
-        run.main(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
+        run._run(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
     with pytest.raises(ConfigError, match="--demo-backfill"):
-        run.main(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))
+        run._run(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))
+
+
+def test_a_loop_failing_on_every_poll_is_logged_rate_limited_and_counted(caplog):
+    """The landing-zone scan failing on each poll: the first failure is logged with its traceback,
+    then at most one line per `error_log_every` with a repeat count; every failure is counted."""
+    import threading
+    import time
+    from pathlib import Path
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ops.daemon import Daemon, Options
+    from warehouse.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "examples" / "netmon.yaml")
+
+    class BrokenIntake:
+        calls = 0
+
+        def scan(self):
+            self.calls += 1
+            if self.calls > 60:
+                return []
+            raise PermissionError(13, "Permission denied", "landing/router_cpu")
+
+    d = Daemon(cfg, Options(config_path="x.yaml", poll=0.005, error_log_every=0.15))
+    d.intake = BrokenIntake()
+    caplog.set_level(logging.INFO, logger="freshet")
+    t = threading.Thread(target=d._intake_loop)
+    t.start()
+    deadline = time.monotonic() + 20
+    while d.intake.calls < 70 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    d.stop_flag.set()
+    t.join(5)
+    recs = [r for r in caplog.records if r.getMessage().startswith("landing-zone scan")]
+    failures = [r for r in recs if r.levelno == logging.ERROR]
+    assert failures[0].exc_info and "Permission denied" in failures[0].error
+    assert 1 < len(failures) < 20, len(failures)  # 60 failures, not 60 lines
+    assert all(r.repeats > 1 for r in failures[1:])
+    assert 1 + sum(r.repeats for r in failures[1:]) <= 60
+    assert recs[-1].getMessage() == "landing-zone scan works again" and recs[-1].failures == 60
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
+    (sample,) = [s for s in fams["freshet_loop_errors"].samples if s.name.endswith("_total")]
+    assert sample.labels == {"loop": "intake_scan"} and sample.value == 60
+
+
+CAPTURE_SCRIPT = r"""
+import os, subprocess, sys, threading
+from ops.logs import setup_logging
+setup_logging(sys.argv[1], capture_stderr=True)
+# what Spark's JVM does: log4j lines straight to fd 2, a record with an exception under it
+os.write(2, b"25/11/26 05:10:00 WARN NativeCodeLoader: Unable to load native-hadoop library\n")
+os.write(2, b"25/11/26 05:10:01 ERROR DeltaFileFormatWriter: Aborting job 42.\n"
+            b"java.lang.IllegalStateException: SparkContext has been shutdown\n"
+            b"\tat org.apache.spark.SparkContext.runJob(SparkContext.scala:2385)\n"
+            b"\tat py4j.Gateway.invoke(Gateway.java:282)\n")
+subprocess.run(["sh", "-c", "echo 'a child process writes to stderr' >&2"])
+print("a library prints to sys.stderr", file=sys.stderr)
+t = threading.Thread(target=lambda: 1 / 0, name="worker")
+t.start(); t.join()
+raise ValueError("several\nlines")
+"""
+
+
+@pytest.mark.parametrize("fmt", ["json", "human"])
+def test_everything_on_stderr_goes_through_the_log_format(tmp_path, fmt):
+    """fd 2 is a pipe read by a thread: the JVM's log4j lines, child processes, prints and uncaught
+    exceptions become log records, each multi-line one a single record (one JSON object)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", CAPTURE_SCRIPT, fmt], capture_output=True, text=True, timeout=60,
+                       cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 1 and r.stdout == ""
+    if fmt == "human":
+        assert "WARNING Unable to load native-hadoop library source=NativeCodeLoader" in r.stderr
+        assert "ERROR Aborting job 42.\njava.lang.IllegalStateException" in r.stderr
+        return
+    recs = [json.loads(line) for line in r.stderr.splitlines()]  # every line is one JSON object
+    by_msg = {rec["msg"].split("\n")[0]: rec for rec in recs}
+    warn = by_msg["Unable to load native-hadoop library"]
+    assert (warn["logger"], warn["level"], warn["source"]) == ("spark", "warning", "NativeCodeLoader")
+    err = by_msg["Aborting job 42."]
+    assert err["level"] == "error" and err["msg"].count("\n") == 3 and "SparkContext.runJob" in err["msg"]
+    assert by_msg["a child process writes to stderr"]["logger"] == "stderr"
+    assert by_msg["a library prints to sys.stderr"]["logger"] == "stderr"
+    uncaught = [rec for rec in recs if rec["msg"] == "uncaught exception"]
+    assert len(uncaught) == 2 and "ZeroDivisionError" in uncaught[0]["exc"] and uncaught[0]["in_thread"] == "worker"
+    assert "ValueError: several\nlines" in uncaught[1]["exc"]
+    assert len(recs) == 6
+
+
+@pytest.mark.parametrize("text, n", [
+    ("streams:\n  - {name: s, period: 1m}\ntables:\n  - {name: x, stream: s, priority: -1}\n"
+     "  - {name: y, stream: s, priority: 0, target_staleness: soon}\n", 3),
+    ("streams: [\n  {name: s\n", 1),  # not YAML: the parser's message spans several lines
+])
+def test_an_invalid_config_is_one_log_record(tmp_path, text, n):
+    """`freshet run --log-format json` with an invalid config: exit 2 and one JSON object listing
+    every problem (it was a multi-line message outside the log format)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "bad.yaml").write_text(text)
+    r = subprocess.run([sys.executable, "-m", "ops.cli", "run", "--config", "bad.yaml", "--log-format", "json"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    rec = json.loads(line)
+    assert (rec["level"], rec["msg"], rec["config"]) == ("error", "invalid configuration", "bad.yaml")
+    assert len(rec["problems"]) == n and (n > 1 or "\n" in rec["problems"][0])

@@ -14,16 +14,9 @@ from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_mi
 
 from warehouse.config import parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
-from warehouse.lake.delta import (
-    append_idempotent,
-    delta_version,
-    ms,
-    read_table_state,
-    recover,
-    table_path,
-    utc,
-)
+from warehouse.lake.delta import append_idempotent, ms, table_path, utc
 from warehouse.lake.executor import Executor, run_until_idle
+from warehouse.lake.recovery import delta_version, read_table_state, recover
 from warehouse.landing.intake import Intake
 
 pytestmark = pytest.mark.spark
@@ -178,7 +171,7 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
 def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     write_minutes(cfg, "m", 0, 1)
-    write_minutes(cfg, "m", 2, 1)  # minute 1 comes late, below
+    write_minutes(cfg, "m", 2, 1)  # minute 1 is missing: it comes late
     run_until_idle(cfg, spark)
     path = table_path(cfg, "m_raw")
     before = read_table_state(path, "m_raw")
@@ -191,8 +184,8 @@ def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     mid = read_table_state(path, "m_raw")
     assert mid.freshness == T0 + 240 and mid.txn_version == ms(T0 + 240)
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8
-    # a late partition (its interval is already below F') is still loaded; F does not move and
-    # the txn version goes one above the last
+    # a late partition (its interval is already below F', in a gap: it overlaps nothing loaded) is
+    # still loaded; F does not move and the txn version goes one above the last
     write_minutes(cfg, "m", 1, 1, seed=7, pid_prefix="late-")
     # a loaded window re-sent under a new id is quarantined, not loaded twice (issue 8, defect 3)
     write_minutes(cfg, "m", 2, 1, pid_prefix="again-")

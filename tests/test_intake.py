@@ -18,7 +18,7 @@ import pytest
 from conftest import MINUTE, T0, make_config, warehouse_dict, write_minutes
 
 from warehouse.config import parse_config
-from warehouse.lake.delta import RecoveryState, TableState, read_table_state
+from warehouse.lake.recovery import RecoveryState, TableState, read_table_state
 from warehouse.landing.intake import Intake, PartitionRejected, Submitted, UnknownStream, Windows
 from warehouse.times import parse_time
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["StalenessMeter", "floor_to", "trailing_edge"]
+__all__ = ["StalenessMeter", "floor_to", "safe_freshness", "trailing_edge"]
 
 
 def floor_to(t: float, granularity: float | None) -> float:
@@ -19,6 +19,20 @@ def floor_to(t: float, granularity: float | None) -> float:
     if not granularity:
         return t
     return math.floor(t / granularity + 1e-12) * granularity
+
+
+def safe_freshness(
+    freshness: float, lateness: float, punctuations: Iterable[float | None] = (), previous: float | None = None
+) -> float:
+    """F'_i (§2.2): the time below which no more records can arrive — the largest of F − lateness,
+    the sources' punctuations (`safe_through`) and what was already safe, never above F."""
+    safe = freshness - lateness
+    for p in punctuations:
+        if p is not None and p > safe:
+            safe = p
+    if previous is not None and previous > safe:
+        safe = previous
+    return min(safe, freshness)
 
 
 def trailing_edge(freshness: Iterable[float | None]) -> float | None:

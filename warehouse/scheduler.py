@@ -31,7 +31,7 @@ from warehouse.cost import CostModel
 from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
-from warehouse.freshness import StalenessMeter, floor_to, trailing_edge
+from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
 
 __all__ = ["TRANSITIONS", "JobState", "Recovered", "Scheduler"]
@@ -207,8 +207,7 @@ class Scheduler:
                 if f is not None:
                     t.freshness = f
                     t.origin = rec.origin if rec and rec.origin is not None else f
-                    t.safe = rec.safe_freshness if rec and rec.safe_freshness is not None else f - t.lateness
-                    t.safe = min(t.safe, f)
+                    t.safe = safe_freshness(f, t.lateness, (rec.safe_freshness if rec else None,))
                     t.meter.start(f, now)
             else:
                 t.idx, t.priority, t.period = i, tc.priority, periods[name]
@@ -616,12 +615,7 @@ class Scheduler:
         parts: list[_Partition] = []
         if t.base:
             parts, t.pending = t.pending[:count], t.pending[count:]
-            safe = new_f - t.lateness
-            for p in parts:
-                if p.safe_through is not None:
-                    safe = max(safe, min(p.safe_through, new_f))
-            if t.safe is not None:
-                safe = max(safe, t.safe)
+            safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
             chopped = bool(t.pending)
         else:
             safe = new_f
@@ -634,7 +628,7 @@ class Scheduler:
             start=start,
             end=end,
             new_freshness=new_f,
-            new_safe_freshness=min(safe, new_f),
+            new_safe_freshness=safe,
             arrivals=tuple(p.arrival for p in parts),
             sources=tuple(s.name for s in t.sources),
             delta_f=new_f - ref,
@@ -656,6 +650,29 @@ class Scheduler:
         """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
         return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
 
+    def _backlog(self, t: _Table) -> tuple[float, float]:
+        """(backlog, pending ΔF) of a table in event-time seconds, neither chopped (§3.4).
+
+        backlog: everything arrived (base: the newest partition's end; derived: the sources' safe
+        trailing edge) minus what is committed (F, or where the table starts before its first
+        load), including what a running job is loading now. pending ΔF: the part of the backlog
+        no job has taken yet (beyond the running job's new freshness). Both ≥ 0.
+        """
+        if t.base:
+            head = t.arrived
+            parts = t.pending + t.running_parts
+            floor = min((p.start for p in parts), default=None) if t.freshness is None else t.freshness
+        else:
+            head = t.edge
+            floor = t.freshness if t.freshness is not None else t.origin
+        if head is None or floor is None:
+            return 0.0, 0.0
+        backlog = max(0.0, head - floor)
+        taken = floor if t.running is None else max(floor, t.running.new_freshness)
+        if t.base:
+            head = t.pending[-1].end if t.pending else taken
+        return backlog, max(0.0, head - taken)
+
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
         now = max(now, self._now)
@@ -663,11 +680,7 @@ class Scheduler:
         pending_jobs = 0
         for t in self._by_idx:
             pending_jobs += t.state is JobState.PENDING
-            if self._has_work(t) and t.state is not JobState.RUNNING:
-                start, _end, new_f, _n = self._shape(t)
-                pending_delta = new_f - (t.freshness if t.freshness is not None else start)
-            else:
-                pending_delta = 0.0
+            backlog, pending_delta = self._backlog(t)
             within, observed = t.meter.time_within(now)
             tables.append(
                 TableStats(
@@ -682,8 +695,10 @@ class Scheduler:
                     arrived=t.arrived if t.base else t.edge,
                     staleness=t.meter.staleness(now),
                     weighted_staleness=t.priority * t.meter.integral(now),
+                    backlog=backlog,
                     pending_delta=pending_delta,
-                    pending_partitions=len(t.pending),
+                    pending_partitions=len(t.pending) + len(t.running_parts),
+                    running_partitions=len(t.running_parts),
                     running_job=t.running.job_id if t.running else None,
                     running_track=t.running.track if t.running else None,
                     jobs_released=t.released,
@@ -693,7 +708,8 @@ class Scheduler:
                     delta_f_total=t.delta_total,
                     alpha=t.cost.alpha,
                     beta=t.cost.beta,
-                    last_result=t.last_result,
+                    last_result=t.last_result if t.last_result is not None or t.freshness is None
+                    or self._initial is not None else "ok (recovered)",
                     target_staleness=t.target,
                     time_within_target=within,
                     observed_time=observed,

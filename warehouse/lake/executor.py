@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,22 +28,24 @@ from warehouse.errors import WarehouseError
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.lake.delta import (
     DERIVED_TIME_COLUMN,
-    RecoveryState,
-    TableState,
     append_idempotent,
-    commit_metrics,
-    delta_version,
     ms,
     next_txn_version,
     read_delta,
-    read_table_state,
-    recover,
     spark_schema_ddl,
     table_path,
     time_column,
     utc,
     window_filter,
     with_partition_column,
+)
+from warehouse.lake.recovery import (
+    RecoveryState,
+    TableState,
+    commit_metrics,
+    delta_version,
+    read_table_state,
+    recover,
 )
 
 if TYPE_CHECKING:
@@ -189,7 +192,6 @@ class Executor:
         parts = [p for p in job.arrivals if p.partition_id not in st.partitions]
         if not parts:
             return self._noop(job, t0, st, "its partitions are already committed")
-        todo = [p.partition_id for p in parts]
         new_f = max(job.new_freshness, st.freshness) if st.freshness is not None else job.new_freshness
         new_safe = job.new_safe_freshness if st.safe_freshness is None else max(job.new_safe_freshness,
                                                                                  st.safe_freshness)
@@ -202,26 +204,11 @@ class Executor:
                         "not include them)", tc.name, ", ".join(job.late))
         df = self._read_partitions(tc.stream, files)
         df = with_partition_column(df, tc, time_column(self.config, tc), new_f)
-        path = table_path(self.config, tc.name)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
                 "safe_freshness": new_safe, "window": [job.start, job.end],
                 "windows": {p.partition_id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
-        append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
-        version, rows = commit_metrics(path, tc.name, txn)
-        if version is None:  # Delta skipped the write: someone committed this version already
-            st = self.refresh(tc.name)
-            if all(pid in st.partitions for pid in todo):
-                return self._noop(job, t0, st, "Delta skipped the write: already committed")
-            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded "
-                           f"{st.txn_version}) but the partitions are not in the log")
-        new = st.copy()
-        new.freshness, new.safe_freshness, new.txn_version, new.delta_version = new_f, new_safe, txn, version
-        new.partitions.update(fps)
-        new.commits += 1
-        new.origin = job.start if new.origin is None else min(new.origin, job.start)
-        self._commit_state(tc.name, new)
-        n = rows if rows is not None else sum(p.rows for p in parts)
-        return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
+        return self._commit(job, tc, df, st, t0, txn, meta, lambda now: all(p in now.partitions for p in fps),
+                            declared_rows=sum(p.rows for p in parts))
 
     def _run_derived(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         st = self.table_state(tc.name)
@@ -254,23 +241,38 @@ class Executor:
             raise JobError(f"the sql of derived table {tc.name!r} must output a {DERIVED_TIME_COLUMN!r} "
                            f"column (its event time); it outputs {', '.join(out.columns)}")
         out = with_partition_column(out, tc, DERIVED_TIME_COLUMN, end)
-        path = table_path(self.config, tc.name)
         meta = {"kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": end,
                 "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end], "sources": versions}
-        append_idempotent(out, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
+        return self._commit(job, tc, out, st, t0, txn, meta,
+                            lambda now: now.freshness is not None and now.freshness >= end)
+
+    def _commit(self, job: StartJob, tc: TableConfig, df: DataFrame, st: TableState, t0: float, txn: int,
+                meta: dict[str, Any], done: Callable[[TableState], bool], declared_rows: int = 0) -> JobOutcome:
+        """Append `df` as `(freshet/<table>, txn)` with `meta`; the outcome and the new state.
+
+        When Delta skips the write (the txn version is already recorded), the log is re-read:
+        `done(state)` says whether this job's work is in it (a replay: a no-op) or not (an error).
+        """
+        path = table_path(self.config, tc.name)
+        append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
         version, rows = commit_metrics(path, tc.name, txn)
-        if version is None:
+        if version is None:  # Delta skipped the write: someone committed this version already
             st = self.refresh(tc.name)
-            if st.freshness is not None and st.freshness >= end:
+            if done(st):
                 return self._noop(job, t0, st, "Delta skipped the write: already committed")
-            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version})")
+            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded "
+                           f"{st.txn_version}) but this job's work is not in the log")
+        start, end = meta["window"]
         new = st.copy()
-        new.freshness, new.txn_version, new.delta_version = end, txn, version
-        new.safe_freshness = meta["safe_freshness"]
+        new.freshness, new.safe_freshness = meta["freshness"], meta["safe_freshness"]
+        new.txn_version, new.delta_version = txn, version
+        new.partitions.update(meta["partitions"])
+        new.windows.update({pid: (w[0], w[1]) for pid, w in meta.get("windows", {}).items()})
         new.commits += 1
         new.origin = start if new.origin is None else min(new.origin, start)
         self._commit_state(tc.name, new)
-        return JobOutcome(job.job_id, tc.name, True, rows or 0, time.monotonic() - t0, version, txn)
+        n = rows if rows is not None else declared_rows
+        return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
 
 
 @dataclass(slots=True)

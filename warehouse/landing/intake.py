@@ -53,7 +53,7 @@ from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the land
 from warehouse.times import iso
 
 if TYPE_CHECKING:
-    from warehouse.lake.delta import RecoveryState
+    from warehouse.lake.recovery import RecoveryState
 
 __all__ = [
     "MANIFEST",
