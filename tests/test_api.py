@@ -225,6 +225,17 @@ def test_bad_requests_get_named_4xx_and_are_counted_and_logged(server, caplog, m
     assert client.get("/healthz").status_code == 200  # the server carries on
 
 
+def test_a_post_to_a_path_the_api_does_not_serve_is_counted(server, caplog):
+    _b, client, _, srv = server
+    before = srv.rejected()["no_route"]
+    with caplog.at_level(logging.WARNING, logger="freshet.api"):
+        assert client.post("/v1/streams/m/partition", json={}, headers=AUTH).status_code == 404
+        assert client.put("/v1/streams/m/partitions", json={}, headers=AUTH).status_code == 405
+        assert client.get("/v1/nothing").status_code == 404  # a read is not a rejected request
+    assert srv.rejected()["no_route"] == before + 2
+    assert [r.status for r in caplog.records if r.getMessage() == "request rejected"] == [404, 405]
+
+
 def test_every_rejection_reason_is_exported_at_zero_from_the_first_scrape(tmp_path):
     srv = Server(tmp_path, token=TOKEN)
     try:
