@@ -292,6 +292,36 @@ def test_future_dated_and_overlapping_partitions_are_quarantined(server):
     assert srv.rejected()["future"] >= 1 and srv.rejected()["overlap"] >= 1
 
 
+def post_at_once(base_url, bodies) -> list[int]:
+    """POST each body from its own connection, released together; the statuses, sorted."""
+    barrier = threading.Barrier(len(bodies))
+    codes: list[int] = []
+
+    def post(body):
+        with httpx.Client(base_url=base_url, timeout=10) as c:
+            barrier.wait()
+            codes.append(c.post("/v1/streams/m/partitions", json=body, headers=AUTH).status_code)
+
+    threads = [threading.Thread(target=post, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    return sorted(codes)
+
+
+def test_two_posts_of_one_partition_at_once(server):
+    """One accept and one duplicate for the same content; one accept and one quarantine for other
+    content (validation runs in parallel threads, the decision under the intake's lock)."""
+    _b, client, _, srv = server
+    for _ in range(5):
+        body = srv.stage("m")
+        assert post_at_once(client.base_url, [body, body]) == [200, 202]
+        body = srv.stage("m")
+        other = dict(body, end=parse_time(body["end"]) + 1)
+        assert post_at_once(client.base_url, [body, other]) == [202, 422]
+
+
 def test_healthz_stays_fast_while_a_partition_is_validated(tmp_path, monkeypatch):
     """Issue 8, defect 7: the POST handler validated on the event loop, so /healthz waited behind it."""
     import warehouse.landing.intake as intake_mod
