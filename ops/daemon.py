@@ -31,21 +31,25 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from ops.api import ApiServer, Manifest, create_app, load_token, parse_listen
+from ops.api import ApiServer, create_app, load_token, parse_listen
 from ops.logs import RepeatedFailure
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
 from ops.workers import JobResult, TrackWorkers
 from sim.trace import Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig, load_config
-from warehouse.errors import ConfigError, FreshetError
+from warehouse.errors import ConfigError, FreshetError, PartitionRefused
 from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.landing.intake import Submitted
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso
+
+if TYPE_CHECKING:
+    from warehouse.lake.recovery import RecoveryState
 
 __all__ = ["Daemon", "Options"]
 
@@ -109,21 +113,17 @@ class Daemon:
     def streams(self) -> list[str]:
         return [s.name for s in self.config.streams]
 
-    def submit_partition(self, stream: str, manifest: Manifest, raw: dict[str, Any]) -> str | None:
+    def submit_partition(self, stream: str, manifest: Any) -> Submitted:
+        """Called in an HTTP worker thread: the intake validates and may quarantine (ops.api maps
+        its exceptions to statuses)."""
         from ops.api import ApiError
 
         if not self._accepting or self.intake is None:
-            raise ApiError(503, "not accepting partitions: the daemon is starting or shutting down")
-        from warehouse.landing.intake import UnknownStream
-
-        try:
-            ev = self.intake.submit(stream, raw)
-        except UnknownStream as e:
-            raise ApiError(404, str(e)) from None
-        if ev is None:
-            return None
-        self.events.put(ev)
-        return ev.partition_id
+            raise ApiError(503, "not accepting partitions: the daemon is starting or shutting down", "not_accepting")
+        sub = self.intake.submit(stream, manifest)
+        if sub.arrived is not None:
+            self.events.put(sub.arrived)
+        return sub
 
     # -- signals --
     def _on_term(self, signum: int, _frame: Any) -> None:
@@ -194,7 +194,12 @@ class Daemon:
                                         end=ev.end, rows=ev.rows, safe_through=ev.safe_through))
         log.info("partition arrived", extra={"stream": ev.stream, "partition": ev.partition_id,
                                              "start": iso(ev.start, "seconds"), "end": iso(ev.end, "seconds"), "rows": ev.rows})
-        self._dispatch(self._handle(ev, now))
+        try:
+            decisions = self._handle(ev, now)
+        except PartitionRefused as e:  # input, not a bug: quarantine it and keep running (DESIGN.md §3)
+            self.intake.refuse(ev.stream, ev.partition_id, e.reason)
+            return
+        self._dispatch(decisions)
 
     def _on_result(self, r: JobResult, now: float) -> None:
         job, ev = r.job, r.event
@@ -204,6 +209,7 @@ class Daemon:
                         extra={"table": job.table, "job": job.job_id})
             return
         if isinstance(ev, JobFinished):
+            self.intake.archive(job)
             self.metrics.job_done(job.table, job.kind, ev.duration, ev.rows)
             self._trace_job(job, r.ended, ev.duration, ev.rows, "ok")
             log.info("job finished", extra={
@@ -252,10 +258,10 @@ class Daemon:
             return
         old_tables = {t.name for t in self.config.tables}
         new_tables = {t.name for t in new.tables}
-        self._reconfigure_warehouse(new)
+        state = self._reconfigure_warehouse(new)
         self.config = new
         self.metrics.declare(new)
-        decisions = self.sched.reconfigure(new, now)
+        decisions = self.sched.reconfigure(new, now, state.recovered)
         self.metrics.reloads.labels(result="ok").inc()
         log.info("config reloaded", extra={"config": path, "added": sorted(new_tables - old_tables),
                                            "removed": sorted(old_tables - new_tables),
@@ -265,18 +271,20 @@ class Daemon:
         for ev in self.intake.scan():
             self.events.put(ev)
 
-    def _reconfigure_warehouse(self, new: FreshetConfig) -> None:
-        """Point intake and executor at the new config; new tables start from their Delta state."""
-        from warehouse.lake.delta import recover
+    def _reconfigure_warehouse(self, new: FreshetConfig) -> RecoveryState:
+        """Point intake and executor at the new config; new tables start from their Delta state,
+        which is also handed to the Scheduler (the Delta log is the truth on reload, §4.4)."""
+        from warehouse.lake.recovery import recover
 
         state = recover(new)
         self.intake.reconfigure(new, state)
-        self.executor.reconfigure(new, self.intake, state)
+        self.executor.reconfigure(new, state)
+        return state
 
     def _startup(self) -> None:
         """Recover every table from its Delta log, start Spark, build the Scheduler (§4.4)."""
-        from warehouse.lake.delta import recover
         from warehouse.lake.executor import Executor
+        from warehouse.lake.recovery import recover
         from warehouse.lake.session import get_spark
         from warehouse.landing.intake import Intake
         from warehouse.scheduler import Scheduler
@@ -290,7 +298,7 @@ class Daemon:
         self.intake = Intake(self.config, self.state)
         log.info("starting Spark", extra={"master": self.config.spark.master})
         self.spark = get_spark(self.config.spark)
-        self.executor = Executor(self.config, self.spark, self.intake, self.state)
+        self.executor = Executor(self.config, self.spark, self.state)
         now = time.time()
         self.sched = Scheduler(self.config, now=now, recovered=self.state.recovered)
         self.holder.publish(self.sched.stats(now))

@@ -40,7 +40,7 @@ from warehouse.landing.intake import MANIFEST, partition_id
 from warehouse.times import iso, parse_time
 
 if TYPE_CHECKING:
-    from warehouse.lake.delta import RecoveryState
+    from warehouse.lake.recovery import RecoveryState
 
 __all__ = ["Producer", "add_arguments", "generate", "main", "produce", "resume_points", "write_partition"]
 
@@ -202,7 +202,7 @@ def resume_points(config: FreshetConfig, state: RecoveryState | None = None) -> 
     tables in their Delta logs (`state`, else read with `recover`), or the largest `end` of a
     manifest waiting in `landing/<stream>/`, whichever is later. Streams with nothing are absent."""
     if state is None:
-        from warehouse.lake.delta import recover
+        from warehouse.lake.recovery import recover
 
         state = recover(config)
     out: dict[str, float] = {}

@@ -537,7 +537,7 @@ def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
     """SIGTERM while a job runs — proven from the daemon's own log: the job started, had not
     finished when the daemon began to stop (its `running` list names it), finished afterwards,
     and only then did the daemon exit 0."""
-    from warehouse.lake.delta import recover
+    from warehouse.lake.recovery import recover
 
     base_loaded(daemon)
     before = {e["job"] for e in daemon.logs() if e["msg"] == "job started"}
@@ -582,7 +582,7 @@ def test_demo_restarted_in_the_same_directory_continues_and_quarantines_nothing(
     """`freshet run --demo` stopped and started again in one directory: each stream continues right
     after what the first run produced (the Delta log and the landing zone), nothing is quarantined,
     and `freshet status` shows LAST `ok (recovered)` for a table loaded only before the restart."""
-    from warehouse.lake.delta import recover
+    from warehouse.lake.recovery import recover
 
     raw = yaml.safe_load((ROOT / "examples" / "netmon.yaml").read_text())
     keep_streams, keep_tables = {"router_cpu", "link_alerts", "inventory"}, {"cpu_raw", "alerts_raw", "inventory_raw"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ops.demo import Producer, resume_points
 from warehouse.config import load_config, parse_config
-from warehouse.lake.delta import RecoveryState, TableState
+from warehouse.lake.recovery import RecoveryState, TableState
 from warehouse.landing.intake import Intake
 
 T0 = 1_764_000_000.0

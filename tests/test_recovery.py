@@ -19,7 +19,7 @@ from conftest import MINUTE, T0, warehouse_dict, write_minutes
 from test_delta import expected_base, sql_over_full_sources, table_rows
 
 from warehouse.config import parse_config
-from warehouse.lake.delta import recover
+from warehouse.lake.recovery import recover
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
