@@ -212,7 +212,7 @@ def daemon(daemons) -> Daemon:
 
 # times of the partitions the tests push: recent, aligned to the streams' periods
 NOW = time.time()
-T = math.floor(NOW / 300) * 300
+T = math.floor(NOW / 300) * 300 - 900  # room for three more 5-minute partitions, none in the future
 SLOW_SQL = ("SELECT ts, n, reflect('java.lang.Thread', 'sleep', CAST(4000 AS BIGINT)) AS slept "
             "FROM (SELECT max(ts) AS ts, count(*) AS n FROM cpu_raw) WHERE n > 0")
 
