@@ -30,6 +30,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from warehouse.config import FreshetConfig
+from warehouse.freshness import staleness_area, time_within_target
 from warehouse.stats import SchedulerStats, TableStats
 
 __all__ = [
@@ -90,18 +91,17 @@ class Extrapolated:
 def extrapolate(t: TableStats, snap_now: float, at: float) -> Extrapolated:
     """Carry `t` from `snap_now` to `at` assuming nothing loads in between (S grows with slope 1).
 
-    ∫ S dτ over [snap_now, at] is the trapezoid `S0·dt + dt²/2`; the time within target grows by
-    the part of [S0, S0+dt] that stays ≤ target (§2.3; Snowflake's time within target lag).
+    The same formulas as the Scheduler's own meter (`warehouse.freshness`): ∫ S dτ over
+    [snap_now, at] is a trapezoid, and the time within target grows by the part that stays ≤ the
+    target (§2.3; Snowflake's time within target lag).
     """
     dt = max(0.0, at - snap_now)
     if t.freshness is None:
         return Extrapolated(None, t.weighted_staleness, t.time_within_target, t.observed_time)
-    s0 = snap_now - t.freshness
-    staleness = s0 + dt
-    area = t.weighted_staleness + t.priority * (s0 * dt + dt * dt / 2.0)
-    within = t.time_within_target
-    if t.target_staleness is not None:
-        within += min(dt, max(0.0, t.target_staleness - s0))
+    end = snap_now + dt
+    staleness = end - t.freshness
+    area = t.weighted_staleness + t.priority * staleness_area(snap_now, end, t.freshness)
+    within = t.time_within_target + time_within_target(snap_now, end, t.freshness, t.target_staleness)
     return Extrapolated(staleness, area, within, t.observed_time + dt)
 
 
