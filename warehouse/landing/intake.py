@@ -170,11 +170,11 @@ class Intake:
         self._pending: dict[tuple[str, str], Partition] = {}
         self._loaded: dict[str, dict[str, str]] = {}
         self._windows: dict[str, Windows] = {}
-        self._configure(config, state)
         self.accepted: Counter[str] = Counter()
         self.quarantined: Counter[str] = Counter()
         self.duplicates: Counter[str] = Counter()
         self.last_rejection: dict[str, str] = {}
+        self._configure(config, state)
 
     def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
         self.config = config
@@ -190,6 +190,9 @@ class Intake:
             for t in ts:
                 self._loaded.setdefault(t, {})
         self._windows = {s: self._windows.get(s) or Windows() for s in self._streams}
+        for counter in (self.accepted, self.quarantined, self.duplicates):
+            for s in self._streams:  # every key exists from the start: readers iterate without the lock
+                counter.setdefault(s, 0)
         if state is not None:
             for stream, tables in self._tables_of.items():
                 for t in tables:
