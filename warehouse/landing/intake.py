@@ -418,10 +418,12 @@ class Intake:
 
     # ---- after a commit -------------------------------------------------------------------------
     def archive(self, job: StartJob) -> None:
-        """A base job ended with its partitions in the Delta log (committed now or before)."""
+        """A base job ended with its partitions in the Delta log (committed now or before). A time
+        slice (the partition ends after the job's window) leaves its partition pending."""
         stream = self._stream_of_table.get(job.table)
-        if stream is not None and job.arrivals:
-            self.mark_loaded(job.table, stream, {p.partition_id: p.fingerprint for p in job.arrivals})
+        done = {p.partition_id: p.fingerprint for p in job.arrivals if p.end <= job.end}
+        if stream is not None and done:
+            self.mark_loaded(job.table, stream, done)
 
     def mark_loaded(self, table: str, stream: str, fingerprints: Mapping[str, str]) -> None:
         """Record ids committed to `table`; archive each directory to `landing/_loaded/<stream>/`
