@@ -30,6 +30,7 @@ test: system-deps setup
 bench: setup
 	$(BIN)/python scripts/bench_scheduler.py
 	$(BIN)/python scripts/bench_sim.py
+	$(BIN)/python scripts/bench_intake.py
 	$(BIN)/python scripts/bench_delta.py
 
 clean:

@@ -60,9 +60,10 @@ log = logging.getLogger("freshet.api")
 #: The `reason` label of `freshet_api_requests_rejected_total`: the request's fault before the
 #: manifest is read (401 unauthorized, 403 forbidden, 400 bad_json, 413 body_too_large,
 #: 415 unsupported_media_type, 404 unknown_stream, 503 not_accepting), then the landing zone's
-#: rejection kinds (422, `warehouse.landing.manifest.REJECTION_KINDS`).
+#: rejection kinds (422, `warehouse.landing.manifest.REJECTION_KINDS`); `no_route` is a mutating
+#: request to a path or method the API does not serve (404, 405).
 REJECTION_REASONS = ("unauthorized", "forbidden", "bad_json", "body_too_large", "unsupported_media_type",
-                     "unknown_stream", "not_accepting", *REJECTION_KINDS)
+                     "unknown_stream", "not_accepting", *REJECTION_KINDS, "no_route")
 
 
 class ApiError(Exception):
@@ -154,9 +155,9 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     for reason in REJECTION_REASONS:
         rejected.labels(reason=reason)
 
-    def reject(request: Request, stream: str, err: ApiError) -> None:
+    def reject(request: Request, stream: str | None, err: ApiError) -> None:
         client = request.client
-        rejected.labels(reason=err.reason or "other").inc()
+        rejected.labels(reason=err.reason or "no_route").inc()
         log.warning("request rejected", extra={
             "client": f"{client.host}:{client.port}" if client else None, "path": request.url.path,
             "stream": stream, "status": err.status, "reason": err.reason, "error": err.message})
@@ -166,8 +167,10 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
         return _error(exc.status, exc.message)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(req: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if req.method not in ("GET", "HEAD", "OPTIONS"):  # e.g. a producer POSTing to a mistyped path
+            reject(req, None, ApiError(exc.status_code, f"{req.method} {req.url.path}: {detail}", "no_route"))
         return _error(exc.status_code, detail)
 
     @app.exception_handler(RequestValidationError)

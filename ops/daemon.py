@@ -267,9 +267,15 @@ class Daemon:
                                            "removed": sorted(old_tables - new_tables),
                                            "tracks": new.scheduler.tracks})
         self._dispatch(decisions)
-        # partitions waiting in the landing zone for a newly added table
-        for ev in self.intake.scan():
-            self.events.put(ev)
+        # partitions waiting in the landing zone for a newly added table (the intake loop would
+        # find them at its next poll; a failing scan here must not stop the daemon)
+        try:
+            for ev in self.intake.scan():
+                self.events.put(ev)
+        except Exception as e:
+            self.metrics.loop_errors.labels(loop="intake_scan").inc()
+            log.warning("landing-zone scan after the reload failed; the intake loop retries",
+                        extra={"error": f"{type(e).__name__}: {e}"})
 
     def _reconfigure_warehouse(self, new: FreshetConfig) -> RecoveryState:
         """Point intake and executor at the new config; new tables start from their Delta state,

@@ -7,6 +7,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from warehouse.freshness import floor_to
+
 T = TypeVar("T", bound=Any)
 
 __all__ = ["ALPHA_SHARE", "AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
@@ -37,8 +39,8 @@ def chop_window(start: float, edge: float, period: float, c: float | None, granu
         return edge
     end = min(edge, start + c * period)
     if granularity:
-        floored = (end // granularity) * granularity
-        end = floored if floored > start else min(edge, ((start // granularity) + 1) * granularity)
+        floored = floor_to(end, granularity)
+        end = floored if floored > start else min(edge, floor_to(start, granularity) + granularity)
     return end
 
 

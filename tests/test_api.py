@@ -225,6 +225,17 @@ def test_bad_requests_get_named_4xx_and_are_counted_and_logged(server, caplog, m
     assert client.get("/healthz").status_code == 200  # the server carries on
 
 
+def test_a_post_to_a_path_the_api_does_not_serve_is_counted(server, caplog):
+    _b, client, _, srv = server
+    before = srv.rejected()["no_route"]
+    with caplog.at_level(logging.WARNING, logger="freshet.api"):
+        assert client.post("/v1/streams/m/partition", json={}, headers=AUTH).status_code == 404
+        assert client.put("/v1/streams/m/partitions", json={}, headers=AUTH).status_code == 405
+        assert client.get("/v1/nothing").status_code == 404  # a read is not a rejected request
+    assert srv.rejected()["no_route"] == before + 2
+    assert [r.status for r in caplog.records if r.getMessage() == "request rejected"] == [404, 405]
+
+
 def test_every_rejection_reason_is_exported_at_zero_from_the_first_scrape(tmp_path):
     srv = Server(tmp_path, token=TOKEN)
     try:
@@ -279,6 +290,36 @@ def test_future_dated_and_overlapping_partitions_are_quarantined(server):
     r = client.post("/v1/streams/a/partitions", headers=AUTH, json=dict(body, id="again", files=[], rows=0))
     assert r.status_code == 422 and f"overlaps partition {body['id']} (" in r.json()["error"]
     assert srv.rejected()["future"] >= 1 and srv.rejected()["overlap"] >= 1
+
+
+def post_at_once(base_url, bodies) -> list[int]:
+    """POST each body from its own connection, released together; the statuses, sorted."""
+    barrier = threading.Barrier(len(bodies))
+    codes: list[int] = []
+
+    def post(body):
+        with httpx.Client(base_url=base_url, timeout=10) as c:
+            barrier.wait()
+            codes.append(c.post("/v1/streams/m/partitions", json=body, headers=AUTH).status_code)
+
+    threads = [threading.Thread(target=post, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    return sorted(codes)
+
+
+def test_two_posts_of_one_partition_at_once(server):
+    """One accept and one duplicate for the same content; one accept and one quarantine for other
+    content (validation runs in parallel threads, the decision under the intake's lock)."""
+    _b, client, _, srv = server
+    for _ in range(5):
+        body = srv.stage("m")
+        assert post_at_once(client.base_url, [body, body]) == [200, 202]
+        body = srv.stage("m")
+        other = dict(body, end=parse_time(body["end"]) + 1)
+        assert post_at_once(client.base_url, [body, other]) == [202, 422]
 
 
 def test_healthz_stays_fast_while_a_partition_is_validated(tmp_path, monkeypatch):

@@ -241,3 +241,34 @@ def test_track_workers_report_real_durations_and_turn_exceptions_into_failures()
     assert [type(r.event) for r in got] == [JobFailed, JobFailed]
     assert got[0].event.reason == "spark died" and "RuntimeError: executor bug" in got[1].event.reason
     assert all(r.ended - r.began >= 0.29 for r in got)
+
+
+def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog):
+    """SIGHUP rescans the landing zone for new tables; if that scan fails the daemon carries on
+    (the intake loop retries) and the failure is counted."""
+    import time
+    import types
+    from pathlib import Path
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ops.daemon import Daemon, Options
+    from warehouse.config import load_config
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "netmon.yaml"
+    d = Daemon(load_config(path), Options(config_path=str(path)))
+
+    class BrokenIntake:
+        def scan(self):
+            raise PermissionError(13, "Permission denied", "landing")
+
+    d.intake = BrokenIntake()
+    d._reconfigure_warehouse = lambda new: types.SimpleNamespace(recovered={})
+    d.sched = types.SimpleNamespace(reconfigure=lambda new, now, recovered: [])
+    caplog.set_level(logging.INFO, logger="freshet")
+    d._reload(time.time())  # does not raise
+    assert any(r.getMessage().startswith("landing-zone scan after the reload failed") for r in caplog.records)
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
+    (sample,) = [s for s in fams["freshet_loop_errors"].samples if s.name.endswith("_total")]
+    assert sample.value == 1

@@ -187,12 +187,16 @@ def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     # a late partition (its interval is already below F', in a gap: it overlaps nothing loaded) is
     # still loaded; F does not move and the txn version goes one above the last
     write_minutes(cfg, "m", 1, 1, seed=7, pid_prefix="late-")
+    # a loaded window re-sent under a new id is quarantined, not loaded twice (issue 8, defect 3)
+    write_minutes(cfg, "m", 2, 1, pid_prefix="again-")
     report, sched = run_until_idle(cfg, spark)
     after = read_table_state(path, "m_raw")
     assert after.freshness == T0 + 240 and after.txn_version == mid.txn_version + 1
-    assert "late-m-0001" in after.partitions
+    assert "late-m-0001" in after.partitions and "again-m-0002" not in after.partitions
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
     assert sched.late_partitions == 1
+    reason = (Path(cfg.warehouse.landing) / "_quarantine" / "m" / "again-m-0002" / "reason").read_text()
+    assert reason.startswith("overlaps partition m-0002 (")
 
 
 def test_failing_derived_sql_does_not_stop_base_tables(spark, tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ intake knows: the ids pending or loaded (a re-delivery with the same content is 
 content is a conflict) and the windows of the stream's other partitions (an overlap is refused
 unless the stream sets `allow_overlap`). A bad partition is moved to
 `landing/_quarantine/<stream>/<id>/` with a `reason` file, counted, and never stops the others; a
-good one becomes a `PartitionArrived` event for the Scheduler. Once its base job commits, the
-executor archives it to `landing/_loaded/<stream>/<id>/`.
+good one becomes a `PartitionArrived` event for the Scheduler. Once its base jobs have committed
+it (`archive`), its directory moves to `landing/_loaded/<stream>/<id>/`.
 
 Concurrency: the scanner thread and any number of HTTP threads call in at once. Validation (reading
 and hashing files) runs under a claim on the partition's `(stream, id)` only, so partitions are
@@ -152,7 +152,6 @@ def _move(src: Path, dest_parent: Path, name: str) -> Path:
     return dest
 
 
-
 class Intake:
     """The landing zone of one warehouse. Thread-safe; see docs/warehouse.md §1.
 
@@ -170,11 +169,11 @@ class Intake:
         self._pending: dict[tuple[str, str], Partition] = {}
         self._loaded: dict[str, dict[str, str]] = {}
         self._windows: dict[str, Windows] = {}
-        self._configure(config, state)
         self.accepted: Counter[str] = Counter()
         self.quarantined: Counter[str] = Counter()
         self.duplicates: Counter[str] = Counter()
         self.last_rejection: dict[str, str] = {}
+        self._configure(config, state)
 
     def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
         self.config = config
@@ -189,7 +188,10 @@ class Intake:
         for ts in self._tables_of.values():
             for t in ts:
                 self._loaded.setdefault(t, {})
-        self._windows = {s: self._windows.get(s) or Windows() for s in self._streams}
+        self._windows = {s: self._windows[s] if s in self._windows else Windows() for s in self._streams}
+        for counter in (self.accepted, self.quarantined, self.duplicates):
+            for s in self._streams:  # every key exists from the start: readers iterate without the lock
+                counter.setdefault(s, 0)
         if state is not None:
             for stream, tables in self._tables_of.items():
                 for t in tables:
@@ -431,9 +433,11 @@ class Intake:
             tables = self._tables_of.get(stream, [table])
             done = [pid for pid in fingerprints if all(pid in self._loaded.get(t, {}) for t in tables)]
         for pid in done:
-            with self._claim((stream, pid)):
+            # never wait (the scheduler loop calls this): if a re-delivery of `pid` is being
+            # validated, it will find the id loaded and archive (or quarantine) the directory itself
+            with self._claim((stream, pid), wait=False) as got:
                 d = self.landing / stream / pid
-                if d.is_dir():
+                if got and d.is_dir():
                     try:
                         _move(d, self.landing / LOADED / stream, pid)
                     except OSError as err:  # archiving is housekeeping: never fail a committed job

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ __all__ = [
 
 MANIFEST = "_partition.json"
 QUARANTINE = "_quarantine"
+SMALL_FILE = 8 << 20  # bytes: a Parquet file up to this size is read once, then parsed and hashed in memory
 PARTITION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]{0,127}$")
 FIELDS = ("id", "start", "end", "files", "rows", "safe_through")
 
@@ -229,11 +231,17 @@ def parse_manifest(data: Any, pid: str) -> Manifest:
     return Manifest(id=pid, start=start, end=end, files=tuple(files), rows=rows, safe_through=safe_through)
 
 
-def fingerprint(start: float, end: float, rows: int, files: list[tuple[str, Path]]) -> str:
-    """sha256 over the interval, the row count and each file's name and bytes."""
+def fingerprint(start: float, end: float, rows: int, files: list[tuple[str, Path]],
+                contents: Mapping[str, bytes] | None = None) -> str:
+    """sha256 over the interval, the row count and each file's name and bytes (`contents[name]`
+    when the file was already read)."""
     h = hashlib.sha256(json.dumps([round(start, 6), round(end, 6), rows]).encode())
     for name, path in sorted(files):
         h.update(b"\0" + name.encode() + b"\0")
+        data = contents.get(name) if contents else None
+        if data is not None:
+            h.update(data)
+            continue
         with open(path, "rb") as f:
             for chunk in iter(lambda f=f: f.read(1 << 20), b""):
                 h.update(chunk)
@@ -287,7 +295,7 @@ def _check_schema(stream: StreamConfig, name: str, schema: Any) -> None:
     declared = stream.schema_
     if not declared:
         return
-    have = {f.name: f.type for f in schema}
+    have = dict(zip(schema.names, schema.types, strict=True))
     missing = [c for c in declared if c not in have]
     extra = [c for c in have if c not in declared]
     wrong = [f"{c} is {have[c]}, declared {declared[c]}" for c in declared if c in have and not _type_ok(declared[c], have[c])]
@@ -305,12 +313,12 @@ def _check_schema(stream: StreamConfig, name: str, schema: Any) -> None:
         raise PartitionRejected(f"schema mismatch in {name}: {'; '.join(problems)}{hint}")
 
 
-def _parquet_time_bounds(pf: Any, tcol: str) -> tuple[int, int] | None:
+def _parquet_time_bounds(pf: Any, schema: Any, tcol: str) -> tuple[int, int] | None:
     """(min, max) of the time column in microseconds from the row groups' statistics, without
     reading any data; None when a row group has no statistics or nulls (then the column is read)."""
     import pyarrow as pa
 
-    typ = pf.schema_arrow.field(tcol).type
+    typ = schema.field(tcol).type
     factor = {"ms": 1000, "us": 1}.get(typ.unit) if pa.types.is_timestamp(typ) else None
     md = pf.metadata
     ci = next((i for i in range(md.num_columns) if md.schema.column(i).path == tcol), None)
@@ -339,9 +347,10 @@ def _times_us(name: str, tcol: str, ts: Any) -> Any:
     return pc.cast(ts, pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
 
 
-def _read_file(stream: StreamConfig, name: str, path: Path) -> tuple[int, Any]:
-    """(row count, time column) of one data file, checking format and schema. The time column is
-    int64 microseconds, or only its (min, max) when Parquet statistics give them; None if absent."""
+def _read_file(stream: StreamConfig, name: str, path: Path, data: bytes | None = None) -> tuple[int, Any]:
+    """(row count, time column) of one data file (`data`: its bytes, when already read), checking
+    format and schema. The time column is int64 microseconds, or only its (min, max) when Parquet
+    statistics give them; None if absent."""
     import pyarrow as pa
 
     tcol = stream.time_column
@@ -350,14 +359,15 @@ def _read_file(stream: StreamConfig, name: str, path: Path) -> tuple[int, Any]:
             import pyarrow.parquet as pq
 
             try:
-                pf = pq.ParquetFile(path)
+                pf = pq.ParquetFile(path if data is None else pa.BufferReader(data))
             except (pa.ArrowInvalid, OSError) as e:
                 raise PartitionRejected(f"wrong format: {name} is not a parquet file ({e})") from None
-            _check_schema(stream, name, pf.schema_arrow)
+            schema = pf.schema_arrow  # built on every access: once
+            _check_schema(stream, name, schema)
             rows = pf.metadata.num_rows
-            if tcol not in pf.schema_arrow.names or rows == 0:
+            if tcol not in schema.names or rows == 0:
                 return rows, None
-            bounds = _parquet_time_bounds(pf, tcol)
+            bounds = _parquet_time_bounds(pf, schema, tcol)
             if bounds is not None:
                 return rows, bounds
             ts = pf.read(columns=[tcol], use_threads=False).column(tcol)
@@ -384,6 +394,10 @@ def _read_file(stream: StreamConfig, name: str, path: Path) -> tuple[int, Any]:
     if ts is None or not len(ts):
         return rows, None
     return rows, _times_us(name, tcol, ts)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -415,22 +429,32 @@ def validate_partition(stream: StreamConfig, manifest: Manifest, directory: Path
         raise PartitionRejected(
             f"end {iso(end)} is {_duration(end - now)} beyond the daemon's clock ({iso(now, 'seconds')}); "
             f"stream {stream.name!r} allows {_duration(stream.max_future_skew)} (max_future_skew)", "future")
-    root = landing
+    root = str(landing)
+    quarantine = os.path.join(root, QUARANTINE)
     resolved: list[tuple[str, Path]] = []
+    sizes: dict[str, int] = {}
     for f in manifest.files:
-        full = directory / f
-        real = Path(os.path.realpath(full))
-        if not _inside(real, root) or _inside(real, root / QUARANTINE):
-            how = "is a symlink to" if full.is_symlink() else "resolves to"
+        full = os.path.join(directory, f)
+        real = os.path.realpath(full)
+        if not _under(real, root) or _under(real, quarantine):
+            how = "is a symlink to" if os.path.islink(full) else "resolves to"
             raise PartitionRejected(f"file outside the landing zone: {f!r} {how} {real}", "outside_landing")
-        if not real.is_file():
+        try:
+            st = os.stat(real)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
             raise PartitionRejected(f"file missing: {f!r} (in {directory})", "file_missing")
-        resolved.append((f, real))
+        resolved.append((f, Path(real)))
+        sizes[f] = st.st_size
 
     total = 0
     lo_us, hi_us = round(start * 1e6), round(end * 1e6)
+    contents: dict[str, bytes] = {}  # small Parquet files are read once: parsed and hashed from memory
     for name, path in resolved:
-        n, ts = _read_file(stream, name, path)
+        if stream.format == "parquet" and sizes[name] <= SMALL_FILE:
+            contents[name] = path.read_bytes()
+        n, ts = _read_file(stream, name, path, contents.get(name))
         total += n
         if ts is None:
             continue
@@ -449,4 +473,4 @@ def validate_partition(stream: StreamConfig, manifest: Manifest, directory: Path
         raise PartitionRejected(f"row count: the manifest says {rows} rows, the files hold {total}")
     return Partition(stream=stream.name, id=manifest.id, start=start, end=end, rows=rows,
                      files=tuple(str(p) for _, p in resolved),
-                     fingerprint=fingerprint(start, end, rows, resolved), safe_through=manifest.safe_through)
+                     fingerprint=fingerprint(start, end, rows, resolved, contents), safe_through=manifest.safe_through)
