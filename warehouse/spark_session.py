@@ -1,16 +1,22 @@
 """One long-lived SparkSession per process, with Delta Lake (DESIGN.md §5).
 
 The tracks bound concurrency (§3.2); Spark's default FIFO scheduler serves them. The session is
-built from the config's `spark` section (`master`, `app_name`, `conf`) on top of the defaults
-below, with Delta's SQL extension and catalog.
+built from the config's `spark` section on top of the defaults below:
+
+- `master` (`local[*]`, `spark://…`, `k8s://…`): this process is the Spark driver. It starts with
+  `STATIC_CONF` (Delta's SQL extension and catalog, driver memory) and Delta's jars.
+- `remote` (`sc://host:port`): a Spark Connect client. The server owns the static settings and
+  Delta's jars (`scripts/connect_server.py` starts one with them); the daemon sets only the
+  runtime `SESSION_CONF` and the runtime keys of `conf` on its session.
 
 Delta's jars come from Maven Central, the way delta-spark documents it (`spark.jars.packages`),
 resolved by Ivy into a cache directory Freshet controls:
 
 1. the cache is `spark.jars.ivy` from the config, else `$FRESHET_JARS_DIR`, else
-   `~/.cache/freshet/ivy`;
-2. the first run resolves `io.delta:delta-spark_2.12:<delta-spark version>` there (it says so on
-   stderr) and records the resolved jar files in `freshet-jars.txt`;
+   `~/.cache/freshet/ivy`; each Delta package gets a folder of its own in it
+   (`delta-spark_4.2_2.13-4.4.0/`), so two Freshet versions can share one cache;
+2. the first run resolves `io.delta:delta-spark_<spark>_<scala>:<delta-spark version>` there (it
+   says so on stderr) and records the resolved jar files in `freshet-jars.txt`;
 3. later runs put exactly those files on `spark.jars` and never touch the network.
 
 `scripts/fetch_jars.py` does step 2 alone (CI pre-fetch).
@@ -30,21 +36,44 @@ from warehouse.config import SparkConfig
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "delta_package", "get_spark", "jar_cache_dir", "stop_spark"]
+__all__ = [
+    "DEFAULT_CONF",
+    "SESSION_CONF",
+    "STATIC_CONF",
+    "delta_package",
+    "get_spark",
+    "is_connect",
+    "jar_cache_dir",
+    "package_cache_dir",
+    "stop_spark",
+]
 
-DEFAULT_CONF: dict[str, str] = {
+# Fixed when the driver starts: set by Freshet's own driver (`master`), by the Connect server's
+# command line otherwise (scripts/connect_server.py).
+STATIC_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
+}
+
+# Runtime SQL settings of the daemon's session, locally and over Spark Connect. Measured with
+# scripts/bench_delta.py (docs/warehouse.md §7): Freshet's appends are small, and Spark 4's
+# defaults are sized for big jobs.
+SESSION_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
     # Delta replays its log with this many tasks; the default (50) costs ~1 s per snapshot here.
     "spark.databricks.delta.snapshotPartitions": "2",
-    # Small local appends: no need for Delta to collect per-file stats on every column.
     "spark.databricks.delta.stats.collect": "true",
     "spark.sql.parquet.compression.codec": "snappy",
+    # Spark 4.1+ rejects named parameters bound through `spark.sql(sql, args={...})` (the
+    # derived SQL's :window_start/:window_end) with UNBOUND_SQL_PARAMETER — apache/spark#55392;
+    # the pre-4.1 substitution still works.
+    "spark.sql.legacy.parameterSubstitution.constantsOnly": "true",
 }
+
+DEFAULT_CONF: dict[str, str] = {**STATIC_CONF, **SESSION_CONF}
 
 MANIFEST = "freshet-jars.txt"
 _lock = threading.Lock()
@@ -52,8 +81,19 @@ _session: SparkSession | None = None
 
 
 def delta_package() -> str:
-    """The Maven coordinate matching the installed delta-spark (Scala 2.12, as pyspark ships)."""
-    return f"io.delta:delta-spark_2.12:{version('delta-spark')}"
+    """The Maven coordinate matching the installed pyspark and delta-spark.
+
+    Delta 4.x publishes one artifact per Spark minor version, for Scala 2.13 (what pyspark 4
+    ships): `io.delta:delta-spark_4.2_2.13:4.4.0` — the coordinate delta-spark's own
+    `configure_spark_with_delta_pip` asks for.
+    """
+    spark = ".".join(version("pyspark").split(".")[:2])
+    return f"io.delta:delta-spark_{spark}_2.13:{version('delta-spark')}"
+
+
+def is_connect(spark: object) -> bool:
+    """True for a Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def jar_cache_dir(conf: dict[str, str] | None = None) -> Path:
@@ -66,6 +106,12 @@ def jar_cache_dir(conf: dict[str, str] | None = None) -> Path:
         return Path(env).expanduser().resolve()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return (base / "freshet" / "ivy").resolve()
+
+
+def package_cache_dir(cache: Path, package: str) -> Path:
+    """`<cache>/<artifact>-<version>`: Ivy's folder for one Delta package."""
+    _group, artifact, ver = package.split(":")
+    return cache / f"{artifact}-{ver}"
 
 
 def _cached_jars(cache: Path, package: str) -> list[str] | None:
@@ -94,35 +140,52 @@ def get_spark(cfg: SparkConfig | None = None) -> SparkSession:
     with _lock:
         if _session is not None:
             return _session
-        from pyspark.sql import SparkSession
-
         cfg = cfg or SparkConfig()
-        conf = {**DEFAULT_CONF, **cfg.conf}
-        package = delta_package()
-        cache = jar_cache_dir(conf)
-        cache.mkdir(parents=True, exist_ok=True)
-        builder = SparkSession.builder.master(cfg.master).appName(cfg.app_name)
-        jars = _cached_jars(cache, package)
-        fetched = False
-        if jars and "spark.jars.packages" not in conf:
-            extra = [j for j in conf.pop("spark.jars", "").split(",") if j]
-            conf["spark.jars"] = ",".join(jars + extra)
-            conf.pop("spark.jars.ivy", None)
-        else:
-            print(f"freshet: fetching {package} and its dependencies from Maven Central into {cache} "
-                  f"(once; later runs use the cache offline)", file=sys.stderr, flush=True)
-            extra = [p for p in conf.get("spark.jars.packages", "").split(",") if p]
-            conf["spark.jars.packages"] = ",".join([package, *[p for p in extra if p != package]])
-            conf["spark.jars.ivy"] = str(cache)
-            fetched = True
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel(conf.get("freshet.logLevel", "WARN"))
-        if fetched:
-            _record_jars(cache, package)
-        _session = spark
-        return spark
+        _session = _connect(cfg) if cfg.remote else _local(cfg)
+        return _session
+
+
+def _connect(cfg: SparkConfig) -> SparkSession:
+    """A Spark Connect session on `cfg.remote` with Freshet's runtime settings."""
+    from pyspark.sql import SparkSession
+
+    assert cfg.remote is not None
+    conf = {k: v for k, v in {**SESSION_CONF, **cfg.conf}.items() if k not in STATIC_CONF}
+    builder = SparkSession.builder.remote(cfg.remote)
+    for key, value in conf.items():
+        builder = builder.config(key, value)  # runtime keys only; the server ignores static ones
+    return builder.getOrCreate()
+
+
+def _local(cfg: SparkConfig) -> SparkSession:
+    """This process as the Spark driver (`cfg.master`), with Delta's jars from the cache."""
+    from pyspark.sql import SparkSession
+
+    conf = {**DEFAULT_CONF, **cfg.conf}
+    package = delta_package()
+    cache = package_cache_dir(jar_cache_dir(conf), package)
+    cache.mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.master(cfg.master).appName(cfg.app_name)
+    jars = _cached_jars(cache, package)
+    fetched = False
+    if jars and "spark.jars.packages" not in conf:
+        extra = [j for j in conf.pop("spark.jars", "").split(",") if j]
+        conf["spark.jars"] = ",".join(jars + extra)
+        conf.pop("spark.jars.ivy", None)
+    else:
+        print(f"freshet: fetching {package} and its dependencies from Maven Central into {cache} "
+              f"(once; later runs use the cache offline)", file=sys.stderr, flush=True)
+        extra = [p for p in conf.get("spark.jars.packages", "").split(",") if p]
+        conf["spark.jars.packages"] = ",".join([package, *[p for p in extra if p != package]])
+        conf["spark.jars.ivy"] = str(cache)
+        fetched = True
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(conf.get("freshet.logLevel", "WARN"))
+    if fetched:
+        _record_jars(cache, package)
+    return spark
 
 
 def stop_spark() -> None:
