@@ -44,6 +44,7 @@ from warehouse.delta import (
 )
 from warehouse.errors import WarehouseError
 from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.spark_session import job_description
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -160,17 +161,13 @@ class Executor:
         except StopIteration:
             raise JobError(f"unknown table {job.table!r}") from None
         t0 = time.monotonic()
-        sc = self.spark.sparkContext
-        sc.setLocalProperty("spark.job.description", f"freshet {job.kind} job {job.job_id}: {job.table}")
         try:
-            out = self._run_base(job, tc, t0) if tc.is_base else self._run_derived(job, tc, t0)
+            with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}"):
+                return self._run_base(job, tc, t0) if tc.is_base else self._run_derived(job, tc, t0)
         except BaseException:
             with self._lock:  # outcome unknown: plan the next job from the log, not from memory
                 self._dirty.add(job.table)
             raise
-        finally:
-            sc.setLocalProperty("spark.job.description", None)
-        return out
 
     def _noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:
         log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)

@@ -24,9 +24,11 @@ resolved by Ivy into a cache directory Freshet controls:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +45,8 @@ __all__ = [
     "delta_package",
     "get_spark",
     "is_connect",
+    "job_description",
+    "job_session",
     "jar_cache_dir",
     "package_cache_dir",
     "stop_spark",
@@ -106,6 +110,36 @@ def jar_cache_dir(conf: dict[str, str] | None = None) -> Path:
         return Path(env).expanduser().resolve()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return (base / "freshet" / "ivy").resolve()
+
+
+@contextlib.contextmanager
+def job_session(spark: SparkSession) -> Iterator[SparkSession]:
+    """A session of its own for one job: temp views are per session, so concurrent derived jobs
+    never see each other's (DESIGN.md §5). Locally `newSession()` (shares the SparkContext);
+    over Spark Connect a server-side clone (same settings), released when the job ends."""
+    if not is_connect(spark):
+        yield spark.newSession()
+        return
+    session = spark.cloneSession()  # type: ignore[attr-defined]
+    try:
+        yield session
+    finally:
+        with contextlib.suppress(Exception):
+            session.stop()
+
+
+@contextlib.contextmanager
+def job_description(spark: SparkSession, text: str) -> Iterator[None]:
+    """Name the Spark jobs run inside (the Spark UI's description); a no-op over Connect."""
+    if is_connect(spark):
+        yield
+        return
+    sc = spark.sparkContext
+    sc.setLocalProperty("spark.job.description", text)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
 def package_cache_dir(cache: Path, package: str) -> Path:
