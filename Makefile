@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= examples/netmon.yaml
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup system-deps run test lint bench clean
 
 $(BIN)/freshet: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,7 +17,12 @@ setup: $(BIN)/freshet
 run: setup
 	$(BIN)/freshet run --config $(CONFIG) --demo
 
-test: setup
+# promtool/prometheus, systemd-analyze, Java 17: installed when missing and possible, else one line
+# naming the apt-get command (scripts/system_deps.sh)
+system-deps:
+	@PY=$(PY) bash scripts/system_deps.sh
+
+test: system-deps setup
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/fetch_jars.py
 	$(BIN)/python -m pytest -q

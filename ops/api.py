@@ -10,7 +10,12 @@ landing zone so it takes the same validation and quarantine path as a producer's
 * `GET /v1/tables` — per table: freshness, safe freshness, staleness at request time, priority,
   inherited priority (§3.3), target, pending ΔF, running job, last result, learned α/β (§2.4).
 * `GET /v1/tracks` — the tracks and the track plan (§3.2).
-* `POST /v1/streams/{stream}/partitions` — 202 with the partition id.
+* `POST /v1/streams/{stream}/partitions` — 202 with the partition id. The body is parsed as JSON
+  and handed, off the event loop, to the landing zone's one validator
+  (`warehouse.landing.manifest`), exactly like a manifest dropped into the landing zone.
+
+Every refused POST is logged (`request rejected`, with the client address and the reason) and
+counted in `freshet_api_requests_rejected_total{reason}` (each reason exported from the start).
 
 Security: bind 127.0.0.1 unless told otherwise; when a bearer token is configured
 (`FRESHET_API_TOKEN` or the file named by `FRESHET_API_TOKEN_FILE`) every mutating endpoint
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import os
 import re
 import time
@@ -32,75 +38,43 @@ from typing import Any, Protocol
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ops.metrics import extrapolate
 from warehouse.errors import ConfigError, FreshetError
+from warehouse.landing.intake import Submitted, UnknownStream
+from warehouse.landing.manifest import JSON_SCHEMA, REJECTION_KINDS, PartitionRejected
 from warehouse.stats import SchedulerStats, TableStats
 from warehouse.times import iso, parse_time
 
 __all__ = [
-    "ApiError", "ApiServer", "Backend", "Manifest", "create_app", "load_token", "parse_listen", "parse_time",
-    "table_view",
+    "REJECTION_REASONS", "ApiError", "ApiServer", "Backend", "create_app", "load_token", "parse_listen",
+    "parse_time", "table_view",
 ]
 
 MAX_BODY = 64 * 1024
-PARTITION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]{0,127}$")
+log = logging.getLogger("freshet.api")
+
+#: The `reason` label of `freshet_api_requests_rejected_total`: the request's fault before the
+#: manifest is read (401 unauthorized, 403 forbidden, 400 bad_json, 413 body_too_large,
+#: 415 unsupported_media_type, 404 unknown_stream, 503 not_accepting), then the landing zone's
+#: rejection kinds (422, `warehouse.landing.manifest.REJECTION_KINDS`); `no_route` is a mutating
+#: request to a path or method the API does not serve (404, 405).
+REJECTION_REASONS = ("unauthorized", "forbidden", "bad_json", "body_too_large", "unsupported_media_type",
+                     "unknown_stream", "not_accepting", *REJECTION_KINDS, "no_route")
 
 
 class ApiError(Exception):
-    """An error with an HTTP status and a message naming the problem (converted at the edge)."""
+    """An error with an HTTP status and a message naming the problem (converted at the edge);
+    `reason` is its label in `freshet_api_requests_rejected_total`."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-class Manifest(BaseModel):
-    """The partition manifest of DESIGN.md §4.3, as POSTed (the `id` names the partition directory)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(description="partition id: the directory landing/<stream>/<id>/ holding the files")
-    start: float | str = Field(description="event time interval (start, end]: ISO-8601 or epoch seconds")
-    end: float | str
-    files: list[str] = Field(description="data files, relative to the partition directory; [] for an empty partition")
-    rows: int = Field(ge=0, description="row count the files must hold")
-    safe_through: float | str | None = Field(None, description="punctuation: nothing at or before arrives later")
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not PARTITION_ID.match(v):
-            raise ValueError(f"partition id {v!r} must match {PARTITION_ID.pattern}")
-        return v
-
-    @field_validator("files")
-    @classmethod
-    def _files(cls, v: list[str]) -> list[str]:
-        for f in v:
-            p = Path(f)
-            if p.is_absolute() or ".." in p.parts or f.strip() == "":
-                raise ValueError(f"file {f!r} must be a relative path inside the partition directory")
-        return v
-
-    def times(self) -> tuple[float, float, float | None]:
-        """(start, end, safe_through) as epoch seconds; ValueError naming the field."""
-        out = []
-        for name in ("start", "end", "safe_through"):
-            v = getattr(self, name)
-            try:
-                out.append(None if v is None else parse_time(v))
-            except ValueError as e:
-                raise ValueError(f"{name}: {e}") from None
-        start, end, safe = out
-        assert start is not None and end is not None
-        if end <= start:
-            raise ValueError(f"end ({self.end}) must be after start ({self.start})")
-        return start, end, safe
+        self.reason = reason
 
 
 class Backend(Protocol):
@@ -112,9 +86,9 @@ class Backend(Protocol):
 
     def streams(self) -> list[str]: ...
 
-    def submit_partition(self, stream: str, manifest: Manifest, raw: dict[str, Any]) -> str | None:
-        """Accept a manifest (`raw` is the JSON as sent); return the partition id, or None for an exact
-        duplicate. Raise ApiError / ValueError / FreshetError naming the problem."""
+    def submit_partition(self, stream: str, manifest: Any) -> Submitted:
+        """Hand a manifest (the JSON body as sent) to the landing zone; called in a worker thread.
+        Raise UnknownStream, PartitionRejected, or ApiError (e.g. 503 while starting)."""
         ...
 
 
@@ -146,7 +120,8 @@ def table_view(t: TableStats, snap_now: float, now: float) -> dict[str, Any]:
         else e.staleness <= t.target_staleness,
         "time_within_target_ratio": (e.time_within_target / e.observed_time) if e.observed_time > 0 else None,
         "priority": t.priority, "inherited_priority": t.inherited_priority, "period": t.period,
-        "pending_delta": t.pending_delta, "pending_partitions": t.pending_partitions,
+        "backlog": t.backlog, "pending_delta": t.pending_delta, "pending_partitions": t.pending_partitions,
+        "running_partitions": t.running_partitions,
         "running_job": t.running_job, "running_track": t.running_track,
         "last_result": t.last_result, "consecutive_failures": t.consecutive_failures,
         "jobs_released": t.jobs_released, "jobs_completed": t.jobs_completed, "jobs_failed": t.jobs_failed,
@@ -175,14 +150,27 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     (the daemon sets it when it listens on loopback) and refused with 403 otherwise."""
     app = FastAPI(title="Freshet", version="0.1.0",
                   description="Update scheduler for streaming data warehouses (DataDepot, TKDE 2011).")
+    rejected = Counter("freshet_api_requests_rejected", "POSTs refused by the HTTP API, by reason "
+                       "(a 422 names the landing zone's rejection kind)", ["reason"], registry=registry)
+    for reason in REJECTION_REASONS:
+        rejected.labels(reason=reason)
+
+    def reject(request: Request, stream: str | None, err: ApiError) -> None:
+        client = request.client
+        rejected.labels(reason=err.reason or "no_route").inc()
+        log.warning("request rejected", extra={
+            "client": f"{client.host}:{client.port}" if client else None, "path": request.url.path,
+            "stream": stream, "status": err.status, "reason": err.reason, "error": err.message})
 
     @app.exception_handler(ApiError)
     async def _api_error(_req: Request, exc: ApiError) -> JSONResponse:
         return _error(exc.status, exc.message)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(req: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if req.method not in ("GET", "HEAD", "OPTIONS"):  # e.g. a producer POSTing to a mistyped path
+            reject(req, None, ApiError(exc.status_code, f"{req.method} {req.url.path}: {detail}", "no_route"))
         return _error(exc.status_code, detail)
 
     @app.exception_handler(RequestValidationError)
@@ -194,41 +182,43 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
             if open_without_token:
                 return
             raise ApiError(403, "mutating endpoints are disabled: the API listens beyond loopback and no token "
-                                "is configured (set FRESHET_API_TOKEN or FRESHET_API_TOKEN_FILE)")
+                                "is configured (set FRESHET_API_TOKEN or FRESHET_API_TOKEN_FILE)", "forbidden")
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
         if not header:
-            raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <token>'")
+            raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <token>'", "unauthorized")
         if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-            raise ApiError(403, "invalid bearer token")
+            raise ApiError(403, "invalid bearer token", "forbidden")
 
     async def read_json(request: Request) -> Any:
         declared = request.headers.get("content-length")
         if declared is not None:
             try:
                 if int(declared) > max_body:
-                    raise ApiError(413, f"request body is {declared} bytes; the limit is {max_body}")
+                    raise ApiError(413, f"request body is {declared} bytes; the limit is {max_body}",
+                                   "body_too_large")
             except ValueError:
-                raise ApiError(400, f"bad Content-Length {declared!r}") from None
+                raise ApiError(400, f"bad Content-Length {declared!r}", "bad_json") from None
         body = bytearray()
         async for chunk in request.stream():
             body.extend(chunk)
             if len(body) > max_body:
-                raise ApiError(413, f"request body exceeds the limit of {max_body} bytes")
+                raise ApiError(413, f"request body exceeds the limit of {max_body} bytes", "body_too_large")
         ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
         if ctype not in ("application/json", ""):
-            raise ApiError(415, f"content type {ctype!r} is not supported; send application/json")
+            raise ApiError(415, f"content type {ctype!r} is not supported; send application/json",
+                           "unsupported_media_type")
         try:
             return json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ApiError(400, f"malformed JSON body: {e}") from None
+            raise ApiError(400, f"malformed JSON body: {e}", "bad_json") from None
 
     @app.get("/metrics", include_in_schema=True, summary="Prometheus exposition")
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz", summary="the process is alive")
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:  # on the event loop: never queues behind worker threads
         return {"status": "ok", "time": clock()}
 
     @app.get("/readyz", summary="ready: Spark session up and recovery done")
@@ -280,31 +270,32 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     @app.post("/v1/streams/{stream}/partitions", status_code=202,
               summary="announce a partition (the manifest of DESIGN.md §4.3)",
               openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": Manifest.model_json_schema()}}}})
+                  "application/json": {"schema": JSON_SCHEMA}}}})
     async def post_partition(stream: str, request: Request) -> JSONResponse:
-        authorize(request)
-        data = await read_json(request)
-        known = backend.streams()
-        if stream not in known:
-            raise ApiError(404, f"unknown stream {stream!r}; known streams: {', '.join(sorted(known)) or 'none'}")
-        if not isinstance(data, dict):
-            raise ApiError(422, "the manifest must be a JSON object")
         try:
-            manifest = Manifest.model_validate(data)
-            manifest.times()
-        except ValidationError as e:
-            raise ApiError(422, f"bad manifest: {_validation_message(list(e.errors()))}") from None
-        except ValueError as e:
-            raise ApiError(422, f"bad manifest: {e}") from None
-        try:
-            pid = backend.submit_partition(stream, manifest, data)
-        except ApiError:
+            authorize(request)
+            data = await read_json(request)
+            known = backend.streams()
+            if stream not in known:
+                raise ApiError(404, f"unknown stream {stream!r}; known streams: {', '.join(sorted(known)) or 'none'}",
+                               "unknown_stream")
+            try:  # validation reads and hashes files: off the event loop, so /healthz stays fast
+                sub = await run_in_threadpool(backend.submit_partition, stream, data)
+            except UnknownStream as e:
+                raise ApiError(404, str(e), "unknown_stream") from None
+            except PartitionRejected as e:
+                if e.quarantined and e.partition is not None:
+                    msg = f"partition {e.partition!r} rejected (quarantined): {e.reason}"
+                else:
+                    msg = f"manifest rejected: {e.reason}"
+                raise ApiError(422, msg, e.kind) from None
+        except ApiError as e:
+            reject(request, stream, e)
             raise
-        except (ValueError, FreshetError) as e:
-            raise ApiError(422, f"partition {manifest.id!r} rejected: {e}") from None
-        if pid is None:
-            return JSONResponse({"stream": stream, "partition": manifest.id, "status": "duplicate"}, status_code=200)
-        return JSONResponse({"stream": stream, "partition": pid, "status": "accepted"}, status_code=202)
+        if sub.arrived is None:
+            return JSONResponse({"stream": stream, "partition": sub.partition_id, "status": "duplicate"},
+                                status_code=200)
+        return JSONResponse({"stream": stream, "partition": sub.partition_id, "status": "accepted"}, status_code=202)
 
     return app
 

@@ -16,10 +16,10 @@ from warehouse.errors import ConfigError, FreshetError
 # name → (module, help)
 _COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("ops.validate", "check a config; print the DAG, priorities and track plan"),
-    "run": ("ops.daemon", "run the daemon: intake → scheduler → Spark track workers"),
-    "status": ("ops.status", "show a running daemon's tables, stalest first"),
+    "run": ("ops.run", "run the daemon: intake → scheduler → Spark track workers"),
+    "status": ("ops.status", "show a running daemon's tables, most over target first"),
     "sim": ("sim.cli", "simulate policies on a workload, or reproduce the paper's experiments"),
-    "demo": ("warehouse.demo", "write realistic demo partitions into the landing zone"),
+    "demo": ("ops.demo", "write realistic demo partitions into the landing zone"),
 }
 
 

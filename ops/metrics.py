@@ -29,11 +29,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from warehouse.config import FreshetConfig
+from warehouse.freshness import staleness_area, time_within_target
 from warehouse.stats import SchedulerStats, TableStats
 
 __all__ = [
     "DECISION_BUCKETS",
     "JOB_DURATION_BUCKETS",
+    "LOOPS",
     "FreshetMetrics",
     "SnapshotCollector",
     "SnapshotHolder",
@@ -41,6 +44,7 @@ __all__ = [
     "register_metrics",
 ]
 
+LOOPS = ("intake_scan",)  # the retried background loops counted in freshet_loop_errors_total
 JOB_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, float("inf"))
 DECISION_BUCKETS = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.5, 1, float("inf"))
 
@@ -87,18 +91,17 @@ class Extrapolated:
 def extrapolate(t: TableStats, snap_now: float, at: float) -> Extrapolated:
     """Carry `t` from `snap_now` to `at` assuming nothing loads in between (S grows with slope 1).
 
-    ∫ S dτ over [snap_now, at] is the trapezoid `S0·dt + dt²/2`; the time within target grows by
-    the part of [S0, S0+dt] that stays ≤ target (§2.3; Snowflake's time within target lag).
+    The same formulas as the Scheduler's own meter (`warehouse.freshness`): ∫ S dτ over
+    [snap_now, at] is a trapezoid, and the time within target grows by the part that stays ≤ the
+    target (§2.3; Snowflake's time within target lag).
     """
     dt = max(0.0, at - snap_now)
     if t.freshness is None:
         return Extrapolated(None, t.weighted_staleness, t.time_within_target, t.observed_time)
-    s0 = snap_now - t.freshness
-    staleness = s0 + dt
-    area = t.weighted_staleness + t.priority * (s0 * dt + dt * dt / 2.0)
-    within = t.time_within_target
-    if t.target_staleness is not None:
-        within += min(dt, max(0.0, t.target_staleness - s0))
+    end = snap_now + dt
+    staleness = end - t.freshness
+    area = t.weighted_staleness + t.priority * staleness_area(snap_now, end, t.freshness)
+    within = t.time_within_target + time_within_target(snap_now, end, t.freshness, t.target_staleness)
     return Extrapolated(staleness, area, within, t.observed_time + dt)
 
 
@@ -149,9 +152,17 @@ class SnapshotCollector(Collector):
         prio = _gauge("freshet_table_priority", "p_i, the user priority (§2.3)", ["table"])
         iprio = _gauge("freshet_table_inherited_priority", "Ip_i, priority after inheritance over the DAG (§3.3)",
                        ["table"])
+        backlog = _gauge("freshet_table_backlog_seconds",
+                         "arrived minus loaded event time, including what a running job is loading now "
+                         "(not chopped, §3.4)", ["table"])
         pend_delta = _gauge("freshet_table_pending_delta_seconds",
-                            "freshness delta the next job of the table would load", ["table"])
-        pend_parts = _gauge("freshet_table_pending_partitions", "arrived partitions not loaded yet", ["table"])
+                            "the part of the backlog no job has taken yet: beyond a running job's new freshness",
+                            ["table"])
+        pend_parts = _gauge("freshet_table_pending_partitions",
+                            "arrived partitions not committed yet, including those a running job is loading",
+                            ["table"])
+        run_parts = _gauge("freshet_table_running_partitions", "partitions the table's running job is loading",
+                           ["table"])
         state = _gauge("freshet_table_state", "1 for the table's current job state", ["table", "state"])
         fails = _gauge("freshet_table_consecutive_failures", "failed jobs in a row (0 after a success)",
                        ["table"])
@@ -189,8 +200,10 @@ class SnapshotCollector(Collector):
             ws_area += e.weighted_staleness_area
             prio.add_metric(n, t.priority)
             iprio.add_metric(n, t.inherited_priority)
+            backlog.add_metric(n, t.backlog)
             pend_delta.add_metric(n, t.pending_delta)
             pend_parts.add_metric(n, t.pending_partitions)
+            run_parts.add_metric(n, t.running_partitions)
             for s in ("idle", "pending", "running", "backoff"):
                 state.add_metric([t.name, s], 1.0 if t.state == s else 0.0)
             fails.add_metric(n, t.consecutive_failures)
@@ -202,7 +215,8 @@ class SnapshotCollector(Collector):
             beta.add_metric(n, t.beta)
 
         yield from (staleness, fresh, safe, arrived, target, within, observed, within_ratio, prio, iprio,
-                    pend_delta, pend_parts, state, fails, released, completed, loaded_delta, alpha, beta, tws)
+                    backlog, pend_delta, pend_parts, run_parts, state, fails, released, completed, loaded_delta,
+                    alpha, beta, tws)
 
         ws = _gauge("freshet_weighted_staleness_seconds",
                     "Σ p_i · S_i at scrape time: the integrand of the objective Σ p_i ∫ S_i dτ (§2.3)")
@@ -284,9 +298,28 @@ class FreshetMetrics:
                            registry=registry)
         self.start_time = Gauge("freshet_start_time_seconds", "when the daemon started (epoch seconds)",
                                 registry=registry)
+        self.loop_errors = Counter(
+            "freshet_loop_errors", "failures of a retried background loop (e.g. the landing-zone scan), by loop",
+            ["loop"], registry=registry)
         self.start_time.set(clock())
         for r in ("ok", "rejected"):
             self.reloads.labels(result=r)
+        for loop in LOOPS:
+            self.loop_errors.labels(loop=loop)
+
+    def declare(self, config: FreshetConfig) -> None:
+        """Create every labelled shell series of `config`'s streams and tables at 0 (DESIGN.md §4.5).
+
+        A counter with no series until its first event hides that event from `increase()` and
+        from the alerts; called at start and after every reload (series of removed streams or
+        tables stay, as counters should).
+        """
+        for s in config.streams:
+            for c in (self.partitions_arrived, self.partitions_quarantined, self.partitions_duplicate):
+                c.labels(stream=s.name)
+        for t in config.tables:
+            self.rows_loaded.labels(table=t.name)
+            self.job_duration.labels(table=t.name, kind="base" if t.is_base else "derived")
 
     def job_done(self, table: str, kind: str, duration: float, rows: int) -> None:
         self.job_duration.labels(table=table, kind=kind).observe(duration)

@@ -1,7 +1,12 @@
-"""`freshet status [--url URL]`: a running daemon's tables, stalest first, with a staleness bar.
+"""`freshet status [--url URL]`: a running daemon's tables, most over target first, with a staleness bar.
 
-The bar is staleness against the table's target (`target_staleness`); tables without a target are
-drawn against the largest staleness shown. A bar over target turns into `!` past the `|` mark.
+Order: tables over their target first, the most over (staleness / target) on top; then the others,
+stalest first; tables never loaded last. The bar is staleness against the table's target
+(`target_staleness`); tables without a target are drawn against the largest staleness shown. A bar
+over target turns into `!` past the `|` mark. BACKLOG is arrived − loaded event time and the
+partitions not committed yet, a running job's included (it is true while a job runs). LAST is the
+last job's result; `ok (recovered)` after a restart, before the first job: the Delta log holds the
+table's loads, and a failure before the restart is not recorded there.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import Any
 
 from warehouse.errors import FreshetError
 
-__all__ = ["add_arguments", "fmt_duration", "main", "render"]
+__all__ = ["add_arguments", "fmt_backlog", "fmt_duration", "main", "order", "render"]
 
 DEFAULT_URL = "http://127.0.0.1:9464"
 BAR = 24
@@ -55,21 +60,40 @@ def bar(staleness: float | None, target: float | None, scale: float) -> str:
     return "[" + "#" * filled + " " * (BAR - filled) + " ]"
 
 
+def fmt_backlog(r: dict[str, Any]) -> str:
+    """`2h11m/141`: arrived − loaded event time / partitions not committed (a running job's included)."""
+    backlog = r.get("backlog")
+    if backlog is None:  # a daemon from before the backlog field
+        backlog = r.get("pending_delta") or 0.0
+    parts = r.get("pending_partitions") or 0
+    return fmt_duration(backlog) + (f"/{parts}" if parts else "")
+
+
+def order(r: dict[str, Any]) -> tuple[int, float, float, str]:
+    """Sort key: over target first, most over (staleness / target) on top; then stalest; then
+    tables never loaded."""
+    s, target = r.get("staleness"), r.get("target_staleness")
+    if s is None:
+        return (2, 0.0, 0.0, r["name"])
+    if target and s > target:
+        return (0, -s / target, -s, r["name"])
+    return (1, 0.0, -s, r["name"])
+
+
 def render(body: dict[str, Any]) -> str:
-    """The /v1/tables JSON as a table, stalest first."""
-    rows = sorted(body.get("tables", []),
-                  key=lambda r: (r.get("staleness") is None, -(r.get("staleness") or 0.0), r["name"]))
+    """The /v1/tables JSON as a table, most over target first (`order`)."""
+    rows = sorted(body.get("tables", []), key=order)
     scale = max([r["staleness"] for r in rows if r.get("staleness") is not None] or [0.0])
     width = max([len(r["name"]) for r in rows] + [5])
     head = (f"{'TABLE':<{width}}  {'KIND':<7} {'PRIO':>5} {'STALENESS':>9} {'TARGET':>7}  "
-            f"{'BAR (| = target)':<{BAR + 2}} {'STATE':<8} {'PENDING':>8} LAST")
+            f"{'BAR (| = target)':<{BAR + 2}} {'STATE':<8} {'BACKLOG':>11} LAST")
     lines = [head]
     for r in rows:
         prio = f"{r['priority']:g}" if r["priority"] == r["inherited_priority"] else f"{r['inherited_priority']:g}*"
         lines.append(
             f"{r['name']:<{width}}  {r['kind']:<7} {prio:>5} {fmt_duration(r.get('staleness')):>9} "
             f"{fmt_duration(r.get('target_staleness')):>7}  {bar(r.get('staleness'), r.get('target_staleness'), scale)} "
-            f"{r['state']:<8} {fmt_duration(r.get('pending_delta') or 0.0):>8} {r.get('last_result') or '-'}")
+            f"{r['state']:<8} {fmt_backlog(r):>11} {r.get('last_result') or '-'}")
     over = [r["name"] for r in rows if r.get("within_target") is False]
     lines.append("")
     lines.append(f"{len(rows)} tables; {len(over)} over target" + (f": {', '.join(over)}" if over else "")

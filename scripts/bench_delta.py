@@ -16,7 +16,7 @@ set transactions (small Spark jobs) on every append that carries txnAppId.
 `--connect` runs both sides over Spark Connect: a loopback Connect server with Delta is started
 for the run (scripts/connect_server.py, `--master` is then the server's) and the daemon's session
 is `spark.remote: sc://127.0.0.1:PORT`. `--conf KEY=VALUE` overrides a session setting (e.g.
-`spark.sql.shuffle.partitions`), to measure the defaults in warehouse/spark_session.py.
+`spark.sql.shuffle.partitions`), to measure the defaults in warehouse/lake/session.py.
 
 Prints both wall times, the ratio (a)/(b) (target ≤ 1.10) and the α, β the Scheduler learned.
 
@@ -62,8 +62,8 @@ def write_partitions(cfg, per_table: int, rows: int) -> list[tuple[str, list[str
     """Write the partitions; returns (table, files) per table for the bare loop."""
     import pyarrow as pa
 
-    from warehouse.demo import write_partition
-    from warehouse.intake import _arrow_type
+    from ops.demo import write_partition
+    from warehouse.landing.intake import _arrow_type
 
     schema = pa.schema([(c, _arrow_type(t)) for c, t in SCHEMA.items()])
     out = []
@@ -94,7 +94,7 @@ def bare(spark, base: Path, work: list[tuple[str, list[str]]], *, idempotent: bo
     """
     from pyspark.sql import functions as F
 
-    from warehouse.delta import spark_schema_ddl
+    from warehouse.lake.delta import spark_schema_ddl
 
     ddl = spark_schema_ddl(SCHEMA)
     errors: list[BaseException] = []
@@ -165,7 +165,7 @@ def main() -> int:
         return run(args, remote, conf)
     finally:
         if server is not None:
-            from warehouse.spark_session import stop_spark
+            from warehouse.lake.session import stop_spark
 
             stop_spark()
             connect_server.stop(server)
@@ -181,8 +181,8 @@ def _free_port() -> int:
 
 def run(args: argparse.Namespace, remote: str | None, conf: dict[str, str]) -> int:
 
-    from warehouse.executor import run_until_idle
-    from warehouse.spark_session import get_spark
+    from warehouse.lake.executor import run_until_idle
+    from warehouse.lake.session import get_spark
 
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="freshet-bench-"))
     try:

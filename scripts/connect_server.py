@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from warehouse.spark_session import (  # noqa: E402
+from warehouse.lake.session import (  # noqa: E402
     STATIC_CONF,
     _cached_jars,
     delta_package,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fetch Delta Lake's jars from Maven Central into Freshet's cache, once (for CI and offline use).
 
-Starts a throwaway local SparkSession the same way the daemon does (warehouse/spark_session.py):
+Starts a throwaway local SparkSession the same way the daemon does (warehouse/lake/session.py):
 the first time, Ivy resolves `io.delta:delta-spark_<spark>_2.13:<version>` (for pyspark 4.2 and
 delta-spark 4.4: `io.delta:delta-spark_4.2_2.13:4.4.0`, about 33 jars, 87 MB) into
 `<cache>/<artifact>-<version>/` (`$FRESHET_JARS_DIR`, default `~/.cache/freshet/ivy`) and records
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warehouse.config import SparkConfig  # noqa: E402
-from warehouse.spark_session import (  # noqa: E402
+from warehouse.lake.session import (  # noqa: E402
     MANIFEST,
     delta_package,
     get_spark,

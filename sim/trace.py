@@ -17,7 +17,8 @@ A replay shifts nothing: the simulation starts at the earliest `time` or `start`
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -166,17 +167,46 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
 
 
 class TraceWriter:
-    """Appends arrivals and finished jobs to a JSON-lines file as the simulation runs."""
+    """Appends arrivals and finished jobs as JSON lines: the simulator's `--write-trace` and the
+    daemon's trace file write the same records. Thread-safe; a write error (a full disk) is
+    reported to `on_error` and never raised, so a trace can never stop the warehouse."""
 
-    def __init__(self, fh: IO[str], header: dict[str, Any] | None = None) -> None:
+    def __init__(self, fh: IO[str], header: dict[str, Any] | None = None, *, write_header: bool = True,
+                 on_error: Callable[[OSError], None] | None = None) -> None:
         self._fh = fh
-        fh.write(json.dumps({"freshet_trace": TRACE_VERSION, **(header or {})}, sort_keys=True) + "\n")
+        self._lock = threading.Lock()
+        self._on_error = on_error
+        if write_header:
+            self._write({"freshet_trace": TRACE_VERSION, **(header or {})})
+
+    @classmethod
+    def append_to(cls, path: str | Path, header: dict[str, Any] | None = None, *,
+                  on_error: Callable[[OSError], None] | None = None) -> TraceWriter:
+        """Open `path` for appending (line-buffered); the header only goes into a new file."""
+        p = Path(path).expanduser()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        new = not p.exists() or p.stat().st_size == 0
+        return cls(p.open("a", buffering=1), header, write_header=new, on_error=on_error)
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        line = json.dumps(obj, sort_keys="freshet_trace" in obj) + "\n"
+        with self._lock:
+            try:
+                self._fh.write(line)
+            except OSError as e:
+                if self._on_error is None:
+                    raise
+                self._on_error(e)
 
     def arrival(self, a: Arrival) -> None:
-        self._fh.write(json.dumps(a.to_json()) + "\n")
+        self._write(a.to_json())
 
     def job(self, rec: JobRecord) -> None:
-        self._fh.write(json.dumps(rec.to_json()) + "\n")
+        self._write(rec.to_json())
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
 
 
 def iter_records(trace: Trace) -> Iterator[Arrival | JobRecord]:

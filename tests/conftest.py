@@ -1,6 +1,6 @@
 """Shared fixtures: one SparkSession (with Delta) for the whole test session, and a small warehouse.
 
-The session is built by `warehouse.spark_session.get_spark` — the same code path as the daemon —
+The session is built by `warehouse.lake.session.get_spark` — the same code path as the daemon —
 with `local[2]` and two shuffle partitions, so every Spark test in the process shares it.
 """
 
@@ -37,7 +37,7 @@ BAND_SQL = (
 @pytest.fixture(scope="session")
 def spark() -> Any:
     """The process's SparkSession (Delta enabled); stopped at the end of the test session."""
-    from warehouse.spark_session import get_spark, stop_spark
+    from warehouse.lake.session import get_spark, stop_spark
 
     session = get_spark(SparkConfig(master="local[2]", conf=SPARK_CONF))
     yield session
@@ -98,8 +98,8 @@ def write_minutes(config: FreshetConfig, stream: str, first: int, count: int, *,
     """Write `count` one-minute partitions of `stream` starting at minute `first` after T0."""
     import pyarrow as pa
 
-    from warehouse.demo import write_partition
-    from warehouse.intake import _arrow_type
+    from ops.demo import write_partition
+    from warehouse.landing.intake import _arrow_type
 
     sc = config.stream(stream)
     schema = pa.schema([(c, _arrow_type(t)) for c, t in sc.schema_.items()])

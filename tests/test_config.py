@@ -76,6 +76,12 @@ def test_valid_config_round_trip():
         (_with(spark={"master": "local[2]", "remote": "sc://127.0.0.1:15002"}),
          "spark: set either master ('local[2]') or remote ('sc://127.0.0.1:15002'), not both"),
         (_with(spark={"remote": "http://spark:15002"}), "spark: remote 'http://spark:15002' is not a Spark Connect URL"),
+        (_with(streams=[{"name": "router_cpu", "period": "5m"}, {"name": "orphan", "period": "1m"}],
+               tables=[{"name": "a", "stream": "router_cpu"}]),
+         "streams[orphan]: stream 'orphan' is read by no table — add a base table with `stream: orphan` or "
+         "remove the stream"),
+        (_with(streams=[{"name": "s", "period": "1m", "max_future_skew": "soon"}], tables=[{"name": "a", "stream": "s"}]),
+         "streams[s].max_future_skew: bad duration 'soon'"),
     ],
 )
 def test_errors_name_the_field_and_problem(data, message):
@@ -138,6 +144,22 @@ def test_validate_rejects_with_file_field_and_exit_code(tmp_path):
     assert r.returncode == 2 and "not valid YAML" in r.stderr
 
 
+def test_validate_names_a_stream_no_table_reads(tmp_path):
+    """Issue 8, defect 1: such a config was accepted, and the stream's first partition killed the daemon."""
+    r = _validate(tmp_path, _with(streams=[{"name": "router_cpu", "period": "5m"}, {"name": "orphan", "period": "1m"}],
+                                  tables=[{"name": "a", "stream": "router_cpu"}]))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "w.yaml: streams[orphan]: stream 'orphan' is read by no table — add a base table" in r.stderr
+
+
+def test_stream_landing_options_default_and_parse():
+    cfg = parse_config(_with(streams=[{"name": "s", "period": "1m"}, {"name": "t", "period": "1m",
+                                      "max_future_skew": "1h", "allow_overlap": True}],
+                             tables=[{"name": "a", "stream": "s"}, {"name": "b", "stream": "t"}]))
+    assert (cfg.stream("s").max_future_skew, cfg.stream("s").allow_overlap) == (300.0, False)
+    assert (cfg.stream("t").max_future_skew, cfg.stream("t").allow_overlap) == (3600.0, True)
+
+
 def test_validate_the_shipped_examples(tmp_path):
     for example in sorted((ROOT / "examples").glob("*.yaml")):
         r = subprocess.run([sys.executable, "-m", "ops.cli", "validate", "--config", str(example)],
@@ -145,12 +167,33 @@ def test_validate_the_shipped_examples(tmp_path):
         assert r.returncode == 0, (example, r.stderr)
 
 
+def pure_modules() -> list[str]:
+    """Every module of the pure engine (DESIGN.md §3): warehouse's top level, policies/, tracks/."""
+    mods = [f"warehouse.{p.stem}" for p in (ROOT / "warehouse").glob("*.py") if p.stem != "__init__"]
+    for pkg in ("policies", "tracks"):
+        mods += [f"{pkg}.{p.stem}" for p in (ROOT / pkg).glob("*.py") if p.stem != "__init__"]
+    return sorted(mods)
+
+
 def test_engine_imports_nothing_heavy():
-    """The core stays pure: importing it loads no Spark, SimPy, Prometheus or HTTP (STYLE.md §1)."""
+    """The core stays pure: importing any of its modules loads no Spark, SimPy, Prometheus, HTTP
+    or pyarrow, and none of the I/O rooms (STYLE.md §1). New modules are covered by the glob."""
+    mods = pure_modules()
+    assert {"warehouse.scheduler", "warehouse.freshness", "policies.basic", "tracks.plan"} <= set(mods)
     code = (
-        "import sys, warehouse.scheduler, warehouse.config, policies.basic, tracks.plan, ops.validate\n"
-        "bad = [m for m in ('pyspark', 'simpy', 'prometheus_client', 'fastapi', 'httpx') if m in sys.modules]\n"
+        f"import importlib, sys\nfor m in {mods!r}: importlib.import_module(m)\n"
+        "heavy = ('pyspark', 'simpy', 'prometheus_client', 'fastapi', 'httpx', 'uvicorn', 'pyarrow',\n"
+        "         'warehouse.lake', 'warehouse.landing', 'sim', 'ops')\n"
+        "bad = [m for m in heavy if m in sys.modules]\n"
         "print(bad); sys.exit(1 if bad else 0)"
     )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_validate_imports_no_spark():
+    """`freshet validate` checks a config on a machine without Java: no Spark, no SimPy."""
+    code = ("import sys, ops.validate\nbad = [m for m in ('pyspark', 'simpy') if m in sys.modules]\n"
+            "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr

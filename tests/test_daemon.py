@@ -2,8 +2,11 @@
 real Spark and Delta, checked through its real HTTP API, its /metrics (prometheus_client's
 parser), systemd notifications, signals, its trace file — and a real Prometheus server scraping it.
 
-The daemon is started once for the module and the checks run in file order; the last one stops it
-with SIGTERM. Kept lean: a few partitions, two streams.
+One daemon is shared by the tests of this module (starting Spark is the slow part), but no test
+depends on another: each asks for the state it needs (`base_loaded`), assertions are relative to
+what this daemon was sent, and a test that stops the daemon (SIGTERM) leaves the next test a fresh
+one. So every test runs alone with `-k` and in any order. Kept lean: a few partitions, two streams.
+The demo restart test runs its own daemon, twice, in one directory.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.demo import generate, partition_id, write_partition
 from sim.trace import read_trace
 from warehouse.config import load_config
-from warehouse.demo import generate, partition_id, write_partition
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -101,22 +104,33 @@ class Daemon:
         # a derived table whose SQL cannot run: its jobs fail and are retried after a back-off
         raw["tables"].append({"name": "broken_cpu", "sources": ["cpu_raw"], "priority": 1,
                               "sql": "SELECT ts, no_such_column FROM cpu_raw"})
+        # a derived table whose jobs take a few seconds (the JVM sleeps once per job): SIGTERM can
+        # be sent while one of them is certainly running
+        raw["tables"].append({"name": "slow_cpu", "sources": ["cpu_raw"], "priority": 1, "sql": SLOW_SQL})
         raw["scheduler"]["retry_backoff"] = "2s"
         self.raw = raw
         self.config_path = tmp / "freshet.yaml"
         self.config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
         self.config = load_config(self.config_path)
-        self.log_path = tmp / "daemon.log"
+        self.log_path = tmp / "daemon.log"  # stderr: the log
+        self.out_path = tmp / "daemon.out"  # stdout: nothing expected
         self.notify = NotifySocket(tmp / "notify.sock")
         env = {**os.environ, "FRESHET_API_TOKEN": TOKEN, "NOTIFY_SOCKET": str(self.notify.path),
                "WATCHDOG_USEC": "1000000", "PYTHONUNBUFFERED": "1"}
         env.pop("WATCHDOG_PID", None)
         self.log_fh = self.log_path.open("w")
+        self.out_fh = self.out_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ops.cli", "run", "--config", str(self.config_path), "--log-format", "json",
              "--grace", str(GRACE), "--poll", "0.5"],
-            cwd=tmp, env=env, stdout=self.log_fh, stderr=subprocess.STDOUT)
+            cwd=tmp, env=env, stdout=self.out_fh, stderr=self.log_fh)
         self.client = httpx.Client(base_url=self.url, timeout=10)
+        self.readyz_seen: list[int] = []
+        self.started_with = {t.name for t in self.config.tables}
+        # what this daemon was sent (tests assert relative to it, never to another test's work)
+        self.loaded_rows: dict[str, dict[str, int]] = {"cpu_raw": {}, "alerts_raw": {}}
+        self.cpu_end = 0.0  # the newest router_cpu partition's end landed so far
+        self.posts: list[httpx.Response] = []  # base_loaded's POST and its duplicate
 
     def logs(self) -> list[dict[str, Any]]:
         out = []
@@ -151,30 +165,56 @@ class Daemon:
         self.client.close()
         self.notify.close()
         self.log_fh.close()
+        self.out_fh.close()
+
+
+class Daemons:
+    """The module's daemon: started on first use, started again if a test stopped it."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.current: Daemon | None = None
+
+    def get(self) -> Daemon:
+        if self.current is not None and self.current.proc.poll() is None:
+            return self.current
+        if self.current is not None:
+            self.current.close()
+        d = self.current = Daemon(self.factory.mktemp("daemon"))
+
+        def ready() -> bool:
+            d.alive()
+            code = d.client.get("/readyz").status_code
+            d.readyz_seen.append(code)
+            return code == 200
+
+        wait_for("/readyz", ready, timeout=240, every=0.2)
+        return d
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    d = Daemon(tmp_path_factory.mktemp("daemon"))
-    d.readyz_seen = []
-
-    def ready() -> bool:
-        d.alive()
-        code = d.client.get("/readyz").status_code
-        d.readyz_seen.append(code)
-        return code == 200
-
+def daemons(tmp_path_factory):
+    pool = Daemons(tmp_path_factory)
     try:
-        wait_for("/readyz", ready, timeout=240, every=0.2)
-        yield d
+        yield pool
     finally:
-        d.close()
+        pool.close()
+
+
+@pytest.fixture
+def daemon(daemons) -> Daemon:
+    return daemons.get()
 
 
 # times of the partitions the tests push: recent, aligned to the streams' periods
 NOW = time.time()
-T = math.floor(NOW / 300) * 300
-LOADED_ROWS: dict[str, dict[str, int]] = {"cpu_raw": {}, "alerts_raw": {}}
+T = math.floor(NOW / 300) * 300 - 900  # room for three more 5-minute partitions, none in the future
+SLOW_SQL = ("SELECT ts, n, reflect('java.lang.Thread', 'sleep', CAST(4000 AS BIGINT)) AS slept "
+            "FROM (SELECT max(ts) AS ts, count(*) AS n FROM cpu_raw) WHERE n > 0")
 
 
 def land(d: Daemon, stream: str, start: float, end: float, seed: int) -> tuple[str, int]:
@@ -201,40 +241,84 @@ def iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def seconds(text: str) -> float | None:
+    """`freshet status`'s durations back to seconds: 12.3s, 4m05s, 2h03m, 3d04h; `-` is None."""
+    if text == "-":
+        return None
+    import re
+
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return sum(float(v) * units[u] for v, u in re.findall(r"([\d.]+)([dhms])", text))
+
+
+def land_cpu(d: Daemon, seed: int) -> tuple[str, int]:
+    """The next five minutes of router_cpu after what this daemon was sent."""
+    start = d.cpu_end or T - 300
+    pid, rows = land(d, "router_cpu", start, start + 300, seed=seed)
+    d.loaded_rows["cpu_raw"][pid] = rows
+    d.cpu_end = start + 300
+    return pid, rows
+
+
+def base_loaded(d: Daemon) -> None:
+    """cpu_raw and alerts_raw hold a partition each (one from the landing zone, one POSTed and
+    POSTed again): done once per daemon, whichever test asks first."""
+    if not d.posts:
+        land_cpu(d, seed=1)
+        apid, arows = stage_files(d, "link_alerts", T - 60, T, seed=2)
+        manifest = {"id": apid, "start": iso(T - 60), "end": iso(T), "files": ["part-0.parquet"], "rows": arows}
+        for _ in range(2):  # the same manifest again is an exact duplicate: a no-op
+            d.posts.append(d.client.post("/v1/streams/link_alerts/partitions", json=manifest,
+                                         headers={"Authorization": f"Bearer {TOKEN}"}))
+        d.loaded_rows["alerts_raw"][apid] = arows
+
+    def loaded() -> bool:
+        d.alive()
+        t = d.tables()
+        return t["cpu_raw"]["freshness"] == d.cpu_end and t["alerts_raw"]["freshness"] == T
+
+    wait_for("cpu_raw and alerts_raw loaded", loaded, timeout=180)
+
+
 def test_ready_notifies_systemd_and_pings_watchdog(daemon):
     # /readyz said 503 while recovering and starting Spark (the API listens from the start)
     assert 503 in daemon.readyz_seen and daemon.readyz_seen[-1] == 200
     wait_for("READY=1", lambda: any("READY=1" in m for m in daemon.notify.messages), timeout=10)
-    wait_for("two WATCHDOG=1", lambda: sum("WATCHDOG=1" in m for m in daemon.notify.messages) >= 2, timeout=10)
+    n = sum("WATCHDOG=1" in m for m in daemon.notify.messages)
+    wait_for("two more WATCHDOG=1", lambda: sum("WATCHDOG=1" in m for m in daemon.notify.messages) >= n + 2,
+             timeout=10)
     assert daemon.client.get("/healthz").json()["status"] == "ok"
-    tables = daemon.tables()
-    assert set(tables) == {t.name for t in daemon.config.tables}
-    assert all(t["freshness"] is None for t in tables.values())  # a fresh warehouse
+    assert set(daemon.tables()) == {t.name for t in daemon.config.tables}  # SIGHUP may have added one
+    recovered = {e["table"]: e for e in daemon.logs() if e["msg"] == "recovered table"}
+    assert set(recovered) == daemon.started_with
+    assert all(e["freshness"] is None for e in recovered.values())  # it started on a fresh warehouse
+
+
+def test_every_series_exists_from_the_first_scrape(daemon):
+    """Counters of every configured stream and table are exported at 0 before their first event."""
+    m = daemon.metrics()
+    for s in daemon.config.streams:
+        lab = (("stream", s.name),)
+        for name in ("freshet_partitions_quarantined_total", "freshet_partitions_duplicate_total",
+                     "freshet_partitions_arrived_total"):
+            assert lab in m[name], (name, s.name)
+    assert m["freshet_partitions_quarantined_total"][(("stream", "syslog"),)] == 0  # no test quarantines syslog
+    for t in daemon.config.tables:
+        lab = (("table", t.name),)
+        for name in ("freshet_rows_loaded_total", "freshet_table_backlog_seconds",
+                     "freshet_table_pending_partitions", "freshet_jobs_released_total"):
+            assert lab in m[name], (name, t.name)
+    assert m["freshet_loop_errors_total"][(("loop", "intake_scan"),)] == 0
 
 
 def test_partitions_from_landing_zone_and_api_load(daemon):
-    pid, rows = land(daemon, "router_cpu", T - 300, T, seed=1)
-    LOADED_ROWS["cpu_raw"][pid] = rows
-    apid, arows = stage_files(daemon, "link_alerts", T - 60, T, seed=2)
-    manifest = {"id": apid, "start": iso(T - 60), "end": iso(T), "files": ["part-0.parquet"], "rows": arows}
-    r = daemon.client.post("/v1/streams/link_alerts/partitions", json=manifest,
-                           headers={"Authorization": f"Bearer {TOKEN}"})
-    assert r.status_code == 202, r.text
-    assert r.json()["partition"] == apid
-    LOADED_ROWS["alerts_raw"][apid] = arows
-    # the same manifest again is an exact duplicate: a no-op
-    r = daemon.client.post("/v1/streams/link_alerts/partitions", json=manifest,
-                           headers={"Authorization": f"Bearer {TOKEN}"})
-    assert r.status_code == 200 and r.json()["status"] == "duplicate"
-    dup = wait_for("duplicate counted", lambda: daemon.metrics().get("freshet_partitions_duplicate_total"))
-    assert dup[(("stream", "link_alerts"),)] == 1
-
-    def loaded() -> bool:
-        daemon.alive()
-        t = daemon.tables()
-        return t["cpu_raw"]["freshness"] == T and t["alerts_raw"]["freshness"] == T
-
-    wait_for("cpu_raw and alerts_raw loaded", loaded, timeout=180)
+    base_loaded(daemon)
+    first, again = daemon.posts
+    assert first.status_code == 202, first.text
+    assert first.json()["partition"] in daemon.loaded_rows["alerts_raw"]
+    assert again.status_code == 200 and again.json()["status"] == "duplicate"
+    wait_for("duplicate counted", lambda: daemon.metrics()["freshet_partitions_duplicate_total"][
+        (("stream", "link_alerts"),)] == 1)
     t1 = daemon.tables()["cpu_raw"]
     time.sleep(1.1)
     t2 = daemon.tables()["cpu_raw"]
@@ -243,15 +327,27 @@ def test_partitions_from_landing_zone_and_api_load(daemon):
     assert t2["target_staleness"] == 600
 
 
-def test_freshet_status_shows_the_tables_stalest_first(daemon):
+def test_freshet_status_shows_the_tables_most_over_target_first(daemon):
+    base_loaded(daemon)
     r = subprocess.run([sys.executable, "-m", "ops.cli", "status", "--url", daemon.url], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split()[:3] == ["TABLE", "KIND", "PRIO"]
-    shown = [ln.split()[0] for ln in lines[1:] if ln.strip() and not ln.startswith(tuple("0123456789"))]
-    assert {"cpu_raw", "alerts_raw"} <= set(shown[:2])  # the only tables with a staleness come first
-    assert "inventory_raw" in shown and "[" in lines[1]
+    assert lines[0].split()[:3] == ["TABLE", "KIND", "PRIO"] and lines[0].split()[-2:] == ["BACKLOG", "LAST"]
+    rows = {ln.split()[0]: ln for ln in lines[1:] if ln.strip() and " tables; " not in ln}
+    assert set(rows) == {t.name for t in daemon.config.tables}
+    # the order, read back from the printed columns (so it cannot race with a later request)
+    cols = {n: ln.split() for n, ln in rows.items()}
+    staleness = {n: seconds(c[3]) for n, c in cols.items()}
+    over = {n: staleness[n] is not None and c[4] != "-" and staleness[n] > seconds(c[4]) for n, c in cols.items()}
+    shown = list(rows)
+    never = [n for n in shown if staleness[n] is None]
+    assert shown[len(shown) - len(never):] == never  # tables never loaded come last
+    first = [n for n in shown if over[n]]
+    assert shown[:len(first)] == first  # tables over target come first
+    loaded = [n for n in shown[len(first):] if staleness[n] is not None]
+    assert [staleness[n] for n in loaded] == sorted((staleness[n] for n in loaded), reverse=True)  # then stalest
+    assert rows["cpu_raw"].rstrip().endswith(" ok")
 
 
 def test_bad_requests_get_4xx_and_the_daemon_carries_on(daemon):
@@ -277,26 +373,28 @@ def test_bad_requests_get_4xx_and_the_daemon_carries_on(daemon):
     assert (Path(daemon.config.warehouse.landing) / "_quarantine" / "link_alerts" / pid / "reason").exists()
     daemon.alive()
     assert c.get("/healthz").status_code == 200
-    m = wait_for("quarantine counted", lambda: daemon.metrics().get("freshet_partitions_quarantined_total"))
-    assert m[(("stream", "link_alerts"),)] >= 1
+    wait_for("quarantine counted", lambda: daemon.metrics()["freshet_partitions_quarantined_total"][
+        (("stream", "link_alerts"),)] >= 1)
 
 
 def test_metrics_show_freshness_and_staleness(daemon):
+    base_loaded(daemon)
     m1 = daemon.metrics()
     cpu = (("table", "cpu_raw"),)
-    assert m1["freshet_table_freshness_timestamp_seconds"][cpu] == T
+    assert m1["freshet_table_freshness_timestamp_seconds"][cpu] == daemon.cpu_end
     assert m1["freshet_table_staleness_target_seconds"][cpu] == 600
-    assert m1["freshet_rows_loaded_total"][cpu] == sum(LOADED_ROWS["cpu_raw"].values())
+    assert m1["freshet_rows_loaded_total"][cpu] == sum(daemon.loaded_rows["cpu_raw"].values())
     assert m1["freshet_job_duration_seconds_count"][(("kind", "base"), ("table", "cpu_raw"))] >= 1
     assert m1["freshet_jobs_completed_total"][(("status", "ok"), ("table", "cpu_raw"))] >= 1
     assert m1["freshet_ready"][()] == 1
     time.sleep(1.0)
     m2 = daemon.metrics()
     assert m2["freshet_table_staleness_seconds"][cpu] > m1["freshet_table_staleness_seconds"][cpu]
-    assert m2["freshet_table_staleness_seconds"][cpu] == pytest.approx(time.time() - T, abs=5)
+    assert m2["freshet_table_staleness_seconds"][cpu] == pytest.approx(time.time() - daemon.cpu_end, abs=5)
 
 
 def test_real_prometheus_scrapes_the_daemon(daemon, tmp_path):
+    base_loaded(daemon)
     prometheus = shutil.which("prometheus") or "/usr/bin/prometheus"
     if not Path(prometheus).exists():
         pytest.fail("prometheus not found: install Debian's 'prometheus' package (apt-get install prometheus)")
@@ -320,14 +418,14 @@ def test_real_prometheus_scrapes_the_daemon(daemon, tmp_path):
 
         (sample,) = wait_for("Prometheus to scrape the daemon", query, timeout=60)
         assert sample["metric"]["job"] == "freshet" and sample["metric"]["table"] == "cpu_raw"
-        assert float(sample["value"][1]) == pytest.approx(time.time() - T, abs=15)
+        assert float(sample["value"][1]) == pytest.approx(time.time() - daemon.cpu_end, abs=15)
         up = httpx.get(api, params={"query": 'up{job="freshet"}'}, timeout=5).json()["data"]["result"]
         assert up[0]["value"][1] == "1"
         # the recording rule works on the real series
         ratio = wait_for("recording rule", lambda: httpx.get(api, params={
             "query": 'freshet:table_staleness_over_target:ratio{table="cpu_raw"}'}, timeout=5).json()["data"]["result"],
             timeout=30)
-        assert float(ratio[0]["value"][1]) == pytest.approx((time.time() - T) / 600, abs=0.05)
+        assert float(ratio[0]["value"][1]) == pytest.approx((time.time() - daemon.cpu_end) / 600, abs=0.05)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -335,12 +433,14 @@ def test_real_prometheus_scrapes_the_daemon(daemon, tmp_path):
 
 
 def test_sighup_reload_adds_a_table_and_rejects_a_bad_config(daemon):
+    reloads = daemon.metrics()["freshet_config_reloads_total"]
+    rejected, ok = reloads[(("result", "rejected"),)], reloads[(("result", "ok"),)]
     # an invalid config: logged, counted, and the old one stays
     good_text = daemon.config_path.read_text()
     daemon.config_path.write_text(good_text.replace("priority: 100", "priority: -1"))
     daemon.proc.send_signal(signal.SIGHUP)
-    wait_for("reload rejected", lambda: daemon.metrics()["freshet_config_reloads_total"][(("result", "rejected"),)] == 1,
-             timeout=20)
+    wait_for("reload rejected", lambda: daemon.metrics()["freshet_config_reloads_total"][
+        (("result", "rejected"),)] == rejected + 1, timeout=20)
     assert any(e["msg"].startswith("config reload rejected") and "priority" in e.get("reason", "")
                for e in daemon.logs())
     daemon.alive()
@@ -352,17 +452,19 @@ def test_sighup_reload_adds_a_table_and_rejects_a_bad_config(daemon):
     daemon.config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
     daemon.proc.send_signal(signal.SIGHUP)
     t = wait_for("cpu_copy appears", lambda: daemon.tables().get("cpu_copy"), timeout=30)
+    daemon.raw, daemon.config = raw, load_config(daemon.config_path)
     assert t["priority"] == 7 and t["target_staleness"] == 1200 and t["freshness"] is None
-    assert daemon.metrics()["freshet_config_reloads_total"][(("result", "ok"),)] == 1
+    assert daemon.metrics()["freshet_config_reloads_total"][(("result", "ok"),)] == ok + 1
     assert any(e["msg"] == "config reloaded" and e.get("added") == ["cpu_copy"] for e in daemon.logs())
-    pid, rows = land(daemon, "router_cpu", T, T + 300, seed=5)
-    LOADED_ROWS["cpu_raw"][pid] = rows
+    _pid, rows = land_cpu(daemon, seed=5)
     wait_for("cpu_copy and cpu_raw load the new partition", lambda: daemon.alive() or all(
-        daemon.tables()[n]["freshness"] == T + 300 for n in ("cpu_copy", "cpu_raw")), timeout=120)
+        daemon.tables()[n]["freshness"] == daemon.cpu_end for n in ("cpu_copy", "cpu_raw")), timeout=120)
     assert delta_rows(Path(daemon.config.warehouse.root) / "cpu_copy") == rows
 
 
 def test_a_failing_table_backs_off_retries_and_others_carry_on(daemon):
+    base_loaded(daemon)
+
     def failed_twice() -> dict[str, Any] | None:
         t = daemon.tables()["broken_cpu"]
         return t if t["consecutive_failures"] >= 2 else None
@@ -379,6 +481,7 @@ def test_a_failing_table_backs_off_retries_and_others_carry_on(daemon):
 
 
 def test_logs_name_table_job_track_duration_rows_freshness(daemon):
+    base_loaded(daemon)
     done = [e for e in daemon.logs() if e["msg"] == "job finished"]
     assert done
     for e in done:
@@ -387,13 +490,14 @@ def test_logs_name_table_job_track_duration_rows_freshness(daemon):
 
 
 def test_trace_file_replays_in_the_simulator(daemon):
+    base_loaded(daemon)
     trace = read_trace(daemon.config.warehouse.trace)
     ids = {a.partition for a in trace.arrivals.get("router_cpu", [])}
-    assert set(LOADED_ROWS["cpu_raw"]) <= ids
+    assert set(daemon.loaded_rows["cpu_raw"]) <= ids
     jobs = [j for j in trace.jobs if j.table == "cpu_raw" and j.status == "ok"]
     assert jobs and all(j.duration > 0 for j in jobs)
-    first = min(LOADED_ROWS["cpu_raw"], key=lambda p: p)
-    assert jobs[0].end == T and jobs[0].rows == LOADED_ROWS["cpu_raw"][first]
+    first = min(daemon.loaded_rows["cpu_raw"])  # ids are end times: (T − 5m, T], loaded alone
+    assert any(j.end == T and j.rows == daemon.loaded_rows["cpu_raw"][first] for j in jobs)
     # and the simulator replays it (docs/simulator.md)
     r = subprocess.run([sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(daemon.config_path),
                         "--trace", daemon.config.warehouse.trace, "--json"], capture_output=True, text=True,
@@ -416,15 +520,38 @@ def delta_rows(table_dir: Path) -> int:
     return sum(live.values())
 
 
-def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
-    from warehouse.delta import recover
+def test_spark_stderr_goes_through_the_json_log_format(daemon):
+    """Spark's JVM writes log4j lines straight to fd 2: with --log-format json they are JSON
+    objects too, like every other line on stderr; stdout stays empty."""
+    text = daemon.log_path.read_text()
+    lines = text[:text.rfind("\n") + 1].splitlines()  # complete lines only
+    recs = [json.loads(line) for line in lines]  # every line is one JSON object
+    spark = [r for r in recs if r["logger"] == "spark"]
+    assert spark and all(r["level"] in ("warning", "error", "critical", "info") and r.get("source") for r in spark)
+    # the JVM's own non-log4j line at start-up
+    assert any(r["logger"] == "stderr" and "default log level" in r["msg"] for r in recs), recs[:10]
+    assert daemon.out_path.read_text() == ""
 
-    # a job is running when SIGTERM arrives
-    pid, rows = land(daemon, "router_cpu", T + 300, T + 600, seed=4)
-    LOADED_ROWS["cpu_raw"][pid] = rows
-    wait_for("the cpu_raw job to start", lambda: any(
-        e["msg"] == "job started" and e.get("table") == "cpu_raw" and e.get("freshness") == iso(T + 600)
-        for e in daemon.logs()), timeout=60, every=0.2)
+
+def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
+    """SIGTERM while a job runs — proven from the daemon's own log: the job started, had not
+    finished when the daemon began to stop (its `running` list names it), finished afterwards,
+    and only then did the daemon exit 0."""
+    from warehouse.lake.recovery import recover
+
+    base_loaded(daemon)
+    before = {e["job"] for e in daemon.logs() if e["msg"] == "job started"}
+    land_cpu(daemon, seed=4)
+
+    def slow_job_running() -> dict[str, Any] | None:
+        logs = daemon.logs()
+        ended = {e["job"] for e in logs if e["msg"] in ("job finished", "job failed")}
+        running = [e for e in logs if e["msg"] == "job started" and e["table"] == "slow_cpu"
+                   and e["job"] not in before and e["job"] not in ended]
+        return running[-1] if running else None
+
+    job = wait_for("a slow_cpu job to start after the new partition loads", slow_job_running, timeout=120,
+                   every=0.1)
     t0 = time.monotonic()
     daemon.proc.send_signal(signal.SIGTERM)
     rc = daemon.proc.wait(GRACE + 30)
@@ -433,14 +560,108 @@ def test_sigterm_lets_the_running_job_finish_and_exits_zero(daemon):
     assert elapsed < GRACE
     assert any("STOPPING=1" in m for m in daemon.notify.messages)
     logs = daemon.logs()
-    assert any(e["msg"] == "stopped: no job running" for e in logs), daemon.tail()
+    at = {e["msg"]: i for i, e in reversed(list(enumerate(logs)))}  # first index of each message
+    stopping = at["stopping: no new jobs; waiting for running ones"]
+    assert "slow_cpu" in logs[stopping]["running"], logs[stopping]
+    (finished,) = [i for i, e in enumerate(logs) if e["msg"] == "job finished" and e["job"] == job["job"]]
+    assert stopping < finished < at["stopped: no job running"], daemon.tail()
     # the running job was allowed to finish, and nothing is half-loaded: every committed partition
     # is in the table completely, and the table holds nothing else
     state = recover(load_config(daemon.config_path))
+    assert iso(state.tables["slow_cpu"].freshness) == job["freshness"]
     cpu = state.tables["cpu_raw"]
-    assert cpu.freshness == T + 600
-    assert set(cpu.partitions) == set(LOADED_ROWS["cpu_raw"])
-    assert delta_rows(Path(daemon.config.warehouse.root) / "cpu_raw") == sum(LOADED_ROWS["cpu_raw"].values())
+    assert cpu.freshness == daemon.cpu_end
+    assert set(cpu.partitions) == set(daemon.loaded_rows["cpu_raw"])
+    assert delta_rows(Path(daemon.config.warehouse.root) / "cpu_raw") == sum(daemon.loaded_rows["cpu_raw"].values())
     alerts = state.tables["alerts_raw"]
     assert delta_rows(Path(daemon.config.warehouse.root) / "alerts_raw") == sum(
-        LOADED_ROWS["alerts_raw"][p] for p in alerts.partitions)
+        daemon.loaded_rows["alerts_raw"][p] for p in alerts.partitions)
+
+
+def test_demo_restarted_in_the_same_directory_continues_and_quarantines_nothing(tmp_path):
+    """`freshet run --demo` stopped and started again in one directory: each stream continues right
+    after what the first run produced (the Delta log and the landing zone), nothing is quarantined,
+    and `freshet status` shows LAST `ok (recovered)` for a table loaded only before the restart."""
+    from warehouse.lake.recovery import recover
+
+    raw = yaml.safe_load((ROOT / "examples" / "netmon.yaml").read_text())
+    keep_streams, keep_tables = {"router_cpu", "link_alerts", "inventory"}, {"cpu_raw", "alerts_raw", "inventory_raw"}
+    raw["streams"] = [s for s in raw["streams"] if s["name"] in keep_streams]
+    raw["tables"] = [t for t in raw["tables"] if t["name"] in keep_tables]
+    raw["warehouse"] = {"root": str(tmp_path / "data"), "landing": str(tmp_path / "landing"),
+                        "trace": str(tmp_path / "trace.jsonl")}
+    port = free_port()
+    raw["listen"] = f"127.0.0.1:{port}"
+    cfg_path = tmp_path / "demo.yaml"
+    cfg_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    url = f"http://127.0.0.1:{port}"
+
+    def start(n: int) -> tuple[subprocess.Popen, Path]:
+        log = tmp_path / f"run{n}.log"
+        with log.open("w") as fh:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ops.cli", "run", "--config", str(cfg_path), "--demo", "--demo-speed", "120",
+                 "--demo-backfill", "30m", "--log-format", "json", "--poll", "0.5", "--grace", "60"],
+                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=fh)
+        return proc, log
+
+    def tables() -> dict[str, dict[str, Any]]:
+        return {t["name"]: t for t in httpx.get(f"{url}/v1/tables", timeout=5).json()["tables"]}
+
+    def records(log: Path) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+
+    def stop(proc: subprocess.Popen, log: Path) -> None:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0, log.read_text()[-3000:]
+
+    proc, log1 = start(1)
+    try:
+        def first_loads() -> bool:
+            assert proc.poll() is None, log1.read_text()[-3000:]
+            t = tables()
+            return all(t[n]["freshness"] is not None for n in keep_tables) and t["alerts_raw"]["jobs_completed"] >= 2
+
+        wait_for("run 1 to load every table", first_loads, timeout=240)
+        stop(proc, log1)
+        before = recover(load_config(cfg_path))
+        proc, log2 = start(2)
+
+        def loaded_after_restart() -> bool:
+            assert proc.poll() is None, log2.read_text()[-3000:]
+            t = tables()
+            return all(t[n]["freshness"] is not None and t[n]["freshness"] > before.tables[n].freshness
+                       for n in ("cpu_raw", "alerts_raw"))
+
+        wait_for("run 2 to load new demo partitions", loaded_after_restart, timeout=240)
+        status = subprocess.run([sys.executable, "-m", "ops.cli", "status", "--url", url], capture_output=True,
+                                text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        row = next(ln for ln in status.stdout.splitlines() if ln.startswith("inventory_raw "))
+        assert row.rstrip().endswith("ok (recovered)"), status.stdout  # loaded in run 1 only (a daily feed)
+        metrics = {}
+        for fam in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=5).text):
+            for smp in fam.samples:
+                metrics.setdefault(smp.name, {})[tuple(sorted(smp.labels.items()))] = smp.value
+        quarantined = metrics["freshet_partitions_quarantined_total"]
+        assert set(quarantined) == {(("stream", s),) for s in keep_streams} and sum(quarantined.values()) == 0
+        stop(proc, log2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert not (tmp_path / "landing" / "_quarantine").exists()
+    for log in (log1, log2):
+        assert not [r for r in records(log) if r["msg"].startswith("quarantined")]
+    started = [r for r in records(log2) if r["msg"] == "demo producer started"]
+    assert started and set(started[0]["resume"]) == keep_streams
+    # each stream is one unbroken sequence across both runs: every partition starts where the one
+    # before it ended, under a new id
+    trace = read_trace(str(tmp_path / "trace.jsonl"))
+    for stream, table in (("router_cpu", "cpu_raw"), ("link_alerts", "alerts_raw")):
+        # a partition still pending at the restart is announced again by run 2: same id, same window
+        by_id = {a.partition: (a.start, a.end) for a in trace.arrivals[stream]}
+        assert len(set(by_id.values())) == len(by_id)
+        windows = sorted(by_id.values(), key=lambda w: w[1])
+        assert all(b[0] == a[1] for a, b in zip(windows, windows[1:], strict=False)), stream
+        assert windows[-1][1] > before.tables[table].freshness  # run 2 produced more

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from warehouse.config import load_config
-from warehouse.delta import recover
+from warehouse.lake.recovery import recover
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -9,9 +9,9 @@ import socket
 
 import pytest
 
-from ops.daemon import HumanFormatter, JsonFormatter, TraceFile, sd_notify, watchdog_interval
-from sim.trace import read_trace
-from warehouse.events import PartitionArrived, StartJob
+from ops.logs import HumanFormatter, JsonFormatter
+from ops.notify import sd_notify, watchdog_interval
+from sim.trace import Arrival, JobRecord, TraceWriter, read_trace
 
 
 def _recv(sock: socket.socket) -> str:
@@ -62,16 +62,14 @@ def test_log_lines_carry_the_job_fields():
 
 def test_trace_file_appends_and_replays(tmp_path):
     path = tmp_path / "sub" / "trace.jsonl"
-    tr = TraceFile(str(path))
-    tr.arrival(PartitionArrived(stream="s", partition_id="p1", start=0.0, end=60.0, rows=5), at=61.0)
-    job = StartJob(job_id=1, table="t", track=0, kind="base", start=0.0, end=60.0, new_freshness=60.0,
-                   new_safe_freshness=60.0, partitions=("p1",))
-    tr.job(job, at=70.0, duration=8.5, rows=5, status="ok")
-    tr.job(job, at=80.0, duration=1.0, rows=0, status="failed")
+    tr = TraceWriter.append_to(path, {"source": "freshet run"})
+    tr.arrival(Arrival(time=61.0, stream="s", partition="p1", start=0.0, end=60.0, rows=5))
+    tr.job(JobRecord(time=70.0, table="t", start=0.0, end=60.0, duration=8.5, rows=5, track=0))
+    tr.job(JobRecord(time=80.0, table="t", start=0.0, end=60.0, duration=1.0, track=0, status="failed"))
     tr.close()
     # a restart appends to the same file without a second header
-    tr2 = TraceFile(str(path))
-    tr2.arrival(PartitionArrived(stream="s", partition_id="p2", start=60.0, end=120.0, rows=7), at=121.0)
+    tr2 = TraceWriter.append_to(path, {"source": "freshet run"})
+    tr2.arrival(Arrival(time=121.0, stream="s", partition="p2", start=60.0, end=120.0, rows=7))
     tr2.close()
     lines = path.read_text().splitlines()
     assert sum("freshet_trace" in ln for ln in lines) == 1
@@ -84,16 +82,193 @@ def test_trace_file_appends_and_replays(tmp_path):
 def test_run_rejects_bad_arguments(tmp_path):
     import argparse
 
-    from ops import daemon
+    from ops import run
     from warehouse.errors import ConfigError
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("tables: [{name: t, stream: s}]\nstreams: [{name: s, period: 1m}]\n")
     p = argparse.ArgumentParser()
-    daemon.add_arguments(p)
+    run.add_arguments(p)
     with pytest.raises(ConfigError, match="--grace"):
-        daemon.main(p.parse_args(["--config", str(cfg), "--grace", "-1"]))
+        run._run(p.parse_args(["--config", str(cfg), "--grace", "-1"]))
     with pytest.raises(ConfigError, match="listen"):
-        daemon.main(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
+        run._run(p.parse_args(["--config", str(cfg), "--listen", "nowhere"]))
     with pytest.raises(ConfigError, match="--demo-backfill"):
-        daemon.main(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))
+        run._run(p.parse_args(["--config", str(cfg), "--demo-backfill", "soon"]))
+
+
+def test_a_loop_failing_on_every_poll_is_logged_rate_limited_and_counted(caplog):
+    """The landing-zone scan failing on each poll: the first failure is logged with its traceback,
+    then at most one line per `error_log_every` with a repeat count; every failure is counted."""
+    import threading
+    import time
+    from pathlib import Path
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ops.daemon import Daemon, Options
+    from warehouse.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "examples" / "netmon.yaml")
+
+    class BrokenIntake:
+        calls = 0
+
+        def scan(self):
+            self.calls += 1
+            if self.calls > 60:
+                return []
+            raise PermissionError(13, "Permission denied", "landing/router_cpu")
+
+    d = Daemon(cfg, Options(config_path="x.yaml", poll=0.005, error_log_every=0.15))
+    d.intake = BrokenIntake()
+    caplog.set_level(logging.INFO, logger="freshet")
+    t = threading.Thread(target=d._intake_loop)
+    t.start()
+    deadline = time.monotonic() + 20
+    while d.intake.calls < 70 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    d.stop_flag.set()
+    t.join(5)
+    recs = [r for r in caplog.records if r.getMessage().startswith("landing-zone scan")]
+    failures = [r for r in recs if r.levelno == logging.ERROR]
+    assert failures[0].exc_info and "Permission denied" in failures[0].error
+    assert 1 < len(failures) < 20, len(failures)  # 60 failures, not 60 lines
+    assert all(r.repeats > 1 for r in failures[1:])
+    assert 1 + sum(r.repeats for r in failures[1:]) <= 60
+    assert recs[-1].getMessage() == "landing-zone scan works again" and recs[-1].failures == 60
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
+    (sample,) = [s for s in fams["freshet_loop_errors"].samples if s.name.endswith("_total")]
+    assert sample.labels == {"loop": "intake_scan"} and sample.value == 60
+
+
+CAPTURE_SCRIPT = r"""
+import os, subprocess, sys, threading
+from ops.logs import setup_logging
+setup_logging(sys.argv[1], capture_stderr=True)
+# what Spark's JVM does: log4j lines straight to fd 2, a record with an exception under it
+os.write(2, b"25/11/26 05:10:00 WARN NativeCodeLoader: Unable to load native-hadoop library\n")
+os.write(2, b"25/11/26 05:10:01 ERROR DeltaFileFormatWriter: Aborting job 42.\n"
+            b"java.lang.IllegalStateException: SparkContext has been shutdown\n"
+            b"\tat org.apache.spark.SparkContext.runJob(SparkContext.scala:2385)\n"
+            b"\tat py4j.Gateway.invoke(Gateway.java:282)\n")
+subprocess.run(["sh", "-c", "echo 'a child process writes to stderr' >&2"])
+print("a library prints to sys.stderr", file=sys.stderr)
+t = threading.Thread(target=lambda: 1 / 0, name="worker")
+t.start(); t.join()
+raise ValueError("several\nlines")
+"""
+
+
+@pytest.mark.parametrize("fmt", ["json", "human"])
+def test_everything_on_stderr_goes_through_the_log_format(tmp_path, fmt):
+    """fd 2 is a pipe read by a thread: the JVM's log4j lines, child processes, prints and uncaught
+    exceptions become log records, each multi-line one a single record (one JSON object)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", CAPTURE_SCRIPT, fmt], capture_output=True, text=True, timeout=60,
+                       cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 1 and r.stdout == ""
+    if fmt == "human":
+        assert "WARNING Unable to load native-hadoop library source=NativeCodeLoader" in r.stderr
+        assert "ERROR Aborting job 42.\njava.lang.IllegalStateException" in r.stderr
+        return
+    recs = [json.loads(line) for line in r.stderr.splitlines()]  # every line is one JSON object
+    by_msg = {rec["msg"].split("\n")[0]: rec for rec in recs}
+    warn = by_msg["Unable to load native-hadoop library"]
+    assert (warn["logger"], warn["level"], warn["source"]) == ("spark", "warning", "NativeCodeLoader")
+    err = by_msg["Aborting job 42."]
+    assert err["level"] == "error" and err["msg"].count("\n") == 3 and "SparkContext.runJob" in err["msg"]
+    assert by_msg["a child process writes to stderr"]["logger"] == "stderr"
+    assert by_msg["a library prints to sys.stderr"]["logger"] == "stderr"
+    uncaught = [rec for rec in recs if rec["msg"] == "uncaught exception"]
+    assert len(uncaught) == 2 and "ZeroDivisionError" in uncaught[0]["exc"] and uncaught[0]["in_thread"] == "worker"
+    assert "ValueError: several\nlines" in uncaught[1]["exc"]
+    assert len(recs) == 6
+
+
+@pytest.mark.parametrize("text, n", [
+    ("streams:\n  - {name: s, period: 1m}\ntables:\n  - {name: x, stream: s, priority: -1}\n"
+     "  - {name: y, stream: s, priority: 0, target_staleness: soon}\n", 3),
+    ("streams: [\n  {name: s\n", 1),  # not YAML: the parser's message spans several lines
+])
+def test_an_invalid_config_is_one_log_record(tmp_path, text, n):
+    """`freshet run --log-format json` with an invalid config: exit 2 and one JSON object listing
+    every problem (it was a multi-line message outside the log format)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "bad.yaml").write_text(text)
+    r = subprocess.run([sys.executable, "-m", "ops.cli", "run", "--config", "bad.yaml", "--log-format", "json"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    rec = json.loads(line)
+    assert (rec["level"], rec["msg"], rec["config"]) == ("error", "invalid configuration", "bad.yaml")
+    assert len(rec["problems"]) == n and (n > 1 or "\n" in rec["problems"][0])
+
+
+def test_track_workers_report_real_durations_and_turn_exceptions_into_failures():
+    """A failed job reports how long it really ran (it used to be 0), and an executor that raises
+    never kills its track: the exception becomes a JobFailed."""
+    import queue
+    import time
+
+    from ops.workers import TrackWorkers
+    from warehouse.events import JobFailed, StartJob
+
+    def run(job):
+        time.sleep(0.3)
+        if job.table == "boom":
+            raise RuntimeError("executor bug")
+        return JobFailed(job_id=job.job_id, reason="spark died")
+
+    results: queue.Queue = queue.Queue()
+    workers = TrackWorkers(run, results.put)
+    for i, table in enumerate(("t", "boom")):
+        workers.submit(StartJob(job_id=i + 1, table=table, track=i, kind="base", start=0.0, end=60.0,
+                                new_freshness=60.0, new_safe_freshness=60.0))
+    got = sorted((results.get(timeout=5) for _ in range(2)), key=lambda r: r.job.job_id)
+    workers.stop()
+    assert [type(r.event) for r in got] == [JobFailed, JobFailed]
+    assert got[0].event.reason == "spark died" and "RuntimeError: executor bug" in got[1].event.reason
+    assert all(r.ended - r.began >= 0.29 for r in got)
+
+
+def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog):
+    """SIGHUP rescans the landing zone for new tables; if that scan fails the daemon carries on
+    (the intake loop retries) and the failure is counted."""
+    import time
+    import types
+    from pathlib import Path
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ops.daemon import Daemon, Options
+    from warehouse.config import load_config
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "netmon.yaml"
+    d = Daemon(load_config(path), Options(config_path=str(path)))
+
+    class BrokenIntake:
+        def scan(self):
+            raise PermissionError(13, "Permission denied", "landing")
+
+    d.intake = BrokenIntake()
+    d._reconfigure_warehouse = lambda new: types.SimpleNamespace(recovered={})
+    d.sched = types.SimpleNamespace(reconfigure=lambda new, now, recovered: [])
+    caplog.set_level(logging.INFO, logger="freshet")
+    d._reload(time.time())  # does not raise
+    assert any(r.getMessage().startswith("landing-zone scan after the reload failed") for r in caplog.records)
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
+    (sample,) = [s for s in fams["freshet_loop_errors"].samples if s.name.endswith("_total")]
+    assert sample.value == 1

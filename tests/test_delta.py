@@ -13,10 +13,11 @@ import pytest
 from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_minutes
 
 from warehouse.config import parse_config
-from warehouse.delta import append_idempotent, delta_version, ms, read_table_state, recover, table_path, utc
-from warehouse.events import JobFailed, JobFinished, StartJob
-from warehouse.executor import Executor, run_until_idle
-from warehouse.intake import Intake
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
+from warehouse.lake.delta import append_idempotent, ms, table_path, utc
+from warehouse.lake.executor import Executor, run_until_idle
+from warehouse.lake.recovery import delta_version, read_table_state, recover
+from warehouse.landing.intake import Intake
 
 pytestmark = pytest.mark.spark
 
@@ -74,6 +75,8 @@ def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
     assert sorted(m.partitions) == [f"m-{i:04d}" for i in range(12)]
     assert state.loaded["m"] == m.partitions
     assert m.origin == T0
+    # each partition's (start, end], for the intake's overlap check after a restart (issue 8, defect 3)
+    assert m.windows == {f"m-{i:04d}": (T0 + i * MINUTE, T0 + (i + 1) * MINUTE) for i in range(12)}
     meta = json.loads(last_commit_info(cfg, "m_raw")["userMetadata"])
     assert meta["kind"] == "base" and meta["freshness"] == T0 + 12 * MINUTE and meta["partitions"]
     assert sched.stats(T0).tables  # the Scheduler ran on these outcomes
@@ -114,24 +117,25 @@ def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
         assert table_rows(spark, cfg, name, cols) == expected, name
 
 
-def base_job(job_id: int, pids: tuple[str, ...], start: float, end: float) -> StartJob:
+def base_job(job_id: int, arrivals: list[PartitionArrived], start: float, end: float) -> StartJob:
     return StartJob(job_id=job_id, table="m_raw", track=0, kind="base", start=start, end=end,
-                    new_freshness=end, new_safe_freshness=end, partitions=pids)
+                    new_freshness=end, new_safe_freshness=end, arrivals=tuple(arrivals))
 
 
 def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkeypatch) -> None:
     cfg = make_config(tmp_path)
-    pids = tuple(write_minutes(cfg, "m", 0, 2))
+    write_minutes(cfg, "m", 0, 2)
     intake = Intake(cfg)
-    intake.scan()
-    ex = Executor(cfg, spark, intake)
-    job = base_job(1, pids, T0, T0 + 2 * MINUTE)
+    arrivals = intake.scan()
+    ex = Executor(cfg, spark)
+    job = base_job(1, arrivals, T0, T0 + 2 * MINUTE)
     first = ex.run(job)
     assert first.committed and first.rows == 8 and first.txn_version == ms(T0 + 120)
     again = ex.run(job)
     assert not again.committed and again.rows == 0
+    assert again.event().committed is False  # a no-op does not train the cost model (§2.4)
     # a fresh process (state from the log only) recognises it too
-    assert not Executor(cfg, spark, Intake(cfg, recover(cfg))).run(job).committed
+    assert not Executor(cfg, spark, recover(cfg)).run(job).committed
 
     # Delta itself skips a replayed (txnAppId, txnVersion): the version does not move
     path = table_path(cfg, "m_raw")
@@ -142,10 +146,9 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8
 
     # unknown outcome: the commit happens, then the job fails before reporting it
-    pids2 = tuple(write_minutes(cfg, "m", 2, 1))
-    intake.scan()
-    job2 = base_job(2, pids2, T0 + 120, T0 + 180)
-    import warehouse.executor as executor_mod
+    write_minutes(cfg, "m", 2, 1)
+    job2 = base_job(2, intake.scan(), T0 + 120, T0 + 180)
+    import warehouse.lake.executor as executor_mod
 
     real = executor_mod.commit_metrics
     calls = {"n": 0}
@@ -160,14 +163,15 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
     ev = ex.execute(job2)
     assert isinstance(ev, JobFailed) and "connection reset" in ev.reason
     ev = ex.execute(job2)  # the retry re-reads the watermark: already committed → a no-op
-    assert isinstance(ev, JobFinished) and ev.rows == 0
+    assert isinstance(ev, JobFinished) and ev.rows == 0 and not ev.committed
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
     assert read_table_state(path, "m_raw").freshness == T0 + 180
 
 
 def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
-    write_minutes(cfg, "m", 0, 3)
+    write_minutes(cfg, "m", 0, 1)
+    write_minutes(cfg, "m", 2, 1)  # minute 1 is missing: it comes late
     run_until_idle(cfg, spark)
     path = table_path(cfg, "m_raw")
     before = read_table_state(path, "m_raw")
@@ -179,16 +183,20 @@ def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     run_until_idle(cfg, spark)
     mid = read_table_state(path, "m_raw")
     assert mid.freshness == T0 + 240 and mid.txn_version == ms(T0 + 240)
-    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
-    # a late partition (its interval is already below F') is still loaded; F does not move and
-    # the txn version goes one above the last
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8
+    # a late partition (its interval is already below F', in a gap: it overlaps nothing loaded) is
+    # still loaded; F does not move and the txn version goes one above the last
     write_minutes(cfg, "m", 1, 1, seed=7, pid_prefix="late-")
+    # a loaded window re-sent under a new id is quarantined, not loaded twice (issue 8, defect 3)
+    write_minutes(cfg, "m", 2, 1, pid_prefix="again-")
     report, sched = run_until_idle(cfg, spark)
     after = read_table_state(path, "m_raw")
     assert after.freshness == T0 + 240 and after.txn_version == mid.txn_version + 1
-    assert "late-m-0001" in after.partitions
-    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 16
+    assert "late-m-0001" in after.partitions and "again-m-0002" not in after.partitions
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
     assert sched.late_partitions == 1
+    reason = (Path(cfg.warehouse.landing) / "_quarantine" / "m" / "again-m-0002" / "reason").read_text()
+    assert reason.startswith("overlaps partition m-0002 (")
 
 
 def test_failing_derived_sql_does_not_stop_base_tables(spark, tmp_path: Path) -> None:
@@ -217,7 +225,7 @@ def test_sql_of_every_derived_table_analyses(spark, tmp_path: Path) -> None:
     """The embedded netmon example's SQL analyses against its schemas (no Spark job runs);
     broken SQL is reported per table."""
     from warehouse.config import load_config
-    from warehouse.executor import analyze_derived
+    from warehouse.lake.executor import analyze_derived
 
     netmon = load_config(Path(__file__).resolve().parents[1] / "examples" / "netmon.yaml")
     assert analyze_derived(netmon, spark) == {}

@@ -235,3 +235,87 @@ def test_dashboard_and_rules_use_only_exported_metrics():
     assert not missing, f"referenced but not exported: {missing}"
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
+
+
+def test_backlog_alert_reads_the_truthful_backlog_gauge(tmp_path):
+    """FreshetBacklogGrowing watches freshet_table_backlog_seconds (arrived − loaded, a running job's
+    data included); rules_test.yml holds the case of issue 8: a job running, 141 partitions (2h11m)
+    waiting. With the old expression over freshet_table_pending_delta_seconds (0 while a job ran)
+    that case does not fire."""
+    rules = yaml.safe_load((OPS / "prometheus" / "rules.yml").read_text())
+    (alert,) = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "FreshetBacklogGrowing"]
+    assert "freshet_table_backlog_seconds" in alert["expr"] and "pending_delta" not in alert["expr"]
+    tests = (OPS / "prometheus" / "rules_test.yml").read_text()
+    assert "2h 11m 0s of event time in 141" in " ".join(tests.split())
+    promtool = tool("promtool", "prometheus")
+    old = (OPS / "prometheus" / "rules.yml").read_text().replace(
+        "freshet_table_backlog_seconds", "freshet_table_pending_delta_seconds")
+    (tmp_path / "rules.yml").write_text(old)
+    (tmp_path / "rules_test.yml").write_text(tests)
+    r = subprocess.run([promtool, "test", "rules", "rules_test.yml"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "FreshetBacklogGrowing" in r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- a fresh machine
+def _stub(d: Path, name: str, body: str) -> None:
+    p = d / name
+    p.write_text("#!/bin/sh\n" + body + "\n")
+    p.chmod(0o755)
+
+
+def _deps(tmp_path: Path, *, missing: tuple[str, ...] = (), java: str = "17.0.15", uid: int = 1000,
+          sudo_ok: bool = False, venv: bool = True) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run scripts/system_deps.sh with PATH = stubs only: the machine's real tools are invisible."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    log = tmp_path / "calls"
+    rec = f'echo "${{0##*/}} $*" >> {log}'
+    for name in ("promtool", "prometheus", "systemd-analyze"):
+        if name not in missing:
+            _stub(bin_, name, "exit 0")
+    if "java" not in missing:
+        _stub(bin_, "java", f"echo 'openjdk version \"{java}\" 2025-04-15' >&2")
+    _stub(bin_, "python3", "exit 0" if venv else "exit 1")
+    _stub(bin_, "id", f"echo {uid}")
+    _stub(bin_, "apt-get", rec)
+    _stub(bin_, "sudo", rec + '\n[ "$1" = -n ] && exit ' + ("0" if sudo_ok else "1") + '\nexec "$@"')
+    r = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "system_deps.sh")], env={"PATH": str(bin_)},
+                       capture_output=True, text=True, timeout=60)
+    return r, log.read_text().splitlines() if log.exists() else []
+
+
+def test_system_deps_change_nothing_when_everything_is_there(tmp_path):
+    r, calls = _deps(tmp_path)
+    assert r.returncode == 0 and calls == [] and r.stderr == ""
+
+
+def test_system_deps_without_root_or_sudo_stop_with_the_apt_get_command(tmp_path):
+    r, calls = _deps(tmp_path, missing=("promtool",), java="11.0.2")
+    assert r.returncode == 1 and calls == ["sudo -n true"] and r.stdout == ""  # asked, installed nothing
+    (line,) = r.stderr.splitlines()
+    assert "sudo apt-get install -y --no-install-recommends prometheus openjdk-17-jre-headless" in line
+
+
+def test_system_deps_install_with_passwordless_sudo(tmp_path):
+    r, calls = _deps(tmp_path, missing=("systemd-analyze", "java"), sudo_ok=True, venv=False)
+    assert r.returncode == 0, r.stderr
+    assert calls == ["sudo -n true", "sudo apt-get update -qq",
+                     "apt-get update -qq",
+                     "sudo apt-get install -y -qq --no-install-recommends systemd openjdk-17-jre-headless python3-venv",
+                     "apt-get install -y -qq --no-install-recommends systemd openjdk-17-jre-headless python3-venv"]
+
+
+def test_system_deps_install_as_root(tmp_path):
+    r, calls = _deps(tmp_path, missing=("prometheus",), java="1.8.0_292", uid=0)
+    assert r.returncode == 0, r.stderr
+    assert calls == ["apt-get update -qq",
+                     "apt-get install -y -qq --no-install-recommends prometheus openjdk-17-jre-headless"]
+
+
+def test_make_test_installs_system_deps_and_ci_only_calls_it():
+    r = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = r.stdout
+    assert "scripts/system_deps.sh" in out and out.index("system_deps.sh") < out.index("pytest")
+    ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert ci[-1] == "exec make test" and not any("apt-get" in ln for ln in ci)

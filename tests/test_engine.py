@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers_engine import config
 from warehouse.cost import CostModel
-from warehouse.errors import SchedulerMisuse
+from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
 from warehouse.freshness import StalenessMeter
 from warehouse.scheduler import Recovered, Scheduler
@@ -80,8 +80,8 @@ def test_misuse_is_reported_and_changes_nothing():
     s = Scheduler(config(STREAMS, TABLES, tracks=1), now=0, initial_freshness=0.0)
     with pytest.raises(SchedulerMisuse, match="job 42 is not running"):
         s.handle(JobFinished(job_id=42, duration=1), 1)
-    with pytest.raises(SchedulerMisuse, match="unknown stream 'zz'"):
-        arrive(s, "zz", "p", 0, 1, 1)
+    with pytest.raises(PartitionRefused, match="'p' of stream 'zz': no table reads this stream"):
+        arrive(s, "zz", "p", 0, 1, 1)  # input, not a bug: the daemon quarantines it
     with pytest.raises(SchedulerMisuse, match="end <= start"):
         PartitionArrived(stream="a", partition_id="p", start=5, end=5)
     assert s.stats(2).jobs_released == 0
@@ -111,6 +111,32 @@ def test_reconfigure_adds_and_removes_tables_and_changes_priorities():
     assert len(s.stats(61).tracks) == 3
     (d,) = s.handle(JobFinished(job_id=jb.job_id, duration=1), 62)
     assert d.table == "rb2" and d.end == 60
+
+
+def test_reconfigure_starts_a_re_added_table_from_its_recovered_state():
+    """A table re-added over an existing Delta table is not 'never loaded' (the log is the truth)."""
+    s = Scheduler(config(STREAMS, TABLES, tracks=2), now=1000, recovered={"ra": Recovered(600, 570, 0),
+                                                                            "rb": Recovered(600, 600, 0)})
+    tables = [*TABLES, {"name": "rb2", "sources": ["rb"], "granularity": 60}]
+    jobs = s.reconfigure(config(STREAMS, tables, tracks=2), 1001, {"rb2": Recovered(600, 600, 0)})
+    st = {t.name: t for t in s.stats(1001).tables}
+    assert st["rb2"].freshness == 600 and not any(j.table == "rb2" for j in jobs)
+    # without the recovered state it would replay its history from the sources' origin
+    fresh = Scheduler(config(STREAMS, TABLES, tracks=2), now=1000, recovered={"rb": Recovered(600, 600, 0)})
+    (replay,) = [j for j in fresh.reconfigure(config(STREAMS, tables, tracks=2), 1001) if j.table == "rb2"]
+    assert (replay.start, replay.end) == (0, 600)
+
+
+def test_noop_jobs_do_not_train_the_cost_model():
+    cfg = config(STREAMS, TABLES, tracks=1, learn_costs=True)
+    s = Scheduler(cfg, now=0, initial_freshness=0.0)
+    before = {t.name: (t.alpha, t.beta) for t in s.stats(0).tables}["rb"]
+    (j,) = arrive(s, "b", "b1", 0, 60, 60)
+    s.handle(JobFinished(job_id=j.job_id, duration=0.001, committed=False), 61)  # a replay: nothing appended
+    assert {t.name: (t.alpha, t.beta) for t in s.stats(61).tables}["rb"] == before
+    (j2,) = arrive(s, "b", "b2", 60, 120, 120)
+    s.handle(JobFinished(job_id=j2.job_id, duration=30.0), 150)
+    assert {t.name: (t.alpha, t.beta) for t in s.stats(150).tables}["rb"] != before
 
 
 def test_drift_in_learned_costs_repartitions():

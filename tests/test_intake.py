@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import MINUTE, T0, make_config, write_minutes
+from conftest import MINUTE, T0, make_config, warehouse_dict, write_minutes
 
-from warehouse.delta import RecoveryState, TableState
-from warehouse.intake import Intake, PartitionRejected, UnknownStream
+from warehouse.config import parse_config
+from warehouse.lake.recovery import RecoveryState, TableState, read_table_state
+from warehouse.landing.intake import Intake, PartitionRejected, Submitted, UnknownStream, Windows
+from warehouse.times import parse_time
 
 
 @pytest.fixture()
@@ -142,6 +147,36 @@ def test_schema_mismatch(cfg, schema, reason) -> None:
     assert "schema mismatch" in r and reason in r
 
 
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize(
+    ("offsets", "reason"),
+    [
+        ([1, 30, 60, 60], None),
+        ([1, 30, 60, 61], "1 row(s) of part-0.parquet have ts outside"),
+        ([0, 30, 60, 60], "1 row(s) of part-0.parquet have ts outside"),
+        ([1, None, 60, 60], "1 row(s) with no ts"),
+    ],
+)
+def test_row_times_are_checked_with_or_without_parquet_statistics(cfg, statistics, offsets, reason) -> None:
+    """Validation reads the time column's min/max from Parquet statistics when the file has them
+    (no data read), and the column itself otherwise; several row groups are all checked."""
+    import datetime as dt
+
+    d = Path(cfg.warehouse.landing) / "m" / "m-0000"
+    d.mkdir(parents=True)
+    ts = [None if o is None else dt.datetime.fromtimestamp(T0 + o, dt.UTC) for o in offsets]
+    s = pa.schema([("ts", pa.timestamp("us", "UTC")), ("k", pa.string()), ("v", pa.float64()), ("id", pa.int64())])
+    table = pa.table({"ts": ts, "k": ["r"] * 4, "v": [1.0] * 4, "id": [1, 2, 3, 4]}, schema=s)
+    pq.write_table(table, d / "part-0.parquet", row_group_size=2, write_statistics=statistics)
+    (d / "_partition.json").write_text(json.dumps({"start": T0, "end": T0 + 60, "files": ["part-0.parquet"],
+                                                   "rows": 4}))
+    got = Intake(cfg).scan()
+    if reason is None:
+        assert [e.partition_id for e in got] == ["m-0000"]
+    else:
+        assert got == [] and reason in quarantined(cfg, "m", "m-0000")
+
+
 def test_empty_partition_is_valid(cfg) -> None:
     d = Path(cfg.warehouse.landing) / "m" / "m-0000"
     d.mkdir(parents=True)
@@ -171,13 +206,12 @@ def test_submit_a_manifest_dict(cfg) -> None:
     manifest = json.loads((d / "_partition.json").read_text())
     (d / "_partition.json").unlink()  # the producer POSTs instead of writing the manifest
     intake = Intake(cfg)
-    ev = intake.submit("m", {**manifest, "id": "m-0000"})
-    assert ev is not None and ev.partition_id == "m-0000" and ev.rows == 4
+    sub = intake.submit("m", {**manifest, "id": "m-0000"})
+    ev = sub.arrived
+    assert sub.partition_id == "m-0000" and ev is not None and ev.partition_id == "m-0000" and ev.rows == 4
     assert (d / "_partition.json").is_file()  # persisted: survives a restart
     assert intake.scan() == []
-    assert intake.submit("m", {**manifest, "id": "m-0000"}) is None  # the same again: a no-op
-    with pytest.raises(PartitionRejected, match="already pending with different content"):
-        intake.submit("m", {**manifest, "end": T0 + 61, "id": "m-0000"})
+    assert intake.submit("m", {**manifest, "id": "m-0000"}) == Submitted("m-0000", None)  # the same again: a no-op
     with pytest.raises(UnknownStream, match="unknown stream 'nope'"):
         intake.submit("nope", manifest)
     write_minutes(cfg, "m", 1, 1)
@@ -187,10 +221,296 @@ def test_submit_a_manifest_dict(cfg) -> None:
     assert "row count" in quarantined(cfg, "m", "m-0001")
 
 
+def test_the_id_of_a_posted_manifest_defaults_to_its_end(cfg) -> None:
+    d = Path(cfg.warehouse.landing) / "m" / "20251124T160100Z"
+    d.mkdir(parents=True)
+    sub = Intake(cfg).submit("m", {"start": T0, "end": "2025-11-24T16:01:00Z", "files": [], "rows": 0})
+    assert sub.partition_id == "20251124T160100Z" and sub.arrived is not None
+
+
+@pytest.mark.parametrize(
+    ("change", "kind", "reason"),
+    [
+        ({"files": ["../m-0001/part-0.parquet"]}, "outside_landing", "file outside the landing zone"),
+        ({"files": ["/etc/passwd"]}, "outside_landing", "file outside the landing zone"),
+        ({"end": T0 - 10}, "malformed", "is not after start"),
+        ({"end": T0}, "malformed", "is not after start"),
+        ({"rows": -1}, "malformed", "bad field 'rows'"),
+        ({"extra": 1}, "malformed", "unknown field(s) 'extra'"),
+        ({"id": "m 0000"}, "bad_id", "bad partition id 'm 0000'"),  # not a valid id, but a usable name
+    ],
+)
+def test_posted_manifests_rejected_before_the_files_are_read_are_quarantined(cfg, change, kind, reason) -> None:
+    """Issue 8, defect 5: the 422s that failed before validation left no trace."""
+    pid = change.get("id", "m-0000")
+    write_minutes(cfg, "m", 0, 1, pid_prefix="" if pid == "m-0000" else "x")
+    d = Path(cfg.warehouse.landing) / "m" / ("m-0000" if pid == "m-0000" else "xm-0000")
+    if pid != "m-0000":
+        d = d.rename(d.parent / pid)
+    manifest = json.loads((d / "_partition.json").read_text())
+    (d / "_partition.json").unlink()
+    intake = Intake(cfg)
+    with pytest.raises(PartitionRejected) as err:
+        intake.submit("m", {**manifest, "id": "m-0000", **change})
+    assert err.value.kind == kind and err.value.quarantined and err.value.partition == pid
+    q = Path(cfg.warehouse.landing) / "_quarantine" / "m" / pid
+    assert reason in (q / "reason").read_text()
+    assert json.loads((q / "_partition.json").read_text())["rows"] == change.get("rows", 4)  # what was sent
+    assert (q / "part-0.parquet").is_file() and not d.exists()  # the files moved with it
+    assert intake.quarantined["m"] == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"id": "../x", "start": T0, "end": T0 + 60, "files": [], "rows": 0}, "bad partition id '../x'"),
+        ({"id": "a/b", "start": T0, "end": T0 + 60, "files": [], "rows": 0}, "bad partition id"),
+        ({"id": "_quarantine", "start": T0, "end": T0 + 60, "files": [], "rows": 0}, "bad partition id"),
+        ({"id": 7, "start": T0, "end": T0 + 60, "files": [], "rows": 0}, "bad partition id 7"),
+        ({"start": T0, "end": "soon", "files": [], "rows": 0}, "bad field 'end'"),
+        ({"start": T0, "files": [], "rows": 0}, "missing field(s) 'id' and 'end'"),
+        ([1, 2], "expected a JSON object"),
+    ],
+)
+def test_manifests_that_name_no_usable_partition_are_refused_not_quarantined(cfg, body, reason) -> None:
+    intake = Intake(cfg)
+    with pytest.raises(PartitionRejected, match=re.escape(reason)) as err:
+        intake.submit("m", body)
+    assert not err.value.quarantined
+    assert not (Path(cfg.warehouse.landing) / "_quarantine").exists()
+
+
+def test_already_pending_with_other_content_quarantines_the_manifest_not_the_files(cfg) -> None:
+    write_minutes(cfg, "m", 0, 1)
+    d = Path(cfg.warehouse.landing) / "m" / "m-0000"
+    manifest = json.loads((d / "_partition.json").read_text())
+    (d / "_partition.json").unlink()
+    intake = Intake(cfg)
+    assert intake.submit("m", {**manifest, "id": "m-0000"}).arrived is not None
+    with pytest.raises(PartitionRejected, match="already pending with different content") as err:
+        intake.submit("m", {**manifest, "end": T0 + 61, "id": "m-0000"})
+    assert err.value.kind == "conflict" and err.value.quarantined
+    q = Path(cfg.warehouse.landing) / "_quarantine" / "m" / "m-0000"
+    assert "already pending with different content" in (q / "reason").read_text()
+    assert json.loads((q / "_partition.json").read_text())["end"] == T0 + 61
+    assert (d / "part-0.parquet").is_file() and intake.partition("m", "m-0000").end == T0 + MINUTE  # untouched
+    assert intake.quarantined["m"] == 1
+
+
+# ---- future-dated partitions (issue 8, defect 2) ----------------------------------------------------
+def empty_partition(cfg, stream: str, pid: str, start: float, end: float) -> None:
+    d = Path(cfg.warehouse.landing) / stream / pid
+    d.mkdir(parents=True)
+    (d / "_partition.json").write_text(json.dumps({"start": start, "end": end, "files": [], "rows": 0}))
+
+
+def test_a_partition_ending_beyond_the_clock_plus_skew_is_quarantined(cfg) -> None:
+    now = T0 + 3600.0
+    empty_partition(cfg, "m", "ok", now - 60, now + 300)  # exactly the default skew (5m): accepted
+    empty_partition(cfg, "m", "future", now, now + 301)
+    empty_partition(cfg, "m", "y2030", now, 1_900_000_000.0)
+    intake = Intake(cfg, clock=lambda: now)
+    got = intake.scan()
+    assert [e.partition_id for e in got] == ["ok"]
+    assert max(e.end for e in got) <= now + 300  # freshness can never run ahead of clock + skew
+    r = quarantined(cfg, "m", "future")
+    assert "beyond the daemon's clock" in r and "max_future_skew" in r and "5m" in r
+    assert "2030-03-17" in quarantined(cfg, "m", "y2030")
+    # the same over the POST path, with the stream's own max_future_skew
+    raw = warehouse_dict(Path(cfg.warehouse.root).parent)
+    raw["streams"][1]["max_future_skew"] = "0s"
+    intake = Intake(parse_config(raw), clock=lambda: now)
+    (Path(cfg.warehouse.landing) / "a" / "p1").mkdir(parents=True)
+    with pytest.raises(PartitionRejected, match="beyond the daemon's clock") as err:
+        intake.submit("a", {"id": "p1", "start": now - 60, "end": now + 1, "files": [], "rows": 0})
+    assert err.value.kind == "future"
+    assert "0s (max_future_skew)" in quarantined(cfg, "a", "p1")
+    (Path(cfg.warehouse.landing) / "a" / "p2").mkdir(parents=True)
+    assert intake.submit("a", {"id": "p2", "start": now - 60, "end": now, "files": [], "rows": 0}).arrived
+
+
+# ---- overlapping windows (issue 8, defect 3) --------------------------------------------------------
+def test_a_window_overlapping_a_pending_one_under_another_id_is_quarantined(cfg) -> None:
+    write_minutes(cfg, "m", 0, 2)  # m-0000 (T0, T0+60], m-0001 (T0+60, T0+120]
+    intake = Intake(cfg)
+    assert len(intake.scan()) == 2
+    write_minutes(cfg, "m", 0, 1, pid_prefix="again-")  # the same window and rows under a new id
+    write_minutes(cfg, "m", 2, 1)  # adjacent: (T0+120, T0+180] is fine
+    empty_partition(cfg, "m", "straddle", T0 + 30, T0 + 90)
+    empty_partition(cfg, "m", "inside", T0 + 10, T0 + 20)
+    empty_partition(cfg, "m", "around", T0 - 60, T0 + 240)
+    got = intake.scan()
+    assert [e.partition_id for e in got] == ["m-0002"]
+    assert ("overlaps partition m-0000 (2025-11-24T16:00:00Z, 2025-11-24T16:01:00Z]"
+            in quarantined(cfg, "m", "again-m-0000"))
+    assert "overlaps partition m-0001" in quarantined(cfg, "m", "straddle")
+    assert "overlaps partition m-0000" in quarantined(cfg, "m", "inside")
+    assert "overlaps partition" in quarantined(cfg, "m", "around")
+    assert intake.quarantined["m"] == 4
+    write_minutes(cfg, "a", 0, 1)  # another stream's windows are its own
+    assert [e.partition_id for e in intake.scan()] == ["a-0000"]
+
+
+def test_a_window_overlapping_a_loaded_one_is_quarantined_after_a_restart(cfg) -> None:
+    # what read_table_state recovers from the base commits' userMetadata "windows"
+    state = RecoveryState(tables={"m_raw": TableState(freshness=T0 + 120, partitions={"p0005": "fp"},
+                                                      windows={"p0005": (T0 + 60, T0 + 120)})},
+                          loaded={"m": {"p0005": "fp"}})
+    empty_partition(cfg, "m", "new", T0 + 100, T0 + 110)
+    empty_partition(cfg, "m", "after", T0 + 120, T0 + 180)
+    intake = Intake(cfg, state)
+    got = intake.scan()
+    assert [e.partition_id for e in got] == ["after"]
+    assert "overlaps partition p0005 (2025-11-24T16:01:00Z, 2025-11-24T16:02:00Z]" in quarantined(cfg, "m", "new")
+
+
+def test_allow_overlap_accepts_split_windows(tmp_path: Path) -> None:
+    raw = warehouse_dict(tmp_path)
+    raw["streams"][0]["allow_overlap"] = True
+    cfg = parse_config(raw)
+    write_minutes(cfg, "m", 0, 1)
+    write_minutes(cfg, "m", 0, 1, pid_prefix="b-", seed=1)
+    got = Intake(cfg).scan()
+    assert [e.partition_id for e in got] == ["b-m-0000", "m-0000"]
+
+
+def test_windows_are_a_binary_search() -> None:
+    w = Windows()
+    n = 200_000
+    t = time.perf_counter()
+    for i in range(n):  # out of order: every other window first
+        j = (2 * i) % n + (2 * i) // n
+        w.add(f"p{j}", j * 60.0, (j + 1) * 60.0)
+    assert w.overlapping(n * 60.0, n * 60.0 + 60, "new") is None
+    assert w.overlapping(59.0, 60.0, "new")[2] == "p0"
+    assert w.overlapping(59.0, 61.0, "new")[2] == "p1"
+    assert w.overlapping(60.0 * 777 + 1, 60.0 * 777 + 2, "new")[2] == "p777"
+    assert w.overlapping(60.0 * 777, 60.0 * 778, "p777") is None  # itself
+    checks = time.perf_counter()
+    for i in range(n):
+        assert w.overlapping(i * 60.0 + 1, i * 60.0 + 2, "x") is not None
+    per_check = (time.perf_counter() - checks) / n
+    assert per_check < 20e-6, per_check  # a scan of 200,000 windows would take milliseconds
+    assert len(w) == n and time.perf_counter() - t < 30
+
+
+def test_a_refused_partition_frees_its_window(cfg) -> None:
+    write_minutes(cfg, "m", 0, 1)
+    intake = Intake(cfg)
+    [ev] = intake.scan()
+    intake.refuse("m", ev.partition_id, "no table reads stream 'm'")  # the Scheduler said no
+    assert "no table reads" in quarantined(cfg, "m", "m-0000") and intake.quarantined["m"] == 1
+    write_minutes(cfg, "m", 0, 1, pid_prefix="again-")  # the window may come again
+    assert [e.partition_id for e in intake.scan()] == ["again-m-0000"]
+    w = Windows()
+    for pid in ("a", "b", "c"):
+        w.add(pid, 0.0, 10.0)
+    w.discard("b")
+    w.discard("zz")
+    assert len(w) == 2 and [x[2] for x in w._items] == ["a", "c"]
+
+
+def test_read_table_state_recovers_partition_windows(tmp_path: Path) -> None:
+    """The base commit's userMetadata "windows" (warehouse/lake/executor.py), read back without Spark;
+    an old commit without windows is skipped."""
+    log = tmp_path / "m_raw" / "_delta_log"
+    log.mkdir(parents=True)
+
+    def commit(v: int, meta: dict) -> None:
+        lines = [{"commitInfo": {"userMetadata": json.dumps({"freshet": 1, **meta})}},
+                 {"txn": {"appId": "freshet/m_raw", "version": v}}]
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+    commit(0, {"kind": "base", "partitions": {"old": "f0"}, "freshness": T0 + 60, "window": [T0, T0 + 60]})
+    commit(1, {"kind": "base", "partitions": {"p1": "f1", "p2": "f2"}, "freshness": T0 + 180,
+               "window": [T0 + 60, T0 + 180], "windows": {"p1": [T0 + 60, T0 + 120], "p2": [T0 + 120, T0 + 180]}})
+    st = read_table_state(str(tmp_path / "m_raw"), "m_raw")
+    assert st.partitions == {"old": "f0", "p1": "f1", "p2": "f2"}
+    assert st.windows == {"p1": (T0 + 60, T0 + 120), "p2": (T0 + 120, T0 + 180)}
+    assert st.copy().windows == st.windows
+
+
+# ---- validation outside the lock (issue 8, defect 7) -----------------------------------------------
+def test_identical_submissions_at_once_give_one_accept_and_one_duplicate(cfg) -> None:
+    ids = [pid for i in range(20) for pid in write_minutes(cfg, "m", 2 * i, 1)]  # gaps: end + 1 overlaps nothing
+    manifests = {}
+    for pid in ids:
+        d = Path(cfg.warehouse.landing) / "m" / pid
+        manifests[pid] = {**json.loads((d / "_partition.json").read_text()), "id": pid}
+        (d / "_partition.json").unlink()
+    intake = Intake(cfg)
+    for pid in ids[:10]:  # the same manifest twice at once
+        results = race(lambda pid=pid: intake.submit("m", manifests[pid]), lambda pid=pid: intake.submit("m", manifests[pid]))
+        assert sorted(r.arrived is None for r in results) == [False, True], results
+    for pid in ids[10:]:  # different content at once: one accepted, the other quarantined
+        other = {**manifests[pid], "end": parse_time(manifests[pid]["end"]) + 1}
+        results = race(lambda pid=pid: intake.submit("m", manifests[pid]), lambda pid=pid, o=other: intake.submit("m", o))
+        kinds = sorted(type(r).__name__ for r in results)
+        assert kinds == ["PartitionRejected", "Submitted"], results
+        assert next(r for r in results if isinstance(r, Submitted)).arrived is not None
+    assert intake.accepted["m"] == 20 and intake.duplicates["m"] == 10 and intake.quarantined["m"] == 10
+    assert {p.id for p in intake.pending()} == set(ids)
+    assert all((Path(cfg.warehouse.landing) / "m" / pid / "part-0.parquet").is_file() for pid in ids)
+
+
+def race(*calls):
+    """Run `calls` in threads released at once; their results (or exceptions)."""
+    barrier = threading.Barrier(len(calls))
+    out: list = [None] * len(calls)
+
+    def run(i, f):
+        barrier.wait()
+        try:
+            out[i] = f()
+        except Exception as e:  # noqa: BLE001
+            out[i] = e
+
+    threads = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return out
+
+
+def test_validation_runs_outside_the_intake_lock(cfg, monkeypatch) -> None:
+    """A partition whose files take long to read does not hold up another one, nor the scanner."""
+    import warehouse.landing.intake as intake_mod
+
+    write_minutes(cfg, "m", 0, 1)
+    write_minutes(cfg, "a", 0, 1)
+    slow = Path(cfg.warehouse.landing) / "m" / "m-0000"
+    manifest = {**json.loads((slow / "_partition.json").read_text()), "id": "m-0000"}
+    (slow / "_partition.json").unlink()
+    entered, release = threading.Event(), threading.Event()
+    real = intake_mod.validate_partition
+
+    def validate(stream, *args, **kw):
+        if stream.name == "m":
+            entered.set()
+            release.wait(10)
+        return real(stream, *args, **kw)
+
+    monkeypatch.setattr(intake_mod, "validate_partition", validate)
+    intake = Intake(cfg)
+    t = threading.Thread(target=lambda: intake.submit("m", manifest))
+    t.start()
+    try:
+        assert entered.wait(5)
+        done = threading.Event()
+        threading.Thread(target=lambda: (intake.scan(), intake.pending(), done.set())).start()
+        assert done.wait(3), "the scanner waited for another partition's validation"
+        assert [p.id for p in intake.pending()] == ["a-0000"]
+    finally:
+        release.set()
+        t.join(10)
+    assert {p.id for p in intake.pending()} == {"a-0000", "m-0000"}
+
+
 def test_demo_producer_writes_valid_partitions_at_each_period(tmp_path: Path) -> None:
     """`freshet demo produce` on the embedded netmon config: every partition passes validation."""
+    from ops.demo import Producer
     from warehouse.config import load_config, parse_config
-    from warehouse.demo import Producer
 
     raw = load_config(Path(__file__).resolve().parents[1] / "examples" / "netmon.yaml").model_dump(by_alias=True)
     raw["warehouse"] = {"root": str(tmp_path / "data"), "landing": str(tmp_path / "landing")}

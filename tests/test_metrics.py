@@ -152,3 +152,88 @@ def test_no_snapshot_yet_exports_only_shell_metrics():
     s = scrape(reg)
     assert "freshet_table_staleness_seconds" not in s
     assert "freshet_start_time_seconds" in s
+
+
+# ---- every series from the first scrape; a backlog that tells the truth while a job runs ----------
+def _engine_config():
+    from tests.helpers_engine import config
+
+    return config(
+        [{"name": "m", "period": 60}, {"name": "idle_feed", "period": 300}],
+        [{"name": "m_raw", "stream": "m", "target_staleness": 600},
+         {"name": "idle_raw", "stream": "idle_feed"},
+         {"name": "m_5m", "sources": ["m_raw"], "granularity": 300}],
+        chop=3)
+
+
+def test_every_stream_and_table_series_exists_at_zero_from_the_first_scrape():
+    """Counters a stream or table can ever have are exported at 0 before their first event, so
+    `increase()` (FreshetPartitionsQuarantined) sees the first quarantine (issue 8, defect 4)."""
+    from warehouse.scheduler import Scheduler
+
+    cfg = _engine_config()
+    reg, holder = CollectorRegistry(), SnapshotHolder()
+    m = register_metrics(reg, holder.get, FakeClock(T0))
+    m.declare(cfg)
+    holder.publish(Scheduler(cfg, now=T0).stats(T0))
+    s = scrape(reg)
+    for stream in ("m", "idle_feed"):
+        for name in ("freshet_partitions_quarantined_total", "freshet_partitions_duplicate_total",
+                     "freshet_partitions_arrived_total"):
+            assert s[name][(("stream", stream),)] == 0, (name, stream)
+    for table, kind in (("m_raw", "base"), ("idle_raw", "base"), ("m_5m", "derived")):
+        t = (("table", table),)
+        assert s["freshet_rows_loaded_total"][t] == 0
+        assert s["freshet_job_duration_seconds_count"][(("kind", kind), ("table", table))] == 0
+        assert s["freshet_jobs_released_total"][t] == 0
+        for status in ("ok", "failed"):
+            assert s["freshet_jobs_completed_total"][(("status", status), ("table", table))] == 0
+        for name in ("freshet_table_backlog_seconds", "freshet_table_pending_delta_seconds",
+                     "freshet_table_pending_partitions", "freshet_table_running_partitions",
+                     "freshet_table_consecutive_failures", "freshet_table_loaded_delta_seconds_total"):
+            assert s[name][t] == 0, (name, table)
+    assert s["freshet_loop_errors_total"][(("loop", "intake_scan"),)] == 0
+    assert s["freshet_config_reloads_total"][(("result", "rejected"),)] == 0
+
+
+def test_backlog_is_true_while_a_job_runs():
+    """141 one-minute partitions wait behind a running job: the backlog says so (it read 0)."""
+    from warehouse.events import JobFinished, PartitionArrived
+    from warehouse.scheduler import Scheduler
+
+    cfg = _engine_config()
+    s = Scheduler(cfg, now=T0)
+    (j0,) = s.handle(PartitionArrived(stream="m", partition_id="p0", start=T0 - 60, end=T0, rows=1), T0)
+    s.handle(JobFinished(job_id=j0.job_id, duration=1), T0 + 1)  # F(m_raw) = T0
+    started = []
+    for i in range(1, 142):
+        started += s.handle(PartitionArrived(stream="m", partition_id=f"p{i}", start=T0 + 60 * (i - 1),
+                                             end=T0 + 60 * i, rows=1), T0 + 60 * 141)
+    (job,) = [j for j in started if j.table == "m_raw"]  # started on p1's arrival, alone
+    now = T0 + 60 * 141 + 5
+    reg, holder = CollectorRegistry(), SnapshotHolder()
+    register_metrics(reg, holder.get, FakeClock(now)).declare(cfg)
+    holder.publish(s.stats(now))
+    m = scrape(reg)
+    raw = (("table", "m_raw"),)
+    assert m["freshet_table_state"][(("state", "running"), ("table", "m_raw"))] == 1
+    assert m["freshet_table_backlog_seconds"][raw] == 141 * 60  # 2h21m: arrived − F, the running job's too
+    assert m["freshet_table_pending_partitions"][raw] == 141
+    assert m["freshet_table_running_partitions"][raw] == 1
+    assert m["freshet_table_pending_delta_seconds"][raw] == 140 * 60  # not taken by a job: not 0
+    # the next job is chopped at c·P = 3 minutes (§3.4); the gauges are not
+    (job2,) = [j for j in s.handle(JobFinished(job_id=job.job_id, duration=1), now + 1) if j.table == "m_raw"]
+    assert len(job2.partitions) == 3
+    st = {t.name: t for t in s.stats(now + 2).tables}["m_raw"]
+    assert (st.backlog, st.pending_partitions, st.running_partitions, st.pending_delta) == (
+        140 * 60, 140, 3, 137 * 60)
+
+
+def test_last_result_after_a_restart_says_the_delta_log_loaded_it():
+    from warehouse.scheduler import Recovered, Scheduler
+
+    cfg = _engine_config()
+    s = Scheduler(cfg, now=T0, recovered={"m_raw": Recovered(freshness=T0 - 60)})
+    st = {t.name: t for t in s.stats(T0).tables}
+    assert st["m_raw"].last_result == "ok (recovered)"
+    assert st["idle_raw"].last_result is None  # never loaded: nothing to say

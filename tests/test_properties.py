@@ -6,12 +6,14 @@ import heapq
 import random
 from collections import defaultdict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from warehouse.config import parse_config
+from warehouse.config import FreshetConfig, parse_config
+from warehouse.errors import PartitionRefused
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
-from warehouse.scheduler import Scheduler
+from warehouse.scheduler import Recovered, Scheduler
 
 
 @st.composite
@@ -155,3 +157,137 @@ def test_same_inputs_and_seed_give_the_same_decisions():
     first = log()
     assert len(first) > 50
     assert first == log()
+
+
+@st.composite
+def reconfigured_workloads(draw):
+    """A workload plus reconfigurations at random instants: tables removed and re-added (a base
+    table with its stream), priorities, track counts and partitioners changed."""
+    cfg, arrivals, seed, fail_prob = draw(workloads())
+    horizon = max(a[0] for a in arrivals) + 5
+    changes = []
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.floats(0.5, horizon))
+        drop = draw(st.lists(st.sampled_from([t.name for t in cfg.tables]), max_size=3, unique=True))
+        changes.append((at, drop, draw(st.integers(1, 4)),
+                        draw(st.sampled_from(["global", "edf-partitioned", "proportional"])),
+                        draw(st.sampled_from([1, 5, 50]))))
+    return cfg, arrivals, seed, fail_prob, sorted(changes)
+
+
+def _variant(cfg, drop, tracks, partitioner, priority):
+    """`cfg` without the tables in `drop`, those that read them, and streams left unread."""
+    raw = cfg.model_dump(mode="json", by_alias=True, exclude_none=True)
+    gone = set(drop)
+    for t in cfg.tables:  # dependents go with their sources (in DAG order: sources come first)
+        if any(s in gone for s in t.sources):
+            gone.add(t.name)
+    tables = [t for t in raw["tables"] if t["name"] not in gone]
+    for t in tables:
+        t["priority"] = priority if t["name"].startswith("d") else t["priority"]
+    read = {t.get("stream") for t in tables}
+    streams = [s for s in raw["streams"] if s["name"] in read]
+    if not tables:
+        return None
+    raw.update(tables=tables, streams=streams)
+    raw["scheduler"].update(tracks=tracks, partitioner=partitioner)
+    return parse_config(raw)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reconfigured_workloads())
+def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
+    """Tables come and go while partitions arrive and jobs finish or fail. The Delta log is
+    modelled: what each job committed survives its table's removal and is handed back
+    (`Recovered`) when the table returns, with the partitions the landing zone still holds."""
+    cfg, arrivals, seed, fail_prob, changes = w
+    rng = random.Random(seed)
+    configs = [(at, _variant(cfg, drop, n, part, p)) for at, drop, n, part, p in changes]
+    configs = [(at, c) for at, c in configs if c is not None] + [(max(a[0] for a in arrivals) + 6, cfg)]
+    s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    current = cfg
+    log: dict[str, dict] = defaultdict(lambda: {"f": 0.0, "safe": 0.0, "parts": set()})  # the Delta log
+    q: list = []
+    seq = 0
+
+    def push(t, ev):
+        nonlocal seq
+        heapq.heappush(q, (t, seq, ev))
+        seq += 1
+
+    arrived: dict[str, list[PartitionArrived]] = defaultdict(list)
+    for t, stream, pid, start, end in arrivals:
+        push(t, PartitionArrived(stream=stream, partition_id=pid, start=start, end=end))
+    for at, c in configs:
+        push(at, c)
+    busy_tracks: dict[int, int] = {}
+    busy_tables: dict[str, int] = {}
+    partial: set[str] = set()
+    refused: set[str] = set()
+    redelivered: set[str] = set()
+    steps = 0
+    while q:
+        now, _, ev = heapq.heappop(q)
+        steps += 1
+        assert steps < 40000, "no progress"
+        streams = {x.name for x in current.streams}
+        if isinstance(ev, PartitionArrived) and ev.stream not in streams:
+            with pytest.raises(PartitionRefused):
+                s.handle(ev, now)
+            arrived[ev.stream].append(ev)  # stays in the landing zone until a table reads it again
+            refused.add(ev.partition_id)
+            continue
+        if isinstance(ev, PartitionArrived):
+            arrived[ev.stream].append(ev)
+        if isinstance(ev, JobFinished | JobFailed):
+            job = s.running[ev.job_id]
+            del busy_tracks[job.track], busy_tables[job.table]
+            if isinstance(ev, JobFinished):  # the commit is in the log, whatever happened to the table since
+                entry = log[job.table]
+                if job.kind == "base":  # the executor skips what its table's log holds (a re-delivery)
+                    assert not (set(job.partitions) - redelivered) & entry["parts"], "a partition loaded twice"
+                    entry["parts"].update(job.partitions)
+                else:
+                    assert job.start == entry["f"], "derived windows are contiguous across jobs and reloads"
+                entry["f"] = max(entry["f"], job.new_freshness)
+                entry["safe"] = max(entry["safe"], job.new_safe_freshness)
+        if isinstance(ev, FreshetConfig):
+            for t in cfg.tables:  # a sibling may load (and archive) partitions while this one is away
+                if t.is_base and t.name not in {x.name for x in ev.tables} and t.stream in {x.name for x in ev.streams}:
+                    partial.add(t.name)
+            recovered = {n: Recovered(e["f"], e["safe"], 0.0) for n, e in log.items()}
+            started = s.reconfigure(ev, now, recovered)
+            # a stream that comes back is rescanned: its partitions stayed in the landing zone
+            for name in {x.name for x in ev.streams} - streams:
+                for a in arrived[name]:
+                    if not all(a.partition_id in log[t.name]["parts"] for t in ev.tables if t.stream == name):
+                        redelivered.add(a.partition_id)
+                        push(now, a)
+            current = ev
+        else:
+            started = s.handle(ev, now)
+        after = {t.name: t for t in s.stats(now).tables}
+        assert set(after) == {t.name for t in current.tables}
+        for job in started:
+            assert job.track not in busy_tracks, "a track runs two jobs"
+            assert job.table not in busy_tables, "a table runs two jobs"
+            assert 0 <= job.track < current.scheduler.tracks
+            busy_tracks[job.track], busy_tables[job.table] = job.job_id, job.job_id
+            if job.kind == "base":
+                ends = [p.end for p in job.arrivals]
+                assert ends == sorted(ends), "a job loads its partitions chronologically"
+            else:
+                assert job.start == log[job.table]["f"], "a derived job starts at the committed freshness"
+                edge = min(after[x].safe_freshness for x in job.sources)
+                assert job.end <= edge + 1e-9, "a derived table passed its sources' safe trailing edge"
+            d = rng.uniform(0.1, 3.0)
+            failed = rng.random() < fail_prob
+            push(now + d, JobFailed(job_id=job.job_id) if failed else JobFinished(job_id=job.job_id, duration=d))
+        if not q and s.next_wakeup() is not None:
+            push(s.next_wakeup(), Tick())
+    # the final config is the original one: every partition is loaded exactly once, in the end
+    # (but by a table that was away while a sibling on its stream archived what it loaded)
+    assert not s.running
+    for tc in cfg.tables:
+        if tc.is_base and tc.name not in partial:
+            assert log[tc.name]["parts"] == {pid for _, stream, pid, _, _ in arrivals if stream == tc.stream}

@@ -19,7 +19,7 @@ from conftest import MINUTE, T0, warehouse_dict, write_minutes
 from test_delta import expected_base, sql_over_full_sources, table_rows
 
 from warehouse.config import parse_config
-from warehouse.delta import recover
+from warehouse.lake.recovery import recover
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, sys
 from warehouse.config import parse_config
-from warehouse.executor import run_until_idle
-from warehouse.spark_session import get_spark
+from warehouse.lake.executor import run_until_idle
+from warehouse.lake.session import get_spark
 cfg = parse_config(json.loads(sys.argv[1]))
 spark = get_spark(cfg.spark)
 print("READY", flush=True)

@@ -77,6 +77,11 @@ class StreamConfig(_Strict):
     time_column: Name = Field("ts", description="the event-time column")
     format: Literal["parquet", "json", "csv"] = "parquet"
     schema_: dict[Name, str] = Field(default_factory=dict, alias="schema", description="column → Spark SQL type")
+    max_future_skew: Duration = Field(
+        300.0, description="a partition whose end lies further beyond the daemon's clock is quarantined (§4.3)")
+    allow_overlap: bool = Field(
+        False, description="accept partitions whose (start, end] overlaps another one of the stream "
+                           "(sources that split one window into several partitions)")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -209,7 +214,8 @@ class FreshetConfig(_Strict):
     @model_validator(mode="after")
     def _cross_field(self) -> FreshetConfig:
         problems: list[str] = []
-        for rule in (verify_unique_names, verify_base_and_derived, verify_sources, verify_acyclic):
+        for rule in (verify_unique_names, verify_base_and_derived, verify_sources, verify_streams_read,
+                     verify_acyclic):
             problems.extend(rule(self))
         if problems:
             raise ValueError("\n".join(problems))
@@ -266,6 +272,14 @@ def verify_sources(cfg: FreshetConfig) -> list[str]:
             elif s == t.name:
                 problems.append(f"table {t.name!r} reads itself")
     return problems
+
+
+def verify_streams_read(cfg: FreshetConfig) -> list[str]:
+    """Every stream feeds at least one base table: a partition of a stream that no table reads
+    could never be loaded."""
+    read = {t.stream for t in cfg.tables if t.stream is not None}
+    return [f"streams[{s.name}]: stream {s.name!r} is read by no table — add a base table with "
+            f"`stream: {s.name}` or remove the stream" for s in cfg.streams if s.name not in read]
 
 
 def verify_acyclic(cfg: FreshetConfig) -> list[str]:

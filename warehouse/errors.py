@@ -23,3 +23,12 @@ class SchedulerMisuse(FreshetError):
 
 class WarehouseError(FreshetError):
     """Spark, storage or a bad partition."""
+
+
+class PartitionRefused(WarehouseError):
+    """The Scheduler refuses an event because of what a source sent (e.g. a partition for a
+    stream that no table reads). It changed nothing; the shell quarantines the partition."""
+
+    def __init__(self, stream: str, partition_id: str, reason: str) -> None:
+        self.stream, self.partition_id, self.reason = stream, partition_id, reason
+        super().__init__(f"partition {partition_id!r} of stream {stream!r}: {reason}")

@@ -31,6 +31,8 @@ class PartitionArrived:
     """A partition of `stream` covering event time `(start, end]` arrived (§2.1).
 
     `safe_through` is the source's punctuation: no record at or before it will arrive later (§2.2).
+    `files` (absolute paths) and `fingerprint` are what the landing zone validated; the Scheduler
+    hands them on in the `StartJob` that loads the partition, so a worker never asks the intake.
     """
 
     stream: str
@@ -39,6 +41,8 @@ class PartitionArrived:
     end: float
     rows: int = 0
     safe_through: float | None = None
+    files: tuple[str, ...] = ()
+    fingerprint: str = ""
 
     def __post_init__(self) -> None:
         _finite("start", self.start)
@@ -53,11 +57,16 @@ class PartitionArrived:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobFinished:
-    """Job `job_id` committed; it ran for `duration` seconds (refines α, β — §2.4)."""
+    """Job `job_id` ended with its work in the Delta log; it ran for `duration` seconds.
+
+    `committed` is False for a no-op (a replay: the log already held the work). Only committed
+    jobs refine α, β (§2.4): a no-op's near-zero duration says nothing about E(n).
+    """
 
     job_id: int
     duration: float
     rows: int = 0
+    committed: bool = True
 
     def __post_init__(self) -> None:
         _finite("duration", self.duration)
@@ -85,9 +94,10 @@ Event = PartitionArrived | JobFinished | JobFailed | Tick
 class StartJob:
     """Run update job `job_id` for `table` on `track` now.
 
-    Base jobs load `partitions` (ids, chronological); derived jobs compute the window
-    `(start, end]` of their SQL over `sources` (each read up to `end`). After the job the
-    table's freshness is `new_freshness` and its safe freshness `new_safe_freshness`.
+    Base jobs load `arrivals` (the partitions as they arrived — ids, windows, files —
+    chronological); derived jobs compute the window `(start, end]` of their SQL over `sources`
+    (each read up to `end`). After the job the table's freshness is `new_freshness` and its safe
+    freshness `new_safe_freshness`. `late` names the arrivals at or below the safe freshness.
     """
 
     job_id: int
@@ -98,9 +108,14 @@ class StartJob:
     end: float
     new_freshness: float
     new_safe_freshness: float
-    partitions: tuple[str, ...] = ()
+    arrivals: tuple[PartitionArrived, ...] = ()
     sources: tuple[str, ...] = ()
     delta_f: float = 0.0
     estimate: float = 0.0
     chopped: bool = False
     late: tuple[str, ...] = field(default=())
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """The ids of the partitions this job loads (base jobs), chronological."""
+        return tuple(p.partition_id for p in self.arrivals)

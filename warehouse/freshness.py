@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["StalenessMeter", "floor_to", "trailing_edge"]
+__all__ = ["StalenessMeter", "floor_to", "safe_freshness", "staleness_area", "time_within_target", "trailing_edge"]
 
 
 def floor_to(t: float, granularity: float | None) -> float:
@@ -19,6 +19,20 @@ def floor_to(t: float, granularity: float | None) -> float:
     if not granularity:
         return t
     return math.floor(t / granularity + 1e-12) * granularity
+
+
+def safe_freshness(
+    freshness: float, lateness: float, punctuations: Iterable[float | None] = (), previous: float | None = None
+) -> float:
+    """F'_i (§2.2): the time below which no more records can arrive — the largest of F − lateness,
+    the sources' punctuations (`safe_through`) and what was already safe, never above F."""
+    safe = freshness - lateness
+    for p in punctuations:
+        if p is not None and p > safe:
+            safe = p
+    if previous is not None and previous > safe:
+        safe = previous
+    return min(safe, freshness)
 
 
 def trailing_edge(freshness: Iterable[float | None]) -> float | None:
@@ -32,6 +46,18 @@ def trailing_edge(freshness: Iterable[float | None]) -> float | None:
     return out
 
 
+def staleness_area(t0: float, t1: float, f: float) -> float:
+    """∫ S dτ over [t0, t1] while the freshness stays `f`: a trapezoid, S grows with slope 1 (Fig. 2)."""
+    return (t1 - t0) * ((t0 - f) + (t1 - f)) / 2.0
+
+
+def time_within_target(t0: float, t1: float, f: float, target: float | None) -> float:
+    """Seconds of [t0, t1] with S(τ) = τ − f ≤ target, while the freshness stays `f`."""
+    if target is None:
+        return 0.0
+    return min(max(f + target - t0, 0.0), t1 - t0)  # S ≤ target ⇔ τ ≤ f + target
+
+
 @dataclass(slots=True)
 class StalenessMeter:
     """Exact ∫ S(τ) dτ and time within a staleness target for one table (§2.3)."""
@@ -43,21 +69,11 @@ class StalenessMeter:
     observed: float = 0.0  # seconds observed up to `since`
     target: float | None = None
 
-    @staticmethod
-    def _segment(t0: float, t1: float, f: float) -> float:
-        return (t1 - t0) * ((t0 - f) + (t1 - f)) / 2.0
-
-    def _within(self, t0: float, t1: float, f: float) -> float:
-        if self.target is None:
-            return 0.0
-        # S(τ) = τ − f ≤ target  ⇔  τ ≤ f + target
-        return min(max(f + self.target - t0, 0.0), t1 - t0)
-
     def set_freshness(self, f: float, now: float) -> None:
         """The table's freshness became `f` at time `now`."""
         if self.freshness is not None and now > self.since:
-            self.area += self._segment(self.since, now, self.freshness)
-            self.within += self._within(self.since, now, self.freshness)
+            self.area += staleness_area(self.since, now, self.freshness)
+            self.within += time_within_target(self.since, now, self.freshness, self.target)
             self.observed += now - self.since
         self.freshness = f
         self.since = max(now, self.since) if self.freshness is not None else now
@@ -69,14 +85,14 @@ class StalenessMeter:
         """∫ S dτ from the first known freshness to `now`."""
         if self.freshness is None or now <= self.since:
             return self.area
-        return self.area + self._segment(self.since, now, self.freshness)
+        return self.area + staleness_area(self.since, now, self.freshness)
 
     def time_within(self, now: float) -> tuple[float, float]:
         """(seconds with S ≤ target, seconds observed) up to `now`."""
         if self.freshness is None or now <= self.since:
             return self.within, self.observed
         return (
-            self.within + self._within(self.since, now, self.freshness),
+            self.within + time_within_target(self.since, now, self.freshness, self.target),
             self.observed + now - self.since,
         )
 

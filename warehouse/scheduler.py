@@ -29,9 +29,9 @@ from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel
 from warehouse.dag import Dag
-from warehouse.errors import SchedulerMisuse
+from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
-from warehouse.freshness import StalenessMeter, floor_to, trailing_edge
+from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
 
 __all__ = ["TRANSITIONS", "JobState", "Recovered", "Scheduler"]
@@ -76,10 +76,16 @@ class _Partition:
     end: float
     start: float
     seq: int
-    pid: str
-    rows: int
-    safe_through: float | None
     late: bool
+    arrival: PartitionArrived  # handed on in the StartJob that loads it
+
+    @property
+    def pid(self) -> str:
+        return self.arrival.partition_id
+
+    @property
+    def safe_through(self) -> float | None:
+        return self.arrival.safe_through
 
     def key(self) -> tuple[float, float, int]:
         return (self.end, self.start, self.seq)
@@ -157,7 +163,7 @@ class Scheduler:
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
         self._late = 0
-        self._backoffs: list[tuple[float, int, int]] = []
+        self._backoffs: list[tuple[float, int, str]] = []  # (until, seq, table name): indices move on reconfigure
         self._track_job: list[int | None] = []
         self._track_since: list[float] = []
         self._track_busy: list[float] = []
@@ -195,13 +201,13 @@ class Scheduler:
                     cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
                     meter=StalenessMeter(target=tc.target_staleness),
                 )
+                self._adopt_running(t)
                 rec = recovered.get(name)
                 f = rec.freshness if rec else self._initial
                 if f is not None:
                     t.freshness = f
                     t.origin = rec.origin if rec and rec.origin is not None else f
-                    t.safe = rec.safe_freshness if rec and rec.safe_freshness is not None else f - t.lateness
-                    t.safe = min(t.safe, f)
+                    t.safe = safe_freshness(f, t.lateness, (rec.safe_freshness if rec else None,))
                     t.meter.start(f, now)
             else:
                 t.idx, t.priority, t.period = i, tc.priority, periods[name]
@@ -242,6 +248,18 @@ class Scheduler:
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
+    def _adopt_running(self, t: _Table) -> None:
+        """A table that returns while its previous incarnation's job still runs takes that job
+        over: one writer per table at a time, whatever the reloads (§4.4)."""
+        job = next((j for j in self.running.values() if j.table == t.name), None)
+        if job is None:
+            return
+        t.state, t.running = JobState.RUNNING, job
+        for a in job.arrivals:
+            self._seq += 1
+            t.running_parts.append(_Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
+            t.ids.add(a.partition_id)
+
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
         sc = self.config.scheduler
@@ -263,10 +281,17 @@ class Scheduler:
         self._plan_dirty = False
         self._last_plan_event = self._events
 
-    def reconfigure(self, config: FreshetConfig, now: float) -> list[StartJob]:
-        """Apply a new config: added/removed tables, changed priorities; repartition (§3.2)."""
+    def reconfigure(
+        self, config: FreshetConfig, now: float, recovered: dict[str, Recovered] | None = None
+    ) -> list[StartJob]:
+        """Apply a new config: added/removed tables, changed priorities; repartition (§3.2).
+
+        `recovered` is what storage holds for the tables (the Delta log in the daemon): a table
+        added over existing data starts from there, not as never loaded. Tables that stay keep
+        their run state — during a run the Scheduler owns it.
+        """
         now = self._clock(now)
-        self._build(config, {}, now)
+        self._build(config, recovered or {}, now)
         return self._dispatch(now)
 
     # ---- the event interface ---------------------------------------------------------------------
@@ -288,9 +313,8 @@ class Scheduler:
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, if any: call `handle(Tick(), t)` then."""
         while self._backoffs:
-            until, _, idx = self._backoffs[0]
-            t = self._by_idx[idx] if idx < len(self._by_idx) else None
-            if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until:
+            until, _, name = self._backoffs[0]
+            if self._backing_off(name, until):
                 return until
             heapq.heappop(self._backoffs)
         return None
@@ -305,7 +329,7 @@ class Scheduler:
     def _arrived(self, ev: PartitionArrived, now: float) -> None:
         tables = self._by_stream.get(ev.stream)
         if not tables:
-            raise SchedulerMisuse(f"partition {ev.partition_id!r} is for unknown stream {ev.stream!r}")
+            raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
         for t in tables:
             if ev.partition_id in t.ids:
                 self._duplicates += 1
@@ -315,7 +339,7 @@ class Scheduler:
             self._seq += 1
             insort(
                 t.pending,
-                _Partition(ev.end, ev.start, self._seq, ev.partition_id, ev.rows, ev.safe_through, late),
+                _Partition(ev.end, ev.start, self._seq, late, ev),
                 key=_Partition.key,
             )
             t.ids.add(ev.partition_id)
@@ -350,7 +374,8 @@ class Scheduler:
         for p in t.running_parts:
             t.ids.discard(p.pid)
         t.running_parts = []
-        t.cost.observe(job.end - job.start, ev.duration)
+        if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
+            t.cost.observe(job.end - job.start, ev.duration)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         if t.freshness is None:
@@ -386,13 +411,17 @@ class Scheduler:
         sc = self.config.scheduler
         t.backoff_until = now + min(sc.retry_backoff * 2 ** (t.failures - 1), sc.retry_backoff_max)
         self._seq += 1
-        heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.idx))
+        heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.name))
+
+    def _backing_off(self, name: str, until: float) -> bool:
+        t = self._tables.get(name)
+        return t is not None and t.state is JobState.BACKOFF and t.backoff_until == until
 
     def _expire_backoffs(self, now: float) -> None:
         while self._backoffs and self._backoffs[0][0] <= now:
-            until, _, idx = heapq.heappop(self._backoffs)
-            t = self._by_idx[idx] if idx < len(self._by_idx) else None
-            if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until:
+            until, _, name = heapq.heappop(self._backoffs)
+            if self._backing_off(name, until):
+                t = self._tables[name]
                 self._transition(t, "retry")
                 self._work_changed(t, now)
 
@@ -586,12 +615,7 @@ class Scheduler:
         parts: list[_Partition] = []
         if t.base:
             parts, t.pending = t.pending[:count], t.pending[count:]
-            safe = new_f - t.lateness
-            for p in parts:
-                if p.safe_through is not None:
-                    safe = max(safe, min(p.safe_through, new_f))
-            if t.safe is not None:
-                safe = max(safe, t.safe)
+            safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
             chopped = bool(t.pending)
         else:
             safe = new_f
@@ -604,8 +628,8 @@ class Scheduler:
             start=start,
             end=end,
             new_freshness=new_f,
-            new_safe_freshness=min(safe, new_f),
-            partitions=tuple(p.pid for p in parts),
+            new_safe_freshness=safe,
+            arrivals=tuple(p.arrival for p in parts),
             sources=tuple(s.name for s in t.sources),
             delta_f=new_f - ref,
             estimate=t.cost.estimate(end - start),
@@ -626,6 +650,29 @@ class Scheduler:
         """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
         return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
 
+    def _backlog(self, t: _Table) -> tuple[float, float]:
+        """(backlog, pending ΔF) of a table in event-time seconds, neither chopped (§3.4).
+
+        backlog: everything arrived (base: the newest partition's end; derived: the sources' safe
+        trailing edge) minus what is committed (F, or where the table starts before its first
+        load), including what a running job is loading now. pending ΔF: the part of the backlog
+        no job has taken yet (beyond the running job's new freshness). Both ≥ 0.
+        """
+        if t.base:
+            head = t.arrived
+            parts = t.pending + t.running_parts
+            floor = min((p.start for p in parts), default=None) if t.freshness is None else t.freshness
+        else:
+            head = t.edge
+            floor = t.freshness if t.freshness is not None else t.origin
+        if head is None or floor is None:
+            return 0.0, 0.0
+        backlog = max(0.0, head - floor)
+        taken = floor if t.running is None else max(floor, t.running.new_freshness)
+        if t.base:
+            head = t.pending[-1].end if t.pending else taken
+        return backlog, max(0.0, head - taken)
+
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
         now = max(now, self._now)
@@ -633,11 +680,7 @@ class Scheduler:
         pending_jobs = 0
         for t in self._by_idx:
             pending_jobs += t.state is JobState.PENDING
-            if self._has_work(t) and t.state is not JobState.RUNNING:
-                start, _end, new_f, _n = self._shape(t)
-                pending_delta = new_f - (t.freshness if t.freshness is not None else start)
-            else:
-                pending_delta = 0.0
+            backlog, pending_delta = self._backlog(t)
             within, observed = t.meter.time_within(now)
             tables.append(
                 TableStats(
@@ -652,8 +695,10 @@ class Scheduler:
                     arrived=t.arrived if t.base else t.edge,
                     staleness=t.meter.staleness(now),
                     weighted_staleness=t.priority * t.meter.integral(now),
+                    backlog=backlog,
                     pending_delta=pending_delta,
-                    pending_partitions=len(t.pending),
+                    pending_partitions=len(t.pending) + len(t.running_parts),
+                    running_partitions=len(t.running_parts),
                     running_job=t.running.job_id if t.running else None,
                     running_track=t.running.track if t.running else None,
                     jobs_released=t.released,
@@ -663,7 +708,8 @@ class Scheduler:
                     delta_f_total=t.delta_total,
                     alpha=t.cost.alpha,
                     beta=t.cost.beta,
-                    last_result=t.last_result,
+                    last_result=t.last_result if t.last_result is not None or t.freshness is None
+                    or self._initial is not None else "ok (recovered)",
                     target_staleness=t.target,
                     time_within_target=within,
                     observed_time=observed,

@@ -23,8 +23,10 @@ class TableStats:
     arrived: float | None  # largest event time arrived (base) / safe trailing edge of sources (derived)
     staleness: float | None  # now − F_i
     weighted_staleness: float  # p_i ∫ S_i dτ so far (§2.3)
-    pending_delta: float  # ΔF the next job would bring
-    pending_partitions: int
+    backlog: float  # arrived − loaded event time, including what a running job is loading
+    pending_delta: float  # the part of the backlog no job has taken yet (not chopped, §3.4)
+    pending_partitions: int  # arrived partitions not committed yet, including the running job's
+    running_partitions: int  # of which the running job is loading
     running_job: int | None
     running_track: int | None
     jobs_released: int
@@ -34,7 +36,7 @@ class TableStats:
     delta_f_total: float  # Σ ΔF over completed jobs
     alpha: float  # learned α (§2.4)
     beta: float  # learned β
-    last_result: str | None  # "ok" | "failed: …"
+    last_result: str | None  # "ok" | "failed: …" | "ok (recovered)": no job yet, loaded per the Delta log
     target_staleness: float | None
     time_within_target: float  # seconds spent with staleness ≤ target
     observed_time: float  # seconds since the table's first load

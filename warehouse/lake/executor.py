@@ -19,22 +19,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, TableConfig
-from warehouse.delta import (
+from warehouse.errors import WarehouseError
+from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.lake.delta import (
     DERIVED_TIME_COLUMN,
-    RecoveryState,
-    TableState,
     append_idempotent,
-    commit_metrics,
-    delta_version,
     ms,
     next_txn_version,
     read_delta,
-    read_table_state,
-    recover,
     spark_schema_ddl,
     table_path,
     time_column,
@@ -42,14 +39,20 @@ from warehouse.delta import (
     window_filter,
     with_partition_column,
 )
-from warehouse.errors import WarehouseError
-from warehouse.events import JobFailed, JobFinished, StartJob
-from warehouse.spark_session import job_description
+from warehouse.lake.recovery import (
+    RecoveryState,
+    TableState,
+    commit_metrics,
+    delta_version,
+    read_table_state,
+    recover,
+)
+from warehouse.lake.session import job_description
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from warehouse.intake import Intake
+    from warehouse.landing.intake import Intake
 
 __all__ = ["Executor", "JobError", "JobOutcome"]
 
@@ -78,7 +81,7 @@ class JobOutcome:
     note: str = ""
 
     def event(self) -> JobFinished:
-        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows)
+        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed)
 
 
 def _reason(err: BaseException) -> str:
@@ -94,30 +97,20 @@ def _reason(err: BaseException) -> str:
 class Executor:
     """Runs base and derived update jobs against the Delta tables under `warehouse.root`."""
 
-    def __init__(
-        self,
-        config: FreshetConfig,
-        spark: SparkSession,
-        intake: Intake | None = None,
-        state: RecoveryState | None = None,
-    ) -> None:
+    def __init__(self, config: FreshetConfig, spark: SparkSession, state: RecoveryState | None = None) -> None:
         self.config = config
         self.spark = spark
-        self.intake = intake
         state = state if state is not None else recover(config)
         self._states: dict[str, TableState] = {t.name: state.tables.get(t.name, TableState()).copy()
                                                for t in config.tables}
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
 
-    def reconfigure(self, config: FreshetConfig, intake: Intake | None = None,
-                    state: RecoveryState | None = None) -> None:
+    def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
         """Apply a new config (SIGHUP): new tables start from their recovered state."""
         state = state if state is not None else recover(config)
         with self._lock:
             self.config = config
-            if intake is not None:
-                self.intake = intake
             for t in config.tables:
                 if t.name not in self._states:
                     self._states[t.name] = state.tables.get(t.name, TableState()).copy()
@@ -193,49 +186,26 @@ class Executor:
     def _run_base(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         assert tc.stream is not None
         st = self.table_state(tc.name)
-        todo = [pid for pid in job.partitions if pid not in st.partitions]
-        if not todo:
-            self._archive(tc, {pid: st.partitions[pid] for pid in job.partitions})
+        parts = [p for p in job.arrivals if p.partition_id not in st.partitions]
+        if not parts:
             return self._noop(job, t0, st, "its partitions are already committed")
-        if self.intake is None:
-            raise JobError("the executor has no intake: cannot find partition files")
-        parts = [self.intake.partition(tc.stream, pid) for pid in todo]
         new_f = max(job.new_freshness, st.freshness) if st.freshness is not None else job.new_freshness
         new_safe = job.new_safe_freshness if st.safe_freshness is None else max(job.new_safe_freshness,
                                                                                  st.safe_freshness)
         new_safe = min(new_safe, new_f)
         txn = next_txn_version(new_f, st.txn_version)
         files = [f for p in parts for f in p.files]
-        fps = {p.id: p.fingerprint for p in parts}
+        fps = {p.partition_id: p.fingerprint for p in parts}
         if job.late:
             log.warning("table %s: loading late partition(s) %s (derived windows already computed do "
                         "not include them)", tc.name, ", ".join(job.late))
         df = self._read_partitions(tc.stream, files)
         df = with_partition_column(df, tc, time_column(self.config, tc), new_f)
-        path = table_path(self.config, tc.name)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
-                "safe_freshness": new_safe, "window": [job.start, job.end]}
-        append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
-        version, rows = commit_metrics(path, tc.name, txn)
-        if version is None:  # Delta skipped the write: someone committed this version already
-            st = self.refresh(tc.name)
-            if all(pid in st.partitions for pid in todo):
-                return self._noop(job, t0, st, "Delta skipped the write: already committed")
-            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded "
-                           f"{st.txn_version}) but the partitions are not in the log")
-        new = st.copy()
-        new.freshness, new.safe_freshness, new.txn_version, new.delta_version = new_f, new_safe, txn, version
-        new.partitions.update(fps)
-        new.commits += 1
-        new.origin = job.start if new.origin is None else min(new.origin, job.start)
-        self._commit_state(tc.name, new)
-        self._archive(tc, fps)
-        n = rows if rows is not None else sum(p.rows for p in parts)
-        return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
-
-    def _archive(self, tc: TableConfig, fps: dict[str, str]) -> None:
-        if self.intake is not None and tc.stream is not None and fps:
-            self.intake.mark_loaded(tc.name, tc.stream, fps)
+                "safe_freshness": new_safe, "window": [job.start, job.end],
+                "windows": {p.partition_id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
+        return self._commit(job, tc, df, st, t0, txn, meta, lambda now: all(p in now.partitions for p in fps),
+                            declared_rows=sum(p.rows for p in parts))
 
     def _run_derived(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         st = self.table_state(tc.name)
@@ -268,23 +238,38 @@ class Executor:
             raise JobError(f"the sql of derived table {tc.name!r} must output a {DERIVED_TIME_COLUMN!r} "
                            f"column (its event time); it outputs {', '.join(out.columns)}")
         out = with_partition_column(out, tc, DERIVED_TIME_COLUMN, end)
-        path = table_path(self.config, tc.name)
         meta = {"kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": end,
                 "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end], "sources": versions}
-        append_idempotent(out, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
+        return self._commit(job, tc, out, st, t0, txn, meta,
+                            lambda now: now.freshness is not None and now.freshness >= end)
+
+    def _commit(self, job: StartJob, tc: TableConfig, df: DataFrame, st: TableState, t0: float, txn: int,
+                meta: dict[str, Any], done: Callable[[TableState], bool], declared_rows: int = 0) -> JobOutcome:
+        """Append `df` as `(freshet/<table>, txn)` with `meta`; the outcome and the new state.
+
+        When Delta skips the write (the txn version is already recorded), the log is re-read:
+        `done(state)` says whether this job's work is in it (a replay: a no-op) or not (an error).
+        """
+        path = table_path(self.config, tc.name)
+        append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
         version, rows = commit_metrics(path, tc.name, txn)
-        if version is None:
+        if version is None:  # Delta skipped the write: someone committed this version already
             st = self.refresh(tc.name)
-            if st.freshness is not None and st.freshness >= end:
+            if done(st):
                 return self._noop(job, t0, st, "Delta skipped the write: already committed")
-            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version})")
+            raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded "
+                           f"{st.txn_version}) but this job's work is not in the log")
+        start, end = meta["window"]
         new = st.copy()
-        new.freshness, new.txn_version, new.delta_version = end, txn, version
-        new.safe_freshness = meta["safe_freshness"]
+        new.freshness, new.safe_freshness = meta["freshness"], meta["safe_freshness"]
+        new.txn_version, new.delta_version = txn, version
+        new.partitions.update(meta["partitions"])
+        new.windows.update({pid: (w[0], w[1]) for pid, w in meta.get("windows", {}).items()})
         new.commits += 1
         new.origin = start if new.origin is None else min(new.origin, start)
         self._commit_state(tc.name, new)
-        return JobOutcome(job.job_id, tc.name, True, rows or 0, time.monotonic() - t0, version, txn)
+        n = rows if rows is not None else declared_rows
+        return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
 
 
 @dataclass(slots=True)
@@ -312,21 +297,22 @@ def run_until_idle(
     """Load everything in the landing zone through the Scheduler with one thread per track.
 
     A small shell (the daemon is the real one): recover from the Delta logs, scan the landing
-    zone, then feed the Scheduler's StartJobs to `tracks` worker threads and their outcomes back,
+    zone, then feed the Scheduler's StartJobs to `tracks` worker threads and their outcomes back
+    (a finished base job's partitions are archived by the intake),
     until nothing is running or released. With `retry_failed`, back-offs are waited out too (until
     `timeout`). Returns the report and the Scheduler (for its learned α, β).
     """
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
     from warehouse.events import Tick
-    from warehouse.intake import Intake
+    from warehouse.landing.intake import Intake
     from warehouse.scheduler import Scheduler
 
     t0 = time.time()
     if intake is None or executor is None or scheduler is None:
         state = recover(config)
         intake = intake or Intake(config, state)
-        executor = executor or Executor(config, spark, intake, state)
+        executor = executor or Executor(config, spark, state)
         scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered)
     report = RunReport()
     todo: list[StartJob] = []
@@ -347,8 +333,10 @@ def run_until_idle(
                 continue
             done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
             for fut in done:
-                running.pop(fut)
+                job = running.pop(fut)
                 event = fut.result()
+                if isinstance(event, JobFinished):
+                    intake.archive(job)
                 report.jobs += 1
                 if isinstance(event, JobFailed):
                     report.failed += 1

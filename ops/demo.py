@@ -12,6 +12,12 @@ from the future). The daemon runs the same loop in a thread for `freshet run --d
 
 Streams named like the netmon example (router_cpu, syslog, link_alerts, inventory) get
 hand-written generators; any other stream gets plausible values for its declared schema.
+
+A restarted producer continues each stream after what is already there (`resume_points`): the
+newest event time its base tables hold according to the Delta log, and the newest partition
+waiting in the landing zone. It never writes a partition id again, so a restart of
+`freshet run --demo` quarantines nothing; warehouse time restarts at the newest of those points
+when that is later than `--backfill` ago.
 """
 
 from __future__ import annotations
@@ -26,14 +32,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, StreamConfig, load_config, parse_duration
 from warehouse.errors import ConfigError
-from warehouse.intake import partition_id
+from warehouse.landing.intake import MANIFEST, partition_id
 from warehouse.times import iso, parse_time
 
-__all__ = ["Producer", "add_arguments", "generate", "main", "produce", "write_partition"]
+if TYPE_CHECKING:
+    from warehouse.lake.recovery import RecoveryState
+
+__all__ = ["Producer", "add_arguments", "generate", "main", "produce", "resume_points", "write_partition"]
 
 ROUTERS = [f"{role}{n}.{site}" for site in ("nyc", "chi", "dal", "sfo", "atl", "sea") for role, n in
            (("cr", 1), ("cr", 2), ("ar", 1), ("ar", 2))]
@@ -154,7 +163,7 @@ def generate(stream: StreamConfig, start: float, end: float, rng: random.Random)
     """A pyarrow Table of realistic rows for `stream` with event times in (start, end]."""
     import pyarrow as pa
 
-    from warehouse.intake import _arrow_type
+    from warehouse.landing.intake import _arrow_type
 
     gen = GENERATORS.get(stream.name)
     cols = gen(rng, start, end) if gen and set(stream.schema_) == set(gen(rng, start, start + 1)) else None
@@ -188,11 +197,39 @@ def write_partition(landing: str | Path, stream: str, pid: str, start: float, en
     return d
 
 
+def resume_points(config: FreshetConfig, state: RecoveryState | None = None) -> dict[str, float]:
+    """stream → the newest event time already produced: the largest freshness of the stream's base
+    tables in their Delta logs (`state`, else read with `recover`), or the largest `end` of a
+    manifest waiting in `landing/<stream>/`, whichever is later. Streams with nothing are absent."""
+    if state is None:
+        from warehouse.lake.recovery import recover
+
+        state = recover(config)
+    out: dict[str, float] = {}
+
+    def seen(stream: str, end: float | None) -> None:
+        if end is not None:
+            out[stream] = max(end, out.get(stream, end))
+
+    for t in config.tables:
+        if t.stream and t.name in state.tables:
+            seen(t.stream, state.tables[t.name].freshness)
+    landing = Path(config.warehouse.landing)
+    for s in config.streams:
+        for manifest in (landing / s.name).glob(f"*/{MANIFEST}"):
+            try:
+                seen(s.name, parse_time(json.loads(manifest.read_text())["end"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # not ours to judge: the intake quarantines it
+    return out
+
+
 class Producer:
     """Writes each stream's partitions at its period, `speed` times faster than real time."""
 
     def __init__(self, config: FreshetConfig, *, speed: float = 60.0, start: float | None = None,
-                 seed: int = 0, clock: Callable[[], float] = time.time, echo: bool = False) -> None:
+                 seed: int = 0, clock: Callable[[], float] = time.time, echo: bool = False,
+                 after: dict[str, float] | None = None) -> None:
         if speed <= 0:
             raise ConfigError(f"--speed must be positive, got {speed}")
         self.config = config
@@ -203,9 +240,14 @@ class Producer:
         self.t0 = start if start is not None else self.wall0 - 6 * 3600.0
         self.rng = random.Random(seed)
         self.echo = echo
+        after = after or {}
+        if after:  # a restart: warehouse time resumes where the newest stream stopped
+            self.t0 = min(self.wall0, max(self.t0, *after.values()))
         # the first partition of each stream is the last one complete at t0 (a daily feed starts
-        # with the latest dump, so every table fills in a short demo)
-        self.next_end = {s.name: math.floor(self.t0 / s.period) * s.period for s in config.streams}
+        # with the latest dump, so every table fills in a short demo), or the one right after
+        # what the stream already produced
+        self.next_end = {s.name: after[s.name] + s.period if s.name in after
+                         else math.floor(self.t0 / s.period) * s.period for s in config.streams}
         self.written = 0
 
     def warehouse_time(self) -> float:
@@ -241,9 +283,11 @@ class Producer:
 
 def produce(config: FreshetConfig, *, speed: float = 60.0, start: float | None = None,
             duration: float | None = None, stop: threading.Event | None = None, seed: int = 0,
-            echo: bool = False) -> int:
-    """Run a Producer until `stop` is set or `duration` wall seconds pass; returns partitions written."""
-    p = Producer(config, speed=speed, start=start, seed=seed, echo=echo)
+            echo: bool = False, after: dict[str, float] | None = None) -> int:
+    """Run a Producer until `stop` is set or `duration` wall seconds pass; returns partitions written.
+
+    `after`: where each stream resumes (`resume_points`)."""
+    p = Producer(config, speed=speed, start=start, seed=seed, echo=echo, after=after)
     stop = stop or threading.Event()
     deadline = None if duration is None else time.monotonic() + duration
     while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
@@ -289,10 +333,13 @@ def main(args: argparse.Namespace) -> int:
             duration = parse_duration(args.duration)
         except ValueError as e:
             raise ConfigError(f"--duration: {e}") from None
+    after = resume_points(config)
+    resumed = f", resuming {len(after)} streams after what is already there" if after else ""
     print(f"producing into {Path(config.warehouse.landing).resolve()} at {args.speed:g}x from {iso(start)}"
-          f" (Ctrl-C to stop)", file=sys.stderr, flush=True)
+          f"{resumed} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
-        n = produce(config, speed=args.speed, start=start, duration=duration, seed=args.seed, echo=not args.quiet)
+        n = produce(config, speed=args.speed, start=start, duration=duration, seed=args.seed, echo=not args.quiet,
+                    after=after)
     except KeyboardInterrupt:
         return 0
     print(f"wrote {n} partitions", file=sys.stderr)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The system tools `make test` uses for real, besides Python: promtool and prometheus (Debian's
+# `prometheus` package: rule checks, rule unit tests, a real Prometheus scraping the daemon),
+# systemd-analyze (`systemd`: unit verification), Java 17 (`openjdk-17-jre-headless`: Spark), and
+# Python's venv module (`python3-venv`, for the project's .venv).
+#
+# Missing ones are installed with apt-get when this can (root, or sudo without a password);
+# otherwise it stops at once with one line naming the exact command to run. Called by the
+# Makefile's `test` target; it changes nothing when everything is there.
+set -euo pipefail
+
+PY="${PY:-python3}"
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+
+have promtool && have prometheus || need+=(prometheus)
+have systemd-analyze || need+=(systemd)
+
+java_major() {  # 17 for `openjdk version "17.0.15"`, 8 for `"1.8.0_292"`; empty if no java
+  have java || return 0
+  local line re='version "([0-9]+)(\.([0-9]+))?'
+  line="$(java -version 2>&1 || true)"
+  if [[ $line =~ $re ]]; then
+    if [[ ${BASH_REMATCH[1]} == 1 ]]; then echo "${BASH_REMATCH[3]}"; else echo "${BASH_REMATCH[1]}"; fi
+  fi
+}
+major="$(java_major)"
+if [[ -z $major || $major -lt 17 ]]; then need+=(openjdk-17-jre-headless); fi
+
+if have "$PY" && ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then need+=(python3-venv); fi
+
+[[ ${#need[@]} -eq 0 ]] && exit 0
+
+install="apt-get install -y --no-install-recommends ${need[*]}"
+if ! have apt-get; then
+  echo "make test needs ${need[*]} (Debian package names; no apt-get here): install them, then rerun" >&2
+  exit 1
+fi
+if [[ "$(id -u)" == 0 ]]; then
+  sudo=()
+elif have sudo && sudo -n true >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "make test needs system packages; run: sudo apt-get update && sudo $install" >&2
+  exit 1
+fi
+echo "installing system packages for the tests: ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+# shellcheck disable=SC2086
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"

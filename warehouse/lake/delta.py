@@ -1,0 +1,140 @@
+"""Delta Lake reads and idempotent writes with Spark (DESIGN.md §4.4, §5).
+
+Every Freshet commit carries Delta's idempotent-write pair (`txnAppId = freshet/<table>`,
+`txnVersion` = the new freshness in epoch milliseconds, or one above the last version when
+freshness does not move) and a `userMetadata` JSON naming what it loaded; `lake.recovery` reads
+them back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warehouse.config import FreshetConfig, TableConfig
+from warehouse.errors import WarehouseError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "DERIVED_TIME_COLUMN",
+    "app_id",
+    "append_idempotent",
+    "ms",
+    "next_txn_version",
+    "partition_column",
+    "read_delta",
+    "spark_schema_ddl",
+    "table_path",
+    "time_column",
+    "utc",
+    "window_filter",
+    "with_partition_column",
+]
+
+DERIVED_TIME_COLUMN = "ts"
+
+
+def ms(t: float) -> int:
+    """Epoch seconds → the epoch milliseconds used as txnVersion."""
+    return int(round(t * 1000.0))
+
+
+def utc(t: float) -> dt.datetime:
+    """Epoch seconds → an aware UTC datetime (pyspark converts aware datetimes exactly)."""
+    return dt.datetime.fromtimestamp(t, dt.UTC)
+
+
+def app_id(table: str) -> str:
+    return f"freshet/{table}"
+
+
+def table_path(config: FreshetConfig, table: str) -> str:
+    """`<warehouse.root>/<table>` as an absolute local path."""
+    root = config.warehouse.root
+    if "://" in root and not root.startswith("file://"):
+        raise WarehouseError(f"warehouse.root {root!r}: only local paths (or file://) are supported")
+    return str(Path(root.removeprefix("file://")).expanduser().resolve() / table)
+
+
+def time_column(config: FreshetConfig, table: TableConfig) -> str:
+    """The event-time column: the stream's `time_column` for base tables, `ts` for derived."""
+    return config.stream(table.stream).time_column if table.stream else DERIVED_TIME_COLUMN
+
+
+def partition_column(table: TableConfig) -> str:
+    """The Delta partition column derived from the time column (`date` or `hour`)."""
+    return table.partition_by
+
+
+def next_txn_version(new_freshness: float, last: int | None) -> int:
+    """The new freshness in ms, or one above `last` when freshness does not move (§4.4)."""
+    v = ms(new_freshness)
+    return v if last is None or v > last else last + 1
+
+
+# ---- writing --------------------------------------------------------------------------------------
+def append_idempotent(
+    df: DataFrame,
+    path: str,
+    *,
+    table: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    partition_by: str,
+) -> None:
+    """Append `df` to the Delta table at `path` as `(freshet/<table>, txn_version)`.
+
+    Delta skips the write (a no-op, not an error) when `txn_version` is not above the version
+    already recorded for the app id — so a replayed job appends nothing.
+    """
+    (
+        df.write.format("delta")
+        .mode("append")
+        .partitionBy(partition_by)
+        .option("txnAppId", app_id(table))
+        .option("txnVersion", str(txn_version))
+        .option("userMetadata", json.dumps({"freshet": 1, **metadata}, sort_keys=True))
+        .save(path)
+    )
+
+
+def with_partition_column(df: DataFrame, table: TableConfig, tcol: str, fallback: float) -> DataFrame:
+    """Add `date` (UTC date) or `hour` (`yyyy-MM-dd-HH`) from `tcol` (or from `fallback`)."""
+    from pyspark.sql import functions as F
+
+    src = F.col(tcol) if tcol in df.columns else F.lit(utc(fallback))
+    if table.partition_by == "hour":
+        return df.withColumn("hour", F.date_format(src, "yyyy-MM-dd-HH"))
+    return df.withColumn("date", F.to_date(src))
+
+
+def window_filter(df: DataFrame, table: TableConfig, tcol: str, lo: float, hi: float) -> DataFrame:
+    """Rows with `tcol` in `(lo, hi]`, pruned by the partition column as well (DESIGN.md §5)."""
+    from pyspark.sql import functions as F
+
+    lo_t, hi_t = utc(lo), utc(hi)
+    if table.partition_by == "hour":
+        pcol = F.col("hour")
+        plo, phi = F.lit(lo_t.strftime("%Y-%m-%d-%H")), F.lit(hi_t.strftime("%Y-%m-%d-%H"))
+    else:
+        pcol = F.col("date")
+        plo, phi = F.lit(lo_t.date()), F.lit(hi_t.date())
+    if table.partition_by in df.columns:
+        df = df.where((pcol >= plo) & (pcol <= phi))
+    return df.where((F.col(tcol) > F.lit(lo_t)) & (F.col(tcol) <= F.lit(hi_t)))
+
+
+def spark_schema_ddl(schema: dict[str, str]) -> str:
+    """A stream's declared schema as a Spark DDL string (`ts TIMESTAMP, router STRING`)."""
+    return ", ".join(f"`{c}` {t}" for c, t in schema.items())
+
+
+def read_delta(spark: SparkSession, path: str, version: int | None) -> DataFrame:
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(path)

@@ -1,0 +1,443 @@
+"""The landing zone (DESIGN.md §4.3): discover, validate and announce partitions (§2.1).
+
+A producer writes data files into `landing/<stream>/<id>/` and then, last and atomically,
+`_partition.json` (or POSTs the same manifest to the HTTP API, which hands it to `submit`). Each
+partition is checked by the one validator (`warehouse.landing.manifest`) and then against what the
+intake knows: the ids pending or loaded (a re-delivery with the same content is a no-op, other
+content is a conflict) and the windows of the stream's other partitions (an overlap is refused
+unless the stream sets `allow_overlap`). A bad partition is moved to
+`landing/_quarantine/<stream>/<id>/` with a `reason` file, counted, and never stops the others; a
+good one becomes a `PartitionArrived` event for the Scheduler. Once its base job commits, the
+executor archives it to `landing/_loaded/<stream>/<id>/`.
+
+Concurrency: the scanner thread and any number of HTTP threads call in at once. Validation (reading
+and hashing files) runs under a claim on the partition's `(stream, id)` only, so partitions are
+validated in parallel and two submissions of one id are serialised; the intake lock guards only
+the dictionaries and is held for microseconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warehouse.config import FreshetConfig
+from warehouse.errors import WarehouseError
+from warehouse.events import PartitionArrived, StartJob
+from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the landing zone's public names
+    MANIFEST,
+    PARTITION_ID,
+    QUARANTINE,
+    Partition,
+    PartitionRejected,
+    _arrow_type,
+    _inside,
+    fingerprint,
+    manifest_id,
+    parse_manifest,
+    parse_time,
+    partition_id,
+    validate_partition,
+)
+from warehouse.times import iso
+
+if TYPE_CHECKING:
+    from warehouse.lake.recovery import RecoveryState
+
+__all__ = [
+    "MANIFEST",
+    "Intake",
+    "Partition",
+    "PartitionRejected",
+    "Submitted",
+    "UnknownStream",
+    "Windows",
+    "fingerprint",
+    "parse_time",
+    "validate_partition",
+]
+
+LOADED = "_loaded"
+log = logging.getLogger("freshet.intake")
+
+
+class UnknownStream(WarehouseError, KeyError):
+    """A manifest for a stream the configuration does not declare."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown stream"
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """The answer to a POSTed manifest: its id, and the event (None: an exact duplicate, a no-op)."""
+
+    partition_id: str
+    arrived: PartitionArrived | None
+
+
+class Windows:
+    """The `(start, end]` windows of one stream's pending and loaded partitions, sorted by start.
+
+    `overlapping` is a binary search: the windows the intake admits are disjoint, so their ends are
+    sorted too and only the window starting last before a new `end` can overlap it. (Windows
+    admitted while the stream allowed overlaps may hide an older overlapping one: the check is
+    exact for disjoint windows.)
+    """
+
+    __slots__ = ("_ids", "_items", "_starts")
+
+    def __init__(self) -> None:
+        self._starts: list[float] = []
+        self._items: list[tuple[float, float, str]] = []
+        self._ids: dict[str, float] = {}  # id → start
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, pid: str, start: float, end: float) -> None:
+        if pid in self._ids:
+            return
+        i = bisect.bisect_right(self._starts, start)
+        self._starts.insert(i, start)
+        self._items.insert(i, (start, end, pid))
+        self._ids[pid] = start
+
+    def discard(self, pid: str) -> None:
+        start = self._ids.pop(pid, None)
+        if start is None:
+            return
+        i = bisect.bisect_left(self._starts, start)
+        while self._items[i][2] != pid:  # windows with the same start sit side by side
+            i += 1
+        del self._starts[i], self._items[i]
+
+    def overlapping(self, start: float, end: float, pid: str) -> tuple[float, float, str] | None:
+        """A window of another id that overlaps `(start, end]`, or None."""
+        i = bisect.bisect_left(self._starts, end)  # windows [0, i) start before `end`
+        for j in (i - 1, i - 2):  # i - 2: when i - 1 is `pid` itself (partly loaded)
+            if j >= 0:
+                s, e, other = self._items[j]
+                if other != pid and e > start:
+                    return self._items[j]
+        return None
+
+
+def _free_path(parent: Path, name: str) -> Path:
+    """`parent/name`, suffixed `.1`, `.2`… if taken; `parent` is created."""
+    parent.mkdir(parents=True, exist_ok=True)
+    dest = parent / name
+    n = 0
+    while dest.exists():
+        n += 1
+        dest = parent / f"{name}.{n}"
+    return dest
+
+
+def _move(src: Path, dest_parent: Path, name: str) -> Path:
+    """Move directory `src` to `dest_parent/name` (suffixed if taken)."""
+    dest = _free_path(dest_parent, name)
+    shutil.move(str(src), str(dest))
+    return dest
+
+
+
+class Intake:
+    """The landing zone of one warehouse. Thread-safe; see docs/warehouse.md §1.
+
+    `clock` is the daemon's clock (epoch seconds): a partition ending more than the stream's
+    `max_future_skew` beyond it is quarantined, so freshness never runs ahead of real time.
+    """
+
+    def __init__(self, config: FreshetConfig, state: RecoveryState | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.landing = Path(config.warehouse.landing).expanduser().resolve()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._claims: dict[tuple[str, str], list[Any]] = {}  # key → [lock, holders + waiters]
+        self._pending: dict[tuple[str, str], Partition] = {}
+        self._loaded: dict[str, dict[str, str]] = {}
+        self._windows: dict[str, Windows] = {}
+        self.accepted: Counter[str] = Counter()
+        self.quarantined: Counter[str] = Counter()
+        self.duplicates: Counter[str] = Counter()
+        self.last_rejection: dict[str, str] = {}
+        self._configure(config, state)
+
+    def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
+        self.config = config
+        self._streams = {s.name: s for s in config.streams}
+        # a stream may feed several base tables: a partition is done when all of them loaded it
+        self._tables_of: dict[str, list[str]] = {s: [] for s in self._streams}
+        self._stream_of_table: dict[str, str] = {}
+        for t in config.tables:
+            if t.stream:
+                self._tables_of.setdefault(t.stream, []).append(t.name)
+                self._stream_of_table[t.name] = t.stream
+        for ts in self._tables_of.values():
+            for t in ts:
+                self._loaded.setdefault(t, {})
+        self._windows = {s: self._windows.get(s) or Windows() for s in self._streams}
+        for counter in (self.accepted, self.quarantined, self.duplicates):
+            for s in self._streams:  # every key exists from the start: readers iterate without the lock
+                counter.setdefault(s, 0)
+        if state is not None:
+            for stream, tables in self._tables_of.items():
+                for t in tables:
+                    st = state.tables.get(t)
+                    if st is None:
+                        continue
+                    self._loaded[t].update(st.partitions)
+                    for pid, (start, end) in st.windows.items():
+                        self._windows[stream].add(pid, start, end)
+        self._pending = {k: p for k, p in self._pending.items() if k[0] in self._streams}
+
+    def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
+        """Apply a new config (SIGHUP): keep pending partitions of streams that remain."""
+        with self._lock:
+            self._configure(config, state)
+
+    # ---- queries --------------------------------------------------------------------------------
+    def partition(self, stream: str, pid: str) -> Partition:
+        with self._lock:
+            try:
+                return self._pending[(stream, pid)]
+            except KeyError:
+                raise WarehouseError(f"partition {pid!r} of stream {stream!r} is not pending in the intake") from None
+
+    def loaded_fingerprints(self, stream: str, pid: str) -> dict[str, str]:
+        """table → the fingerprint it recorded for `pid` (tables that loaded it)."""
+        with self._lock:
+            return {t: self._loaded[t][pid] for t in self._tables_of.get(stream, []) if pid in self._loaded[t]}
+
+    def pending(self) -> list[Partition]:
+        with self._lock:
+            return sorted(self._pending.values(), key=lambda p: (p.stream, p.end, p.start, p.id))
+
+    # ---- one claim per partition ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _claim(self, key: tuple[str, str], wait: bool = True) -> Iterator[bool]:
+        """Hold `key` (one partition) while it is validated, settled and moved; yields False when
+        `wait` is False and someone else holds it."""
+        with self._lock:
+            claim = self._claims.get(key)
+            if claim is None:
+                claim = self._claims[key] = [threading.Lock(), 0]
+            claim[1] += 1
+        got = claim[0].acquire(blocking=wait)
+        try:
+            yield got
+        finally:
+            if got:
+                claim[0].release()
+            with self._lock:
+                claim[1] -= 1
+                if claim[1] == 0:
+                    del self._claims[key]
+
+    # ---- discovery ------------------------------------------------------------------------------
+    def scan(self) -> list[PartitionArrived]:
+        """Discover complete partitions not seen yet; quarantine bad ones (§4.3)."""
+        out: list[Partition] = []
+        now = self._clock()
+        for stream in list(self._streams):
+            sdir = self.landing / stream
+            try:
+                entries = sorted(os.scandir(sdir), key=lambda e: e.name)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for e in entries:
+                if e.name.startswith((".", "_")) or not e.is_dir(follow_symlinks=False):
+                    continue
+                key = (stream, e.name)
+                with self._lock:
+                    if key in self._pending:
+                        continue
+                with self._claim(key, wait=False) as got:
+                    if got:
+                        p = self._discover(stream, e.name, Path(e.path), now)
+                        if p is not None:
+                            out.append(p)
+        out.sort(key=lambda p: (p.stream, p.end, p.start, p.id))
+        return [p.arrived() for p in out]
+
+    def _discover(self, stream: str, pid: str, directory: Path, now: float) -> Partition | None:
+        """One directory of the landing zone, under its claim."""
+        mpath = directory / MANIFEST
+        if not mpath.is_file():
+            return None  # not complete yet (or moved away by a concurrent submission)
+        try:
+            text = mpath.read_text()
+        except OSError as err:
+            log.warning("cannot read %s: %s", mpath, err)
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            result: Partition | PartitionRejected = PartitionRejected(
+                f"malformed manifest: {MANIFEST} is not valid JSON ({err})", "malformed")
+        else:
+            try:
+                result = self._validate(stream, pid, directory, data, now)
+            except OSError as err:  # e.g. the producer is still moving files: next poll
+                log.warning("cannot check partition %s/%s yet: %s", stream, pid, err)
+                return None
+        try:
+            out = self._settle(stream, pid, directory, result, None)
+        except UnknownStream:  # removed by a reload meanwhile
+            return None
+        return out if isinstance(out, Partition) else None
+
+    def submit(self, stream: str, manifest: Mapping[str, Any]) -> Submitted:
+        """Accept a POSTed manifest (files already in `landing/<stream>/<id>/`; the id defaults
+        to the end time, `20261126T101500Z`) and write it as that directory's `_partition.json`.
+
+        Raises UnknownStream, or PartitionRejected: the partition is quarantined unless the
+        rejection says `quarantined=False` (the manifest names no usable partition directory).
+        """
+        if stream not in self._streams:
+            raise UnknownStream(f"unknown stream {stream!r} (known: {', '.join(sorted(self._streams)) or 'none'})")
+        pid = manifest_id(manifest)  # PartitionRejected(quarantined=False): it names no partition
+        data = {k: v for k, v in manifest.items() if k != "id"}
+        directory = self.landing / stream / pid
+        with self._claim((stream, pid)):
+            result = self._validate(stream, pid, directory, manifest, self._clock())
+            out = self._settle(stream, pid, directory, result, data)
+            if isinstance(out, PartitionRejected):
+                out.partition = pid
+                raise out
+            if out is None:
+                return Submitted(pid, None)
+            directory.mkdir(parents=True, exist_ok=True)
+            tmp = directory / f".{MANIFEST}.tmp"
+            tmp.write_text(json.dumps(data, default=str))
+            tmp.replace(directory / MANIFEST)
+            return Submitted(pid, out.arrived())
+
+    def _validate(self, stream: str, pid: str, directory: Path, data: Any, now: float) -> Partition | PartitionRejected:
+        """The one validator (`warehouse.landing.manifest`); no intake lock held."""
+        try:
+            return validate_partition(self._streams[stream], parse_manifest(data, pid), directory, self.landing, now)
+        except PartitionRejected as err:
+            return err
+        except KeyError:
+            raise UnknownStream(f"unknown stream {stream!r}") from None
+
+    def _settle(self, stream: str, pid: str, directory: Path, result: Partition | PartitionRejected,
+                record: Any) -> Partition | PartitionRejected | None:
+        """Decide, under the intake lock, what a validated (or rejected) partition becomes:
+        accepted (returned), a duplicate (None) or quarantined (the rejection, returned). Moves
+        its directory afterwards, outside the lock (the caller holds the partition's claim).
+        `record` is the manifest to keep in quarantine when it is not in the directory (a POST)."""
+        key = (stream, pid)
+        move, archive, err = True, False, None
+        with self._lock:
+            cfg = self._streams.get(stream)
+            if cfg is None:
+                raise UnknownStream(f"unknown stream {stream!r}")
+            old = self._pending.get(key)
+            if old is not None:
+                if isinstance(result, Partition) and result.fingerprint == old.fingerprint:
+                    self.duplicates[stream] += 1
+                    return None
+                # the directory holds the pending partition: keep it, quarantine only the manifest
+                err = PartitionRejected(f"partition {pid!r} is already pending with different content", "conflict")
+                move = False
+            elif isinstance(result, PartitionRejected):
+                err = result
+            else:
+                p = result
+                tables = self._tables_of.get(stream, [])
+                known = [self._loaded[t][pid] for t in tables if pid in self._loaded.get(t, {})]
+                if any(fp != p.fingerprint for fp in known):
+                    err = PartitionRejected(f"partition {pid!r} already loaded with different content", "conflict")
+                elif known and len(known) == len(tables):  # a re-delivery: a no-op
+                    self.duplicates[stream] += 1
+                    archive = True
+                else:
+                    other = None if cfg.allow_overlap else self._windows[stream].overlapping(p.start, p.end, pid)
+                    if other is not None:
+                        err = PartitionRejected(
+                            f"overlaps partition {other[2]} ({iso(other[0])}, {iso(other[1])}] of stream "
+                            f"{stream!r} (set allow_overlap: true on the stream if its partitions may overlap)",
+                            "overlap")
+                    else:
+                        self._pending[key] = p
+                        self._windows[stream].add(pid, p.start, p.end)
+                        self.accepted[stream] += 1
+                        return p
+            if err is not None:
+                self.quarantined[stream] += 1
+                self.last_rejection[stream] = err.reason
+        if archive:
+            log.info("partition %s/%s is already loaded (same content): archived", stream, pid)
+            if directory.exists():
+                _move(directory, self.landing / LOADED / stream, pid)
+            return None
+        assert err is not None
+        self._quarantine(stream, pid, directory, err.reason, record, move=move)
+        return err
+
+    def _quarantine(self, stream: str, pid: str, directory: Path, reason: str, manifest: Any = None,
+                    *, move: bool = True) -> None:
+        qparent = self.landing / QUARANTINE / stream
+        if move and directory.exists() and _inside(directory.resolve(), self.landing) and not directory.is_symlink():
+            dest = _move(directory, qparent, pid)
+        else:
+            dest = _free_path(qparent, pid)
+            dest.mkdir()
+            if move and directory.is_symlink():
+                directory.unlink()
+        if manifest is not None:
+            (dest / MANIFEST).write_text(json.dumps(manifest, default=str))
+        (dest / "reason").write_text(reason + "\n")
+        log.warning("quarantined partition %s/%s: %s", stream, pid, reason)
+
+    def refuse(self, stream: str, pid: str, reason: str) -> None:
+        """The Scheduler refused an accepted partition (e.g. no table reads its stream any more
+        after a reload): quarantine it with the reason, as any bad partition."""
+        with self._claim((stream, pid)):
+            with self._lock:
+                self._pending.pop((stream, pid), None)
+                if stream in self._windows:
+                    self._windows[stream].discard(pid)
+                self.quarantined[stream] += 1
+                self.last_rejection[stream] = reason
+            self._quarantine(stream, pid, self.landing / stream / pid, reason)
+
+    # ---- after a commit -------------------------------------------------------------------------
+    def archive(self, job: StartJob) -> None:
+        """A base job ended with its partitions in the Delta log (committed now or before)."""
+        stream = self._stream_of_table.get(job.table)
+        if stream is not None and job.arrivals:
+            self.mark_loaded(job.table, stream, {p.partition_id: p.fingerprint for p in job.arrivals})
+
+    def mark_loaded(self, table: str, stream: str, fingerprints: Mapping[str, str]) -> None:
+        """Record ids committed to `table`; archive each directory to `landing/_loaded/<stream>/`
+        once every base table of the stream has it."""
+        with self._lock:
+            self._loaded.setdefault(table, {}).update(fingerprints)
+            tables = self._tables_of.get(stream, [table])
+            done = [pid for pid in fingerprints if all(pid in self._loaded.get(t, {}) for t in tables)]
+        for pid in done:
+            with self._claim((stream, pid)):
+                d = self.landing / stream / pid
+                if d.is_dir():
+                    try:
+                        _move(d, self.landing / LOADED / stream, pid)
+                    except OSError as err:  # archiving is housekeeping: never fail a committed job
+                        log.warning("cannot archive %s: %s", d, err)
+                with self._lock:
+                    self._pending.pop((stream, pid), None)
