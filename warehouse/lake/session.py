@@ -31,7 +31,7 @@ import threading
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from warehouse.config import SparkConfig
 
@@ -44,6 +44,8 @@ __all__ = [
     "STATIC_CONF",
     "delta_package",
     "get_spark",
+    "SparkLink",
+    "connection_lost",
     "is_connect",
     "job_description",
     "job_session",
@@ -71,10 +73,6 @@ SESSION_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.stats.collect": "true",
     "spark.sql.parquet.compression.codec": "snappy",
-    # Spark 4.1+ rejects named parameters bound through `spark.sql(sql, args={...})` (the
-    # derived SQL's :window_start/:window_end) with UNBOUND_SQL_PARAMETER — apache/spark#55392;
-    # the pre-4.1 substitution still works.
-    "spark.sql.legacy.parameterSubstitution.constantsOnly": "true",
 }
 
 DEFAULT_CONF: dict[str, str] = {**STATIC_CONF, **SESSION_CONF}
@@ -179,16 +177,168 @@ def get_spark(cfg: SparkConfig | None = None) -> SparkSession:
         return _session
 
 
+# Spark Connect's client retries an unreachable server for 10+ minutes by default; a job should
+# fail within seconds instead and be retried by the Scheduler's back-off (§2.4, issue 9).
+CONNECT_RETRIES = {"max_retries": 4, "initial_backoff": 200, "max_backoff": 2000, "backoff_multiplier": 3.0}
+
+
 def _connect(cfg: SparkConfig) -> SparkSession:
-    """A Spark Connect session on `cfg.remote` with Freshet's runtime settings."""
+    """A new Spark Connect session on `cfg.remote` with Freshet's runtime settings."""
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
 
     assert cfg.remote is not None
     conf = {k: v for k, v in {**SESSION_CONF, **cfg.conf}.items() if k not in STATIC_CONF}
     builder = SparkSession.builder.remote(cfg.remote)
     for key, value in conf.items():
         builder = builder.config(key, value)  # runtime keys only; the server ignores static ones
-    return builder.getOrCreate()
+    session = builder.create()
+    session.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])  # type: ignore[attr-defined]
+    session.conf.get("spark.sql.session.timeZone")  # one round trip: the server answers
+    return session
+
+
+def connection_lost(err: BaseException) -> bool:
+    """True when `err` says the Spark Connect server is unreachable or is not the one this
+    session was opened on (it restarted): the session is useless and a new one is needed."""
+    try:
+        from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+    except ImportError:  # pragma: no cover - the connect extra is a dependency
+        return False
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = str(e)
+        if isinstance(e, SparkConnectGrpcException) and any(
+                k in text for k in ("UNAVAILABLE", "INVALID_HANDLE", "SESSION_CHANGED", "SESSION_NOT_FOUND",
+                                    "SESSION_CLOSED", "Socket closed", "DEADLINE_EXCEEDED")):
+            return True
+        if type(e).__name__ in ("RetriesExceeded", "_MultiThreadedRendezvous", "_InactiveRpcError") and \
+                "UNAVAILABLE" in text:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+class SparkLink:
+    """The daemon's line to its Spark (DESIGN.md §5, issue 9).
+
+    With `spark.master` it is the process's one session (`get_spark`); the JVM is this process's
+    child, and losing it ends the daemon. With `spark.remote` it is a Spark Connect session that
+    may be lost — the server restarts, the network drops — without losing the daemon: `lost(err)`
+    recognises such an error, drops the session and counts it; the next `session()` (a job's
+    retry after its back-off, or `check()` from the daemon's watcher) opens a new one. States:
+    connected, lost (`error` says why) → connected again.
+    """
+
+    def __init__(self, cfg: SparkConfig) -> None:
+        self.cfg = cfg
+        self.remote = cfg.remote is not None
+        self._lock = threading.Lock()
+        self._session: SparkSession | None = None
+        self.losses = 0  # connections lost so far
+        self.error: str | None = None  # why the last connection was lost (None: connected)
+        self._listeners: list[Any] = []
+
+    def on_change(self, fn: Any) -> None:
+        """Call `fn(connected: bool, error: str | None)` when the link is lost or restored."""
+        self._listeners.append(fn)
+
+    def _notify(self) -> None:
+        for fn in list(self._listeners):
+            with contextlib.suppress(Exception):
+                fn(self.error is None, self.error)
+
+    def session(self) -> SparkSession:
+        """The current session, (re)connecting if the last one was lost; raises if Spark is
+        unreachable (the caller's job fails and is retried)."""
+        global _session
+        if not self.remote:
+            return get_spark(self.cfg)
+        with self._lock:
+            if self._session is not None:
+                return self._session
+            session = _connect(self.cfg)
+            self._session = session
+            with _lock:
+                _session = session
+            restored = self.error is not None
+            self.error = None
+        if restored:
+            self._notify()
+        return session
+
+    def current(self) -> SparkSession | None:
+        """The session in use now, without connecting (None: none open)."""
+        with self._lock:
+            return self._session
+
+    def lost(self, err: BaseException, used: SparkSession | None = None) -> bool:
+        """If `err` is a lost Spark Connect connection: drop the session, count it, say so.
+
+        `used`: the session the failed work ran in. A failure of an older session than the
+        current one (another thread has reconnected since) is a lost connection too, but it is
+        not counted again and the new session stays.
+        """
+        global _session
+        if not self.remote or not (isinstance(err, _Unreachable) or connection_lost(err)):
+            return False
+        with self._lock:
+            if used is not None and self._session is not None and used is not self._session:
+                return True
+            old, self._session = self._session, None
+            first = self.error is None
+            self.error = f"Spark Connect server {self.cfg.remote} unreachable: {_first_line(err)}"
+            if first:
+                self.losses += 1
+            with _lock:
+                if _session is old:
+                    _session = None
+        if old is not None:
+            threading.Thread(target=_quiet_stop, args=(old,), daemon=True).start()
+        if first:
+            self._notify()
+        return True
+
+    def check(self) -> bool:
+        """One cheap round trip to the server (reconnecting if needed): True if it answers."""
+        if not self.remote:
+            return True
+        try:
+            self.session().conf.get("spark.sql.session.timeZone")
+            return True
+        except Exception as err:  # noqa: BLE001 — any failure is a lost connection here
+            if not self.lost(err):
+                self.lost(_Unreachable(f"{type(err).__name__}: {_first_line(err)}"))
+            return False
+
+    def close(self) -> None:
+        with self._lock:
+            old, self._session = self._session, None
+        if old is not None:
+            _quiet_stop(old)
+
+
+class _Unreachable(Exception):
+    """Stands for any failure of `SparkLink.check` (counted like a lost connection)."""
+
+    def __str__(self) -> str:
+        return "UNAVAILABLE: " + super().__str__()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("details = "):
+            return line.removeprefix("details = ").strip('"')[:300]
+    return (text.splitlines()[0] if text else type(err).__name__)[:300]
+
+
+def _quiet_stop(session: SparkSession) -> None:
+    with contextlib.suppress(Exception):
+        session.stop()
 
 
 def _local(cfg: SparkConfig) -> SparkSession:
