@@ -92,10 +92,12 @@ def environment(host: str) -> dict[str, str]:
 
 def start(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, master: str = "local[2]",
           conf: dict[str, str] | None = None, driver_memory: str | None = None,
-          log: IO[str] | None = None) -> subprocess.Popen[bytes]:
-    """Start a server in the background (its own process group, so `stop` ends its JVM too)."""
+          log: IO[str] | None = None, cwd: str | Path | None = None) -> subprocess.Popen[bytes]:
+    """Start a server in the background (its own process group, so `stop` ends its JVM too).
+    `cwd`: its working directory (Spark puts `spark-warehouse/` and `metastore_db/` there)."""
     return subprocess.Popen(command(host, port, master, conf, driver_memory), env=environment(host),
-                            stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+                            stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+                            cwd=cwd)
 
 
 def port_open(host: str, port: int) -> bool:

@@ -74,7 +74,8 @@ class Server:
         self.starts += 1
         log = (self.tmp / f"connect-{self.starts}.log").open("w")
         self.proc = connect_server.start("127.0.0.1", self.port, master="local[2]",
-                                         conf={"spark.sql.shuffle.partitions": "2"}, driver_memory="1g", log=log)
+                                         conf={"spark.sql.shuffle.partitions": "2"}, driver_memory="1g", log=log,
+                                         cwd=self.tmp)
         connect_server.wait_ready("127.0.0.1", self.port, timeout=300, proc=self.proc)
 
     def kill(self) -> None:

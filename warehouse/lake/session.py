@@ -210,10 +210,11 @@ def connection_lost(err: BaseException) -> bool:
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         text = str(e)
-        if isinstance(e, SparkConnectGrpcException) and any(
-                k in text for k in ("UNAVAILABLE", "INVALID_HANDLE", "SESSION_CHANGED", "SESSION_NOT_FOUND",
-                                    "SESSION_CLOSED", "Socket closed", "DEADLINE_EXCEEDED")):
-            return True
+        if isinstance(e, SparkConnectGrpcException):
+            code = getattr(getattr(e, "getGrpcStatusCode", lambda: None)(), "name", "")
+            if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or any(
+                    k in text for k in ("StatusCode.UNAVAILABLE", "INVALID_HANDLE.SESSION", "Socket closed")):
+                return True
         if type(e).__name__ in ("RetriesExceeded", "_MultiThreadedRendezvous", "_InactiveRpcError") and \
                 "UNAVAILABLE" in text:
             return True
