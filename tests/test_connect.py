@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from warehouse.config import parse_config
 from warehouse.lake.delta import table_path, utc
+from warehouse.lake.session import job_session
 from warehouse.sqltext import bind_window
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -228,17 +229,16 @@ def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_
         for name in ("m_5m", "a_m"):
             tc = cfg.table(name)
             upto = T0 + (15 if name == "m_5m" else 18) * MINUTE
-            session = spark.cloneSession()
-            for src in tc.sources:
-                session.read.format("delta").load(table_path(cfg, src)).createOrReplaceTempView(src)
-            want_df = session.sql(bind_window(tc.sql, 0.0, upto))
-            want_df = want_df.where(want_df.ts <= utc(upto))
-            cols = want_df.columns
-            want = sorted(tuple(r) for r in want_df.collect())
+            with job_session(spark) as session:  # a clone of our session, released after
+                for src in tc.sources:
+                    session.read.format("delta").load(table_path(cfg, src)).createOrReplaceTempView(src)
+                want_df = session.sql(bind_window(tc.sql, 0.0, upto))
+                want_df = want_df.where(want_df.ts <= utc(upto))
+                cols = want_df.columns
+                want = sorted(tuple(r) for r in want_df.collect())
             assert want, name
             got = rows(name, cols)
             assert len(got) == len(set(got)), f"{name}: a window appended twice"
             assert got == want, name
-            session.stop()
     finally:
         spark.stop()

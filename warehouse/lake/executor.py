@@ -149,11 +149,11 @@ class Executor:
     # ---- running jobs -----------------------------------------------------------------------------
     def execute(self, job: StartJob) -> JobFinished | JobFailed:
         """Run `job`; the event for the Scheduler. Never raises."""
-        used = self.link.current() if self.link is not None else None
+        generation = self.link.generation if self.link is not None else None
         try:
             return self.run(job).event()
         except Exception as err:  # noqa: BLE001 — every failure becomes an event (STYLE.md §2)
-            if self.link is not None and self.link.lost(err, used):
+            if self.link is not None and self.link.lost(err, generation):
                 reason = f"Spark Connect connection lost ({self.link.error}); retried after the back-off"
                 log.warning("job %d (%s, %s) failed: %s", job.job_id, job.kind, job.table, reason)
                 return JobFailed(job_id=job.job_id, reason=reason)

@@ -119,6 +119,9 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
         yield spark.newSession()
         return
     session = spark.cloneSession()  # type: ignore[attr-defined]
+    # pyspark 4.2's cloneSession() skips __init__, and stop() then fails on this missing
+    # attribute without releasing the server-side session or closing the clone's channel
+    session.release_session_on_close = True
     try:
         yield session
     finally:
@@ -183,19 +186,34 @@ CONNECT_RETRIES = {"max_retries": 4, "initial_backoff": 200, "max_backoff": 2000
 
 
 def _connect(cfg: SparkConfig) -> SparkSession:
-    """A new Spark Connect session on `cfg.remote` with Freshet's runtime settings."""
-    from pyspark.sql import SparkSession
+    """A new Spark Connect session on `cfg.remote` with Freshet's runtime settings.
+
+    Built directly rather than with `SparkSession.builder.remote(…).create()`, so that its very
+    first round trip already uses Freshet's short retry policy: an unreachable server fails this
+    call in seconds instead of blocking a track (or the watcher) for minutes.
+    """
     from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     assert cfg.remote is not None
     conf = {k: v for k, v in {**SESSION_CONF, **cfg.conf}.items() if k not in STATIC_CONF}
-    builder = SparkSession.builder.remote(cfg.remote)
-    for key, value in conf.items():
-        builder = builder.config(key, value)  # runtime keys only; the server ignores static ones
-    session = builder.create()
-    session.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])  # type: ignore[attr-defined]
-    session.conf.get("spark.sql.session.timeZone")  # one round trip: the server answers
-    return session
+    session = ConnectSession(connection=cfg.remote)
+    try:
+        session.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])
+        session.conf.get("spark.sql.session.timeZone")  # one round trip: the server answers
+        for key, value in conf.items():
+            try:
+                session.conf.set(key, value)  # runtime keys; a static one is the server's
+            except Exception as err:
+                if connection_lost(err):
+                    raise
+                print(f"freshet: spark.conf {key} not set on the Spark Connect session: {_first_line(err)}",
+                      file=sys.stderr, flush=True)
+    except BaseException:
+        _quiet_stop(session)  # type: ignore[arg-type]
+        raise
+    ConnectSession._set_default_and_active_session(session)
+    return session  # type: ignore[return-value]
 
 
 def connection_lost(err: BaseException) -> bool:
@@ -213,7 +231,8 @@ def connection_lost(err: BaseException) -> bool:
         if isinstance(e, SparkConnectGrpcException):
             code = getattr(getattr(e, "getGrpcStatusCode", lambda: None)(), "name", "")
             if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or any(
-                    k in text for k in ("StatusCode.UNAVAILABLE", "INVALID_HANDLE.SESSION", "Socket closed")):
+                    k in text for k in ("StatusCode.UNAVAILABLE", "INVALID_HANDLE.SESSION", "Socket closed",
+                                        "Channel closed")):
                 return True
         if type(e).__name__ in ("RetriesExceeded", "_MultiThreadedRendezvous", "_InactiveRpcError") and \
                 "UNAVAILABLE" in text:
@@ -239,6 +258,7 @@ class SparkLink:
         self._lock = threading.Lock()
         self._session: SparkSession | None = None
         self.losses = 0  # connections lost so far
+        self.generation = 0  # sessions opened so far: work tagged with an older one is stale
         self.error: str | None = None  # why the last connection was lost (None: connected)
         self._listeners: list[Any] = []
 
@@ -262,6 +282,7 @@ class SparkLink:
                 return self._session
             session = _connect(self.cfg)
             self._session = session
+            self.generation += 1
             with _lock:
                 _session = session
             restored = self.error is not None
@@ -275,18 +296,18 @@ class SparkLink:
         with self._lock:
             return self._session
 
-    def lost(self, err: BaseException, used: SparkSession | None = None) -> bool:
+    def lost(self, err: BaseException, generation: int | None = None) -> bool:
         """If `err` is a lost Spark Connect connection: drop the session, count it, say so.
 
-        `used`: the session the failed work ran in. A failure of an older session than the
-        current one (another thread has reconnected since) is a lost connection too, but it is
-        not counted again and the new session stays.
+        `generation`: `self.generation` when the failed work started. If a newer session has
+        been opened since (another thread reconnected), the failure is a lost connection too,
+        but an old one: it is not counted again and the new session stays.
         """
         global _session
         if not self.remote or not (isinstance(err, _Unreachable) or connection_lost(err)):
             return False
         with self._lock:
-            if used is not None and self._session is not None and used is not self._session:
+            if generation is not None and generation != self.generation:
                 return True
             old, self._session = self._session, None
             first = self.error is None
@@ -306,12 +327,13 @@ class SparkLink:
         """One cheap round trip to the server (reconnecting if needed): True if it answers."""
         if not self.remote:
             return True
+        generation = self.generation
         try:
             self.session().conf.get("spark.sql.session.timeZone")
             return True
         except Exception as err:  # noqa: BLE001 — any failure is a lost connection here
-            if not self.lost(err):
-                self.lost(_Unreachable(f"{type(err).__name__}: {_first_line(err)}"))
+            if not self.lost(err, generation):
+                self.lost(_Unreachable(f"{type(err).__name__}: {_first_line(err)}"), generation)
             return False
 
     def close(self) -> None:
