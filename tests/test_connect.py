@@ -154,7 +154,10 @@ def write_bad(cfg: Any, stream: str, pid: str, minute: int) -> None:
                     pa.table({c: cols[c] for c in sc.schema_}, schema=schema))
 
 
-def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_path: Path) -> None:
+def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_path: Path, monkeypatch) -> None:
+    # our own Connect client below switches pyspark.sql.functions to Connect for this process
+    # (SPARK_CONNECT_MODE_ENABLED); the tests after this one use a classic local session
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
     raw = warehouse_dict(tmp_path, tracks=3, chop=2.0)
     raw["spark"] = {"remote": server.remote, "conf": {"spark.sql.shuffle.partitions": "2"}}
     raw["listen"] = f"127.0.0.1:{free_port()}"

@@ -122,6 +122,8 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
     # pyspark 4.2's cloneSession() skips __init__, and stop() then fails on this missing
     # attribute without releasing the server-side session or closing the clone's channel
     session.release_session_on_close = True
+    # the clone's client starts with pyspark's default retry policy (10+ minutes): use ours
+    session.client.set_retry_policies(spark.client.get_retry_policies())  # type: ignore[attr-defined]
     try:
         yield session
     finally:
@@ -197,6 +199,9 @@ def _connect(cfg: SparkConfig) -> SparkSession:
 
     assert cfg.remote is not None
     conf = {k: v for k, v in {**SESSION_CONF, **cfg.conf}.items() if k not in STATIC_CONF}
+    # what `builder.remote()` does: pyspark.sql.functions and friends build Connect expressions
+    # (not JVM ones) while this is set
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     session = ConnectSession(connection=cfg.remote)
     try:
         session.client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])
