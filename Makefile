@@ -36,6 +36,7 @@ connect-server: setup
 bench: setup
 	$(BIN)/python scripts/bench_scheduler.py
 	$(BIN)/python scripts/bench_sim.py
+	$(BIN)/python scripts/bench_intake.py
 	$(BIN)/python scripts/bench_delta.py
 
 clean:

@@ -31,7 +31,7 @@ class Candidate:
     release: float  # r_i: when ΔF_i last went from zero to nonzero
     period: float  # P_i
     seq: int  # tie-breaker: order of release
-    rand: float = 0.0  # draw for the Random policy
+    rand: float = 0.0  # the Random policy's key (an exponential race, see _random)
 
     @property
     def deadline(self) -> float:
@@ -76,7 +76,14 @@ def _fifo(c: Candidate) -> tuple:
 
 
 def _random(c: Candidate) -> tuple:
-    """(u, seq): a seeded uniform draw taken at release (baseline)."""
+    """(x, seq): Random (§4.3) "chooses the next job randomly among the jobs in the released set".
+
+    x is an exponential race: a job released when the last started job had key m draws
+    x = m + Exp(1). By memorylessness every waiting job's key is then m' + Exp(1), i.i.d., for the
+    current m', so the smallest key is a uniform pick among the released set at every decision —
+    without redrawing every key per decision (a draw kept from release would instead let a job
+    that drew a large number starve for as long as the queue is never empty).
+    """
     return (c.rand, c.seq)
 
 

@@ -7,9 +7,16 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from warehouse.freshness import floor_to
+
 T = TypeVar("T", bound=Any)
 
-__all__ = ["chop_count", "chop_window"]
+__all__ = ["AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
+
+AUTO_C = 3.0  # the paper's c (§4.7), used while chopping pays
+SLOW = 1.5  # recent observed/estimated durations above this: a transient slowdown
+INVERSION = 2.0  # a job this many times less valuable per second than the best table's: an inversion
+OVERLOAD = 1.05  # offered load clearly above capacity (its estimate is noisy by a few percent)
 
 
 def chop_count(
@@ -31,6 +38,70 @@ def chop_window(start: float, edge: float, period: float, c: float | None, granu
         return edge
     end = min(edge, start + c * period)
     if granularity:
-        floored = (end // granularity) * granularity
-        end = floored if floored > start else min(edge, ((start // granularity) + 1) * granularity)
+        floored = floor_to(end, granularity)
+        end = floored if floored > start else min(edge, floor_to(start, granularity) + granularity)
     return end
+
+
+
+class Pace:
+    """How fast jobs run compared with the cost model (§2.4). `now`: observed / estimated duration
+    as an exponentially weighted mean over the last few completions — 1 when the model predicts
+    well, S while a slowdown of factor S lasts. `long`: Σ observed / Σ estimated over many
+    completions (time spent per unit of estimated work, the mean slowdown m of §4.1)."""
+
+    __slots__ = ("now", "_observed", "_estimated")
+
+    NOW_WEIGHT = 0.25
+    LONG_WEIGHT = 0.001
+
+    def __init__(self) -> None:
+        self.now = 1.0
+        self._observed = self._estimated = 0.0
+
+    @property
+    def long(self) -> float:
+        return self._observed / self._estimated if self._estimated > 0 else 1.0
+
+    def observe(self, duration: float, estimate: float) -> None:
+        if estimate > 0 and duration >= 0:
+            self.now += self.NOW_WEIGHT * (duration / estimate - self.now)
+            self._observed += self.LONG_WEIGHT * (duration - self._observed)
+            self._estimated += self.LONG_WEIGHT * (estimate - self._estimated)
+
+
+def chop_pays(pace: Pace, load: float, benefit: float, best_benefit: float) -> float | None:
+    """`chop: auto` (§3.4 extended): c for the next job, or None to load everything pending.
+
+    A chopped job pays α_i once more for the rest of its backlog; it buys preemptibility. That
+    buys something only in two cases, so chop (to c·P_i, the paper's c) only then:
+
+    1. A transient slowdown (`pace.now` > SLOW, the §3.4 "transient overload"): a job's pace is
+       set when it starts, so a long job started while slow stays slow after the slowdown ends;
+       short pieces stop paying the slowdown when it stops.
+    2. A priority inversion while capacity is spare: the job's marginal benefit p_i·ΔF_i/E_i(ΔF_i)
+       (§3.1) is INVERSION times below the best table's typical p_k·P_k/E_k(P_k), so more valuable
+       jobs will be released while it runs (arrivals are periodic, §2.4), and the offered load
+       U_tot·m/N is not clearly above capacity (< OVERLOAD), so the extra α is paid out of idle
+       time, not out of everyone's freshness.
+
+    Otherwise — uniform jobs, or sustained overload (load ≥ OVERLOAD), where each extra α is
+    capacity lost for good and a low-priority backlog must be amortised — load it all in one job
+    (§2.4).
+    """
+    if pace.now > SLOW:
+        return AUTO_C
+    if load < OVERLOAD and benefit * INVERSION < best_benefit:
+        return AUTO_C
+    return None
+
+
+def time_slice(loaded: float, partition_end: float, period: float, c: float | None) -> float | None:
+    """Time-sliced loading: where to cut one partition that alone holds more than c·P_i past what
+    is loaded of it (a backfill, or a partition longer than the period). The job loads the rows
+    with loaded < ts ≤ cut; the rest stays pending for the next slice, each its own commit with its
+    own watermark (DESIGN.md §4.4). None: load the whole partition."""
+    if c is None:
+        return None
+    cut = loaded + c * period
+    return cut if cut < partition_end else None

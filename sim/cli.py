@@ -1,7 +1,8 @@
 """`freshet sim run|experiment` (DESIGN.md §4.2): one simulation, or one of the paper's figures.
 
     freshet sim run --config FILE [--policy P] [--partitioner X] [--tracks N] [--inheritance I]
-                    [--chop C|none] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]
+                    [--chop C|none|auto] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]
+    freshet sim tune --config FILE [--trace FILE] [--events N] [--tracks 4,6] [--workers W] [--json]
     freshet sim experiment NAME [--out DIR] [--events N] [--seeds K] [--workers W]
     freshet sim experiment --list
 """
@@ -35,20 +36,32 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _chop(text: str) -> float | None:
+def _chop(text: str) -> float | str | None:
     if text.lower() in ("none", "off", "null"):
         return None
+    if text.lower() == "auto":
+        return "auto"
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1 or 'none', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1, 'none' or 'auto', got {text!r}") from None
     if v < 1:
-        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1 or 'none', got {text!r}")
+        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1, 'none' or 'auto', got {text!r}")
     return v
 
 
+def _track_list(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected track counts like 4,6,8, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"expected track counts like 4,6,8, got {text!r}")
+    return out
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="sim_command", metavar="{run,experiment}", required=True)
+    sub = parser.add_subparsers(dest="sim_command", metavar="{run,tune,experiment}", required=True)
     run = sub.add_parser("run", help="simulate one workload (a config file, optionally a recorded trace)",
                          description="Simulate a workload with the daemon's Scheduler (§4.1) and report its "
                                      "relative lateness against the no-contention ideal.")
@@ -58,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--tracks", type=_positive_int, help="number of tracks N")
     run.add_argument("--inheritance", choices=INHERITANCE, help="priority inheritance (§3.3)")
     run.add_argument("--chop", type=_chop, default=argparse.SUPPRESS, metavar="C",
-                     help="update chopping c (§3.4), or 'none'")
+                     help="update chopping c (§3.4), 'none', or 'auto' (chop only when it pays)")
     run.add_argument("--k", type=float, help="Proportional clustering constant (§3.2.3)")
     run.add_argument("--allocation", choices=("basic", "all"), help="Proportional allocation M (§3.2.3)")
     run.add_argument("--aggressive", action=argparse.BooleanOptionalAction, default=None,
@@ -69,6 +82,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--write-trace", metavar="FILE", help="record this run's arrivals and jobs as a trace")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(_sim=_run)
+
+    tune = sub.add_parser("tune", help="rank candidate scheduler settings on a workload or a trace",
+                          description="Simulate the config's workload (or a trace the daemon wrote) under "
+                                      "candidate settings — policy, partitioner, k, allocation, aggressive, "
+                                      "chop, tracks — in parallel, and print the best by predicted weighted "
+                                      "staleness with a table of the runners-up.")
+    tune.add_argument("--config", required=True, help="the Freshet YAML config")
+    tune.add_argument("--trace", help="replay arrivals (and measured durations) from a JSON-lines trace")
+    tune.add_argument("--events", type=_positive_int, default=20_000,
+                      help="scheduler events per candidate without a trace (default: 20000)")
+    tune.add_argument("--tracks", type=_track_list, help="track counts to try, e.g. 4,6,8 (default: the config's)")
+    tune.add_argument("--seed", type=int, default=1, help="random seed shared by every candidate")
+    tune.add_argument("--workers", type=_positive_int, help="worker processes (default: all cores)")
+    tune.add_argument("--top", type=_positive_int, default=10, help="runners-up to show (default: 10)")
+    tune.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    tune.add_argument("--json", action="store_true", help="print the ranking as JSON")
+    tune.set_defaults(_sim=_tune)
 
     exp = sub.add_parser("experiment", help="reproduce one of the paper's figures (§4) as CSV + PNG",
                          description="Reproduce an experiment of the paper's §4 (Figs. 4-11) as a utilization "
@@ -142,6 +172,41 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{name:<24} {t['priority']:>9g} {t['staleness']:>14.2f} {t['jobs']:>7} {t['mean_delta_f']:>9.2f}")
     if len(rows) > 15:
         print(f"… {len(rows) - 15} more (use --json)")
+    return 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from sim.experiments import stderr_progress
+    from sim.tune import tune
+
+    cfg = load_config(args.config)
+    if args.trace:
+        from sim.trace import read_trace
+
+        read_trace(args.trace)  # a bad trace fails here, before any worker starts
+    res = tune(cfg, trace_path=args.trace, events=args.events, seed=args.seed, tracks=args.tracks,
+               workers=args.workers, progress=None if args.quiet else stderr_progress)
+    best = res.ranked[0]
+    if args.json:
+        print(json.dumps({"best": best.settings, "horizon": res.horizon, "seconds": round(res.seconds, 1),
+                          "ranking": [{"settings": c.settings, "weighted_staleness": c.weighted_staleness,
+                                       "relative_lateness": c.relative_lateness} for c in res.ranked]},
+                         sort_keys=True))
+        return 0
+    print(f"{len(res.ranked)} candidates simulated over {res.horizon:.0f} s of "
+          f"{'the trace' if args.trace else 'generated arrivals'} in {res.seconds:.0f} s")
+    print(f"best: {best.label()}")
+    print(f"  predicted weighted staleness {best.weighted_staleness:.6g} (relative lateness "
+          f"{best.relative_lateness:.3f})")
+    print(f"  scheduler: {json.dumps(best.settings)}")
+    mine = res.configured
+    if mine is not None and mine is not best:
+        print(f"the config as written: {mine.label()} — {mine.weighted_staleness / best.weighted_staleness:.2f}× "
+              f"the best (rank {res.ranked.index(mine) + 1})")
+    print(f"\n{'rank':>4}  {'relative lateness':>17}  {'× best':>7}  settings")
+    for i, c in enumerate(res.ranked[: args.top], 1):
+        print(f"{i:>4}  {c.relative_lateness:>17.3f}  {c.weighted_staleness / best.weighted_staleness:>7.3f}  "
+              f"{c.label()}")
     return 0
 
 

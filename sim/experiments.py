@@ -48,6 +48,36 @@ class Line:
     sim: dict[str, Any] = field(default_factory=dict)
 
 
+# The scheduler settings the paper's figures were reproduced with (the defaults before issue 12);
+# pinned so that a changed default never changes a paper figure.
+PAPER_SETTINGS: dict[str, Any] = {"policy": "max-benefit", "partitioner": "proportional", "chop": 3.0}
+ALGORITHM_KEYS = ("policy", "partitioner", "chop", "k", "allocation", "aggressive")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A job set that a multi-workload experiment (`beyond`) runs every line on: table classes, or a
+    config file (its scheduler section's algorithm settings are dropped, the lines choose them)."""
+
+    name: str
+    classes: tuple[TableClass, ...] = ()
+    path: str | None = None
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    sim: dict[str, Any] = field(default_factory=dict)
+
+    def data(self, line: Line) -> dict[str, Any]:
+        if self.path is not None:
+            import yaml
+
+            base = yaml.safe_load(Path(self.path).read_text())
+        else:
+            base = build_workload(self.classes)
+        sched = {k: v for k, v in {**base.get("scheduler", {}), **self.scheduler}.items() if k not in ALGORITHM_KEYS}
+        base["scheduler"] = {"tracks": 4, **sched, **line.scheduler}
+        base["sim"] = {**base.get("sim", {}), **self.sim, **line.sim}
+        return base
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -64,12 +94,18 @@ class Experiment:
     seeds: int = 2
     choices: str = ""
     verdict: Callable[[Curves], tuple[bool, str]] | None = None
+    workloads: tuple[Workload, ...] = ()  # several job sets (then `classes` is unused)
 
-    def config(self, line: Line, x: float) -> dict[str, Any]:
+    def config(self, line: Line, x: float, workload: Workload | None = None) -> dict[str, Any]:
         """The workload dict of one point: the job set, the line's algorithm, utilization x."""
-        sched = {"tracks": 4, **self.scheduler, **line.scheduler}
+        if workload is not None:
+            return with_utilization(workload.data(line), x)
+        sched = {"tracks": 4, **PAPER_SETTINGS, **self.scheduler, **line.scheduler}
         sim = {**self.sim, **line.sim}
         return with_utilization(build_workload(self.classes, scheduler=sched, sim=sim), x)
+
+    def workload_names(self) -> list[str]:
+        return [w.name for w in self.workloads] or [self.name]
 
 
 # ---- running a sweep -----------------------------------------------------------------------------
@@ -100,19 +136,27 @@ class SweepResult:
     seeds: int
     seconds: float
 
-    def curves(self) -> Curves:
-        """Mean relative lateness per line and x (over seeds), in x order."""
+    def curves(self, workload: str | None = None) -> Curves:
+        """Mean relative lateness per line and x (over seeds), in x order; of one workload if the
+        experiment has several (default: the first)."""
+        workload = workload or self.experiment.workload_names()[0]
         acc: dict[tuple[str, float], list[float]] = {}
         for r in self.rows:
-            acc.setdefault((r["line"], r["utilization"]), []).append(r["relative_lateness"])
+            if r.get("workload", workload) == workload:
+                acc.setdefault((r["line"], r["utilization"]), []).append(r["relative_lateness"])
         out: Curves = {ln.label: [] for ln in self.experiment.lines}
         for (label, x), vals in sorted(acc.items(), key=lambda kv: kv[0][1]):
             out[label].append((x, sum(vals) / len(vals)))
         return out
 
+    def all_curves(self) -> dict[str, Curves]:
+        return {w: self.curves(w) for w in self.experiment.workload_names()}
+
     def verdict(self) -> tuple[bool | None, str]:
         if self.experiment.verdict is None:
             return None, "no automatic verdict"
+        if self.experiment.workloads:
+            return self.experiment.verdict(self.all_curves())  # type: ignore[arg-type]
         return self.experiment.verdict(self.curves())
 
 
@@ -133,26 +177,30 @@ def run_experiment(
     started = time.perf_counter()
     ideal_tasks: dict[str, dict[str, Any]] = {}
     run_tasks: list[dict[str, Any]] = []
-    for x in xs:
-        for seed in range(1, seeds + 1):
-            for line in exp.lines:
-                data = exp.config(line, x)
-                cfg = config_of(data)
-                until = horizon_for(cfg, events)
-                ideal_data = ideal_config(prepare(cfg, seed)).model_dump(mode="json", by_alias=True)
-                ikey = json.dumps([ideal_data["streams"], ideal_data["tables"], ideal_data["sim"], seed, until],
-                                  sort_keys=True)
-                ideal_tasks.setdefault(ikey, {"key": ikey, "config": data, "seed": seed, "until": until,
-                                              "ideal": True, "label": "ideal", "x": x})
-                run_tasks.append({"key": (line.label, x, seed), "config": data, "seed": seed, "until": until,
-                                  "ideal": False, "ideal_key": ikey, "label": line.label, "x": x})
+    for wl in exp.workloads or (None,):
+        wname = wl.name if wl is not None else exp.name
+        for x in xs:
+            for seed in range(1, seeds + 1):
+                for line in exp.lines:
+                    data = exp.config(line, x, wl)
+                    cfg = config_of(data)
+                    until = horizon_for(cfg, events)
+                    ideal_data = ideal_config(prepare(cfg, seed)).model_dump(mode="json", by_alias=True)
+                    ikey = json.dumps([ideal_data["streams"], ideal_data["tables"], ideal_data["sim"], seed, until],
+                                      sort_keys=True)
+                    ideal_tasks.setdefault(ikey, {"key": ikey, "config": data, "seed": seed, "until": until,
+                                                  "ideal": True, "label": f"{wname} ideal", "x": x})
+                    run_tasks.append({"key": (wname, line.label, x, seed), "config": data, "seed": seed,
+                                      "until": until, "ideal": False, "ideal_key": ikey, "label": line.label,
+                                      "x": x, "workload": wname})
     tasks = list(ideal_tasks.values()) + run_tasks
     results: dict[Any, dict[str, Any]] = {}
     total = len(tasks)
 
     def note(i: int, task: dict[str, Any], res: dict[str, Any]) -> None:
         if progress is not None:
-            progress(f"[{i}/{total}] {exp.name}: {task['label']} U={task['x']:g} seed={task['seed']} "
+            wl = f"{task['workload']} " if exp.workloads and "workload" in task else ""
+            progress(f"[{i}/{total}] {exp.name}: {wl}{task['label']} U={task['x']:g} seed={task['seed']} "
                      f"({res['events']} events, {res['seconds']:.1f}s)")
 
     if workers == 1:
@@ -174,6 +222,7 @@ def run_experiment(
         ideal = results[_k(task["ideal_key"])]
         rows.append({
             "experiment": exp.name,
+            "workload": task["workload"],
             "line": task["label"],
             "utilization": task["x"],
             "seed": task["seed"],
@@ -187,7 +236,8 @@ def run_experiment(
             "chopped_jobs": res["chopped"],
             "horizon": task["until"],
         })
-    rows.sort(key=lambda r: ([ln.label for ln in exp.lines].index(r["line"]), r["utilization"], r["seed"]))
+    names, labels = exp.workload_names(), [ln.label for ln in exp.lines]
+    rows.sort(key=lambda r: (names.index(r["workload"]), labels.index(r["line"]), r["utilization"], r["seed"]))
     return SweepResult(exp, rows, events, seeds, time.perf_counter() - started)
 
 
@@ -197,6 +247,7 @@ def load_csv(exp: Experiment, path: Path) -> SweepResult:
     with path.open(newline="") as fh:
         for r in csv.DictReader(fh):
             row: dict[str, Any] = dict(r)
+            row.setdefault("workload", exp.name)  # CSVs written before multi-workload experiments
             for k in ("utilization", "relative_lateness", "weighted_staleness", "ideal_weighted_staleness",
                       "busy_fraction", "horizon"):
                 row[k] = float(row[k])
@@ -241,6 +292,9 @@ def plot(result: SweepResult, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     exp = result.experiment
+    if exp.workloads:
+        _plot_beyond(result, path, plt)
+        return
     curves = result.curves()
     fig, ax = plt.subplots(figsize=(6.0, 4.2), dpi=110)
     markers = "osD^vx*+"
@@ -264,8 +318,59 @@ def plot(result: SweepResult, path: Path) -> None:
     plt.close(fig)
 
 
+def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
+    """One line per workload: the default's lateness over the best paper configuration's."""
+    ratios = beyond_ratios(result.all_curves())
+    fig, ax = plt.subplots(figsize=(7.0, 4.6), dpi=110)
+    markers = "osD^vx*+<>p"
+    for i, (wl, row) in enumerate(ratios.items()):
+        xs = sorted(row)
+        ax.plot(xs, [row[x][0] for x in xs], marker=markers[i % len(markers)], label=wl, linewidth=1.3,
+                markersize=4)
+    ax.axhline(BEYOND_POINT_MAX, color="red", linestyle="--", linewidth=1, label=f"{BEYOND_POINT_MAX} (every point)")
+    ax.axhline(BEYOND_GEO_MAX, color="green", linestyle=":", linewidth=1, label=f"{BEYOND_GEO_MAX} (mean, U ≥ 0.95)")
+    ax.set_yscale("log")
+    ax.set_xlabel("utilization U (offered work / capacity, slowdowns included)")
+    ax.set_ylabel("default / best paper configuration (relative lateness)")
+    holds, why = result.verdict()
+    ax.set_title(f"{result.experiment.title}", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2)
+    ax.text(0.99, 0.01, f"{result.events:,} events/point, {result.seeds} seed(s)", transform=ax.transAxes,
+            ha="right", va="bottom", fontsize=7, color="gray")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _summary_beyond(result: SweepResult) -> str:
+    exp = result.experiment
+    holds, why = result.verdict()
+    ratios = beyond_ratios(result.all_curves())
+    xs = sorted({x for row in ratios.values() for x in row})
+    lines = ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs)]
+    for wl, row in ratios.items():
+        lines.append(f"| {wl} | " + " | ".join(f"{row[x][0]:.3f}" if x in row else "" for x in xs) + " |")
+    best = ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs)]
+    for wl, row in ratios.items():
+        c = result.curves(wl)
+        best.append(f"| {wl} | " + " | ".join(
+            f"{_at(c, row[x][1])[x]:.3g} ({row[x][1]})" if x in row else "" for x in xs) + " |")
+    return "\n".join([
+        f"# {exp.title} (`{exp.name}`)", "", exp.claim, "",
+        f"Verdict: the target **{'holds' if holds else 'does NOT hold'}** in this run. {why}", "",
+        "Default / best paper configuration (relative lateness ratio; < 1: the default is better):", "",
+        *lines, "", "Best paper configuration's relative lateness (and which):", "", *best, "",
+        f"{result.events:,} events per point (ideal run), {result.seeds} seed(s)"
+        + (f", {result.seconds:.0f} s wall time." if result.seconds else "."), "",
+        f"Choices: {exp.choices}", "",
+    ])
+
+
 def summary(result: SweepResult) -> str:
     exp = result.experiment
+    if exp.workloads:
+        return _summary_beyond(result)
     curves = result.curves()
     holds, why = result.verdict()
     status = {True: "holds", False: "does NOT hold", None: "not judged"}[holds]
@@ -542,6 +647,84 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         verdict=_v_fig11,
     ),
 )}
+
+
+# ---- beyond the paper (issue 12) ----------------------------------------------------------------
+DEFAULT_LABEL = "Freshet default"
+PAPER_LINES = (
+    Line("MB global, c=3", {"policy": "max-benefit", "partitioner": "global", "chop": 3.0}),
+    Line("MB global", {"policy": "max-benefit", "partitioner": "global", "chop": None}),
+    *(Line(f"Prop. k={k:g}{', c=3' if c else ''}",
+           {"policy": "max-benefit", "partitioner": "proportional", "k": k, "allocation": "all",
+            "aggressive": True, "chop": c})
+      for k in (1.0, 10.0) for c in (3.0, None)),
+)
+BEYOND_XS = (0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)
+BEYOND_POINT_MAX = 1.03  # the default's lateness ≤ 1.03 × the best paper configuration, every point
+BEYOND_GEO_MAX = 0.85  # and ≤ 0.85 × it as a geometric mean over U ≥ 0.95
+
+
+def beyond_ratios(curves: dict[str, Curves]) -> dict[str, dict[float, tuple[float, str]]]:
+    """Per workload and U: the default's lateness over the best paper line's, and that line."""
+    out: dict[str, dict[float, tuple[float, str]]] = {}
+    for wl, c in curves.items():
+        d = _at(c, DEFAULT_LABEL)
+        row: dict[float, tuple[float, str]] = {}
+        for x in sorted(d):
+            best = min((ln.label for ln in PAPER_LINES), key=lambda lb: _at(c, lb).get(x, math.inf))
+            row[x] = (d[x] / _at(c, best)[x], best)
+        out[wl] = row
+    return out
+
+
+def _v_beyond(curves: dict[str, Curves]) -> tuple[bool, str]:  # type: ignore[override]
+    ratios = beyond_ratios(curves)
+    points = [(wl, x, r) for wl, row in ratios.items() for x, (r, _) in row.items()]
+    worst = max(points, key=lambda p: p[2])
+    over = [p for p in points if p[2] > BEYOND_POINT_MAX]
+    high = [r for _, x, r in points if x >= 0.95]
+    geo = math.exp(_mean([math.log(r) for r in high])) if high else math.nan
+    ok = not over and geo <= BEYOND_GEO_MAX
+    return ok, (f"Default / best paper configuration: worst {worst[2]:.3f} ({worst[0]}, U={worst[1]:g}); "
+                f"{len(over)} of {len(points)} points above {BEYOND_POINT_MAX}; geometric mean over U ≥ 0.95 "
+                f"{geo:.3f} (target ≤ {BEYOND_GEO_MAX}), over all points "
+                f"{math.exp(_mean([math.log(p[2]) for p in points])):.3f}.")
+
+
+def _figure_workloads() -> tuple[Workload, ...]:
+    """The job sets of Figs. 4-11 (Fig. 10 reuses Fig. 9's; Fig. 4 has one per slowdown S)."""
+    out = [Workload("table2", path=str(Path(__file__).parent / "workloads" / "table2.yaml"))]
+    for e in EXPERIMENTS.values():
+        if e.name == "fig10-proportional":
+            continue
+        sched = {k: v for k, v in e.scheduler.items() if k not in ALGORITHM_KEYS}
+        if e.name == "fig4-slowdown":
+            out += [Workload(f"fig4-S{ln.sim['slowdown']['factor']:g}", e.classes, scheduler=sched,
+                             sim={**e.sim, **ln.sim}) for ln in e.lines]
+        else:
+            out.append(Workload(e.name.split("-")[0], e.classes, scheduler=sched, sim=dict(e.sim)))
+    return tuple(out)
+
+
+BEYOND = Experiment(
+    name="beyond", figure="Beyond", section="issue 12",
+    title="Freshet's default against the paper's best configuration",
+    claim="(not the paper's) The default — Max-Benefit with chopping that pays, time slices and track "
+          "reservation — is never more than 3% worse than the best of the paper's configurations "
+          "(Max-Benefit global and Proportional all+aggressive k ∈ {1, 10}, each with and without c=3) "
+          "and at least 15% better under overload (geometric mean over U ≥ 0.95).",
+    classes=(),
+    lines=(*PAPER_LINES, Line(DEFAULT_LABEL, {})),
+    xs=BEYOND_XS,
+    events=40_000,
+    seeds=2,
+    workloads=_figure_workloads(),
+    choices="every job set of sim/workloads/ and of Figs. 4-11 (the figure's tracks, slowdowns and inheritance); "
+            "the paper lines are Max-Benefit with the partitioner, k and chop shown; the default line leaves "
+            "policy, partitioner and chop unset.",
+    verdict=_v_beyond,  # type: ignore[arg-type]
+)
+EXPERIMENTS[BEYOND.name] = BEYOND
 
 
 def stderr_progress(msg: str) -> None:

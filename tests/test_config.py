@@ -47,7 +47,7 @@ def test_valid_config_round_trip():
     cfg = parse_config(BASE)
     assert cfg.stream("router_cpu").period == 300 and cfg.stream("router_cpu").lateness == 60
     assert cfg.table("cpu_5min").granularity == 300
-    assert cfg.scheduler.tracks == 4 and cfg.scheduler.partitioner == "proportional"
+    assert cfg.scheduler.tracks == 4 and cfg.scheduler.partitioner == "auto"
 
 
 @pytest.mark.parametrize(

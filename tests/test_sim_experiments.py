@@ -99,3 +99,30 @@ def test_sweeps_are_deterministic_across_worker_counts():
     a = run_experiment(exp, events=3000, seeds=1, workers=1, xs=(0.9,))
     b = run_experiment(exp, events=3000, seeds=1, workers=2, xs=(0.9,))
     assert a.rows == b.rows
+
+
+def test_beyond_compares_the_default_with_the_best_paper_configuration(tmp_path):
+    import dataclasses
+
+    from sim.experiments import BEYOND, DEFAULT_LABEL, PAPER_LINES, beyond_ratios, write_outputs
+
+    assert {w.name for w in BEYOND.workloads} >= {"table2", "fig4-S3", "fig7", "fig9", "fig11"}
+    exp = dataclasses.replace(BEYOND, workloads=BEYOND.workloads[:2])
+    res = run_experiment(exp, events=2000, seeds=1, workers=2, xs=(0.9,))
+    assert {r["workload"] for r in res.rows} == {w.name for w in exp.workloads}
+    assert {r["line"] for r in res.rows} == {ln.label for ln in PAPER_LINES} | {DEFAULT_LABEL}
+    ratios = beyond_ratios(res.all_curves())
+    assert set(ratios) == {w.name for w in exp.workloads} and all(r[0.9][0] > 0 for r in ratios.values())
+    paths = write_outputs(res, tmp_path)
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG"
+    assert "Verdict" in paths["summary"].read_text()
+
+
+def test_tune_ranks_candidates_and_names_the_best(tmp_path, capsys):
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text("streams: [{name: a, period: 10}, {name: b, period: 100}]\n"
+                   "tables: [{name: ta, stream: a, priority: 10}, {name: tb, stream: b}]\n"
+                   "scheduler: {tracks: 1}\nsim: {alpha: 1, beta: 0.3}\n")
+    assert freshet(["sim", "tune", "--config", str(cfg), "--events", "600", "--workers", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "best:" in out and "predicted weighted staleness" in out and "rank" in out

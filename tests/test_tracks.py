@@ -102,3 +102,17 @@ def test_global_uses_lowest_available_track():
     assert plan.place("J3", {2, 1}, NONE_LEFT) == 1
     with pytest.raises(ValueError, match="unknown partitioner"):
         make_plan("nope", JOBS, 1)
+
+
+def test_auto_is_proportional_unless_the_long_jobs_are_the_valuable_ones():
+    def jobs(p_short: float, p_long: float) -> list[JobProfile]:
+        short = [JobProfile(f"s{i}", 100, 11, p_short * 100 / 11) for i in range(4)]
+        long = [JobProfile(f"l{i}", 10_000, 1001, p_long * 10_000 / 1001) for i in range(4)]
+        return short + long
+
+    assert make_plan("auto", jobs(100, 1), 4, k=10).partitioner == "proportional"  # Fig. 9: protect short jobs
+    assert make_plan("auto", jobs(1, 1), 4, k=10).partitioner == "proportional"  # alike per second of work
+    plan = make_plan("auto", jobs(1, 100), 4, k=10)
+    assert plan.partitioner == "global" and "longest-job cluster" in plan.note
+    one = make_plan("auto", [JobProfile(f"t{i}", 100, 11, 1.0) for i in range(6)], 4)
+    assert one.partitioner == "proportional" and len(one.groups) == 1  # one cluster on all tracks: Global

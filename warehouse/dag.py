@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,10 +36,10 @@ class Dag:
                 deps[s].append(n)
         # Kahn's algorithm, stable in declaration order
         indeg = {n: len(sources[n]) for n in names}
-        ready = [n for n in names if indeg[n] == 0]
+        ready = deque(n for n in names if indeg[n] == 0)
         order: list[str] = []
         while ready:
-            n = ready.pop(0)
+            n = ready.popleft()
             order.append(n)
             for d in deps[n]:
                 indeg[d] -= 1

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import heapq
 import random
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from enum import Enum
 
-from policies.basic import Candidate, Expected, choose_with_lookahead, policy_key
-from policies.chopping import chop_count, chop_window
+from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
+from policies.chopping import Pace, chop_count, chop_pays, chop_window, time_slice
 from policies.inheritance import inherit
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
@@ -78,6 +78,7 @@ class _Partition:
     seq: int
     late: bool
     arrival: PartitionArrived  # handed on in the StartJob that loads it
+    loaded: float | None = None  # time-sliced: rows up to here are loaded already
 
     @property
     def pid(self) -> str:
@@ -128,6 +129,8 @@ class _Table:
     plan_e: float = 0.0
     running: StartJob | None = None
     running_parts: list[_Partition] = field(default_factory=list)
+    running_slice: _Partition | None = None  # the partition the running job loads a time slice of
+    partial: _Partition | None = None  # a pending partition partly loaded by time slices
     backoff_until: float = 0.0
     failures: int = 0
     released: int = 0
@@ -159,6 +162,9 @@ class Scheduler:
         self.running: dict[int, StartJob] = {}
         self._next_job = 1
         self._seq = 0
+        self._race = 0.0  # the Random policy's clock: the key of the last job it started
+        self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
+        self._best_benefit = 0.0
         self._events = 0
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
@@ -175,16 +181,18 @@ class Scheduler:
     def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
         sc = config.scheduler
         self.config = config
-        self._key = policy_key(sc.policy)
+        self._key = policy_key("max-benefit" if sc.policy == "auto" else sc.policy)
         self._lookahead = sc.policy == "lookahead"
         self._chop = sc.chop
+        self._auto_chop = sc.chop == "auto"
         dag = Dag.from_config(config)
         periods = dag.periods()
         streams = {s.name: s for s in config.streams}
+        configs = {t.name: t for t in config.tables}  # config.table() is a scan: O(n²) at 100,000 tables
         old = self._tables
         tables: dict[str, _Table] = {}
         for i, name in enumerate(dag.order):
-            tc: TableConfig = config.table(name)
+            tc: TableConfig = configs[name]
             prior = config.cost_prior(tc)
             t = old.get(name)
             if t is None or t.base != tc.is_base or t.removed:
@@ -266,7 +274,8 @@ class Scheduler:
         profiles = []
         for t in self._by_idx:
             t.plan_e = t.cost.estimate(t.period)
-            profiles.append(JobProfile(t.name, t.period, t.plan_e))
+            profiles.append(JobProfile(t.name, t.period, t.plan_e, marginal_benefit(t.ip, t.period, t.plan_e)))
+        self._best_benefit = max((p.benefit for p in profiles), default=0.0)
         self.plan: TrackPlan = make_plan(
             sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
@@ -374,8 +383,12 @@ class Scheduler:
         for p in t.running_parts:
             t.ids.discard(p.pid)
         t.running_parts = []
+        if t.running_slice is not None:
+            t.running_slice.loaded, t.partial = job.end, t.running_slice
+            t.running_slice = None
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
             t.cost.observe(job.end - job.start, ev.duration)
+            self._pace.observe(ev.duration, job.estimate)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         if t.freshness is None:
@@ -405,6 +418,7 @@ class Scheduler:
         for p in t.running_parts:  # the data stays pending: nothing is ever dropped
             insort(t.pending, p, key=_Partition.key)
         t.running_parts = []
+        t.running_slice = None  # a failed slice: its partition never left the pending list
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -457,7 +471,8 @@ class Scheduler:
         self._transition(t, "work")
         if was is JobState.IDLE:  # a release: ΔF went from zero to nonzero (§3.1)
             self._seq += 1
-            t.seq, t.release, t.rand = self._seq, now, self._rng.random()
+            t.seq, t.release = self._seq, now
+            t.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
             t.released += 1
             self._released += 1
             self._queued[t.group] += 1
@@ -466,23 +481,48 @@ class Scheduler:
             self._push(t)
 
     # ---- the next job of a table -----------------------------------------------------------------
-    def _shape(self, t: _Table) -> tuple[float, float, float, int]:
-        """(start, end, new freshness, partitions) of the job t would run now, chopped (§3.4)."""
+    def _shape(self, t: _Table) -> tuple[float, float, float, int, bool]:
+        """(start, end, new freshness, partitions, time slice?) of the job t would run now,
+        chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in time
+        slices (`policies.chopping.time_slice`)."""
         if t.base:  # pending is sorted by end: O(log n) however long the backlog
             f = t.freshness
-            ref = f if f is not None else t.pending[0].start
-            count = chop_count(t.pending, ref, t.period, self._chop, _Partition.end_of)
+            first = t.pending[0]
+            first_start = first.start if first.loaded is None else first.loaded
+            ref = f if f is not None else first_start
+            c = self._chop_c(t)
+            count = chop_count(t.pending, ref, t.period, c, _Partition.end_of)
+            if t.partial is not None and t.partial is not first and count > 1:
+                # late data below a partly loaded partition: load it first, never across the slice
+                count = min(count, max(1, bisect_left(t.pending, t.partial.key(), key=_Partition.key)))
             end = t.pending[count - 1].end
-            start = min(ref, t.pending[0].start)  # the earliest data this job touches
+            start = min(ref, first_start)  # the earliest data this job touches
+            cut = time_slice(max(ref, first_start), first.end, t.period, c) if count == 1 and self._auto_chop else None
+            if cut is not None:
+                end = cut
             new_f = end if f is None else max(f, end)
-            return start, end, new_f, count
+            return start, end, new_f, count, cut is not None
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.edge is not None
-        end = chop_window(start, t.edge, t.period, self._chop, t.granularity)
-        return start, end, end, 0
+        end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
+        return start, end, end, 0, False
+
+    def _chop_c(self, t: _Table) -> float | None:
+        """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
+        (policies.chopping.chop_pays)."""
+        if self._chop != "auto":
+            return self._chop
+        load = self.plan.utilization * self._pace.long / self._n_tracks
+        if t.base:
+            ref = t.freshness if t.freshness is not None else t.pending[0].start
+            delta = t.pending[-1].end - ref
+        else:
+            delta = t.edge - (t.freshness if t.freshness is not None else t.origin)
+        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(delta))
+        return chop_pays(self._pace, load, benefit, self._best_benefit)
 
     def _candidate(self, t: _Table) -> Candidate:
-        start, _end, new_f, _ = self._shape(t)
+        start, _end, new_f, _, _ = self._shape(t)
         ref = t.freshness if t.freshness is not None else start
         delta = new_f - ref
         return Candidate(
@@ -607,14 +647,23 @@ class Scheduler:
             available.discard(track)
 
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
-        start, end, new_f, count = self._shape(t)
+        start, end, new_f, count, sliced = self._shape(t)
         self._transition(t, "start")
         t.version += 1
         self._queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
         parts: list[_Partition] = []
-        if t.base:
+        arrivals: tuple[PartitionArrived, ...] = ()
+        if t.base and sliced:  # a time slice: the partition stays pending until its last slice
+            t.running_slice = t.pending[0]
+            arrivals = (t.running_slice.arrival,)
+            safe = safe_freshness(new_f, t.lateness, (), t.safe)
+            chopped = True
+        elif t.base:
             parts, t.pending = t.pending[:count], t.pending[count:]
+            arrivals = tuple(p.arrival for p in parts)
+            if t.partial is not None and any(p is t.partial for p in parts):
+                t.partial = None
             safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
             chopped = bool(t.pending)
         else:
@@ -629,7 +678,7 @@ class Scheduler:
             end=end,
             new_freshness=new_f,
             new_safe_freshness=safe,
-            arrivals=tuple(p.arrival for p in parts),
+            arrivals=arrivals,
             sources=tuple(s.name for s in t.sources),
             delta_f=new_f - ref,
             estimate=t.cost.estimate(end - start),
@@ -637,6 +686,7 @@ class Scheduler:
             late=tuple(p.pid for p in parts if p.late),
         )
         self._next_job += 1
+        self._race = max(self._race, t.rand)
         t.running, t.running_parts = job, parts
         self.running[job.job_id] = job
         self._track_job[track] = job.job_id

@@ -22,6 +22,7 @@ to the daemon's `SparkLink`, which opens a new session for the next job.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -202,25 +203,44 @@ class Executor:
         assert tc.stream is not None
         st = self.table_state(tc.name)
         parts = [p for p in job.arrivals if p.partition_id not in st.partitions]
+        # time slices (§3.4, policies.chopping.time_slice): rows of a partition with
+        # loaded < ts ≤ min(its end, the job's end), where `loaded` is what earlier slices committed
+        loaded = {p.partition_id: st.slices[p.partition_id] for p in parts if p.partition_id in st.slices}
+        parts = [p for p in parts if loaded.get(p.partition_id, p.start) < min(p.end, job.end)]
         if not parts:
-            return self._noop(job, t0, st, "its partitions are already committed")
+            return self._noop(job, t0, st, "its partitions (or this slice of them) are already committed")
         new_f = max(job.new_freshness, st.freshness) if st.freshness is not None else job.new_freshness
         new_safe = job.new_safe_freshness if st.safe_freshness is None else max(job.new_safe_freshness,
                                                                                  st.safe_freshness)
         new_safe = min(new_safe, new_f)
         txn = next_txn_version(new_f, st.txn_version)
-        files = [f for p in parts for f in p.files]
-        fps = {p.partition_id: p.fingerprint for p in parts}
+        whole = [p for p in parts if p.end <= job.end and p.partition_id not in loaded]
+        cut = [p for p in parts if p not in whole]
+        fps = {p.partition_id: p.fingerprint for p in parts if p.end <= job.end}
+        slices = {p.partition_id: job.end for p in parts if p.end > job.end}
         if job.late:
             log.warning("table %s: loading late partition(s) %s (derived windows already computed do "
                         "not include them)", tc.name, ", ".join(job.late))
-        df = self._read_partitions(tc.stream, files)
-        df = with_partition_column(df, tc, time_column(self.config, tc), new_f)
+        tcol = time_column(self.config, tc)
+        df = self._read_partitions(tc.stream, [f for p in whole for f in p.files]) if whole or not cut else None
+        for p in cut:
+            part = window_filter(self._read_partitions(tc.stream, list(p.files)), tc, tcol,
+                                 loaded.get(p.partition_id, p.start), min(p.end, job.end))
+            df = part if df is None else df.unionByName(part)
+        assert df is not None
+        df = with_partition_column(df, tc, tcol, new_f)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
                 "safe_freshness": new_safe, "window": [job.start, job.end],
                 "windows": {p.partition_id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
-        return self._commit(job, tc, df, st, t0, txn, meta, lambda now: all(p in now.partitions for p in fps),
-                            declared_rows=sum(p.rows for p in parts))
+        if slices:
+            meta["slices"] = slices
+
+        def done(now: TableState) -> bool:
+            return all(p in now.partitions for p in fps) and all(
+                p in now.partitions or now.slices.get(p, -math.inf) >= c for p, c in slices.items())
+
+        return self._commit(job, tc, df, st, t0, txn, meta, done,
+                            declared_rows=0 if cut else sum(p.rows for p in whole))
 
     def _run_derived(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         st = self.table_state(tc.name)
@@ -276,7 +296,7 @@ class Executor:
         new = st.copy()
         new.freshness, new.safe_freshness = meta["freshness"], meta["safe_freshness"]
         new.txn_version, new.delta_version = txn, version
-        new.partitions.update(meta["partitions"])
+        new.record(meta["partitions"], meta.get("slices", {}))
         new.windows.update({pid: (w[0], w[1]) for pid, w in meta.get("windows", {}).items()})
         new.commits += 1
         new.origin = start if new.origin is None else min(new.origin, start)

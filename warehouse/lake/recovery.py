@@ -66,10 +66,19 @@ class TableState:
     commits: int = 0  # Freshet commits seen in the retained JSON log
     origin: float | None = None  # the start of the first load's window
     windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # id → (start, end), base tables
+    slices: dict[str, float] = field(default_factory=dict)  # id → loaded through, partly loaded partitions
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
-                          dict(self.partitions), self.commits, self.origin, dict(self.windows))
+                          dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices))
+
+    def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
+        """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
+        self.partitions.update(partitions)
+        for pid, cut in slices.items():
+            self.slices[pid] = max(self.slices.get(pid, cut), float(cut))
+        for pid in partitions:
+            self.slices.pop(pid, None)
 
 
 @dataclass(slots=True)
@@ -184,7 +193,7 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
                 best_txn, best_meta = txn_v, meta
         if meta is not None:
             state.commits += 1
-            state.partitions.update(meta.get("partitions") or {})
+            state.record(meta.get("partitions") or {}, meta.get("slices") or {})
             windows = meta.get("windows")  # commits before windows were recorded have none: skipped
             if isinstance(windows, dict):
                 state.windows.update({pid: (float(w[0]), float(w[1])) for pid, w in windows.items()

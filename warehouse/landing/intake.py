@@ -7,8 +7,8 @@ intake knows: the ids pending or loaded (a re-delivery with the same content is 
 content is a conflict) and the windows of the stream's other partitions (an overlap is refused
 unless the stream sets `allow_overlap`). A bad partition is moved to
 `landing/_quarantine/<stream>/<id>/` with a `reason` file, counted, and never stops the others; a
-good one becomes a `PartitionArrived` event for the Scheduler. Once its base job commits, the
-executor archives it to `landing/_loaded/<stream>/<id>/`.
+good one becomes a `PartitionArrived` event for the Scheduler. Once its base jobs have committed
+it (`archive`), its directory moves to `landing/_loaded/<stream>/<id>/`.
 
 Concurrency: the scanner thread and any number of HTTP threads call in at once. Validation (reading
 and hashing files) runs under a claim on the partition's `(stream, id)` only, so partitions are
@@ -152,7 +152,6 @@ def _move(src: Path, dest_parent: Path, name: str) -> Path:
     return dest
 
 
-
 class Intake:
     """The landing zone of one warehouse. Thread-safe; see docs/warehouse.md §1.
 
@@ -189,7 +188,7 @@ class Intake:
         for ts in self._tables_of.values():
             for t in ts:
                 self._loaded.setdefault(t, {})
-        self._windows = {s: self._windows.get(s) or Windows() for s in self._streams}
+        self._windows = {s: self._windows[s] if s in self._windows else Windows() for s in self._streams}
         for counter in (self.accepted, self.quarantined, self.duplicates):
             for s in self._streams:  # every key exists from the start: readers iterate without the lock
                 counter.setdefault(s, 0)
@@ -419,10 +418,12 @@ class Intake:
 
     # ---- after a commit -------------------------------------------------------------------------
     def archive(self, job: StartJob) -> None:
-        """A base job ended with its partitions in the Delta log (committed now or before)."""
+        """A base job ended with its partitions in the Delta log (committed now or before). A time
+        slice (the partition ends after the job's window) leaves its partition pending."""
         stream = self._stream_of_table.get(job.table)
-        if stream is not None and job.arrivals:
-            self.mark_loaded(job.table, stream, {p.partition_id: p.fingerprint for p in job.arrivals})
+        done = {p.partition_id: p.fingerprint for p in job.arrivals if p.end <= job.end}
+        if stream is not None and done:
+            self.mark_loaded(job.table, stream, done)
 
     def mark_loaded(self, table: str, stream: str, fingerprints: Mapping[str, str]) -> None:
         """Record ids committed to `table`; archive each directory to `landing/_loaded/<stream>/`

@@ -1,0 +1,139 @@
+"""Beyond the paper (issue 12): Random as §4.3 defines it, chopping that pays, time slices, reservation."""
+
+from __future__ import annotations
+
+from policies.chopping import AUTO_C, Pace, chop_pays
+from tests.helpers_engine import config
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
+from warehouse.scheduler import Scheduler
+
+
+def test_random_picks_uniformly_among_the_released_set_at_each_decision():
+    """§4.3: "chooses the next job to execute randomly among the jobs in the released set". One
+    track, six tables always pending: the table just re-released must be picked 1/6 of the time,
+    not more (a draw kept from release makes the jobs that drew high numbers wait on and on)."""
+    n = 6
+    streams = [{"name": f"s{i}", "period": 10} for i in range(n)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}"} for i in range(n)]
+    s = Scheduler(config(streams, tables, policy="random", seed=3), now=0, initial_freshness=0.0)
+    jobs = []
+    for i in range(n):
+        jobs += s.handle(PartitionArrived(stream=f"s{i}", partition_id="0", start=0, end=1), 1)
+    (job,) = jobs
+    picks_of_newest = 0
+    decisions = 3000
+    for k in range(decisions):
+        now = 2.0 + k
+        newest = job.table
+        i = int(newest[1:])
+        s.handle(PartitionArrived(stream=f"s{i}", partition_id=str(k + 1), start=job.end, end=job.end + 1), now)
+        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+        picks_of_newest += job.table == newest
+    assert abs(picks_of_newest / decisions - 1 / n) < 0.03
+
+
+# ---- chopping that pays (§3.4 extended) ------------------------------------------------------------
+def _pace(now: float, long: float = 1.0) -> Pace:
+    p = Pace()
+    p.now = now
+    p._observed, p._estimated = long, 1.0
+    return p
+
+
+def test_chop_pays_only_while_slow_or_on_a_priority_inversion_with_spare_capacity():
+    assert chop_pays(_pace(3.0), load=1.2, benefit=50, best_benefit=50) == AUTO_C  # transient slowdown
+    assert chop_pays(_pace(1.0), load=0.9, benefit=5, best_benefit=50) == AUTO_C  # inversion, spare capacity
+    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None  # sustained overload: amortise α
+    assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50) is None  # no inversion: chopping adds α
+
+
+def _backlog(s: Scheduler, stream: str, n: int, period: float, now: float) -> None:
+    for k in range(n):
+        s.handle(PartitionArrived(stream=stream, partition_id=f"{stream}{k}", start=k * period,
+                                  end=(k + 1) * period), now)
+
+
+def test_auto_loads_a_backlog_in_one_job_when_chopping_only_adds_alpha():
+    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+    s = Scheduler(config(streams, tables, chop="auto"), now=0, initial_freshness=0.0)
+    (busy,) = s.handle(PartitionArrived(stream="s0", partition_id="x", start=0, end=10), 10)
+    _backlog(s, "s1", 10, 10, 100)  # ten periods pending behind the running job
+    (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
+    assert (job.table, job.end - job.start, job.chopped) == ("t1", 100, False)
+
+
+def test_auto_chops_to_c_periods_while_jobs_run_slower_than_estimated():
+    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+    s = Scheduler(config(streams, tables, chop="auto"), now=0, initial_freshness=0.0)
+    now = 10.0
+    for k in range(8):  # a slowdown: every job takes three times its estimate
+        (j,) = s.handle(PartitionArrived(stream="s0", partition_id=f"x{k}", start=10 * k, end=10 * (k + 1)), now)
+        now += 3 * j.estimate
+        s.handle(JobFinished(job_id=j.job_id, duration=3 * j.estimate), now)
+    (busy,) = s.handle(PartitionArrived(stream="s0", partition_id="y", start=80, end=90), now)
+    _backlog(s, "s1", 10, 10, now)
+    (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=3 * busy.estimate), now + 1)
+    assert (job.table, job.end - job.start, job.chopped) == ("t1", AUTO_C * 10, True)
+
+
+def test_auto_chops_a_low_priority_backlog_that_would_block_valuable_jobs():
+    streams = [{"name": "lo_s", "period": 10}, {"name": "hi_s", "period": 10}]
+    tables = [{"name": "lo", "stream": "lo_s", "priority": 1, "cost": {"alpha": 1, "beta": 0.1}},
+              {"name": "hi", "stream": "hi_s", "priority": 100, "cost": {"alpha": 1, "beta": 0.1}}]
+    s = Scheduler(config(streams, tables, chop="auto", tracks=1), now=0, initial_freshness=0.0)
+    (busy,) = s.handle(PartitionArrived(stream="hi_s", partition_id="h0", start=0, end=10), 10)
+    _backlog(s, "lo_s", 10, 10, 100)
+    (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
+    # U_tot = 2 · 2/10 = 0.4 on one track: spare capacity, so the inversion is worth an extra α
+    assert (job.table, job.end - job.start, job.chopped) == ("lo", AUTO_C * 10, True)
+
+
+# ---- time-sliced loading ------------------------------------------------------------------------------
+def _slow_scheduler(**kw) -> tuple[Scheduler, float]:
+    """Two tables; eight jobs of t0 ran three times slower than estimated (a transient slowdown)."""
+    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+    s = Scheduler(config(streams, tables, chop="auto", **kw), now=0, initial_freshness=0.0)
+    now = 10.0
+    for k in range(8):
+        (j,) = s.handle(PartitionArrived(stream="s0", partition_id=f"x{k}", start=10 * k, end=10 * (k + 1)), now)
+        now += 3 * j.estimate
+        s.handle(JobFinished(job_id=j.job_id, duration=3 * j.estimate), now)
+    return s, now
+
+
+def test_a_long_partition_is_loaded_in_time_slices_each_its_own_watermark():
+    s, now = _slow_scheduler()
+    (job,) = s.handle(PartitionArrived(stream="s1", partition_id="backfill", start=0, end=100), now)
+    windows = []
+    while job is not None:
+        windows.append((job.start, job.end, job.new_freshness, job.partitions, job.chopped))
+        now += 3 * job.estimate
+        started = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now)
+        job = started[0] if started else None
+    assert windows == [(0, 30, 30, ("backfill",), True), (30, 60, 60, ("backfill",), True),
+                       (60, 90, 90, ("backfill",), True), (90, 100, 100, ("backfill",), False)]
+    st = {t.name: t for t in s.stats(now).tables}["t1"]
+    assert (st.freshness, st.pending_partitions, st.state) == (100, 0, "idle")
+
+
+def test_a_failed_time_slice_is_retried_from_the_same_watermark():
+    s, now = _slow_scheduler(retry_backoff=1)
+    (job,) = s.handle(PartitionArrived(stream="s1", partition_id="backfill", start=0, end=100), now)
+    (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 10)
+    assert (job.start, job.end) == (30, 60)
+    assert s.handle(JobFailed(job_id=job.job_id, reason="boom"), now + 11) == []
+    (retry,) = s.handle(Tick(), now + 12)
+    assert (retry.start, retry.end, retry.partitions) == (30, 60, ("backfill",))
+
+
+def test_late_data_below_a_partly_loaded_partition_is_loaded_before_the_next_slice():
+    s, now = _slow_scheduler()
+    (job,) = s.handle(PartitionArrived(stream="s1", partition_id="big", start=0, end=100), now)
+    s.handle(PartitionArrived(stream="s1", partition_id="late", start=0, end=20), now)  # late, below F
+    (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 10)
+    assert job.partitions == ("late",) and job.new_freshness == 30
+    (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 20)
+    assert (job.start, job.end, job.partitions) == (30, 60, ("big",))

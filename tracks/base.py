@@ -1,0 +1,93 @@
+"""What every partitioner (§3.2) shares: job profiles, the `TrackPlan` protocol, and the grouping
+fields a plan carries. Track numbers are 0-based."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = ["EPS", "HasRemaining", "JobProfile", "Plan", "TrackPlan"]
+
+EPS = 1e-9
+
+HasRemaining = Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class JobProfile:
+    """What partitioning needs of table i: P_i and E_i(P_i) (§3.2.1)."""
+
+    table: str
+    period: float
+    e_period: float
+    benefit: float = 0.0  # Ip_i·P_i / E_i(P_i), the marginal benefit of a regular job (§3.1); for `auto`
+
+    @property
+    def u(self) -> float:
+        """u_i = E_i(P_i) / P_i."""
+        return self.e_period / self.period if self.period > 0 else 0.0
+
+
+class TrackPlan(Protocol):
+    """A partition of the tables into groups, each served by some tracks (§3.2).
+
+    `place(table, available, has_remaining)` answers the track the table's job may start on now,
+    or None to delay it; `has_remaining(group)` tells whether released jobs of that group are still
+    waiting further down the sorted list (the non-aggressive checks). `could_use(g, available)` is a
+    cheap filter: might some job of group g start on one of `available`?
+    """
+
+    partitioner: str
+    n_tracks: int
+    aggressive: bool
+    group_of: dict[str, int]
+    groups: list[list[str]]
+    home: list[tuple[int, ...]]
+    free: tuple[int, ...]
+    owners: dict[int, tuple[int, ...]]
+    utilization: float
+    feasible: bool
+    note: str
+    uniform: bool
+
+    def place(self, table: str, available: Collection[int], has_remaining: HasRemaining) -> int | None: ...
+
+    def could_use(self, g: int, available: Collection[int]) -> bool: ...
+
+
+@dataclass
+class Plan:
+    """The grouping fields every plan has; subclasses add `place` and `_usable`."""
+
+    partitioner: str
+    n_tracks: int
+    aggressive: bool
+    group_of: dict[str, int]
+    groups: list[list[str]]  # tables per group, in plan order
+    home: list[tuple[int, ...]]  # home tracks per group
+    free: tuple[int, ...]
+    utilization: float
+    feasible: bool = True
+    note: str = ""
+    owners: dict[int, tuple[int, ...]] = field(default_factory=dict)  # track → groups homed there
+    uniform: bool = True  # placement depends on the group only, not on the job
+
+    def place(self, table: str, available: Collection[int], has_remaining: HasRemaining) -> int | None:
+        raise NotImplementedError
+
+    def _usable(self, g: int) -> set[int]:
+        """Tracks beyond home and free ones that a job of group g could be placed on."""
+        return set()
+
+    def could_use(self, g: int, available: Collection[int]) -> bool:
+        return not self.usable[g].isdisjoint(available)
+
+    @property
+    def usable(self) -> list[frozenset[int]]:
+        """Per group, every track one of its jobs could ever be placed on."""
+        cached = self.__dict__.get("_usable_cache")
+        if cached is None:
+            cached = [frozenset(self._usable(g) | set(self.home[g]) | set(self.free)) for g in range(len(self.groups))]
+            self.__dict__["_usable_cache"] = cached
+        return cached

@@ -1,0 +1,116 @@
+"""Proportional partitioning (§3.2.3): clusters of similar jobs, each given tracks in proportion to
+its utilization, the longest-job cluster from track 0 upward."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from tracks.base import EPS, HasRemaining, JobProfile, Plan
+
+__all__ = ["ProportionalPlan", "cluster", "plan_proportional"]
+
+
+@dataclass
+class ProportionalPlan(Plan):
+    interior: list[tuple[int, ...]] = field(default_factory=list)  # step b tracks per cluster
+    boundary: list[int | None] = field(default_factory=list)  # the step c track per cluster
+    lo: list[float] = field(default_factory=list)
+    hi: list[float] = field(default_factory=list)
+
+    def place(self, table: str, available: Collection[int], has_remaining: HasRemaining) -> int | None:
+        """§3.2.3 steps b-e, tracks numbered as the steps say: the longest-job cluster from track 0."""
+        g = self.group_of[table]
+        for t in self.interior[g]:  # b: track_lo+1 .. track_hi
+            if t in available:
+                return t
+        b = self.boundary[g]  # c: track_lo, possibly shared with the cluster below
+        if b is not None and b in available:
+            return b
+        for t in self.free:  # d: a free track
+            if t in available:
+                return t
+        limit = math.floor(self.lo[g] + EPS)  # e: a track of a longer-job cluster, 0..track_lo−1
+        for r in sorted(t for t in available if t < limit):
+            if self.aggressive or not any(has_remaining(h) for h in self.owners.get(r, ())):
+                return r
+        return None
+
+    def _usable(self, g: int) -> set[int]:
+        return set(range(math.floor(self.lo[g] + EPS)))
+
+
+def cluster(profiles: Sequence[JobProfile], k: float) -> list[list[JobProfile]]:
+    """Clusters of similar jobs (§3.2.3): by increasing E_i(P_i); a job joins the current cluster
+    if its period is at most k times the cluster's minimum period, else starts a new one.
+
+    The text compares E_i(P_i) with k·P_min, which puts all four jobs of the §3.2.4 example
+    (k = 2) in one cluster; comparing periods gives the example's {J1, J2}, {J3, J4}, the
+    "5 minutes / hour / day with k = 10" clusters of §3.2.3, and Fig. 9's two classes with k = 1.
+    """
+    out: list[list[JobProfile]] = []
+    p_min = 0.0
+    for p in sorted(profiles, key=lambda p: (p.e_period, p.period, p.table)):
+        if out and p.period <= k * p_min + EPS:
+            out[-1].append(p)
+            p_min = min(p_min, p.period)
+        else:
+            out.append([p])
+            p_min = p.period
+    return out
+
+
+def plan_proportional(
+    profiles: Sequence[JobProfile], n: int, *, k: float = 10.0, allocation: str = "all", aggressive: bool = True,
+    **_: object,
+) -> ProportionalPlan:
+    clusters = cluster(profiles, k)
+    uc = [sum(p.u for p in c) for c in clusters]
+    u_tot = sum(uc)
+    note = ""
+    if u_tot <= 0:
+        m = 1.0
+    elif allocation == "all" or math.ceil(u_tot - EPS) > n:
+        m = n / u_tot
+        if allocation != "all":
+            note = f"U_tot = {u_tot:.2f} exceeds {n} tracks: all tracks allocated (M = N/U_tot)"
+    else:
+        m = math.ceil(u_tot - EPS) / u_tot
+    c = len(clusters)
+    lo, hi = [0.0] * c, [0.0] * c
+    # §3.2.3 steps 4-5: the last cluster (longest jobs) from track 0 upward
+    for j in range(c - 1, -1, -1):
+        lo[j] = 0.0 if j == c - 1 else hi[j + 1]
+        hi[j] = lo[j] + m * uc[j]
+    used = min(n, round(m * u_tot)) if u_tot > 0 else 0
+    interior, boundary, home = [], [], []
+    owners: dict[int, list[int]] = {}
+    for j in range(c):
+        first = math.floor(lo[j] + EPS)
+        last = min(n, math.ceil(hi[j] - EPS)) - 1  # highest track touched
+        inner = tuple(range(first + 1, last + 1))
+        bnd = first if first < n and (first <= last or uc[j] == 0) else None
+        interior.append(inner)
+        boundary.append(bnd)
+        h = tuple(sorted(set(inner) | ({bnd} if bnd is not None else set())))
+        home.append(h)
+        for t in h:
+            owners.setdefault(t, []).append(j)
+    groups = [[p.table for p in cl] for cl in clusters]
+    return ProportionalPlan(
+        partitioner="proportional",
+        n_tracks=n,
+        aggressive=aggressive,
+        group_of={t: g for g, names in enumerate(groups) for t in names},
+        groups=groups,
+        home=home,
+        free=tuple(range(used, n)),
+        utilization=u_tot,
+        note=note,
+        owners={t: tuple(g) for t, g in owners.items()},
+        interior=interior,
+        boundary=boundary,
+        lo=lo,
+        hi=hi,
+    )
