@@ -49,8 +49,10 @@ class FakeSession:
 def link(monkeypatch):
     made: list[FakeSession] = []
     up = {"ok": True}
+    calls = {"n": 0}
 
     def connect(cfg):
+        calls["n"] += 1
         if not up["ok"]:
             raise unavailable()
         made.append(FakeSession(len(made)))
@@ -59,13 +61,30 @@ def link(monkeypatch):
     monkeypatch.setattr(session_mod, "_connect", connect)
     monkeypatch.setattr(session_mod, "_session", None)
     lk = SparkLink(SparkConfig(remote="sc://127.0.0.1:1"))
+    lk.reconnect_every = 0.0
     changes: list[tuple[bool, str | None]] = []
     lk.on_change(lambda ok, err: changes.append((ok, err)))
-    return lk, made, up, changes
+    return lk, made, up, changes, calls
+
+
+def test_while_lost_one_reconnection_attempt_at_a_time(link):
+    lk, made, up, changes, calls = link
+    gen = (lk.session(), lk.generation)[1]
+    up["ok"] = False
+    lk.lost(unavailable(), gen)
+    lk.reconnect_every = 60.0
+    with pytest.raises(SparkConnectGrpcException):
+        lk.session()  # the first caller tries
+    n = calls["n"]
+    for _ in range(3):  # the next ones fail at once (a job fails, the watcher retries later)
+        with pytest.raises(Exception, match="unreachable") as err:
+            lk.session()
+        assert lk.lost(err.value, gen)
+    assert calls["n"] == n and lk.losses == 1
 
 
 def test_a_lost_server_is_counted_once_and_a_new_session_ends_the_outage(link):
-    lk, made, up, changes = link
+    lk, made, up, changes, _ = link
     first = lk.session()
     assert lk.session() is first and lk.error is None and lk.losses == 0
     gen1 = lk.generation

@@ -28,6 +28,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -264,6 +265,8 @@ class SparkLink:
         self._session: SparkSession | None = None
         self.losses = 0  # connections lost so far
         self.generation = 0  # sessions opened so far: work tagged with an older one is stale
+        self.reconnect_every = 5.0  # seconds between reconnection attempts while lost
+        self._last_attempt = 0.0
         self.error: str | None = None  # why the last connection was lost (None: connected)
         self._listeners: list[Any] = []
 
@@ -278,13 +281,18 @@ class SparkLink:
 
     def session(self) -> SparkSession:
         """The current session, (re)connecting if the last one was lost; raises if Spark is
-        unreachable (the caller's job fails and is retried)."""
+        unreachable (the caller's job fails and is retried). While the server is lost, one
+        attempt per `reconnect_every` seconds: the other callers fail at once instead of queueing
+        behind each other's ~10 s attempts."""
         global _session
         if not self.remote:
             return get_spark(self.cfg)
         with self._lock:
             if self._session is not None:
                 return self._session
+            if self.error is not None and time.monotonic() - self._last_attempt < self.reconnect_every:
+                raise _Unreachable(self.error)
+            self._last_attempt = time.monotonic()
             session = _connect(self.cfg)
             self._session = session
             self.generation += 1
@@ -319,6 +327,7 @@ class SparkLink:
             self.error = f"Spark Connect server {self.cfg.remote} unreachable: {_first_line(err)}"
             if first:
                 self.losses += 1
+                self._last_attempt = 0.0  # the first reconnection attempt may come at once
             with _lock:
                 if _session is old:
                     _session = None
