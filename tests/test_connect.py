@@ -155,9 +155,12 @@ def write_bad(cfg: Any, stream: str, pid: str, minute: int) -> None:
 
 
 def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_path: Path, monkeypatch) -> None:
-    # our own Connect client below switches pyspark.sql.functions to Connect for this process
-    # (SPARK_CONNECT_MODE_ENABLED); the tests after this one use a classic local session
-    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
+    # our own Connect client below switches this process to Spark Connect mode
+    # (SPARK_CONNECT_MODE_ENABLED=1 in os.environ); the daemons and the classic local sessions
+    # of the tests after this one must not inherit it: setenv records the original, so the
+    # teardown restores it (removes it)
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
     raw = warehouse_dict(tmp_path, tracks=3, chop=2.0)
     raw["spark"] = {"remote": server.remote, "conf": {"spark.sql.shuffle.partitions": "2"}}
     raw["listen"] = f"127.0.0.1:{free_port()}"
