@@ -11,12 +11,13 @@ from warehouse.freshness import floor_to
 
 T = TypeVar("T", bound=Any)
 
-__all__ = ["AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
+__all__ = ["ALPHA_SHARE", "AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
 
 AUTO_C = 3.0  # the paper's c (§4.7), used while chopping pays
 SLOW = 1.5  # recent observed/estimated durations above this: a transient slowdown
 INVERSION = 2.0  # a job this many times less valuable per second than the best table's: an inversion
 OVERLOAD = 1.05  # offered load clearly above capacity (its estimate is noisy by a few percent)
+ALPHA_SHARE = 0.01  # otherwise a job is still chopped where a longer one would save under 1% in α
 
 
 def chop_count(
@@ -70,7 +71,9 @@ class Pace:
             self._estimated += self.LONG_WEIGHT * (estimate - self._estimated)
 
 
-def chop_pays(pace: Pace, load: float, benefit: float, best_benefit: float) -> float | None:
+def chop_pays(
+    pace: Pace, load: float, benefit: float, best_benefit: float, alpha: float = 0.0, beta_period: float = 0.0
+) -> float | None:
     """`chop: auto` (§3.4 extended): c for the next job, or None to load everything pending.
 
     A chopped job pays α_i once more for the rest of its backlog; it buys preemptibility. That
@@ -86,14 +89,20 @@ def chop_pays(pace: Pace, load: float, benefit: float, best_benefit: float) -> f
        time, not out of everyone's freshness.
 
     Otherwise — uniform jobs, or sustained overload (load ≥ OVERLOAD), where each extra α is
-    capacity lost for good and a low-priority backlog must be amortised — load it all in one job
-    (§2.4).
+    capacity lost for good and a low-priority backlog must be amortised — load the backlog in as
+    few jobs as pays (§2.4): chop only where a longer job would save less than ALPHA_SHARE of its
+    cost in α, c = α_i / (ALPHA_SHARE · β_i·P_i) periods (at least AUTO_C). Beyond that a longer job
+    saves nothing worth having, and a slowdown that begins with it (its pace is set at its start,
+    and a slowdown is seen only when jobs finish) would hold the track for its whole length.
     """
     if pace.now > SLOW:
         return AUTO_C
-    if load < OVERLOAD and benefit * INVERSION < best_benefit:
+    inversion = benefit * INVERSION < best_benefit
+    if inversion and load < OVERLOAD:
         return AUTO_C
-    return None
+    if inversion or beta_period <= 0:
+        return None
+    return max(AUTO_C, alpha / (ALPHA_SHARE * beta_period))
 
 
 def time_slice(loaded: float, partition_end: float, period: float, c: float | None) -> float | None:

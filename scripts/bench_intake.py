@@ -108,11 +108,11 @@ def client(url: str, work: list[tuple[str, dict[str, Any]]], start: Any, out: An
     with httpx.Client(base_url=url, timeout=30) as c:
         c.get("/healthz")  # connect before the clock starts
         start.wait()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for stream, manifest in work:
             r = c.post(f"/v1/streams/{stream}/partitions", json=manifest)
             statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
-        out.put({"began": t0, "ended": time.perf_counter(), "statuses": statuses})
+        out.put({"began": t0, "ended": time.perf_counter(), "statuses": statuses, "cpu": time.process_time() - cpu0})
 
 
 def probe(url: str, every: float, start: Any, stop: Any, out: Any) -> None:
@@ -189,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
             "healthz_samples": len(lat), "healthz_median_ms": round(statistics.median(lat) * 1e3, 2),
             "healthz_p99_ms": round(pct(lat, 0.99) * 1e3, 2), "healthz_max_ms": round(max(lat) * 1e3, 2),
             "server_cpu_ms_per_manifest": round(cpu / max(1, args.manifests) * 1e3, 3),
+            "clients_cpu_ms_per_manifest": round(sum(d["cpu"] for d in done) / max(1, args.manifests) * 1e3, 3),
+            # the share of the machine's CPUs the server and clients got during the run (the rest
+            # went to other processes), and what the same CPU time would give with the CPUs to itself
+            "cpu_share": round((cpu + sum(d["cpu"] for d in done)) / (wall * (os.cpu_count() or 1)), 2),
+            "per_second_if_cpus_were_free": round(accepted / (cpu + sum(d["cpu"] for d in done))
+                                                   * (os.cpu_count() or 1), 1),
             "http_protocol": server._config.http_protocol_class.__name__,
             "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
         }
@@ -201,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
               f"clients: {report['accepted_per_second']} manifests/s (target ≥ 500); statuses {statuses}")
         print(f"/healthz during the run ({len(lat)} samples): median {report['healthz_median_ms']} ms, "
               f"p99 {report['healthz_p99_ms']} ms (target < 50), max {report['healthz_max_ms']} ms")
-        print(f"server ({report['http_protocol']}) CPU {report['server_cpu_ms_per_manifest']} ms per manifest; {report['cpus']} CPUs, "
-              f"load average {report['load_average'][0]} (other processes share them)")
+        print(f"server ({report['http_protocol']}) CPU {report['server_cpu_ms_per_manifest']} ms per manifest, "
+              f"clients {report['clients_cpu_ms_per_manifest']} ms; {report['cpus']} CPUs, load average "
+              f"{report['load_average'][0]}: the run got {report['cpu_share']:.0%} of the CPUs "
+              f"(≈ {report['per_second_if_cpus_were_free']} manifests/s with them to itself)")
     return 0
 
 

@@ -709,8 +709,8 @@ def _figure_workloads() -> tuple[Workload, ...]:
 BEYOND = Experiment(
     name="beyond", figure="Beyond", section="issue 12",
     title="Freshet's default against the paper's best configuration",
-    claim="(not the paper's) The default — Max-Benefit with chopping that pays, time slices and track "
-          "reservation — is never more than 3% worse than the best of the paper's configurations "
+    claim="(not the paper's) The default — Max-Benefit, the auto partitioner, chopping that pays and time "
+          "slices — is never more than 3% worse than the best of the paper's configurations "
           "(Max-Benefit global and Proportional all+aggressive k ∈ {1, 10}, each with and without c=3) "
           "and at least 15% better under overload (geometric mean over U ≥ 0.95).",
     classes=(),

@@ -45,6 +45,9 @@ def test_chop_pays_only_while_slow_or_on_a_priority_inversion_with_spare_capacit
     assert chop_pays(_pace(1.0), load=0.9, benefit=5, best_benefit=50) == AUTO_C  # inversion, spare capacity
     assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None  # sustained overload: amortise α
     assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50) is None  # no inversion: chopping adds α
+    # ... except where a longer job would save under 1% in α: α = 1, β·P = 10 → c = 1/(0.01·10) = 10
+    assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=1, beta_period=10) == 10
+    assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=0.01, beta_period=10) == AUTO_C
 
 
 def _backlog(s: Scheduler, stream: str, n: int, period: float, now: float) -> None:

@@ -473,6 +473,41 @@ def race(*calls):
     return out
 
 
+def test_archiving_never_waits_for_a_redelivery_being_validated(cfg, monkeypatch) -> None:
+    """The scheduler loop archives after a commit; a re-delivery of the same partition being
+    validated at that moment archives the directory itself once it finds the id loaded."""
+    import warehouse.landing.intake as intake_mod
+
+    write_minutes(cfg, "m", 0, 1)
+    intake = Intake(cfg)
+    [ev] = intake.scan()
+    d = Path(cfg.warehouse.landing) / "m" / "m-0000"
+    manifest = {**json.loads((d / "_partition.json").read_text()), "id": "m-0000"}
+    entered, release = threading.Event(), threading.Event()
+    real = intake_mod.validate_partition
+
+    def slow(*args, **kw):
+        entered.set()
+        release.wait(10)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(intake_mod, "validate_partition", slow)
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(intake.submit("m", manifest)))
+    t.start()
+    try:
+        assert entered.wait(5)
+        t0 = time.perf_counter()
+        intake.mark_loaded("m_raw", "m", {"m-0000": ev.fingerprint})
+        assert time.perf_counter() - t0 < 1.0 and intake.pending() == []
+    finally:
+        release.set()
+        t.join(10)
+    assert result == [Submitted("m-0000", None)]  # a duplicate of what is loaded: a no-op
+    assert (Path(cfg.warehouse.landing) / "_loaded" / "m" / "m-0000" / "part-0.parquet").is_file()
+    assert not d.exists() and intake.quarantined["m"] == 0
+
+
 def test_validation_runs_outside_the_intake_lock(cfg, monkeypatch) -> None:
     """A partition whose files take long to read does not hold up another one, nor the scanner."""
     import warehouse.landing.intake as intake_mod

@@ -519,7 +519,7 @@ class Scheduler:
         else:
             delta = t.edge - (t.freshness if t.freshness is not None else t.origin)
         benefit = marginal_benefit(t.ip, delta, t.cost.estimate(delta))
-        return chop_pays(self._pace, load, benefit, self._best_benefit)
+        return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
 
     def _candidate(self, t: _Table) -> Candidate:
         start, _end, new_f, _, _ = self._shape(t)

@@ -433,9 +433,11 @@ class Intake:
             tables = self._tables_of.get(stream, [table])
             done = [pid for pid in fingerprints if all(pid in self._loaded.get(t, {}) for t in tables)]
         for pid in done:
-            with self._claim((stream, pid)):
+            # never wait (the scheduler loop calls this): if a re-delivery of `pid` is being
+            # validated, it will find the id loaded and archive (or quarantine) the directory itself
+            with self._claim((stream, pid), wait=False) as got:
                 d = self.landing / stream / pid
-                if d.is_dir():
+                if got and d.is_dir():
                     try:
                         _move(d, self.landing / LOADED / stream, pid)
                     except OSError as err:  # archiving is housekeeping: never fail a committed job
