@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= examples/netmon.yaml
 
-.PHONY: setup system-deps run test lint bench clean
+.PHONY: setup system-deps run test lint bench clean connect-server
 
 $(BIN)/freshet: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,12 @@ test: system-deps setup
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/fetch_jars.py
 	$(BIN)/python -m pytest -q
+
+# A Spark Connect server with Delta on this machine, for `spark: {remote: "sc://127.0.0.1:15002"}`
+# (ops/README.md). Foreground; Ctrl-C stops it. CONNECT_ARGS="--port 15003 --master local[2]" etc.
+connect-server: setup
+	$(BIN)/python scripts/fetch_jars.py
+	$(BIN)/python scripts/connect_server.py $(CONNECT_ARGS)
 
 bench: setup
 	$(BIN)/python scripts/bench_scheduler.py

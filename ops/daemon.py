@@ -15,7 +15,11 @@ One process, these threads:
 * **demo producer** (`--demo`) — writes realistic partitions into the landing zone.
 
 Lifecycle: listen → recover every table from its Delta log → start Spark → READY=1 (sd_notify)
-and /readyz → run. SIGTERM/SIGINT: stop intake and dispatching, let running jobs finish within
+and /readyz → run. With `spark.remote` (Spark Connect) or a warehouse root that is a URI, Spark
+comes first and the log is read through it; the daemon waits for an unreachable Connect server
+(/readyz says so), and a server lost mid-run fails the running jobs (retried after their
+back-off), makes /readyz 503 until a new session answers, and is counted
+(`freshet_spark_connection_lost_total`). SIGTERM/SIGINT: stop intake and dispatching, let running jobs finish within
 `--grace` seconds, exit 0 (a job cut off is safe to redo: Delta's idempotent txn, §4.4).
 SIGHUP: reload the config file; an invalid one is logged and the old one stays; a valid one goes
 to `Scheduler.reconfigure` (tables added/removed, priorities changed, repartition §3.2).
@@ -90,6 +94,7 @@ class Daemon:
         self.intake: Any = None
         self.executor: Any = None
         self.spark: Any = None
+        self.link: Any = None  # warehouse.lake.session.SparkLink
         self.state: Any = None
         self.workers = TrackWorkers(lambda job: self.executor.execute(job), self.events.put)
         self.stop_flag = threading.Event()  # stop intake/demo threads
@@ -282,33 +287,94 @@ class Daemon:
         which is also handed to the Scheduler (the Delta log is the truth on reload, §4.4)."""
         from warehouse.lake.recovery import recover
 
-        state = recover(new)
+        state = recover(new, self.executor.log)
         self.intake.reconfigure(new, state)
         self.executor.reconfigure(new, state)
         return state
 
     def _startup(self) -> None:
-        """Recover every table from its Delta log, start Spark, build the Scheduler (§4.4)."""
+        """Recover every table from its Delta log, start Spark, build the Scheduler (§4.4).
+
+        A local root with a local Spark: the log's files are read first (no Spark needed). A URI
+        root or Spark Connect: Spark first, then the log through it (lake.recovery.SparkLog).
+        """
         from warehouse.lake.executor import Executor
-        from warehouse.lake.recovery import recover
-        from warehouse.lake.session import get_spark
+        from warehouse.lake.recovery import delta_log, needs_spark, recover
+        from warehouse.lake.session import SparkLink
         from warehouse.landing.intake import Intake
         from warehouse.scheduler import Scheduler
 
         t0 = time.time()
-        self.state = recover(self.config)
+        self.link = SparkLink(self.config.spark)
+        self.link.on_change(self._on_spark_change)
+        if needs_spark(self.config):
+            if not self._start_spark():
+                return
+            self.state = recover(self.config, delta_log(self.config, self.link.session))
+        else:
+            self.state = recover(self.config)
         for name, st in sorted(self.state.tables.items()):
             log.info("recovered table", extra={"table": name, "freshness": iso(st.freshness, "seconds"),
                                                "safe_freshness": iso(st.safe_freshness, "seconds"),
                                                "partitions": len(st.partitions)})
         self.intake = Intake(self.config, self.state)
-        log.info("starting Spark", extra={"master": self.config.spark.master})
-        self.spark = get_spark(self.config.spark)
-        self.executor = Executor(self.config, self.spark, self.state)
+        if self.spark is None and not self._start_spark():
+            return
+        if self.link.remote:
+            self.executor = Executor(self.config, None, self.state, link=self.link)
+        else:
+            self.executor = Executor(self.config, self.spark, self.state)
         now = time.time()
         self.sched = Scheduler(self.config, now=now, recovered=self.state.recovered)
         self.holder.publish(self.sched.stats(now))
         log.info("recovery done", extra={"tables": len(self.config.tables), "seconds": round(now - t0, 3)})
+
+    def _start_spark(self) -> bool:
+        """Start (or connect to) Spark. A Spark Connect server that does not answer is waited
+        for — /readyz says so — until it does or a signal stops the daemon (False)."""
+        from warehouse.lake.session import connection_lost
+
+        log.info("starting Spark", extra={"spark": self.config.spark.where})
+        waited = 0
+        while True:
+            try:
+                self.spark = self.link.session()
+                self.metrics.spark_connected.set(1)
+                return True
+            except Exception as e:
+                if not (self.link.remote and connection_lost(e)):
+                    raise
+                if waited % 12 == 0:  # every minute
+                    log.warning("waiting for the Spark Connect server", extra={
+                        "remote": self.config.spark.remote, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+                self.holder.set_ready(False, f"waiting for the Spark Connect server {self.config.spark.remote}")
+                waited += 1
+            for _ in range(50):
+                if self._term is not None:
+                    return False
+                time.sleep(0.1)
+
+    def _on_spark_change(self, connected: bool, error: str | None) -> None:
+        """The Spark Connect link was lost or restored (from a track worker or the watcher)."""
+        self.metrics.spark_connected.set(1 if connected else 0)
+        if not connected:
+            self.metrics.spark_connection_lost.inc()
+            log.error("lost the Spark Connect server; jobs fail and are retried after their back-off",
+                      extra={"remote": self.config.spark.remote, "error": error})
+        else:
+            log.info("Spark Connect server reachable again", extra={"remote": self.config.spark.remote})
+        if self._stopping_since is None and self._accepting:
+            self.holder.set_ready(connected, "" if connected else error or "Spark Connect server unreachable")
+            self.metrics.ready.set(1 if connected else 0)
+
+    def _watch_spark(self) -> None:
+        """Spark Connect only: one cheap round trip every SPARK_CHECK_EVERY seconds, so a lost
+        server shows on /readyz without waiting for a job, and a restored one ends the outage."""
+        while not self.stop_flag.wait(SPARK_CHECK_EVERY):
+            try:
+                self.link.check()
+            except Exception:  # never let the watcher die
+                log.exception("Spark Connect check failed")
 
     def run(self) -> int:
         cfg = self.config
@@ -348,6 +414,8 @@ class Daemon:
 
         self.workers.ensure(cfg.scheduler.tracks)
         threading.Thread(target=self._intake_loop, name="freshet-intake", daemon=True).start()
+        if self.link.remote:
+            threading.Thread(target=self._watch_spark, name="freshet-spark-watch", daemon=True).start()
         if self.opts.demo:
             self._start_demo()
         self._accepting = True
@@ -368,7 +436,10 @@ class Daemon:
             self._shutdown()
 
     def _spark_alive(self) -> bool:
-        """One cheap call into the driver JVM; False when Py4J cannot reach it any more."""
+        """One cheap call into the driver JVM; False when Py4J cannot reach it any more. (Over
+        Spark Connect there is no JVM here: a lost server is survivable, `_watch_spark`.)"""
+        if self.link is not None and self.link.remote:
+            return True
         try:
             self.spark.sparkContext._jvm.java.lang.System.currentTimeMillis()
         except Exception as e:
@@ -454,7 +525,10 @@ class Daemon:
             self.server.stop()
         if self._trace:
             self._trace.close()
-        if not self._dispatched and self.spark is not None:
+        if self.link is not None and self.link.remote:
+            with contextlib.suppress(Exception):
+                self.link.close()  # releases the server-side session; the server goes on
+        elif not self._dispatched and self.spark is not None:
             from warehouse.lake.session import stop_spark
 
             with contextlib.suppress(Exception):

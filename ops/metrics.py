@@ -301,6 +301,12 @@ class FreshetMetrics:
         self.loop_errors = Counter(
             "freshet_loop_errors", "failures of a retried background loop (e.g. the landing-zone scan), by loop",
             ["loop"], registry=registry)
+        self.spark_connected = Gauge(
+            "freshet_spark_connected", "1 while the daemon reaches its Spark (a Spark Connect server with "
+            "spark.remote; the driver in this process otherwise)", registry=registry)
+        self.spark_connection_lost = Counter(
+            "freshet_spark_connection_lost", "times the Spark Connect server became unreachable (jobs failed "
+            "and were retried after their back-off)", registry=registry)
         self.start_time.set(clock())
         for r in ("ok", "rejected"):
             self.reloads.labels(result=r)

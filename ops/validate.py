@@ -47,6 +47,7 @@ def describe(cfg: FreshetConfig) -> dict[str, Any]:
         )
     return {
         "valid": True,
+        "spark": spark_target(cfg),
         "order": list(dag.order),
         "tables": tables,
         "scheduler": cfg.scheduler.model_dump(),
@@ -64,8 +65,22 @@ def describe(cfg: FreshetConfig) -> dict[str, Any]:
     }
 
 
+def spark_target(cfg: FreshetConfig) -> dict[str, Any]:
+    """Which Spark the daemon will use (`master` or `remote`, DESIGN.md §5), and what that means."""
+    sc = cfg.spark
+    if sc.remote:
+        return {"mode": "remote", "remote": sc.remote, "master": None,
+                "note": f"Spark Connect server at {sc.remote}: it must see warehouse.root "
+                        f"({cfg.warehouse.root}) and the landing zone's files at the same paths"}
+    note = ("embedded: Spark runs inside the daemon" if (sc.master or "").startswith("local")
+            else f"this process is the driver of the cluster at {sc.master}; its executors must see "
+                 f"warehouse.root and the landing zone at the same paths")
+    return {"mode": "master", "master": sc.master, "remote": None, "note": note}
+
+
 def _text(d: dict[str, Any]) -> str:
-    lines = ["DAG (topological order):"]
+    sp = d["spark"]
+    lines = [f"Spark: {sp['mode']} {sp['remote'] or sp['master']} ({sp['note']})", "DAG (topological order):"]
     width = max(len(t["name"]) for t in d["tables"])
     for t in d["tables"]:
         src = f"<- stream {t['stream']}" if t["kind"] == "base" else "<- " + ", ".join(t["sources"])

@@ -10,12 +10,17 @@ one process and one SparkSession:
   (b) a bare loop: 4 threads, each appending its table's partitions to Delta one by one, with
       the same Delta options (txnAppId, txnVersion, userMetadata) — the same appends.
 
-`--plain` also times (b) without the idempotent-write options: Delta 3.2 computes the snapshot's
-set transactions (three small Spark jobs) on every append that carries txnAppId.
+`--plain` also times (b) without the idempotent-write options: Delta computes the snapshot's
+set transactions (small Spark jobs) on every append that carries txnAppId.
+
+`--connect` runs both sides over Spark Connect: a loopback Connect server with Delta is started
+for the run (scripts/connect_server.py, `--master` is then the server's) and the daemon's session
+is `spark.remote: sc://127.0.0.1:PORT`. `--conf KEY=VALUE` overrides a session setting (e.g.
+`spark.sql.shuffle.partitions`), to measure the defaults in warehouse/lake/session.py.
 
 Prints both wall times, the ratio (a)/(b) (target ≤ 1.10) and the α, β the Scheduler learned.
 
-    .venv/bin/python scripts/bench_delta.py [--partitions 200] [--rows 10000] [--out DIR]
+    .venv/bin/python scripts/bench_delta.py [--partitions 200] [--rows 10000] [--out DIR] [--connect]
 """
 
 from __future__ import annotations
@@ -41,13 +46,15 @@ PERIOD = 60.0
 SCHEMA = {"ts": "timestamp", "router": "string", "cpu_pct": "double", "seq": "long"}
 
 
-def config_dict(base: Path, tables: int, tracks: int, master: str, round_: int = 0) -> dict:
+def config_dict(base: Path, tables: int, tracks: int, master: str, round_: int = 0,
+                remote: str | None = None, conf: dict[str, str] | None = None) -> dict:
+    spark = {"remote": remote} if remote else {"master": master}
     return {
         "warehouse": {"root": str(base / f"freshet{round_}"), "landing": str(base / f"landing{round_}")},
         "streams": [{"name": f"s{i}", "period": PERIOD, "schema": SCHEMA} for i in range(tables)],
         "tables": [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1.0, "beta": 0.01}} for i in range(tables)],
         "scheduler": {"tracks": tracks, "partitioner": "global", "chop": 1.0},
-        "spark": {"master": master, "conf": {"spark.ui.enabled": "false"}},
+        "spark": {**spark, "conf": {"spark.ui.enabled": "false", **(conf or {})}},
     }
 
 
@@ -133,14 +140,53 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="ABBA rounds of both sides (default 2)")
     ap.add_argument("--plain", action="store_true",
                     help="also time plain appends (no txnAppId/txnVersion): the cost of Delta's idempotency check")
+    ap.add_argument("--connect", action="store_true",
+                    help="over Spark Connect: start a loopback Connect server (with --master) for the run")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a session setting")
     args = ap.parse_args()
+    conf = dict(kv.split("=", 1) for kv in args.conf)
+    server = None
+    remote = None
+    if args.connect:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import connect_server
+
+        port = _free_port()
+        log = tempfile.NamedTemporaryFile("w", prefix="freshet-bench-connect-", suffix=".log", delete=False)  # noqa: SIM115
+        print(f"starting a Spark Connect server on 127.0.0.1:{port} (log: {log.name})", file=sys.stderr)
+        server = connect_server.start("127.0.0.1", port, master=args.master, log=log)
+        try:
+            connect_server.wait_ready("127.0.0.1", port, proc=server)
+        except RuntimeError:
+            connect_server.stop(server)
+            raise
+        remote = f"sc://127.0.0.1:{port}"
+    try:
+        return run(args, remote, conf)
+    finally:
+        if server is not None:
+            from warehouse.lake.session import stop_spark
+
+            stop_spark()
+            connect_server.stop(server)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run(args: argparse.Namespace, remote: str | None, conf: dict[str, str]) -> int:
 
     from warehouse.lake.executor import run_until_idle
     from warehouse.lake.session import get_spark
 
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="freshet-bench-"))
     try:
-        src = config_dict(base, args.tables, args.tracks, args.master)
+        src = config_dict(base, args.tables, args.tracks, args.master, remote=remote, conf=conf)
         src["warehouse"]["landing"] = str(base / "source")  # written once; each Freshet round gets a copy
         cfg = parse_config(src)
         per_table = args.partitions // args.tables
@@ -162,7 +208,8 @@ def main() -> int:
                     bare_walls.append(bare(spark, base, work, name=f"bare{r}"))
                     print(f"round {r}: bare loop {bare_walls[-1]:.1f}s", file=sys.stderr)
                 else:
-                    rcfg = parse_config(config_dict(base, args.tables, args.tracks, args.master, round_=r))
+                    rcfg = parse_config(config_dict(base, args.tables, args.tracks, args.master, round_=r,
+                                                    remote=remote, conf=conf))
                     shutil.copytree(cfg.warehouse.landing, rcfg.warehouse.landing)
                     report, sched = run_until_idle(rcfg, spark)
                     if report.failed:
@@ -180,7 +227,13 @@ def main() -> int:
         stats = sched.stats(time.time())
         bare_wall, freshet_wall = sum(bare_walls), sum(freshet_walls)
         ratio = freshet_wall / bare_wall
+        alphas = [t.alpha for t in stats.tables]
+        betas = [t.beta for t in stats.tables]
         result = {
+            "spark": spark.version, "mode": f"connect (server {args.master})" if remote else args.master,
+            "conf": conf, "per_round_s": {"freshet": [round(w, 2) for w in freshet_walls],
+                                          "bare": [round(w, 2) for w in bare_walls]},
+            "alpha_mean_s": round(sum(alphas) / len(alphas), 3), "beta_mean": round(sum(betas) / len(betas), 5),
             "partitions": per_table * args.tables, "rows_per_partition": args.rows, "tracks": args.tracks,
             "rounds": args.rounds, "freshet_wall_s": round(freshet_wall, 2), "bare_wall_s": round(bare_wall, 2), "ratio": round(ratio, 3),
             "freshet_jobs": report.jobs,
@@ -190,7 +243,8 @@ def main() -> int:
         if args.json:
             print(json.dumps(result))
         else:
-            print(f"{result['partitions']} partitions × {args.rows} rows, {args.tracks} tracks/threads")
+            print(f"Spark {result['spark']}, {result['mode']}{', ' + str(conf) if conf else ''}: "
+                  f"{result['partitions']} partitions × {args.rows} rows, {args.tracks} tracks/threads")
             print(f"  through Freshet: {freshet_wall:7.1f} s  ({report.jobs} jobs per round, {args.rounds} round(s))")
             print(f"  bare Delta loop: {bare_wall:7.1f} s")
             print(f"  ratio          : {ratio:7.3f}  (target ≤ 1.10)")
@@ -200,6 +254,7 @@ def main() -> int:
                       f"idempotency check costs ×{per_round / plain_wall:.2f})")
             for name, ab in result["learned"].items():
                 print(f"  learned {name}: α = {ab['alpha_s']:.3f} s, β = {ab['beta']:.5f} s per s of data")
+            print(f"  learned mean : α = {result['alpha_mean_s']:.3f} s, β = {result['beta_mean']:.5f}")
         return 0
     finally:
         if not args.out:

@@ -73,6 +73,9 @@ def test_valid_config_round_trip():
         (_with(scheduler={"policy": "shortest"}), "scheduler.policy"),
         (_with(scheduler={"trakcs": 2}), "scheduler.trakcs: Extra inputs are not permitted"),
         (_with(tables=[{"name": "a", "sources": []}]), "needs either a stream (base) or sources (derived)"),
+        (_with(spark={"master": "local[2]", "remote": "sc://127.0.0.1:15002"}),
+         "spark: set either master ('local[2]') or remote ('sc://127.0.0.1:15002'), not both"),
+        (_with(spark={"remote": "http://spark:15002"}), "spark: remote 'http://spark:15002' is not a Spark Connect URL"),
         (_with(streams=[{"name": "router_cpu", "period": "5m"}, {"name": "orphan", "period": "1m"}],
                tables=[{"name": "a", "stream": "router_cpu"}]),
          "streams[orphan]: stream 'orphan' is read by no table — add a base table with `stream: orphan` or "
@@ -112,6 +115,24 @@ def test_validate_json(tmp_path):
     assert raw["period_seconds"] == 300 and raw["priority"] == 1 and raw["inherited_priority"] == 10  # max
     assert d["plan"]["partitioner"] == "proportional" and d["plan"]["tracks"] == 4
     assert sum(len(c["tables"]) for c in d["plan"]["clusters"]) == 2
+
+
+def test_spark_is_master_or_remote():
+    assert parse_config(BASE).spark.master == "local[*]" and parse_config(BASE).spark.remote is None
+    cfg = parse_config(_with(spark={"remote": "sc://spark-connect.spark:15002"}))
+    assert cfg.spark.remote == "sc://spark-connect.spark:15002" and cfg.spark.master is None
+    assert parse_config(_with(spark={"remote": "sc://h:15002/;token=abc;use_ssl=true"})).spark.remote
+
+
+def test_validate_says_which_spark(tmp_path):
+    r = _validate(tmp_path, BASE)
+    assert r.returncode == 0 and "Spark: master local[*] (embedded" in r.stdout, r.stdout + r.stderr
+    r = _validate(tmp_path, _with(spark={"remote": "sc://127.0.0.1:15002"}), "--json")
+    assert r.returncode == 0, r.stderr
+    sp = json.loads(r.stdout)["spark"]
+    assert sp["mode"] == "remote" and sp["remote"] == "sc://127.0.0.1:15002" and sp["master"] is None
+    r = _validate(tmp_path, _with(spark={"remote": "sc://127.0.0.1:15002"}))
+    assert "Spark: remote sc://127.0.0.1:15002 (Spark Connect server" in r.stdout
 
 
 def test_validate_rejects_with_file_field_and_exit_code(tmp_path):

@@ -16,8 +16,9 @@ from warehouse.config import parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
 from warehouse.lake.delta import append_idempotent, ms, table_path, utc
 from warehouse.lake.executor import Executor, run_until_idle
-from warehouse.lake.recovery import delta_version, read_table_state, recover
+from warehouse.lake.recovery import LocalLog, SparkLog, delta_version, read_table_state, recover
 from warehouse.landing.intake import Intake
+from warehouse.sqltext import bind_window
 
 pytestmark = pytest.mark.spark
 
@@ -33,8 +34,7 @@ def sql_over_full_sources(spark: Any, cfg: Any, name: str, upto: float) -> tuple
     session = spark.newSession()
     for src in tc.sources:
         session.read.format("delta").load(table_path(cfg, src)).createOrReplaceTempView(src)
-    args = {"window_start": utc(0), "window_end": utc(upto)} if ":window_" in tc.sql else None
-    df = session.sql(tc.sql, args=args) if args else session.sql(tc.sql)
+    df = session.sql(bind_window(tc.sql, 0.0, upto))
     df = df.where(df.ts <= utc(upto))
     return df.columns, sorted(tuple(r) for r in df.collect())
 
@@ -116,6 +116,19 @@ def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
         cols, expected = sql_over_full_sources(spark, cfg, name, state.tables[name].freshness)
         assert table_rows(spark, cfg, name, cols) == expected, name
 
+    # the log read through Spark (a URI root, or Spark Connect) says exactly what the files say
+    through_spark = SparkLog(spark)
+    assert recover(cfg, through_spark) == state
+    for name in ("m_raw", "a_m"):
+        path = table_path(cfg, name)
+        st = state.tables[name]
+        assert through_spark.version(path) == LocalLog().version(path) == st.delta_version
+        assert through_spark.commit_metrics(path, name, st.txn_version) == LocalLog().commit_metrics(
+            path, name, st.txn_version)
+    assert through_spark.table_state(str(tmp_path / "nothing"), "x") == LocalLog().table_state(
+        str(tmp_path / "nothing"), "x")
+    assert through_spark.version(str(tmp_path / "nothing")) is None
+
 
 def base_job(job_id: int, arrivals: list[PartitionArrived], start: float, end: float) -> StartJob:
     return StartJob(job_id=job_id, table="m_raw", track=0, kind="base", start=start, end=end,
@@ -148,9 +161,9 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
     # unknown outcome: the commit happens, then the job fails before reporting it
     write_minutes(cfg, "m", 2, 1)
     job2 = base_job(2, intake.scan(), T0 + 120, T0 + 180)
-    import warehouse.lake.executor as executor_mod
+    import warehouse.lake.recovery as recovery_mod
 
-    real = executor_mod.commit_metrics
+    real = recovery_mod.commit_metrics
     calls = {"n": 0}
 
     def flaky(*a: Any, **k: Any) -> Any:
@@ -159,7 +172,7 @@ def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkey
             raise RuntimeError("connection reset after the commit")
         return real(*a, **k)
 
-    monkeypatch.setattr(executor_mod, "commit_metrics", flaky)
+    monkeypatch.setattr(recovery_mod, "commit_metrics", flaky)
     ev = ex.execute(job2)
     assert isinstance(ev, JobFailed) and "connection reset" in ev.reason
     ev = ex.execute(job2)  # the retry re-reads the watermark: already committed → a no-op

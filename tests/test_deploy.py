@@ -101,29 +101,59 @@ SERVICEMONITOR_SCHEMA = {
 }
 
 
-def render_kustomization(directory: Path) -> list[dict]:
-    """What `kubectl kustomize` produces for this kustomization (resources + namespace + labels).
+def render_kustomization(directory: Path, *, python: bool = False) -> list[dict]:
+    """What `kubectl kustomize` produces for this kustomization.
 
-    Uses kubectl when it is installed; otherwise applies the same three features in Python, and
-    fails on any kustomize feature it does not implement rather than ignoring it.
+    Uses kubectl when it is installed (unless `python`); otherwise applies the features these
+    kustomizations use in Python — resources (files, and directories that are kustomizations),
+    strategic-merge patches, namespace, labels — and fails on any feature it does not implement
+    rather than ignoring it.
     """
     kubectl = shutil.which("kubectl")
-    if kubectl:
+    if kubectl and not python:
         out = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
                              timeout=120, check=True).stdout
         return [d for d in yaml.safe_load_all(out) if d]
     k = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    unsupported = set(k) - {"apiVersion", "kind", "namespace", "labels", "resources"}
+    unsupported = set(k) - {"apiVersion", "kind", "namespace", "labels", "resources", "patches"}
     assert not unsupported, f"render_kustomization does not implement {unsupported}"
     docs = []
     for res in k["resources"]:
-        docs.extend(d for d in yaml.safe_load_all((directory / res).read_text()) if d)
+        path = (directory / res).resolve()
+        if path.is_dir():
+            docs.extend(render_kustomization(path, python=True))
+        else:
+            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    for patch in k.get("patches", []):
+        assert set(patch) == {"path"}, f"render_kustomization implements file patches only, not {patch}"
+        for p in yaml.safe_load_all((directory / patch["path"]).read_text()):
+            (target,) = [d for d in docs if d["kind"] == p["kind"] and d["metadata"]["name"] == p["metadata"]["name"]]
+            strategic_merge(target, p)
     extra = {kk: v for entry in k.get("labels", []) for kk, v in entry["pairs"].items()}
     for d in docs:
         d["metadata"].setdefault("labels", {}).update(extra)
-        if d["kind"] != "Namespace":
+        if d["kind"] != "Namespace" and "namespace" in k:
             d["metadata"]["namespace"] = k["namespace"]
     return docs
+
+
+def strategic_merge(target: dict, patch: dict) -> None:
+    """Kubernetes' strategic merge for what the patches here use: maps merge key by key, lists of
+    named maps (containers, volumes, env) merge by `name`, other lists and scalars are replaced."""
+    for key, value in patch.items():
+        old = target.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            strategic_merge(old, value)
+        elif (isinstance(value, list) and isinstance(old, list) and value and old
+              and all(isinstance(v, dict) and "name" in v for v in value + old)):
+            by_name = {v["name"]: v for v in old}
+            for v in value:
+                if v["name"] in by_name:
+                    strategic_merge(by_name[v["name"]], v)
+                else:
+                    old.append(v)
+        else:
+            target[key] = value
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +207,79 @@ def test_k8s_objects_fit_together(k8s):
     assert int(cfg.listen.rsplit(":", 1)[1]) == ports["http"]
     grace = int(next(a for a in c["args"] if a.startswith("--grace=")).split("=")[1])
     assert spec["template"]["spec"]["terminationGracePeriodSeconds"] > grace
+
+
+# ---------------------------------------------------------------- Kubernetes with Spark Connect
+@pytest.fixture(scope="module")
+def k8s_connect() -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in render_kustomization(OPS / "k8s-connect")}
+
+
+def test_k8s_connect_manifests_validate_against_schemas(k8s_connect):
+    assert set(k8s_connect) == {("Namespace", "freshet"), ("ConfigMap", "freshet-config"),
+                                ("PersistentVolumeClaim", "freshet-data"), ("Deployment", "freshet"),
+                                ("Service", "freshet"), ("ServiceMonitor", "freshet"),
+                                ("Deployment", "spark-connect"), ("Service", "spark-connect"),
+                                ("NetworkPolicy", "spark-connect")}
+    for (kind, _), doc in k8s_connect.items():
+        if kind == "ServiceMonitor":
+            jsonschema.validate(doc, SERVICEMONITOR_SCHEMA)
+        else:
+            kubernetes_validate.validate(doc, "1.30", strict=True)
+
+
+def test_k8s_connect_daemon_reaches_the_server_and_both_share_the_data(k8s_connect):
+    cm = k8s_connect[("ConfigMap", "freshet-config")]
+    cfg = parse_config(yaml.safe_load(cm["data"]["freshet.yaml"]), source="k8s-connect freshet.yaml")
+    assert cfg.spark.remote and cfg.spark.master is None
+    host, port = cfg.spark.remote.removeprefix("sc://").split(":")
+    svc = k8s_connect[("Service", host)]  # the remote names the Connect server's Service
+    (sport,) = svc["spec"]["ports"]
+    assert sport["port"] == int(port)
+    server = k8s_connect[("Deployment", "spark-connect")]
+    pod = server["spec"]["template"]
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (c,) = pod["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports[sport["targetPort"]] == int(port)
+    assert f"--port={port}" in c["args"] and "--host=0.0.0.0" in c["args"]
+    assert c["command"][-1].endswith("scripts/connect_server.py")
+    # the same image: the same Spark and Delta as the daemon's client
+    daemon = k8s_connect[("Deployment", "freshet")]["spec"]["template"]
+    (dc,) = daemon["spec"]["containers"]
+    assert c["image"] == dc["image"]
+    # both pods mount one ReadWriteMany volume at the same path: the server reads the landing
+    # zone's files and writes the tables at the paths the daemon's config names
+    assert k8s_connect[("PersistentVolumeClaim", "freshet-data")]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+    def data_mount(p: dict, container: dict) -> str:
+        (vol,) = [v for v in p["spec"]["volumes"] if v.get("persistentVolumeClaim", {}).get("claimName") == "freshet-data"]
+        (m,) = [m for m in container["volumeMounts"] if m["name"] == vol["name"]]
+        return m["mountPath"]
+
+    mount = data_mount(pod, c)
+    assert mount == data_mount(daemon, dc)
+    assert cfg.warehouse.root.startswith(mount) and cfg.warehouse.landing.startswith(mount)
+    # the daemon's own probes and settings are unchanged; its pod is smaller without a driver
+    assert dc["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert dc["resources"]["requests"]["cpu"] == "500m"
+    # only the daemon may reach the server
+    np = k8s_connect[("NetworkPolicy", "spark-connect")]["spec"]
+    assert np["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (rule,) = np["ingress"]
+    (peer,) = rule["from"]
+    assert peer["podSelector"]["matchLabels"].items() <= daemon["metadata"]["labels"].items()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed: nothing to compare with")
+def test_python_kustomize_renders_what_kubectl_renders():
+    for d in (OPS / "k8s", OPS / "k8s-connect"):
+        def key(doc: dict) -> tuple[str, str]:
+            return doc["kind"], doc["metadata"]["name"]
+
+        real = {key(x): x for x in render_kustomization(d)}
+        ours = {key(x): x for x in render_kustomization(d, python=True)}
+        assert ours == real, d
 
 
 # ---------------------------------------------------------------- Prometheus rules

@@ -148,10 +148,39 @@ class SchedulerConfig(_Strict):
     seed: int = Field(0, description="seed of the Random policy")
 
 
+_REMOTE = re.compile(r"^sc://[^/:\s]+(:\d{1,5})?(/;[^\s]*)?$")
+
+
 class SparkConfig(_Strict):
-    master: str = Field("local[*]", description="spark.master: local[*], spark://host:port, k8s://…")
+    """Where the Spark work runs (DESIGN.md §5): a driver in this process (`master`, the default
+    `local[*]`), or a Spark Connect server (`remote`). One or the other, never both."""
+
+    master: str | None = Field(None, description="spark.master: local[*] (default), spark://host:port, k8s://…")
+    remote: str | None = Field(None, description="Spark Connect: sc://host:port (instead of master)")
     app_name: str = "freshet"
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_master(cls, data: Any) -> Any:
+        """Neither given: `local[*]`, Spark inside the daemon."""
+        if isinstance(data, Mapping) and data.get("master") is None and data.get("remote") is None:
+            return {**data, "master": "local[*]"}
+        return data
+
+    @model_validator(mode="after")
+    def _master_or_remote(self) -> SparkConfig:
+        if self.master is not None and self.remote is not None:
+            raise ValueError(f"set either master ({self.master!r}) or remote ({self.remote!r}), not both: "
+                             "master runs Spark in (or from) this process, remote talks to a Spark Connect server")
+        if self.remote is not None and not _REMOTE.match(self.remote):
+            raise ValueError(f"remote {self.remote!r} is not a Spark Connect URL: expected sc://host:port")
+        return self
+
+    @property
+    def where(self) -> str:
+        """`remote sc://…` or `master local[*]`: what `freshet validate` and the logs show."""
+        return f"remote {self.remote}" if self.remote else f"master {self.master}"
 
 
 class Slowdown(_Strict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "DERIVED_TIME_COLUMN",
     "app_id",
     "append_idempotent",
+    "is_local_root",
     "ms",
     "next_txn_version",
     "partition_column",
@@ -52,11 +54,22 @@ def app_id(table: str) -> str:
     return f"freshet/{table}"
 
 
+def is_local_root(root: str) -> bool:
+    """A plain path or `file://`: the daemon can read the Delta logs itself, without Spark."""
+    return "://" not in root or root.startswith("file://")
+
+
 def table_path(config: FreshetConfig, table: str) -> str:
-    """`<warehouse.root>/<table>` as an absolute local path."""
+    """`<warehouse.root>/<table>`: an absolute local path, or the URI (`s3a://bucket/wh/<table>`).
+
+    With `spark.remote` the path is resolved here and used by the Spark Connect server: the
+    server must see the same paths (docs/warehouse.md §2, shared storage).
+    """
     root = config.warehouse.root
-    if "://" in root and not root.startswith("file://"):
-        raise WarehouseError(f"warehouse.root {root!r}: only local paths (or file://) are supported")
+    if not is_local_root(root):
+        if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s`]+$", root):
+            raise WarehouseError(f"warehouse.root {root!r} is not a path or a URI Spark can read")
+        return root.rstrip("/") + "/" + table
     return str(Path(root.removeprefix("file://")).expanduser().resolve() / table)
 
 
@@ -89,7 +102,9 @@ def append_idempotent(
     """Append `df` to the Delta table at `path` as `(freshet/<table>, txn_version)`.
 
     Delta skips the write (a no-op, not an error) when `txn_version` is not above the version
-    already recorded for the app id — so a replayed job appends nothing.
+    already recorded for the app id — so a replayed job appends nothing. The `userMetadata` JSON
+    also carries `txn` (the version), so the commit can be found in `DESCRIBE HISTORY` when the
+    log is read through Spark (lake.recovery.SparkLog).
     """
     (
         df.write.format("delta")
@@ -97,7 +112,7 @@ def append_idempotent(
         .partitionBy(partition_by)
         .option("txnAppId", app_id(table))
         .option("txnVersion", str(txn_version))
-        .option("userMetadata", json.dumps({"freshet": 1, **metadata}, sort_keys=True))
+        .option("userMetadata", json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True))
         .save(path)
     )
 

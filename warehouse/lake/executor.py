@@ -12,6 +12,11 @@ Delta txn (`freshet/<table>`, version) guards against a replay that slips past t
 - **Base job** (§2.1): the job's partitions, read with the stream's declared schema, appended.
 - **Derived job** (§2.2): the SQL over each source restricted to `(F_D − lookback, TE]`, every
   source read at one pinned Delta version, in a session of its own (temp views are per session).
+
+The same jobs run over Spark Connect (`spark.remote`): DataFrame writes with the txn options,
+sources pinned with `versionAsOf`, the log read through Spark (`lake.recovery.SparkLog`). A lost
+connection fails the job like any Spark error (it is retried after its back-off) and is reported
+to the daemon's `SparkLink`, which opens a new session for the next job.
 """
 
 from __future__ import annotations
@@ -36,18 +41,12 @@ from warehouse.lake.delta import (
     spark_schema_ddl,
     table_path,
     time_column,
-    utc,
     window_filter,
     with_partition_column,
 )
-from warehouse.lake.recovery import (
-    RecoveryState,
-    TableState,
-    commit_metrics,
-    delta_version,
-    read_table_state,
-    recover,
-)
+from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
+from warehouse.lake.session import SparkLink, job_description, job_session
+from warehouse.sqltext import bind_window, uses_window
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,10 +96,14 @@ def _reason(err: BaseException) -> str:
 class Executor:
     """Runs base and derived update jobs against the Delta tables under `warehouse.root`."""
 
-    def __init__(self, config: FreshetConfig, spark: SparkSession, state: RecoveryState | None = None) -> None:
+    def __init__(self, config: FreshetConfig, spark: SparkSession | None, state: RecoveryState | None = None,
+                 *, link: SparkLink | None = None) -> None:
+        """`spark`: the session; or `link`, the daemon's (reconnecting) line to Spark."""
         self.config = config
-        self.spark = spark
-        state = state if state is not None else recover(config)
+        self._spark = spark
+        self.link = link
+        self.log = delta_log(config, lambda: self.spark)  # the files, or through Spark (lake.recovery)
+        state = state if state is not None else recover(config, self.log)
         self._states: dict[str, TableState] = {t.name: state.tables.get(t.name, TableState()).copy()
                                                for t in config.tables}
         self._dirty: set[str] = set()
@@ -108,17 +111,25 @@ class Executor:
 
     def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
         """Apply a new config (SIGHUP): new tables start from their recovered state."""
-        state = state if state is not None else recover(config)
+        state = state if state is not None else recover(config, self.log)
         with self._lock:
             self.config = config
             for t in config.tables:
                 if t.name not in self._states:
                     self._states[t.name] = state.tables.get(t.name, TableState()).copy()
 
+    @property
+    def spark(self) -> SparkSession:
+        """The session jobs run in (over Connect: the link's current one, reconnecting if lost)."""
+        if self.link is not None:
+            return self.link.session()
+        assert self._spark is not None, "an Executor needs a SparkSession or a SparkLink"
+        return self._spark
+
     # ---- committed state --------------------------------------------------------------------------
     def refresh(self, table: str) -> TableState:
         """Re-read `table`'s committed watermark from its Delta log (after an unknown outcome)."""
-        st = read_table_state(table_path(self.config, table), table)
+        st = self.log.table_state(table_path(self.config, table), table)
         with self._lock:
             self._states[table] = st
             self._dirty.discard(table)
@@ -139,9 +150,14 @@ class Executor:
     # ---- running jobs -----------------------------------------------------------------------------
     def execute(self, job: StartJob) -> JobFinished | JobFailed:
         """Run `job`; the event for the Scheduler. Never raises."""
+        generation = self.link.generation if self.link is not None else None
         try:
             return self.run(job).event()
         except Exception as err:  # noqa: BLE001 — every failure becomes an event (STYLE.md §2)
+            if self.link is not None and self.link.lost(err, generation):
+                reason = f"Spark Connect connection lost ({self.link.error}); retried after the back-off"
+                log.warning("job %d (%s, %s) failed: %s", job.job_id, job.kind, job.table, reason)
+                return JobFailed(job_id=job.job_id, reason=reason)
             reason = err.reason if isinstance(err, JobError) else _reason(err)
             log.warning("job %d (%s, %s) failed: %s", job.job_id, job.kind, job.table, reason,
                         exc_info=not isinstance(err, JobError))
@@ -154,17 +170,13 @@ class Executor:
         except StopIteration:
             raise JobError(f"unknown table {job.table!r}") from None
         t0 = time.monotonic()
-        sc = self.spark.sparkContext
-        sc.setLocalProperty("spark.job.description", f"freshet {job.kind} job {job.job_id}: {job.table}")
         try:
-            out = self._run_base(job, tc, t0) if tc.is_base else self._run_derived(job, tc, t0)
+            with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}"):
+                return self._run_base(job, tc, t0) if tc.is_base else self._run_derived(job, tc, t0)
         except BaseException:
             with self._lock:  # outcome unknown: plan the next job from the log, not from memory
                 self._dirty.add(job.table)
             raise
-        finally:
-            sc.setLocalProperty("spark.job.description", None)
-        return out
 
     def _noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:
         log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)
@@ -241,30 +253,28 @@ class Executor:
             return self._noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
         if not tc.sql:
             raise JobError(f"derived table {tc.name!r} has no sql")
-        session = self.spark.newSession()  # temp views are per session: concurrent jobs never share them
-        versions: dict[str, int] = {}
-        for src in tc.sources:
-            scfg = self.config.table(src)
-            spath = table_path(self.config, src)
-            v = delta_version(spath)
-            if v is None:
-                raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
-            versions[src] = v
-            df = read_delta(session, spath, v)
-            df = window_filter(df, scfg, time_column(self.config, scfg), start - tc.lookback, end)
-            df.createOrReplaceTempView(src)
-        args: dict[str, Any] | None = None
-        if ":window_start" in tc.sql or ":window_end" in tc.sql:
-            args = {"window_start": utc(start), "window_end": utc(end)}
-        out = session.sql(tc.sql, args=args) if args else session.sql(tc.sql)
-        if DERIVED_TIME_COLUMN not in out.columns:
-            raise JobError(f"the sql of derived table {tc.name!r} must output a {DERIVED_TIME_COLUMN!r} "
-                           f"column (its event time); it outputs {', '.join(out.columns)}")
-        out = with_partition_column(out, tc, DERIVED_TIME_COLUMN, end)
-        meta = {"kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": end,
-                "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end], "sources": versions}
-        return self._commit(job, tc, out, st, t0, txn, meta,
-                            lambda now: now.freshness is not None and now.freshness >= end)
+        with job_session(self.spark) as session:  # temp views are per session: concurrent jobs never share them
+            versions: dict[str, int] = {}
+            for src in tc.sources:
+                scfg = self.config.table(src)
+                spath = table_path(self.config, src)
+                v = self.log.version(spath)
+                if v is None:
+                    raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
+                versions[src] = v
+                df = read_delta(session, spath, v)
+                df = window_filter(df, scfg, time_column(self.config, scfg), start - tc.lookback, end)
+                df.createOrReplaceTempView(src)
+            out = session.sql(bind_window(tc.sql, start, end) if uses_window(tc.sql) else tc.sql)
+            if DERIVED_TIME_COLUMN not in out.columns:
+                raise JobError(f"the sql of derived table {tc.name!r} must output a {DERIVED_TIME_COLUMN!r} "
+                               f"column (its event time); it outputs {', '.join(out.columns)}")
+            out = with_partition_column(out, tc, DERIVED_TIME_COLUMN, end)
+            meta = {"kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": end,
+                    "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end], "sources": versions}
+            # the write runs while the job's session (and its views) exist
+            return self._commit(job, tc, out, st, t0, txn, meta,
+                                lambda now: now.freshness is not None and now.freshness >= end)
 
     def _commit(self, job: StartJob, tc: TableConfig, df: DataFrame, st: TableState, t0: float, txn: int,
                 meta: dict[str, Any], done: Callable[[TableState], bool], declared_rows: int = 0) -> JobOutcome:
@@ -275,7 +285,7 @@ class Executor:
         """
         path = table_path(self.config, tc.name)
         append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
-        version, rows = commit_metrics(path, tc.name, txn)
+        version, rows = self.log.commit_metrics(path, tc.name, txn)
         if version is None:  # Delta skipped the write: someone committed this version already
             st = self.refresh(tc.name)
             if done(st):
@@ -333,7 +343,7 @@ def run_until_idle(
 
     t0 = time.time()
     if intake is None or executor is None or scheduler is None:
-        state = recover(config)
+        state = recover(config, delta_log(config, spark))
         intake = intake or Intake(config, state)
         executor = executor or Executor(config, spark, state)
         scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered)
@@ -379,9 +389,13 @@ def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str
     column); derived sources take the analysed output of their own SQL, in DAG order. Returns
     table → problem for each SQL that does not analyse or has no `ts` column (empty: all fine).
     """
+    with job_session(spark) as session:
+        return _analyze(config, session)
+
+
+def _analyze(config: FreshetConfig, session: SparkSession) -> dict[str, str]:
     from pyspark.sql.types import StructType
 
-    session = spark.newSession()
     schemas: dict[str, StructType] = {}
     problems: dict[str, str] = {}
     remaining = list(config.tables)
@@ -399,9 +413,8 @@ def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str
                     continue
                 for s in tc.sources:
                     session.createDataFrame([], schemas[s]).createOrReplaceTempView(s)
-                args = {"window_start": utc(0), "window_end": utc(1)} if tc.sql and ":window_" in tc.sql else None
                 try:
-                    df = session.sql(tc.sql or "", args=args) if args else session.sql(tc.sql or "")
+                    df = session.sql(bind_window(tc.sql or "", 0.0, 1.0))
                     _ = df.schema
                 except Exception as err:  # noqa: BLE001 — reported per table
                     problems[tc.name] = _reason(err)

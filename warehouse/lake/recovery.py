@@ -1,8 +1,19 @@
 """Recovery from the Delta log (DESIGN.md §4.4): the log is the truth at start and on reload.
 
-A table's `_delta_log/` — checkpoint and JSON commits, read directly with no Spark session — gives
-its freshness F, safe freshness F' (§2.2), last txn version, loaded partition ids and the metrics
-of a commit, from Freshet's `userMetadata` and Delta's `txn` actions.
+A table's `_delta_log/` — checkpoint and JSON commits — gives its freshness F, safe freshness F'
+(§2.2), last txn version, loaded partition ids and the metrics of a commit, from Freshet's
+`userMetadata` and Delta's `txn` actions. Two readers of the same log, one interface (`DeltaLog`):
+
+- `LocalLog` reads the files directly, with no Spark session: a local `warehouse.root` and a
+  Spark in this process (`spark.master`);
+- `SparkLog` reads them through Spark — the JSON commits and checkpoints as data
+  (`spark.read.json` / `.parquet` of `_delta_log/`), the newest commits with `DESCRIBE HISTORY` —
+  when the root is a URI (`s3a://…`) or the Spark is remote (`spark.remote`: the daemon may see no
+  file system at all). Not Delta's `DeltaTable` Python API: it does not work over Spark Connect
+  without Delta's server plugin.
+
+`delta_log(config, spark)` picks the reader; both replay the same actions the same way
+(`_replay`).
 """
 
 from __future__ import annotations
@@ -11,14 +22,32 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from warehouse.config import FreshetConfig
-from warehouse.lake.delta import app_id, table_path
+from warehouse.errors import WarehouseError
+from warehouse.lake.delta import app_id, is_local_root, table_path
+from warehouse.lake.session import connection_lost
 
-__all__ = ["RecoveryState", "TableState", "commit_metrics", "delta_version", "read_table_state", "recover"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "DeltaLog",
+    "LocalLog",
+    "RecoveryState",
+    "SparkLog",
+    "TableState",
+    "commit_metrics",
+    "delta_log",
+    "delta_version",
+    "needs_spark",
+    "read_table_state",
+    "recover",
+]
 
 log_ = logging.getLogger("freshet.recovery")
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -112,42 +141,52 @@ def _checkpoint_txn(log: Path, names: list[str], app: str) -> tuple[int | None, 
 
 
 def read_table_state(path: str, table: str) -> TableState:
-    """Replay `<path>/_delta_log` for Freshet's commits to `table` (§4.4)."""
+    """Replay `<path>/_delta_log` for Freshet's commits to `table` (§4.4), from the files."""
     log = Path(path) / "_delta_log"
-    state = TableState()
     try:
         names = os.listdir(log)
     except FileNotFoundError:
-        return state
+        return TableState()
     app = app_id(table)
-    commits = sorted((int(m.group(1)), n) for n in names if (m := _COMMIT.match(n)))
     cp_version, cp_txn = _checkpoint_txn(log, names, app)
-    state.txn_version = cp_txn
+
+    def actions() -> Iterable[tuple[int, list[dict[str, Any]]]]:
+        for version, name in sorted((int(m.group(1)), n) for n in names if (m := _COMMIT.match(n))):
+            try:
+                lines = (log / name).read_text().splitlines()
+            except FileNotFoundError:  # cleaned up between listing and reading
+                continue
+            # one action per line; only these two matter (skip parsing add/remove with stats)
+            yield version, [json.loads(line) for line in lines if line.startswith(('{"txn"', '{"commitInfo"'))]
+
+    return _replay(app, cp_version, cp_txn, actions())
+
+
+def _freshet_meta(user_metadata: str | None) -> dict[str, Any] | None:
+    """Freshet's `userMetadata` JSON of a commit, or None (another writer's, or none)."""
+    if not user_metadata:
+        return None
+    try:
+        parsed = json.loads(user_metadata)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) and parsed.get("freshet") else None
+
+
+def _replay(app: str, cp_version: int | None, cp_txn: int | None,
+            commits: Iterable[tuple[int, list[dict[str, Any]]]]) -> TableState:
+    """Fold the `txn` and `commitInfo` actions of each commit (in version order) into a state."""
+    state = TableState(txn_version=cp_txn)
     best_meta: dict[str, Any] | None = None
     best_txn: int | None = None
-    for version, name in commits:
+    for version, actions in commits:
         txn_v: int | None = None
         meta: dict[str, Any] | None = None
-        try:
-            lines = (log / name).read_text().splitlines()
-        except FileNotFoundError:  # cleaned up between listing and reading
-            continue
-        for line in lines:
-            # one action per line; only these two matter (skip parsing add/remove with stats)
-            if not line.startswith(('{"txn"', '{"commitInfo"')):
-                continue
-            action = json.loads(line)
-            if "txn" in action and action["txn"].get("appId") == app:
+        for action in actions:
+            if action.get("txn") and action["txn"].get("appId") == app:
                 txn_v = int(action["txn"]["version"])
-            elif "commitInfo" in action:
-                um = action["commitInfo"].get("userMetadata")
-                if um:
-                    try:
-                        parsed = json.loads(um)
-                    except ValueError:
-                        parsed = None
-                    if isinstance(parsed, dict) and parsed.get("freshet"):
-                        meta = parsed
+            elif action.get("commitInfo"):
+                meta = _freshet_meta(action["commitInfo"].get("userMetadata")) or meta
         if txn_v is not None:
             state.txn_version = txn_v if state.txn_version is None else max(state.txn_version, txn_v)
             if best_txn is None or txn_v >= best_txn:
@@ -177,12 +216,21 @@ def read_table_state(path: str, table: str) -> TableState:
     return state
 
 
-def recover(config: FreshetConfig) -> RecoveryState:
-    """Every table's freshness, safe freshness, txn version and loaded ids, from Delta logs alone."""
+def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState:
+    """Every table's freshness, safe freshness, txn version and loaded ids, from Delta logs alone.
+
+    `log` reads them (default: the files, `LocalLog`; `delta_log(config, spark)` picks the reader
+    a config needs).
+    """
+    if log is None:
+        if needs_spark(config):
+            raise WarehouseError(f"recovering {config.warehouse.root!r} with spark "
+                                 f"{config.spark.where} needs a Spark session (lake.recovery.delta_log)")
+        log = LocalLog()
     tables: dict[str, TableState] = {}
     loaded: dict[str, dict[str, str]] = {s.name: {} for s in config.streams}
     for t in config.tables:
-        st = read_table_state(table_path(config, t.name), t.name)
+        st = log.table_state(table_path(config, t.name), t.name)
         tables[t.name] = st
         if t.stream:
             loaded.setdefault(t.stream, {}).update(st.partitions)
@@ -213,3 +261,157 @@ def commit_metrics(path: str, table: str, txn_version: int) -> tuple[int | None,
         if hit:
             return version, rows
     return None, None
+
+
+# ---- two readers of one log -------------------------------------------------------------------------
+class DeltaLog(Protocol):
+    """What the executor and recovery read from a table's Delta log."""
+
+    def version(self, path: str) -> int | None:
+        """The latest committed Delta version (None: no table yet)."""
+
+    def table_state(self, path: str, table: str) -> TableState:
+        """Freshet's committed state of `table` (§4.4)."""
+
+    def commit_metrics(self, path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
+        """(Delta version, rows written) of the commit that recorded `txn_version`, if any."""
+
+
+class LocalLog:
+    """The log's files read directly (a local `warehouse.root`; no Spark session)."""
+
+    def version(self, path: str) -> int | None:
+        return delta_version(path)
+
+    def table_state(self, path: str, table: str) -> TableState:
+        return read_table_state(path, table)
+
+    def commit_metrics(self, path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
+        return commit_metrics(path, table, txn_version)
+
+
+# the actions the replay needs; every other field of the log's JSON lines is ignored unread
+_ACTIONS_DDL = "txn STRUCT<appId: STRING, version: BIGINT>, commitInfo STRUCT<userMetadata: STRING>"
+_HISTORY_DEPTH = 20
+
+
+def _not_found(err: BaseException) -> bool:
+    """A read of a path that does not exist (no table yet), as opposed to Spark being unreachable."""
+    text = str(err)
+    return any(k in text for k in ("PATH_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND",
+                                   "is not a Delta table", "Path does not exist"))
+
+
+def _sql_path(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+class SparkLog:
+    """The log read through Spark (a URI root, or Spark Connect): the same actions as `LocalLog`.
+
+    `spark` is a session or a function returning the current one (the daemon's reconnecting
+    Spark Connect link).
+    """
+
+    def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
+        self._spark: Callable[[], SparkSession] = (lambda: spark) if hasattr(spark, "sql") else spark  # type: ignore[assignment,return-value]
+
+    @property
+    def spark(self) -> SparkSession:
+        return self._spark()
+
+    def _history(self, path: str, limit: int) -> list[Any]:
+        try:
+            return self.spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT {int(limit)}").select(
+                "version", "userMetadata", "operationMetrics").collect()
+        except Exception as err:
+            if _not_found(err):
+                return []
+            raise
+
+    def version(self, path: str) -> int | None:
+        rows = self._history(path, 1)
+        return int(rows[0]["version"]) if rows else None
+
+    def commit_metrics(self, path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
+        for r in self._history(path, _HISTORY_DEPTH):
+            meta = _freshet_meta(r["userMetadata"])
+            if meta is not None and meta.get("txn") == txn_version:
+                n = (r["operationMetrics"] or {}).get("numOutputRows")
+                return int(r["version"]), None if n is None else int(n)
+        return None, None
+
+    def table_state(self, path: str, table: str) -> TableState:
+        from pyspark.sql import functions as F
+
+        spark = self.spark
+        log = path.rstrip("/") + "/_delta_log"
+        app = app_id(table)
+        try:
+            rows = (spark.read.schema(_ACTIONS_DDL).json(log + "/*.json")
+                    .where(F.col("txn").isNotNull() | F.col("commitInfo").isNotNull())
+                    .select("txn", "commitInfo", F.col("_metadata.file_name").alias("file")).collect())
+        except Exception as err:
+            if _not_found(err):
+                return TableState()
+            raise
+        by_version: dict[int, list[dict[str, Any]]] = {}
+        for r in rows:
+            m = _COMMIT.match(r["file"])
+            if not m:  # log compactions and other JSON files beside the commits
+                continue
+            action: dict[str, Any] = {}
+            if r["txn"] is not None:
+                action["txn"] = r["txn"].asDict()
+            if r["commitInfo"] is not None:
+                action["commitInfo"] = r["commitInfo"].asDict()
+            by_version.setdefault(int(m.group(1)), []).append(action)
+        cp_version, cp_txn = self._checkpoint_txn(log, app)
+        if not by_version and cp_version is None:
+            return TableState()
+        return _replay(app, cp_version, cp_txn, sorted(by_version.items()))
+
+    def _checkpoint_txn(self, log: str, app: str) -> tuple[int | None, int | None]:
+        """(checkpoint version, txn version of `app` in it) from the newest readable checkpoint."""
+        from pyspark.sql import functions as F
+
+        spark = self.spark
+        try:
+            files = [r["path"].rsplit("/", 1)[-1] for r in spark.read.format("binaryFile")
+                     .option("pathGlobFilter", "*.checkpoint*.parquet").load(log).select("path").collect()]
+        except Exception as err:
+            if _not_found(err):
+                return None, None
+            raise
+        cps: dict[int, list[str]] = {}
+        for n in files:
+            if m := _CHECKPOINT.match(n):
+                cps.setdefault(int(m.group(1)), []).append(log + "/" + n)
+        for version in sorted(cps, reverse=True):
+            try:
+                txns = (spark.read.parquet(*cps[version]).where(F.col("txn.appId") == app)
+                        .select(F.max("txn.version").alias("v")).collect())
+            except Exception as err:  # a torn checkpoint: use an older one
+                if connection_lost(err):
+                    raise
+                log_.warning("skipping unreadable checkpoint %s of %s: %s", version, log, str(err)[:200])
+                continue
+            v = txns[0]["v"] if txns else None
+            return version, None if v is None else int(v)
+        return None, None
+
+
+def needs_spark(config: FreshetConfig) -> bool:
+    """The log must be read through Spark: a URI root, or a remote Spark (the daemon may not see
+    the files at all)."""
+    return config.spark.remote is not None or not is_local_root(config.warehouse.root)
+
+
+def delta_log(config: FreshetConfig, spark: SparkSession | Callable[[], SparkSession] | None = None) -> DeltaLog:
+    """The reader `config` needs: `SparkLog` (through `spark`) when `needs_spark`, else `LocalLog`."""
+    if needs_spark(config):
+        if spark is None:
+            raise WarehouseError(f"reading the Delta logs under {config.warehouse.root!r} with spark "
+                                 f"{config.spark.where} needs a Spark session")
+        return SparkLog(spark)
+    return LocalLog()
