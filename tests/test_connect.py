@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,8 @@ import yaml
 from conftest import MINUTE, T0, rows_for, warehouse_dict, write_minutes
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers_live import free_port
+from tests.helpers_live import wait_for as _wait_for
 from warehouse.config import parse_config
 from warehouse.lake.delta import table_path, utc
 from warehouse.lake.session import job_session
@@ -38,27 +39,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import connect_server  # noqa: E402
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_for(what: str, fn: Callable[[], Any], timeout: float = 300.0, every: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (httpx.HTTPError, OSError, ValueError, KeyError) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    return _wait_for(what, fn, timeout, every)  # a Connect server under load is slower to answer
 
 
 class Server:

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ops.demo import generate, partition_id, write_partition
 from sim.trace import read_trace
+from tests.helpers_live import free_port, wait_for
 from warehouse.config import load_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -43,25 +43,6 @@ TOKEN = "test-token-123"
 GRACE = 90.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, fn: Callable[[], Any], timeout: float = 120.0, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (httpx.HTTPError, OSError, ValueError, KeyError) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 class NotifySocket:
