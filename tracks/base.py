@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 __all__ = ["EPS", "HasRemaining", "JobProfile", "Plan", "TrackPlan"]
@@ -63,7 +64,6 @@ class Plan:
     partitioner: str
     n_tracks: int
     aggressive: bool
-    group_of: dict[str, int]
     groups: list[list[str]]  # tables per group, in plan order
     home: list[tuple[int, ...]]  # home tracks per group
     free: tuple[int, ...]
@@ -72,6 +72,10 @@ class Plan:
     note: str = ""
     owners: dict[int, tuple[int, ...]] = field(default_factory=dict)  # track → groups homed there
     uniform: bool = True  # placement depends on the group only, not on the job
+    group_of: dict[str, int] = field(init=False)  # table → its group, derived from `groups`
+
+    def __post_init__(self) -> None:
+        self.group_of = {t: g for g, names in enumerate(self.groups) for t in names}
 
     def place(self, table: str, available: Collection[int], has_remaining: HasRemaining) -> int | None:
         raise NotImplementedError
@@ -83,11 +87,7 @@ class Plan:
     def could_use(self, g: int, available: Collection[int]) -> bool:
         return not self.usable[g].isdisjoint(available)
 
-    @property
+    @cached_property
     def usable(self) -> list[frozenset[int]]:
         """Per group, every track one of its jobs could ever be placed on."""
-        cached = self.__dict__.get("_usable_cache")
-        if cached is None:
-            cached = [frozenset(self._usable(g) | set(self.home[g]) | set(self.free)) for g in range(len(self.groups))]
-            self.__dict__["_usable_cache"] = cached
-        return cached
+        return [frozenset(self._usable(g) | set(self.home[g]) | set(self.free)) for g in range(len(self.groups))]

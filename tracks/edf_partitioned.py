@@ -79,7 +79,6 @@ def plan_edf_partitioned(
         partitioner="edf-partitioned",
         n_tracks=n,
         aggressive=aggressive,
-        group_of={t: g for g, names in enumerate(groups) for t in names},
         groups=groups,
         home=[(g,) for g in range(len(groups))],
         free=tuple(range(len(groups), n)),

@@ -22,7 +22,6 @@ def plan_global(profiles: Sequence[JobProfile], n: int, *, aggressive: bool = Tr
         partitioner="global",
         n_tracks=n,
         aggressive=aggressive,
-        group_of=dict.fromkeys(names, 0),
         groups=[names],
         home=[tuple(range(n))],
         free=(),

@@ -102,7 +102,6 @@ def plan_proportional(
         partitioner="proportional",
         n_tracks=n,
         aggressive=aggressive,
-        group_of={t: g for g, names in enumerate(groups) for t in names},
         groups=groups,
         home=home,
         free=tuple(range(used, n)),
