@@ -21,6 +21,7 @@ import random
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import chain
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
 from policies.chopping import Pace, chop_count, chop_pays, chop_window, time_slice
@@ -323,7 +324,7 @@ class Scheduler:
         """The earliest back-off expiry, if any: call `handle(Tick(), t)` then."""
         while self._backoffs:
             until, _, name = self._backoffs[0]
-            if self._backing_off(name, until):
+            if self._backing_off(name, until) is not None:
                 return until
             heapq.heappop(self._backoffs)
         return None
@@ -427,15 +428,15 @@ class Scheduler:
         self._seq += 1
         heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.name))
 
-    def _backing_off(self, name: str, until: float) -> bool:
+    def _backing_off(self, name: str, until: float) -> _Table | None:
+        """The table if this heap entry is still its current back-off (lazy deletion)."""
         t = self._tables.get(name)
-        return t is not None and t.state is JobState.BACKOFF and t.backoff_until == until
+        return t if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until else None
 
     def _expire_backoffs(self, now: float) -> None:
         while self._backoffs and self._backoffs[0][0] <= now:
             until, _, name = heapq.heappop(self._backoffs)
-            if self._backing_off(name, until):
-                t = self._tables[name]
+            if (t := self._backing_off(name, until)) is not None:
                 self._transition(t, "retry")
                 self._work_changed(t, now)
 
@@ -710,8 +711,9 @@ class Scheduler:
         """
         if t.base:
             head = t.arrived
-            parts = t.pending + t.running_parts
-            floor = min((p.start for p in parts), default=None) if t.freshness is None else t.freshness
+            floor = t.freshness
+            if floor is None:  # never loaded: from the earliest start waiting or running
+                floor = min((p.start for p in chain(t.pending, t.running_parts)), default=None)
         else:
             head = t.edge
             floor = t.freshness if t.freshness is not None else t.origin
