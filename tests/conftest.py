@@ -112,3 +112,24 @@ def write_minutes(config: FreshetConfig, stream: str, first: int, count: int, *,
         write_partition(config.warehouse.landing, stream, pid, start, end, table)
         ids.append(pid)
     return ids
+
+
+@pytest.fixture()
+def held_validation(monkeypatch):
+    """The intake's validator, held: it signals `entered` and waits for `release` (set at the
+    latest on teardown) before validating — to look at the daemon while a partition is checked."""
+    import threading
+
+    import warehouse.landing.intake as intake_mod
+
+    entered, release = threading.Event(), threading.Event()
+    real = intake_mod.validate_partition
+
+    def held(*args, **kw):
+        entered.set()
+        release.wait(10)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(intake_mod, "validate_partition", held)
+    yield entered, release
+    release.set()

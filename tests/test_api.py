@@ -322,20 +322,10 @@ def test_two_posts_of_one_partition_at_once(server):
         assert post_at_once(client.base_url, [body, other]) == [202, 422]
 
 
-def test_healthz_stays_fast_while_a_partition_is_validated(tmp_path, monkeypatch):
+def test_healthz_stays_fast_while_a_partition_is_validated(tmp_path, held_validation):
     """Issue 8, defect 7: the POST handler validated on the event loop, so /healthz waited behind it."""
-    import warehouse.landing.intake as intake_mod
-
     srv = Server(tmp_path, token=TOKEN)
-    entered, release = threading.Event(), threading.Event()
-    real = intake_mod.validate_partition
-
-    def slow(*args, **kw):
-        entered.set()
-        release.wait(10)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(intake_mod, "validate_partition", slow)
+    entered, release = held_validation
     body = srv.stage("m")
     result: list = []
     t = threading.Thread(target=lambda: result.append(srv.client.post("/v1/streams/m/partitions", json=body,

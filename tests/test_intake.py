@@ -473,25 +473,15 @@ def race(*calls):
     return out
 
 
-def test_archiving_never_waits_for_a_redelivery_being_validated(cfg, monkeypatch) -> None:
+def test_archiving_never_waits_for_a_redelivery_being_validated(cfg, held_validation) -> None:
     """The scheduler loop archives after a commit; a re-delivery of the same partition being
     validated at that moment archives the directory itself once it finds the id loaded."""
-    import warehouse.landing.intake as intake_mod
-
     write_minutes(cfg, "m", 0, 1)
     intake = Intake(cfg)
     [ev] = intake.scan()
     d = Path(cfg.warehouse.landing) / "m" / "m-0000"
     manifest = {**json.loads((d / "_partition.json").read_text()), "id": "m-0000"}
-    entered, release = threading.Event(), threading.Event()
-    real = intake_mod.validate_partition
-
-    def slow(*args, **kw):
-        entered.set()
-        release.wait(10)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(intake_mod, "validate_partition", slow)
+    entered, release = held_validation
     result: list = []
     t = threading.Thread(target=lambda: result.append(intake.submit("m", manifest)))
     t.start()
