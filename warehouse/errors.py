@@ -22,7 +22,12 @@ class SchedulerMisuse(FreshetError):
 
 
 class WarehouseError(FreshetError):
-    """Spark, storage or a bad partition."""
+    """Spark, storage or a bad partition. `reason` is the one-line explanation a log, a reason
+    file or an HTTP error shows."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class PartitionRefused(WarehouseError):
@@ -30,5 +35,8 @@ class PartitionRefused(WarehouseError):
     stream that no table reads). It changed nothing; the shell quarantines the partition."""
 
     def __init__(self, stream: str, partition_id: str, reason: str) -> None:
-        self.stream, self.partition_id, self.reason = stream, partition_id, reason
-        super().__init__(f"partition {partition_id!r} of stream {stream!r}: {reason}")
+        super().__init__(reason)
+        self.stream, self.partition_id = stream, partition_id
+
+    def __str__(self) -> str:
+        return f"partition {self.partition_id!r} of stream {self.stream!r}: {self.reason}"

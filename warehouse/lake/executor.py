@@ -61,10 +61,6 @@ log = logging.getLogger("freshet.executor")
 class JobError(WarehouseError):
     """An update job did not commit (Spark error, bad SQL, missing source, bad partition)."""
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
 
 @dataclass(frozen=True, slots=True)
 class JobOutcome:

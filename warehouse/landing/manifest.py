@@ -82,11 +82,8 @@ class PartitionRejected(WarehouseError):
     def __init__(self, reason: str, kind: str = "bad_data", *, quarantined: bool = True,
                  partition: str | None = None) -> None:
         assert kind in REJECTION_KINDS, kind
-        self.reason = reason
-        self.kind = kind
-        self.quarantined = quarantined
-        self.partition = partition
         super().__init__(reason)
+        self.kind, self.quarantined, self.partition = kind, quarantined, partition
 
 
 @dataclass(frozen=True, slots=True)
