@@ -56,6 +56,14 @@ def workloads(draw):
     return cfg, sorted(arrivals), draw(st.integers(0, 2**16)), draw(st.sampled_from([0.0, 0.2]))
 
 
+def occupy(job, busy_tracks: dict[int, int], busy_tables: dict[str, int], tracks: int) -> None:
+    """A started job takes a free track of the plan and a table with no job running (§3.2)."""
+    assert job.track not in busy_tracks, "a track runs two jobs"
+    assert job.table not in busy_tables, "a table runs two jobs"
+    assert 0 <= job.track < tracks
+    busy_tracks[job.track], busy_tables[job.table] = job.job_id, job.job_id
+
+
 def drive(cfg, arrivals, seed, fail_prob):
     """Run the Scheduler to quiescence, checking invariants at every step."""
     rng = random.Random(seed)
@@ -85,10 +93,7 @@ def drive(cfg, arrivals, seed, fail_prob):
         started = s.handle(ev, now)
         after = {t.name: t for t in s.stats(now).tables}
         for job in started:
-            assert job.track not in busy_tracks, "a track runs two jobs"
-            assert job.table not in busy_tables, "a table runs two jobs"
-            assert 0 <= job.track < cfg.scheduler.tracks
-            busy_tracks[job.track], busy_tables[job.table] = job.job_id, job.job_id
+            occupy(job, busy_tracks, busy_tables, cfg.scheduler.tracks)
             if job.kind == "base":
                 assert job.partitions, "a base job loads at least one partition"
                 assert not set(job.partitions) & set(loaded[job.table]), "a partition loaded twice"
@@ -272,10 +277,7 @@ def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
         after = {t.name: t for t in s.stats(now).tables}
         assert set(after) == {t.name for t in current.tables}
         for job in started:
-            assert job.track not in busy_tracks, "a track runs two jobs"
-            assert job.table not in busy_tables, "a table runs two jobs"
-            assert 0 <= job.track < current.scheduler.tracks
-            busy_tracks[job.track], busy_tables[job.table] = job.job_id, job.job_id
+            occupy(job, busy_tracks, busy_tables, current.scheduler.tracks)
             if job.kind == "base":
                 ends = [p.end for p in job.arrivals]
                 assert ends == sorted(ends), "a job loads its partitions chronologically"
