@@ -88,6 +88,7 @@ def _random(c: Candidate) -> tuple:
 
 
 POLICIES: dict[str, Callable[[Candidate], tuple]] = {
+    "auto": _max_benefit,  # Freshet's default orders by marginal benefit (chopping and tracks do the rest)
     "max-benefit": _max_benefit,
     "lookahead": _max_benefit,  # ordered as Max-Benefit; the first pick may change, see below
     "edf-p": _edf_p,

@@ -182,7 +182,7 @@ class Scheduler:
     def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
         sc = config.scheduler
         self.config = config
-        self._key = policy_key("max-benefit" if sc.policy == "auto" else sc.policy)
+        self._key = policy_key(sc.policy)
         self._lookahead = sc.policy == "lookahead"
         self._chop = sc.chop
         self._auto_chop = sc.chop == "auto"
