@@ -118,6 +118,8 @@ def main() -> None:
         r = run(n, t, e, a.load, chop=chop)
         print(f"{n:>7} {t:>6} {e:>8} {r['median_us']:>10.1f} {r['p99_us']:>8.1f} {r['busy_share']:>6.1%}", flush=True)
     ev = a.memory_events // (10 if a.quick else 1)
+    if ev <= 0:  # --memory-events 0: decision times only
+        return
     r = run(30, 4, ev, a.load, measure_memory=True, chop=chop)
     print(f"memory over {ev:,} events (30 tables, 4 tracks), traced bytes held by Python:")
     print("  " + "  ".join(f"{n // 1000}k:{b / 1e6:.2f}MB" for n, b in r["memory"]))
