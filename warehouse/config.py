@@ -22,6 +22,8 @@ from warehouse.errors import ConfigError
 __all__ = [
     "CostPrior",
     "FreshetConfig",
+    "Maintenance",
+    "MaintenancePolicy",
     "SchedulerConfig",
     "SimConfig",
     "SparkConfig",
@@ -103,6 +105,39 @@ class CostPrior(_Strict):
     beta: float = Field(0.1, ge=0, description="β: seconds of work per second of data")
 
 
+class Maintenance(_Strict):
+    """Compaction and garbage collection as scheduled jobs (seed 002 §2.4; `warehouse.upkeep`).
+
+    Global under `maintenance:`, and per table under `tables[].maintenance:`, where a field that
+    is given (even `null`) overrides the global one and a field left out inherits it.
+    """
+
+    optimize_every: int | None = Field(
+        None, ge=1, le=1_000_000, description="OPTIMIZE (compact small files) after this many commits of the "
+                                             "table; null = never")
+    vacuum_every: Duration | None = Field(
+        None, gt=0, description="VACUUM (delete files no version within the retention needs) this often; "
+                                "null = never")
+    vacuum_retain: Duration | None = Field(
+        None, ge=0, description="VACUUM keeps files removed less than this long ago (default 7d, Delta's "
+                                "default); never below the table's delta.deletedFileRetentionDuration")
+
+
+DEFAULT_VACUUM_RETAIN = 7 * 86400.0
+
+
+class MaintenancePolicy(_Strict):
+    """One table's maintenance after merging the table's override into the global section."""
+
+    optimize_every: int | None = None
+    vacuum_every: float | None = None
+    vacuum_retain: float = DEFAULT_VACUUM_RETAIN
+
+    @property
+    def active(self) -> bool:
+        return self.optimize_every is not None or self.vacuum_every is not None
+
+
 class TableConfig(_Strict):
     """A base table (loaded from one `stream`) or a derived table (`sql` over `sources`)."""
 
@@ -116,6 +151,7 @@ class TableConfig(_Strict):
     lookback: Duration = Field(0.0, description="derived: read sources this far before the window (band joins)")
     target_staleness: Duration | None = Field(None, description="the staleness SLO shown and alerted on")
     partition_by: Literal["date", "hour"] = Field("date", description="Delta partition column derived from time")
+    maintenance: Maintenance | None = Field(None, description="overrides of the global `maintenance:` section")
 
     @property
     def is_base(self) -> bool:
@@ -212,6 +248,8 @@ class FreshetConfig(_Strict):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     sim: SimConfig = Field(default_factory=SimConfig)
+    maintenance: Maintenance = Field(default_factory=Maintenance, description="OPTIMIZE/VACUUM jobs (§2.4 of "
+                                                                             "seed 002); tables may override")
 
     @model_validator(mode="after")
     def _cross_field(self) -> FreshetConfig:
@@ -228,6 +266,15 @@ class FreshetConfig(_Strict):
 
     def table(self, name: str) -> TableConfig:
         return next(t for t in self.tables if t.name == name)
+
+    def maintenance_of(self, table: TableConfig) -> MaintenancePolicy:
+        """The table's maintenance: its own fields where given (even null), else the global ones."""
+        merged = {k: getattr(self.maintenance, k) for k in Maintenance.model_fields}
+        if table.maintenance is not None:
+            merged.update({k: getattr(table.maintenance, k) for k in table.maintenance.model_fields_set})
+        if merged["vacuum_retain"] is None:
+            merged["vacuum_retain"] = DEFAULT_VACUUM_RETAIN
+        return MaintenancePolicy(**merged)
 
     def cost_prior(self, table: TableConfig) -> CostPrior:
         return table.cost or CostPrior(alpha=self.sim.alpha, beta=self.sim.beta)

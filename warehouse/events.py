@@ -60,13 +60,17 @@ class JobFinished:
     """Job `job_id` ended with its work in the Delta log; it ran for `duration` seconds.
 
     `committed` is False for a no-op (a replay: the log already held the work). Only committed
-    jobs refine α, β (§2.4): a no-op's near-zero duration says nothing about E(n).
+    jobs refine α, β (§2.4): a no-op's near-zero duration says nothing about E(n). A maintenance
+    job (`warehouse.upkeep`) reports the table's data `files` after it and the bytes a VACUUM
+    deleted (`bytes_reclaimed`).
     """
 
     job_id: int
     duration: float
     rows: int = 0
     committed: bool = True
+    files: int | None = None
+    bytes_reclaimed: int = 0
 
     def __post_init__(self) -> None:
         _finite("duration", self.duration)
@@ -103,7 +107,7 @@ class StartJob:
     job_id: int
     table: str
     track: int
-    kind: str  # "base" | "derived"
+    kind: str  # "base" | "derived" | "optimize" | "vacuum" (maintenance, warehouse.upkeep)
     start: float
     end: float
     new_freshness: float

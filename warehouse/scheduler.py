@@ -34,6 +34,7 @@ from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
+from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
 __all__ = ["TRANSITIONS", "JobState", "Recovered", "Scheduler"]
 
@@ -55,7 +56,8 @@ TRANSITIONS: dict[tuple[JobState, str], JobState] = {
     (_R, "finish"): _I,
     (_R, "fail"): _B,
     (_B, "retry"): _I,
-    (_P, "drain"): _I,  # a reconfigure took the pending work away (its sources changed)
+    (_P, "drain"): _I,  # a reconfigure took the pending work away, or the table was suspended
+    (_I, "upkeep"): _R,  # a maintenance job (warehouse.upkeep) runs as the table's job; ends by "finish"
 }
 
 
@@ -65,11 +67,19 @@ class Recovered:
 
     `origin` is the earliest event time the table covers (the start of its first load): a new
     derived table over recovered sources is computed from there, not from their freshness.
+    The rest is the maintenance history (`warehouse.upkeep`): Freshet commits since the last
+    OPTIMIZE, the freshness it compacted through, when it and the last VACUUM ran, and the time
+    of the first retained commit (the vacuum clock's start before any VACUUM).
     """
 
     freshness: float | None
     safe_freshness: float | None = None
     origin: float | None = None
+    commits_since_optimize: int = 0
+    optimized_through: float | None = None
+    last_optimize: float | None = None
+    last_vacuum: float | None = None
+    first_commit: float | None = None
 
 
 @dataclass(slots=True)
@@ -176,6 +186,10 @@ class Scheduler:
         self._track_busy: list[float] = []
         self._plan_dirty = False
         self._last_plan_event = 0
+        self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
+        self._ripe: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
+        self._suspended: set[str] = set()  # operator: no jobs (ops.actions)
+        self._urgent: dict[str, None] = {}  # operator: refresh now — the next job starts ahead of the queue
         self._build(config, recovered or {}, now)
 
     # ---- construction and reconfiguration ------------------------------------------------------
@@ -254,6 +268,7 @@ class Scheduler:
             if t.state is JobState.PENDING and not self._has_work(t):
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
+        self._upkeep.configure(config, recovered)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
@@ -318,16 +333,77 @@ class Scheduler:
         elif not isinstance(event, Tick):
             raise SchedulerMisuse(f"unknown event {event!r}")
         self._expire_backoffs(now)
+        for name in self._upkeep.ripe(now):
+            self._ripe[name] = None
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
-        """The earliest back-off expiry, if any: call `handle(Tick(), t)` then."""
+        """The earliest back-off expiry or maintenance due time, if any: call `handle(Tick(), t)` then."""
+        wake = None
         while self._backoffs:
             until, _, name = self._backoffs[0]
             if self._backing_off(name, until) is not None:
-                return until
+                wake = until
+                break
             heapq.heappop(self._backoffs)
-        return None
+        due = self._upkeep.next_due()
+        if due is not None and (wake is None or due < wake):
+            wake = due
+        return wake
+
+    # ---- operator actions (ops.actions): suspend, resume, refresh now ------------------------------
+    def _named(self, table: str) -> _Table:
+        t = self._tables.get(table)
+        if t is None:
+            raise SchedulerMisuse(f"unknown table {table!r}")
+        return t
+
+    def suspend(self, table: str, now: float) -> list[StartJob]:
+        """No job of `table` starts until `resume` (a running one finishes). Arrivals are still
+        taken; dependents wait at their trailing edge, which stops at the table's freshness."""
+        now = self._clock(now)
+        t = self._named(table)
+        self._suspended.add(table)
+        self._urgent.pop(table, None)
+        if t.state is JobState.PENDING:  # out of the queue (its heap entry is dropped lazily)
+            self._transition(t, "drain")
+            t.version += 1
+            self._queued[t.group] -= 1
+        return self._dispatch(now)
+
+    def resume(self, table: str, now: float) -> list[StartJob]:
+        """Undo `suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
+        now = self._clock(now)
+        t = self._named(table)
+        self._suspended.discard(table)
+        self._work_changed(t, now)
+        if self._upkeep.due(table, now) is not None:
+            self._ripe[table] = None
+        return self._dispatch(now)
+
+    def refresh(self, table: str, now: float) -> list[StartJob]:
+        """Trigger an update now: the table's next update job goes ahead of every waiting job, on
+        the first track free (its own tracks first). A table in back-off is retried now. Nothing
+        happens to a table with nothing to load, or a suspended one."""
+        now = self._clock(now)
+        t = self._named(table)
+        if table in self._suspended:
+            return []
+        if t.state is JobState.BACKOFF:
+            t.backoff_until = now
+            self._transition(t, "retry")
+            self._work_changed(t, now)
+        if t.state is JobState.IDLE and not self._has_work(t):
+            return []
+        self._urgent[table] = None
+        return self._dispatch(now)
+
+    def is_suspended(self, table: str) -> bool:
+        return table in self._suspended
+
+    def refresh_pending(self, table: str) -> bool:
+        """A refresh of `table` waits for its job to start."""
+        return table in self._urgent
 
     def _clock(self, now: float) -> float:
         if now < self._now:  # a wall clock stepped back: never let time run backwards inside
@@ -375,6 +451,9 @@ class Scheduler:
         self._track_since[track] = now
 
     def _finished(self, ev: JobFinished, now: float) -> None:
+        if self._is_upkeep(ev.job_id):
+            self._maintained(ev, now)
+            return
         job, t = self._job(ev.job_id)
         self._completed += 1
         if t is None:
@@ -390,6 +469,9 @@ class Scheduler:
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
             t.cost.observe(job.end - job.start, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
+            self._upkeep.committed(t.name, now)
+            if self._upkeep.due(t.name, now) is not None:
+                self._ripe[t.name] = None
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         if t.freshness is None:
@@ -408,8 +490,34 @@ class Scheduler:
             if self._update_edge(d):
                 self._work_changed(d, now)
         self._work_changed(t, now)
+        if t.state is JobState.IDLE:  # a refresh asked while it ran: it loaded everything
+            self._urgent.pop(t.name, None)
+
+    def _is_upkeep(self, job_id: int) -> bool:
+        job = self.running.get(job_id)
+        return job is not None and job.kind in MAINTENANCE_KINDS
+
+    def _maintained(self, ev: JobFinished | JobFailed, now: float) -> None:
+        """A maintenance job ended: the table is free for its update jobs again. A failure is
+        counted and retried after the back-off ceiling; it never delays the table's updates."""
+        job, t = self._job(ev.job_id)
+        if t is None:
+            return
+        self._transition(t, "finish")
+        t.running = None
+        if isinstance(ev, JobFinished):
+            self._upkeep.finished(t.name, job.kind, now, through=job.end, files=ev.files,
+                                  reclaimed=ev.bytes_reclaimed)
+        else:
+            self._upkeep.failed(t.name, job.kind, now, self.config.scheduler.retry_backoff_max)
+        self._work_changed(t, now)
+        if self._upkeep.due(t.name, now) is not None:
+            self._ripe[t.name] = None
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
+        if self._is_upkeep(ev.job_id):
+            self._maintained(ev, now)
+            return
         job, t = self._job(ev.job_id)
         self._failed += 1
         if t is None:
@@ -466,7 +574,7 @@ class Scheduler:
         return start is not None and t.edge > start
 
     def _work_changed(self, t: _Table, now: float) -> None:
-        if not self._has_work(t):
+        if t.name in self._suspended or not self._has_work(t):
             return
         was = t.state
         self._transition(t, "work")
@@ -560,13 +668,104 @@ class Scheduler:
 
     # ---- a scheduling round (§3.2) ---------------------------------------------------------------
     def _dispatch(self, now: float) -> list[StartJob]:
-        if not self._idle_tracks or not any(self._queued):
+        """One round: refreshes asked by an operator first, then the update jobs by the basic
+        algorithm and the track plan (§3.1-§3.2), then due maintenance on the tracks left idle."""
+        if not self._idle_tracks:
             return []
         available = set(self._idle_tracks)
+        out: list[StartJob] = []
+        if self._urgent:
+            self._refresh_first(now, available, out)
+        if available and any(self._queued):
+            self._round(now, available, out)
+        if available and self._ripe:
+            self._maintain(now, available, out)
+        return out
+
+    def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
+        for name in list(self._urgent):
+            if not available:
+                return
+            t = self._tables.get(name)
+            if t is None or t.removed:
+                del self._urgent[name]
+                continue
+            if t.state is not JobState.PENDING:
+                continue  # running (its next job goes first) or waiting for its sources
+            track = self.plan.place(name, available, lambda g: self._queued[g] > 0)
+            if track is None:
+                track = min(available)  # "now": any free track
+            out.append(self._start(t, track, now))
+            available.discard(track)
+
+    def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
+        """Due maintenance (warehouse.upkeep) on tracks no update job took this round. A
+        maintenance job removes no staleness — zero marginal benefit (§3.1) — so it only runs
+        where nothing better waits; among themselves they go by Ip · overdue / estimated cost.
+        A table's maintenance waits while the table has update work (one writer per table), and
+        its VACUUM while a dependent's job runs: that job read a pinned version whose files a
+        VACUUM could delete (seed 002 §2.4: garbage collection respects the consumers' cursors)."""
+        ranked = []
+        for name in list(self._ripe):
+            t = self._tables.get(name)
+            kind = self._upkeep.due(name, now) if t is not None else None
+            if t is None or kind is None:
+                del self._ripe[name]
+                continue
+            if t.state is not JobState.IDLE or name in self._suspended or t.freshness is None:
+                continue
+            if kind == VACUUM and any(d.running is not None and d.running.kind not in MAINTENANCE_KINDS
+                                      for d in t.dependents):
+                continue
+            est = self._upkeep_estimate(t, kind)
+            ranked.append((-t.ip * self._upkeep.urgency(name, kind, now) / max(est, 1e-9), t.idx, kind))
+        ranked.sort()
+        for _, idx, kind in ranked:
+            if not available:
+                return
+            t = self._by_idx[idx]
+            track = self.plan.place(t.name, available, lambda g: self._queued[g] > 0)
+            if track is not None:
+                out.append(self._start_upkeep(t, kind, track, now))
+                available.discard(track)
+
+    def _upkeep_start(self, t: _Table) -> float:
+        """Where the data an OPTIMIZE rewrites begins: the freshness at the last one, else the origin."""
+        u = self._upkeep.tables[t.name]
+        assert t.freshness is not None
+        start = u.optimized_through if u.optimized_through is not None else t.origin
+        return t.freshness if start is None else min(start, t.freshness)
+
+    def _upkeep_estimate(self, t: _Table, kind: str) -> float:
+        """E of a maintenance job from the table's own E(n) (§2.4): an OPTIMIZE rewrites the data
+        loaded since the last one, once (E(n) over that span); a VACUUM lists files (α)."""
+        assert t.freshness is not None
+        if kind == OPTIMIZE:
+            return t.cost.estimate(t.freshness - self._upkeep_start(t))
+        return t.cost.alpha
+
+    def _start_upkeep(self, t: _Table, kind: str, track: int, now: float) -> StartJob:
+        assert t.freshness is not None
+        self._transition(t, "upkeep")
+        t.version += 1
+        self._ripe.pop(t.name, None)
+        start = self._upkeep_start(t) if kind == OPTIMIZE else t.freshness
+        job = StartJob(job_id=self._next_job, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
+                       new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
+                       estimate=self._upkeep_estimate(t, kind))
+        self._next_job += 1
+        t.running, t.running_parts = job, []
+        self.running[job.job_id] = job
+        self._track_job[track] = job.job_id
+        self._idle_tracks.discard(track)
+        self._busy_until(track, now)
+        self._track_since[track] = now
+        return job
+
+    def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
             self._plan_tables()
         plan = self.plan
-        out: list[StartJob] = []
         if self._lookahead:
             self._lookahead_first(now, available, out)
         aside: list[tuple[int, tuple]] = []
@@ -613,7 +812,6 @@ class Scheduler:
                 blocked.clear()
         for g, entry in aside:
             heapq.heappush(self._heaps[g], entry)
-        return out
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Max Benefit with Lookahead (§3.1) picks the first job of the round."""
@@ -633,6 +831,7 @@ class Scheduler:
             for t in self._by_idx
             if t.base
             and t.state is JobState.IDLE
+            and t.name not in self._suspended
             and t.last_arrival is not None
             and now < t.last_arrival + t.period <= horizon
         ]
@@ -650,6 +849,7 @@ class Scheduler:
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
         start, end, new_f, count, sliced = self._shape(t)
         self._transition(t, "start")
+        self._urgent.pop(t.name, None)
         t.version += 1
         self._queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
@@ -766,6 +966,9 @@ class Scheduler:
                     time_within_target=within,
                     observed_time=observed,
                     home_tracks=self.plan.home[t.group],
+                    suspended=t.name in self._suspended,
+                    refresh_requested=t.name in self._urgent,
+                    upkeep=self._upkeep.stats(t.name),
                 )
             )
         tracks = []

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from warehouse.upkeep import UpkeepStats
+
 __all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats"]
 
 
@@ -41,6 +43,9 @@ class TableStats:
     time_within_target: float  # seconds spent with staleness ≤ target
     observed_time: float  # seconds since the table's first load
     home_tracks: tuple[int, ...]
+    suspended: bool = False  # an operator suspended it: no jobs start (ops.actions)
+    refresh_requested: bool = False  # an operator's refresh waits for the table's job to start
+    upkeep: UpkeepStats | None = None  # maintenance: OPTIMIZE/VACUUM counts and times (warehouse.upkeep)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

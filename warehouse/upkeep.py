@@ -1,0 +1,194 @@
+"""Maintenance bookkeeping: compaction and garbage collection as scheduled jobs (seed 002 §2.4).
+
+Nova compacts a channel's delta blocks into one base block and garbage-collects the blocks no
+consumer's cursor needs any more; a Delta table's equivalents are OPTIMIZE (rewrite many small
+files as few large ones) and VACUUM (delete the files that no version within the retention
+references). Freshet triggers them as Nova's §2.4 leaves open, by rule, per table
+(`maintenance:` in the config, DESIGN.md §4.1):
+
+- **optimize** after every `optimize_every` committed update jobs of the table;
+- **vacuum** every `vacuum_every` seconds (from its last VACUUM, or from the table's first commit).
+
+This module only keeps the counts and due times and ranks what is due; the Scheduler runs a due
+job as a job of its table (so never beside the table's own update job: one writer per table) on a
+track no update job takes in that round. A maintenance job removes no staleness, so in the
+paper's terms its marginal benefit (§3.1) is zero: it never displaces an update job. Among
+themselves maintenance jobs are ranked by `urgency`. Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from warehouse.config import FreshetConfig, MaintenancePolicy
+
+__all__ = ["MAINTENANCE_KINDS", "OPTIMIZE", "VACUUM", "TableUpkeep", "Upkeep", "UpkeepStats"]
+
+OPTIMIZE = "optimize"
+VACUUM = "vacuum"
+MAINTENANCE_KINDS = (OPTIMIZE, VACUUM)
+
+
+@dataclass(slots=True)
+class TableUpkeep:
+    """One table's maintenance state (recovered from the Delta log on start, `lake.recovery`)."""
+
+    policy: MaintenancePolicy
+    commits: int = 0  # committed update jobs since the last OPTIMIZE
+    optimized_through: float | None = None  # the freshness at the last OPTIMIZE: later data is uncompacted
+    anchor: float | None = None  # when the vacuum clock started: the last VACUUM, else the first commit
+    last_optimize: float | None = None
+    last_vacuum: float | None = None
+    files: int | None = None  # data files in the table's current version, as the last maintenance job saw
+    bytes_reclaimed: int = 0
+    done: dict[str, int] | None = None  # kind → jobs ok
+    failed: dict[str, int] | None = None  # kind → jobs failed
+    retry_at: float = 0.0  # after a failed maintenance job: not before
+
+    def vacuum_due(self) -> float | None:
+        if self.policy.vacuum_every is None or self.anchor is None:
+            return None
+        return max(self.anchor + self.policy.vacuum_every, self.retry_at)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpkeepStats:
+    """A table's maintenance in the Scheduler's snapshot (metrics, `/v1/tables`)."""
+
+    commits_since_optimize: int
+    optimize_every: int | None
+    vacuum_every: float | None
+    last_optimize: float | None
+    last_vacuum: float | None
+    next_vacuum: float | None
+    files: int | None
+    bytes_reclaimed: int
+    jobs_ok: tuple[tuple[str, int], ...]
+    jobs_failed: tuple[tuple[str, int], ...]
+
+
+class Upkeep:
+    """The maintenance state of every table; the Scheduler calls it (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, TableUpkeep] = {}
+        self._timers: list[tuple[float, str]] = []  # (vacuum due, table): lazy deletion
+
+    def configure(self, config: FreshetConfig, recovered: dict[str, object]) -> None:
+        """Policies from the config; a table seen for the first time starts from what the Delta
+        log says (`Recovered.last_optimize` …), or from nothing."""
+        names = set()
+        for tc in config.tables:
+            names.add(tc.name)
+            policy = config.maintenance_of(tc)
+            u = self.tables.get(tc.name)
+            if u is None:
+                u = TableUpkeep(policy=policy, done={}, failed={})
+                rec = recovered.get(tc.name)
+                if rec is not None:
+                    u.commits = getattr(rec, "commits_since_optimize", 0)
+                    u.last_optimize = getattr(rec, "last_optimize", None)
+                    u.last_vacuum = getattr(rec, "last_vacuum", None)
+                    u.anchor = u.last_vacuum if u.last_vacuum is not None else getattr(rec, "first_commit", None)
+                    u.optimized_through = getattr(rec, "optimized_through", None)
+                self.tables[tc.name] = u
+            u.policy = policy
+            self._arm(tc.name, u)
+        for name in list(self.tables):
+            if name not in names:
+                del self.tables[name]
+
+    def _arm(self, name: str, u: TableUpkeep) -> None:
+        due = u.vacuum_due()
+        if due is not None:
+            heapq.heappush(self._timers, (due, name))
+
+    # ---- what the Scheduler tells it --------------------------------------------------------------
+    def committed(self, table: str, now: float) -> None:
+        """An update job of `table` committed (a no-op replay does not count)."""
+        u = self.tables.get(table)
+        if u is None:
+            return
+        u.commits += 1
+        if u.anchor is None:
+            u.anchor = now
+            self._arm(table, u)
+
+    def finished(self, table: str, kind: str, now: float, *, through: float | None, files: int | None,
+                 reclaimed: int) -> None:
+        u = self.tables.get(table)
+        if u is None:
+            return
+        assert u.done is not None
+        u.done[kind] = u.done.get(kind, 0) + 1
+        u.retry_at = 0.0
+        if files is not None:
+            u.files = files
+        if kind == OPTIMIZE:
+            u.commits, u.last_optimize, u.optimized_through = 0, now, through
+        else:
+            u.last_vacuum = u.anchor = now
+            u.bytes_reclaimed += reclaimed
+            self._arm(table, u)
+
+    def failed(self, table: str, kind: str, now: float, backoff: float) -> None:
+        """A failed maintenance job is retried after `backoff`; the table's updates never wait for it."""
+        u = self.tables.get(table)
+        if u is None:
+            return
+        assert u.failed is not None
+        u.failed[kind] = u.failed.get(kind, 0) + 1
+        u.retry_at = now + backoff
+        heapq.heappush(self._timers, (u.retry_at, table))
+
+    # ---- what is due --------------------------------------------------------------------------------
+    def due(self, table: str, now: float) -> str | None:
+        """The maintenance kind `table` needs now (optimize first: it makes the vacuum worthwhile)."""
+        u = self.tables.get(table)
+        if u is None or now < u.retry_at:
+            return None
+        every = u.policy.optimize_every
+        if every is not None and u.commits >= every:
+            return OPTIMIZE
+        due = u.vacuum_due()
+        if due is not None and due <= now:
+            return VACUUM
+        return None
+
+    def urgency(self, table: str, kind: str, now: float) -> float:
+        """How overdue the job is, in its own intervals (≥ 1 when due): commits / optimize_every, or
+        (now − anchor) / vacuum_every. The Scheduler weighs it by priority over cost."""
+        u = self.tables[table]
+        if kind == OPTIMIZE:
+            return u.commits / (u.policy.optimize_every or 1)
+        every = u.policy.vacuum_every or 1.0
+        return (now - (u.anchor if u.anchor is not None else now)) / every
+
+    def ripe(self, now: float) -> list[str]:
+        """Tables whose vacuum clock has run out by `now` (each once; the caller keeps them)."""
+        out = []
+        while self._timers and self._timers[0][0] <= now:
+            _, name = heapq.heappop(self._timers)
+            out.append(name)
+        return out
+
+    def next_due(self) -> float | None:
+        """The earliest vacuum due time still to come (lazy: stale entries are skipped)."""
+        while self._timers:
+            due, name = self._timers[0]
+            u = self.tables.get(name)
+            if u is not None and due in (u.vacuum_due(), u.retry_at):
+                return due
+            heapq.heappop(self._timers)
+        return None
+
+    def stats(self, table: str) -> UpkeepStats | None:
+        u = self.tables.get(table)
+        if u is None:
+            return None
+        return UpkeepStats(
+            commits_since_optimize=u.commits, optimize_every=u.policy.optimize_every,
+            vacuum_every=u.policy.vacuum_every, last_optimize=u.last_optimize, last_vacuum=u.last_vacuum,
+            next_vacuum=u.vacuum_due(), files=u.files, bytes_reclaimed=u.bytes_reclaimed,
+            jobs_ok=tuple(sorted((u.done or {}).items())), jobs_failed=tuple(sorted((u.failed or {}).items())))
