@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.errors import WarehouseError
 from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.lake import maintain
 from warehouse.lake.delta import (
     DERIVED_TIME_COLUMN,
     append_idempotent,
@@ -47,6 +48,7 @@ from warehouse.lake.delta import (
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session
 from warehouse.sqltext import bind_window, uses_window
+from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,9 +76,12 @@ class JobOutcome:
     delta_version: int | None = None
     txn_version: int | None = None
     note: str = ""
+    files: int | None = None  # maintenance jobs: data files after it
+    bytes_reclaimed: int = 0  # VACUUM: bytes deleted
 
     def event(self) -> JobFinished:
-        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed)
+        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed,
+                           files=self.files, bytes_reclaimed=self.bytes_reclaimed)
 
 
 def _reason(err: BaseException) -> str:
@@ -168,11 +173,32 @@ class Executor:
         t0 = time.monotonic()
         try:
             with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}"):
+                if job.kind in MAINTENANCE_KINDS:
+                    return self._run_upkeep(job, tc, t0)
                 return self._run_base(job, tc, t0) if tc.is_base else self._run_derived(job, tc, t0)
         except BaseException:
             with self._lock:  # outcome unknown: plan the next job from the log, not from memory
                 self._dirty.add(job.table)
             raise
+
+    def _run_upkeep(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+        """OPTIMIZE or VACUUM (lake.maintain). Its commits carry no Freshet txn, so the next job
+        of the table re-reads the log (as after any commit Freshet did not make itself)."""
+        path = table_path(self.config, tc.name)
+        if self.log.version(path) is None:
+            raise JobError(f"table {tc.name!r} has no Delta table yet at {path}: nothing to {job.kind}")
+        try:
+            if job.kind == OPTIMIZE:
+                done = maintain.optimize(self.spark, path)
+            else:
+                done = maintain.vacuum(self.spark, path, self.config.maintenance_of(tc).vacuum_retain)
+        finally:
+            with self._lock:
+                self._dirty.add(tc.name)
+        log.info("job %d (%s, %s): files %s -> %s, %d bytes reclaimed", job.job_id, job.kind, tc.name,
+                 done.files_before, done.files_after, done.bytes_reclaimed)
+        return JobOutcome(job.job_id, tc.name, True, 0, time.monotonic() - t0, note=job.kind,
+                          files=done.files_after, bytes_reclaimed=done.bytes_reclaimed)
 
     def _noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:
         log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)

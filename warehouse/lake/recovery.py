@@ -67,10 +67,18 @@ class TableState:
     origin: float | None = None  # the start of the first load's window
     windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # id → (start, end), base tables
     slices: dict[str, float] = field(default_factory=dict)  # id → loaded through, partly loaded partitions
+    # maintenance history (warehouse.upkeep): OPTIMIZE and VACUUM commits carry no Freshet txn
+    commits_since_optimize: int = 0  # Freshet commits after the last OPTIMIZE
+    optimized_through: float | None = None  # the table's freshness when it last ran
+    last_optimize: float | None = None  # commit timestamps, epoch seconds
+    last_vacuum: float | None = None
+    first_commit: float | None = None  # the first retained commit's timestamp
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
-                          dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices))
+                          dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices),
+                          self.commits_since_optimize, self.optimized_through, self.last_optimize,
+                          self.last_vacuum, self.first_commit)
 
     def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
         """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
@@ -94,7 +102,9 @@ class RecoveryState:
         from warehouse.scheduler import Recovered
 
         return {
-            name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin)
+            name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin,
+                            commits_since_optimize=s.commits_since_optimize, optimized_through=s.optimized_through,
+                            last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit)
             for name, s in self.tables.items()
             if s.freshness is not None
         }
@@ -175,10 +185,15 @@ def _freshet_meta(user_metadata: str | None) -> dict[str, Any] | None:
 
 def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             commits: Iterable[tuple[int, list[dict[str, Any]]]]) -> TableState:
-    """Fold the `txn` and `commitInfo` actions of each commit (in version order) into a state."""
+    """Fold the `txn` and `commitInfo` actions of each commit (in version order) into a state.
+
+    Commits of other writers (OPTIMIZE, VACUUM START/END, SET TBLPROPERTIES …) carry no Freshet
+    txn or metadata: they move only the Delta version — and OPTIMIZE and VACUUM the maintenance
+    history (`warehouse.upkeep`)."""
     state = TableState(txn_version=cp_txn)
     best_meta: dict[str, Any] | None = None
     best_txn: int | None = None
+    loaded: float | None = None  # the freshness so far, for optimized_through
     for version, actions in commits:
         txn_v: int | None = None
         meta: dict[str, Any] | None = None
@@ -186,13 +201,18 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             if action.get("txn") and action["txn"].get("appId") == app:
                 txn_v = int(action["txn"]["version"])
             elif action.get("commitInfo"):
-                meta = _freshet_meta(action["commitInfo"].get("userMetadata")) or meta
+                info = action["commitInfo"]
+                meta = _freshet_meta(info.get("userMetadata")) or meta
+                _maintenance(state, info, loaded)
         if txn_v is not None:
             state.txn_version = txn_v if state.txn_version is None else max(state.txn_version, txn_v)
             if best_txn is None or txn_v >= best_txn:
                 best_txn, best_meta = txn_v, meta
         if meta is not None:
             state.commits += 1
+            state.commits_since_optimize += 1
+            if meta.get("freshness") is not None:
+                loaded = float(meta["freshness"]) if loaded is None else max(loaded, float(meta["freshness"]))
             state.record(meta.get("partitions") or {}, meta.get("slices") or {})
             windows = meta.get("windows")  # commits before windows were recorded have none: skipped
             if isinstance(windows, dict):
@@ -214,6 +234,21 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
         # late load), and F' falls back to F − lateness in the Scheduler.
         state.freshness = state.txn_version / 1000.0
     return state
+
+
+def _maintenance(state: TableState, info: dict[str, Any], loaded: float | None) -> None:
+    """One commit's `commitInfo` into the maintenance history: its time, and whether it was an
+    OPTIMIZE (compaction) or a VACUUM (garbage collection), seed 002 §2.4."""
+    ts = info.get("timestamp")
+    if ts is None:
+        return
+    at = float(ts) / 1000.0
+    state.first_commit = at if state.first_commit is None else min(state.first_commit, at)
+    op = info.get("operation") or ""
+    if op == "OPTIMIZE":
+        state.last_optimize, state.commits_since_optimize, state.optimized_through = at, 0, loaded
+    elif op.startswith("VACUUM"):
+        state.last_vacuum = at
 
 
 def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState:
@@ -291,7 +326,8 @@ class LocalLog:
 
 
 # the actions the replay needs; every other field of the log's JSON lines is ignored unread
-_ACTIONS_DDL = "txn STRUCT<appId: STRING, version: BIGINT>, commitInfo STRUCT<userMetadata: STRING>"
+_ACTIONS_DDL = ("txn STRUCT<appId: STRING, version: BIGINT>, "
+                "commitInfo STRUCT<userMetadata: STRING, operation: STRING, timestamp: BIGINT>")
 _HISTORY_DEPTH = 20
 
 
