@@ -10,6 +10,8 @@ landing zone so it takes the same validation and quarantine path as a producer's
 * `GET /v1/tables` — per table: freshness, safe freshness, staleness at request time, priority,
   inherited priority (§3.3), target, pending ΔF, running job, last result, learned α/β (§2.4).
 * `GET /v1/tracks` — the tracks and the track plan (§3.2).
+* `POST /v1/tables/{table}/suspend|resume|refresh` — operator actions (`ops.actions`): 202 with
+  the action's status; `refresh` with `{"from": …, "to": …}` is a backfill of a derived table.
 * `POST /v1/streams/{stream}/partitions` — 202 with the partition id. The body is parsed as JSON
   and handed, off the event loop, to the landing zone's one validator
   (`warehouse.landing.manifest`), exactly like a manifest dropped into the landing zone.
@@ -63,7 +65,8 @@ log = logging.getLogger("freshet.api")
 #: rejection kinds (422, `warehouse.landing.manifest.REJECTION_KINDS`); `no_route` is a mutating
 #: request to a path or method the API does not serve (404, 405).
 REJECTION_REASONS = ("unauthorized", "forbidden", "bad_json", "body_too_large", "unsupported_media_type",
-                     "unknown_stream", "not_accepting", *REJECTION_KINDS, "no_route")
+                     "unknown_stream", "not_accepting", *REJECTION_KINDS, "no_route",
+                     "unknown_table", "bad_action", "suspended", "not_available")  # the last four: ops.actions
 
 
 class ApiError(Exception):
@@ -91,6 +94,14 @@ class Backend(Protocol):
         Raise UnknownStream, PartitionRejected, or ApiError (e.g. 503 while starting)."""
         ...
 
+    def operator_action(self, table: str, action: str, body: Any) -> dict[str, Any]:
+        """Keep and queue an operator action (`ops.actions`); raise ActionRejected or ApiError."""
+        ...
+
+    def actions_view(self, table: str) -> dict[str, Any] | None:
+        """A table's kept operator actions for `/v1/tables` (None: not known yet)."""
+        ...
+
 
 def load_token(env: dict[str, str] | None = None) -> str | None:
     """The bearer token: `FRESHET_API_TOKEN`, or the first line of `FRESHET_API_TOKEN_FILE`."""
@@ -107,9 +118,10 @@ def load_token(env: dict[str, str] | None = None) -> str | None:
     return tok or None
 
 
-def table_view(t: TableStats, snap_now: float, now: float) -> dict[str, Any]:
-    """One table as JSON, with staleness computed at `now` (§2.1)."""
+def table_view(t: TableStats, snap_now: float, now: float, actions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One table as JSON, with staleness computed at `now` (§2.1); `actions`: its operator actions."""
     e = extrapolate(t, snap_now, now)
+    u = t.upkeep
     return {
         "name": t.name, "kind": t.kind, "state": t.state,
         "freshness": t.freshness, "freshness_iso": iso(t.freshness),
@@ -127,6 +139,14 @@ def table_view(t: TableStats, snap_now: float, now: float) -> dict[str, Any]:
         "jobs_released": t.jobs_released, "jobs_completed": t.jobs_completed, "jobs_failed": t.jobs_failed,
         "alpha": t.alpha, "beta": t.beta, "home_tracks": list(t.home_tracks),
         "weighted_staleness": e.weighted_staleness_area,
+        "suspended": t.suspended, "refresh_requested": t.refresh_requested,
+        **(actions or {}),
+        "maintenance": None if u is None else {
+            "optimize_every": u.optimize_every, "commits_since_optimize": u.commits_since_optimize,
+            "vacuum_every": u.vacuum_every, "last_optimize": u.last_optimize, "last_optimize_iso": iso(u.last_optimize),
+            "last_vacuum": u.last_vacuum, "last_vacuum_iso": iso(u.last_vacuum), "next_vacuum": u.next_vacuum,
+            "files": u.files, "bytes_reclaimed": u.bytes_reclaimed, "jobs_ok": dict(u.jobs_ok),
+            "jobs_failed": dict(u.jobs_failed)},
     }
 
 
@@ -239,7 +259,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     def tables() -> dict[str, Any]:
         snap = snapshot()
         now = clock()
-        rows = [table_view(t, snap.now, now) for t in snap.tables]
+        rows = [table_view(t, snap.now, now, backend.actions_view(t.name)) for t in snap.tables]
         rows.sort(key=lambda r: (r["staleness"] is None, -(r["staleness"] or 0.0), r["name"]))
         return {"now": now, "snapshot_time": snap.now, "weighted_staleness": sum(r["weighted_staleness"]
                 for r in rows), "tables": rows}
@@ -249,7 +269,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
         snap = snapshot()
         for t in snap.tables:
             if t.name == table:
-                return table_view(t, snap.now, clock())
+                return table_view(t, snap.now, clock(), backend.actions_view(t.name))
         raise ApiError(404, f"unknown table {table!r}; known: {', '.join(sorted(t.name for t in snap.tables))}")
 
     @app.get("/v1/tracks", summary="tracks and the track plan (§3.2)")
@@ -266,6 +286,35 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
                      "note": p.note},
             "pending_jobs": snap.pending_jobs, "running_jobs": snap.running_jobs,
         }
+
+    async def action(table: str, name: str, request: Request) -> JSONResponse:
+        from ops.actions import ActionRejected
+
+        try:
+            authorize(request)
+            declared = request.headers.get("content-length")
+            body = None if declared in (None, "0") else await read_json(request)
+            try:
+                out = await run_in_threadpool(backend.operator_action, table, name, body)
+            except ActionRejected as e:
+                raise ApiError(e.status, e.message, e.reason) from None
+        except ApiError as e:
+            reject(request, None, e)
+            raise
+        return JSONResponse(out, status_code=202)
+
+    @app.post("/v1/tables/{table}/suspend", status_code=202, summary="suspend a table: no jobs until resumed")
+    async def suspend(table: str, request: Request) -> JSONResponse:
+        return await action(table, "suspend", request)
+
+    @app.post("/v1/tables/{table}/resume", status_code=202, summary="resume a suspended table")
+    async def resume(table: str, request: Request) -> JSONResponse:
+        return await action(table, "resume", request)
+
+    @app.post("/v1/tables/{table}/refresh", status_code=202,
+              summary="update a table now; with from/to, recompute that range of a derived table (backfill)")
+    async def refresh(table: str, request: Request) -> JSONResponse:
+        return await action(table, "refresh", request)
 
     @app.post("/v1/streams/{stream}/partitions", status_code=202,
               summary="announce a partition (the manifest of DESIGN.md §4.3)",

@@ -1,8 +1,9 @@
 """`freshet`: the console script (DESIGN.md §4.2). Subcommands live with their packages; this
 module only wires them and turns FreshetError into an exit code at the edge.
 
-Each subcommand module exposes `add_arguments(parser)` and `main(args) -> int` and is imported
-lazily, so `freshet validate` never imports Spark.
+Each subcommand module exposes `add_arguments(parser)` and `main(args) -> int` (or, serving
+several commands, `COMMANDS: name → (add_arguments, main)`) and is imported lazily, so
+`freshet validate` never imports Spark.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("ops.status", "show a running daemon's tables, most over target first"),
     "sim": ("sim.cli", "simulate policies on a workload, or reproduce the paper's experiments"),
     "demo": ("ops.demo", "write realistic demo partitions into the landing zone"),
+    "suspend": ("ops.actions", "suspend a table on a running daemon: no jobs until resumed"),
+    "resume": ("ops.actions", "resume a suspended table"),
+    "refresh": ("ops.actions", "update a table now; with --from/--to recompute that range (a backfill)"),
 }
 
 
@@ -35,8 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             p.set_defaults(_missing=module)
             continue
-        mod.add_arguments(p)
-        p.set_defaults(_main=mod.main)
+        cmds = getattr(mod, "COMMANDS", None)
+        add, main_ = cmds[name] if cmds else (mod.add_arguments, mod.main)
+        add(p)
+        p.set_defaults(_main=main_)
     return parser
 
 

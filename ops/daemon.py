@@ -14,6 +14,10 @@ One process, these threads:
   the same intake.
 * **demo producer** (`--demo`) — writes realistic partitions into the landing zone.
 
+Operator actions (`ops.actions`: suspend, resume, refresh, backfill) come in through the API,
+are kept under the warehouse root first, then queued to the scheduler loop like events; on start
+the kept ones are re-applied before the first job.
+
 Lifecycle: listen → recover every table from its Delta log → start Spark → READY=1 (sd_notify)
 and /readyz → run. With `spark.remote` (Spark Connect) or a warehouse root that is a URI, Spark
 comes first and the log is read through it; the daemon waits for an unreachable Connect server
@@ -39,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from ops.actions import ActionRequest, ActionStore, OperatorActions, store_path
 from ops.api import ApiServer, create_app, load_token, parse_listen
 from ops.logs import RepeatedFailure
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
@@ -51,6 +56,7 @@ from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.landing.intake import Submitted
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso
+from warehouse.upkeep import MAINTENANCE_KINDS
 
 if TYPE_CHECKING:
     from warehouse.lake.recovery import RecoveryState
@@ -107,6 +113,8 @@ class Daemon:
         self._accepting = False
         self._dispatched: dict[int, str] = {}  # job id → table: handed to a track, not reported back yet
         self.server: ApiServer | None = None
+        self.actions: OperatorActions | None = None
+        self._restored: list[StartJob] = []  # jobs the kept operator actions started at start
 
     # -- API backend (called from the HTTP thread) --
     def snapshot(self) -> SchedulerStats | None:
@@ -129,6 +137,17 @@ class Daemon:
         if sub.arrived is not None:
             self.events.put(sub.arrived)
         return sub
+
+    def operator_action(self, table: str, action: str, body: Any) -> dict[str, Any]:
+        """Called in an HTTP worker thread: validate, keep and queue (ops.actions)."""
+        from ops.api import ApiError
+
+        if not self._accepting or self.actions is None:
+            raise ApiError(503, "not accepting actions: the daemon is starting or shutting down", "not_accepting")
+        return self.actions.request(table, action, body)
+
+    def actions_view(self, table: str) -> dict[str, Any] | None:
+        return self.actions.view(table) if self.actions is not None else None
 
     # -- signals --
     def _on_term(self, signum: int, _frame: Any) -> None:
@@ -187,6 +206,8 @@ class Daemon:
                 "estimate": job.estimate, "freshness": iso(job.new_freshness, "seconds")})
             self._dispatched[job.job_id] = job.table
             self.workers.submit(job)
+        if decisions and self.actions is not None:
+            self.actions.settle(self.sched)  # a refresh whose job started is done
 
     def _handle(self, event: Any, now: float) -> list[StartJob]:
         with self.metrics.decision_seconds.time():
@@ -215,6 +236,8 @@ class Daemon:
             return
         if isinstance(ev, JobFinished):
             self.intake.archive(job)
+            if self.actions is not None:
+                self.actions.job_finished(job)
             self.metrics.job_done(job.table, job.kind, ev.duration, ev.rows)
             self._trace_job(job, r.ended, ev.duration, ev.rows, "ok")
             log.info("job finished", extra={
@@ -229,7 +252,7 @@ class Daemon:
         self._dispatch(self._handle(ev, now))
 
     def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
-        if self._trace:
+        if self._trace and job.kind not in MAINTENANCE_KINDS:  # a replay maps (table, window) to update jobs
             self._trace.job(JobRecord(time=at, table=job.table, start=job.start, end=job.end, duration=duration,
                                       rows=rows, track=job.track, status=status))
 
@@ -326,6 +349,11 @@ class Daemon:
             self.executor = Executor(self.config, self.spark, self.state)
         now = time.time()
         self.sched = Scheduler(self.config, now=now, recovered=self.state.recovered)
+        self.actions = OperatorActions(
+            ActionStore(store_path(self.config)), lambda: self.config, self.holder.get, self.events.put,
+            lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(),
+            lambda: hasattr(self.sched, "recompute"), time.time)
+        self._restored = self.actions.restore(self.sched, now)
         self.holder.publish(self.sched.stats(now))
         log.info("recovery done", extra={"tables": len(self.config.tables), "seconds": round(now - t0, 3)})
 
@@ -425,6 +453,7 @@ class Daemon:
                   f"MAINPID={os.getpid()}")
         log.info("ready", extra={"tables": len(cfg.tables), "tracks": cfg.scheduler.tracks,
                                  "policy": cfg.scheduler.policy, "partitioner": cfg.scheduler.partitioner})
+        self._dispatch(self._restored)
         try:
             return self._loop()
         except FreshetError:
@@ -495,6 +524,8 @@ class Daemon:
                     self._on_arrival(item, now)
             elif isinstance(item, JobResult):
                 self._on_result(item, now)
+            elif isinstance(item, ActionRequest) and self.actions is not None:
+                self._dispatch(self.actions.apply(self.sched, item, now))
             wake = self.sched.next_wakeup()
             if wake is not None and wake <= now:
                 self._dispatch(self._handle(Tick(), now))

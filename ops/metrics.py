@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ops.actions import ACTIONS
 from warehouse.config import FreshetConfig
 from warehouse.freshness import staleness_area, time_within_target
 from warehouse.stats import SchedulerStats, TableStats
@@ -175,6 +176,19 @@ class SnapshotCollector(Collector):
                       ["table"])
         tws = _gauge("freshet_table_weighted_staleness_seconds",
                      "p_i · S_i at scrape time: the table's share of the objective's integrand", ["table"])
+        suspended = _gauge("freshet_table_suspended", "1 while an operator has the table suspended (no jobs)",
+                           ["table"])
+        files = _gauge("freshet_table_files", "data files in the table's current Delta version, as its last "
+                                              "maintenance job (OPTIMIZE/VACUUM) counted them", ["table"])
+        reclaimed = _counter("freshet_table_bytes_reclaimed", "bytes VACUUM deleted from the table (seed 002 §2.4 "
+                                                              "garbage collection)", ["table"])
+        since_opt = _gauge("freshet_table_commits_since_optimize",
+                           "update commits since the table's last OPTIMIZE (it runs at optimize_every)", ["table"])
+        last_maint = _gauge("freshet_table_last_maintenance_timestamp_seconds",
+                            "when the table's last OPTIMIZE / VACUUM ended (epoch seconds; from the Delta log "
+                            "after a restart)", ["table", "kind"])
+        maint_jobs = _counter("freshet_maintenance_jobs", "maintenance jobs that ended, by kind and status",
+                              ["table", "kind", "status"])
 
         ws_now = 0.0
         ws_area = 0.0
@@ -213,10 +227,23 @@ class SnapshotCollector(Collector):
             loaded_delta.add_metric(n, t.delta_f_total)
             alpha.add_metric(n, t.alpha)
             beta.add_metric(n, t.beta)
+            suspended.add_metric(n, 1.0 if t.suspended else 0.0)
+            u = t.upkeep
+            if u is not None:
+                if u.files is not None:
+                    files.add_metric(n, u.files)
+                reclaimed.add_metric(n, u.bytes_reclaimed)
+                since_opt.add_metric(n, u.commits_since_optimize)
+                ok, bad = dict(u.jobs_ok), dict(u.jobs_failed)
+                for kind, at in (("optimize", u.last_optimize), ("vacuum", u.last_vacuum)):
+                    if at is not None:
+                        last_maint.add_metric([t.name, kind], at)
+                    maint_jobs.add_metric([t.name, kind, "ok"], ok.get(kind, 0))
+                    maint_jobs.add_metric([t.name, kind, "failed"], bad.get(kind, 0))
 
         yield from (staleness, fresh, safe, arrived, target, within, observed, within_ratio, prio, iprio,
                     backlog, pend_delta, pend_parts, run_parts, state, fails, released, completed, loaded_delta,
-                    alpha, beta, tws)
+                    alpha, beta, tws, suspended, files, reclaimed, since_opt, last_maint, maint_jobs)
 
         ws = _gauge("freshet_weighted_staleness_seconds",
                     "Σ p_i · S_i at scrape time: the integrand of the objective Σ p_i ∫ S_i dτ (§2.3)")
@@ -307,6 +334,9 @@ class FreshetMetrics:
         self.spark_connection_lost = Counter(
             "freshet_spark_connection_lost", "times the Spark Connect server became unreachable (jobs failed "
             "and were retried after their back-off)", registry=registry)
+        self.operator_actions = Counter(
+            "freshet_operator_actions", "operator actions accepted (suspend, resume, refresh, backfill; ops.actions)",
+            ["table", "action"], registry=registry)
         self.start_time.set(clock())
         for r in ("ok", "rejected"):
             self.reloads.labels(result=r)
@@ -326,6 +356,8 @@ class FreshetMetrics:
         for t in config.tables:
             self.rows_loaded.labels(table=t.name)
             self.job_duration.labels(table=t.name, kind="base" if t.is_base else "derived")
+            for action in ACTIONS:
+                self.operator_actions.labels(table=t.name, action=action)
 
     def job_done(self, table: str, kind: str, duration: float, rows: int) -> None:
         self.job_duration.labels(table=table, kind=kind).observe(duration)

@@ -1,0 +1,411 @@
+"""Operator actions (issue 13), as Snowflake's `ALTER DYNAMIC TABLE … SUSPEND | RESUME | REFRESH`
+and Airflow/Dagster backfills give their users:
+
+- **suspend** a table: no job of it starts (a running one finishes); arrivals are still accepted
+  and kept; its dependents wait at their trailing edge (which stops at the table's freshness).
+- **resume** it: what arrived meanwhile is loaded, as one job (§2.4) or chopped (§3.4).
+- **refresh** it now: its next update job goes ahead of every waiting job, on the first free
+  track. With a time range (`--from/--to`, derived tables only) it is a **backfill**: the range
+  is recomputed as benefit-ranked recompute jobs, like late data (`Scheduler.recompute`).
+
+Each request comes in through the HTTP API (`POST /v1/tables/{table}/{suspend|resume|refresh}`,
+the same bearer token as `POST /v1/streams/{stream}/partitions`) or the CLI (`freshet suspend|
+resume|refresh TABLE`), is validated here against the config and the latest snapshot, logged,
+counted (`freshet_operator_actions_total{table,action}`) and **kept with the warehouse** in
+`<warehouse.root>/_freshet/actions.json` (written atomically: temp file, fsync, rename) before
+it is handed to the scheduler loop — so it survives a restart: on start the daemon re-applies
+every suspension, pending refresh and unfinished backfill (`OperatorActions.restore`).
+
+`OperatorActions.apply` is the one place that calls the engine for them: `Scheduler.suspend`,
+`resume`, `refresh` and — for a backfill — `Scheduler.recompute(table, start, end, now, reason)`.
+A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`) have
+covered its range; until then a restart hands it to the engine again (recompute is idempotent:
+`replaceWhere`, DESIGN.md §4.4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from warehouse.config import FreshetConfig
+from warehouse.errors import FreshetError
+from warehouse.events import StartJob, Tick
+from warehouse.lake.delta import is_local_root
+from warehouse.stats import SchedulerStats
+from warehouse.times import iso
+
+__all__ = ["ACTIONS", "RECOMPUTE_KIND", "ActionRejected", "ActionRequest", "ActionStore", "OperatorActions",
+           "parse_time_arg", "store_path"]
+
+log = logging.getLogger("freshet")
+
+ACTIONS = ("suspend", "resume", "refresh", "backfill")  # the `action` label of the counter
+RECOMPUTE_KIND = "recompute"  # StartJob.kind of the engine's recompute jobs (issue 13 part A)
+HISTORY = 200  # actions kept in the file's history
+
+
+class ActionRejected(Exception):
+    """A request refused: `status` (HTTP), a message naming the problem, a `reason` label."""
+
+    def __init__(self, status: int, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.status, self.message, self.reason = status, message, reason
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRequest:
+    """An accepted action on its way to the scheduler loop (the daemon's event queue)."""
+
+    action: str
+    table: str
+    start: float | None = None
+    end: float | None = None
+    reason: str = ""
+    backfill_id: str | None = None
+
+
+def store_path(config: FreshetConfig) -> Path:
+    """`<warehouse.root>/_freshet/actions.json` (a local root; else beside the landing zone)."""
+    for root in (config.warehouse.root, config.warehouse.landing):
+        if is_local_root(root):
+            return Path(root.removeprefix("file://")).expanduser().resolve() / "_freshet" / "actions.json"
+    raise FreshetError(f"operator actions are kept under a local warehouse.root or landing; both are URIs "
+                       f"({config.warehouse.root!r}, {config.warehouse.landing!r})")
+
+
+@dataclass
+class _State:
+    suspended: dict[str, dict[str, Any]] = field(default_factory=dict)  # table → {since, reason}
+    refresh: dict[str, dict[str, Any]] = field(default_factory=dict)  # table → {requested}
+    backfills: list[dict[str, Any]] = field(default_factory=list)  # {id, table, start, end, covered, …}
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ActionStore:
+    """The actions' state, one small JSON file written atomically; thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._state = _State()
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as e:
+            raise FreshetError(f"cannot read the operator actions in {path}: {e}") from None
+        self._state = _State(suspended=dict(raw.get("suspended", {})), refresh=dict(raw.get("refresh", {})),
+                             backfills=list(raw.get("backfills", [])), history=list(raw.get("history", [])))
+
+    def _write(self) -> None:
+        s = self._state
+        body = json.dumps({"version": 1, "suspended": s.suspended, "refresh": s.refresh, "backfills": s.backfills,
+                           "history": s.history[-HISTORY:]}, indent=1, sort_keys=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".actions-", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def record(self, req: ActionRequest, now: float) -> dict[str, Any]:
+        """Apply `req` to the kept state and write it; the history entry."""
+        entry = {"action": req.action, "table": req.table, "time": now, "reason": req.reason}
+        with self._lock:
+            s = self._state
+            if req.action == "suspend":
+                s.suspended.setdefault(req.table, {"since": now, "reason": req.reason})
+                s.refresh.pop(req.table, None)
+            elif req.action == "resume":
+                s.suspended.pop(req.table, None)
+            elif req.action == "refresh":
+                s.refresh[req.table] = {"requested": now}
+            else:
+                entry.update(id=req.backfill_id, start=req.start, end=req.end)
+                s.backfills.append({"id": req.backfill_id, "table": req.table, "start": req.start, "end": req.end,
+                                    "requested": now, "reason": req.reason, "covered": []})
+            s.history.append(entry)
+            self._write()
+        return entry
+
+    def suspended(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return dict(self._state.suspended)
+
+    def refreshes(self) -> list[str]:
+        with self._lock:
+            return sorted(self._state.refresh)
+
+    def backfills(self, table: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(b) for b in self._state.backfills if table is None or b["table"] == table]
+
+    def refresh_done(self, tables: list[str]) -> None:
+        with self._lock:
+            if any(t in self._state.refresh for t in tables):
+                for t in tables:
+                    self._state.refresh.pop(t, None)
+                self._write()
+
+    def covered(self, table: str, start: float, end: float) -> list[str]:
+        """A recompute job of `table` rewrote `(start, end]`: the ids of the backfills now done."""
+        done = []
+        with self._lock:
+            keep, changed = [], False
+            for b in self._state.backfills:
+                if b["table"] == table and start < b["end"] and end > b["start"]:
+                    changed = True
+                    b["covered"] = _merge([*b["covered"], [start, end]])
+                    if any(lo <= b["start"] and hi >= b["end"] for lo, hi in b["covered"]):
+                        done.append(b["id"])
+                        continue
+                keep.append(b)
+            if changed:
+                self._state.backfills = keep
+                self._write()
+        return done
+
+
+def _merge(intervals: list[list[float]]) -> list[list[float]]:
+    out: list[list[float]] = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return out
+
+
+def parse_time_arg(value: Any, name: str) -> float:
+    """An epoch number or an ISO 8601 time (`2025-11-24T16:00:00Z`) → epoch seconds."""
+    import datetime as dt
+
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected an ISO 8601 time or epoch seconds, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+        try:
+            t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{name}: {value!r} is not an ISO 8601 time (2025-11-24T16:00:00Z) or epoch "
+                             "seconds") from None
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=dt.UTC)
+        return t.timestamp()
+    raise ValueError(f"{name}: expected an ISO 8601 time or epoch seconds, got {value!r}")
+
+
+class OperatorActions:
+    """Validate, keep, count and queue operator actions; apply them in the scheduler loop."""
+
+    def __init__(self, store: ActionStore, config: Callable[[], FreshetConfig],
+                 snapshot: Callable[[], SchedulerStats | None], enqueue: Callable[[ActionRequest], None],
+                 count: Callable[[str, str], None], can_recompute: Callable[[], bool],
+                 clock: Callable[[], float]) -> None:
+        self.store = store
+        self._config, self._snapshot, self._enqueue = config, snapshot, enqueue
+        self._count, self._can_recompute, self._clock = count, can_recompute, clock
+
+    # ---- in an HTTP worker thread -----------------------------------------------------------------
+    def request(self, table: str, action: str, body: Any) -> dict[str, Any]:
+        """Validate and keep one action; raise ActionRejected naming the problem."""
+        cfg = self._config()
+        names = [t.name for t in cfg.tables]
+        if table not in names:
+            raise ActionRejected(404, f"unknown table {table!r}; known: {', '.join(sorted(names))}", "unknown_table")
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise ActionRejected(422, "the body must be a JSON object such as {\"reason\": \"…\"}", "bad_action")
+        allowed = {"reason"} | ({"from", "to"} if action == "refresh" else set())
+        extra = sorted(set(body) - allowed)
+        if extra:
+            raise ActionRejected(422, f"{action}: unknown field(s) {', '.join(extra)} (allowed: "
+                                      f"{', '.join(sorted(allowed))})", "bad_action")
+        reason = body.get("reason", "")
+        if not isinstance(reason, str) or len(reason) > 500:
+            raise ActionRejected(422, "reason: expected a string of at most 500 characters", "bad_action")
+        suspended = table in self.store.suspended()
+        req = ActionRequest(action, table, reason=reason)
+        status = {"suspend": "suspended", "resume": "resumed", "refresh": "refresh requested"}[action]
+        if action == "suspend" and suspended:
+            status = "already suspended"
+        elif action == "resume" and not suspended:
+            status = "not suspended"
+        elif action == "refresh":
+            if suspended:
+                raise ActionRejected(409, f"table {table!r} is suspended; resume it first", "suspended")
+            if "from" in body or "to" in body:
+                req = self._backfill(cfg, table, body, reason)
+                status = "backfill requested"
+        entry = self.store.record(req, self._clock())
+        self._count(table, req.action)
+        log.info("operator action", extra={k: v for k, v in {
+            "action": req.action, "table": table, "reason": reason or None, "status": status,
+            "from": iso(req.start, "seconds") if req.start is not None else None,
+            "to": iso(req.end, "seconds") if req.end is not None else None, "backfill": req.backfill_id}.items()
+            if v is not None})
+        self._enqueue(req)
+        out = {"table": table, "action": req.action, "status": status, "time": entry["time"]}
+        if req.action == "backfill":
+            out.update(id=req.backfill_id, start=req.start, end=req.end, start_iso=iso(req.start),
+                       end_iso=iso(req.end))
+        return out
+
+    def _backfill(self, cfg: FreshetConfig, table: str, body: dict[str, Any], reason: str) -> ActionRequest:
+        tc = cfg.table(table)
+        if tc.is_base:
+            raise ActionRejected(422, f"a backfill recomputes a derived table; {table!r} is a base table loaded "
+                                      f"from stream {tc.stream!r} (refresh it without --from/--to)", "bad_action")
+        if "from" not in body or "to" not in body:
+            raise ActionRejected(422, "a backfill needs both `from` and `to`", "bad_action")
+        try:
+            start, end = parse_time_arg(body["from"], "from"), parse_time_arg(body["to"], "to")
+        except ValueError as e:
+            raise ActionRejected(422, str(e), "bad_action") from None
+        if end <= start:
+            raise ActionRejected(422, f"from {iso(start)} must be before to {iso(end)}", "bad_action")
+        snap = self._snapshot()
+        row = next((t for t in snap.tables if t.name == table), None) if snap is not None else None
+        fresh = row.freshness if row is not None else None
+        if fresh is None or start >= fresh:
+            raise ActionRejected(422, f"table {table!r} is computed through {iso(fresh) or 'nothing yet'}; "
+                                      f"nothing to recompute from {iso(start)}", "bad_action")
+        if not self._can_recompute():
+            raise ActionRejected(501, "backfill needs the engine's recompute jobs (Scheduler.recompute, issue 13 "
+                                      "part A), which this build lacks", "not_available")
+        return ActionRequest("backfill", table, start, min(end, fresh), reason, uuid.uuid4().hex[:12])
+
+    # ---- in the scheduler loop: the one place that calls the engine --------------------------------
+    def apply(self, sched: Any, req: ActionRequest, now: float) -> list[StartJob]:
+        """Hand one kept action to the engine. A table removed by a reload meanwhile is logged,
+        not raised: input never stops the daemon."""
+        try:
+            if req.action == "suspend":
+                return sched.suspend(req.table, now)
+            if req.action == "resume":
+                return sched.resume(req.table, now)
+            if req.action == "refresh":
+                jobs = sched.refresh(req.table, now)
+                self.settle(sched)
+                return jobs
+            if not hasattr(sched, "recompute"):
+                log.error("backfill kept but not run: this build has no Scheduler.recompute",
+                          extra={"table": req.table, "backfill": req.backfill_id})
+                return []
+            sched.recompute(req.table, req.start, req.end, now,
+                            f"backfill {req.backfill_id}: {req.reason}".strip().rstrip(":"))
+            return sched.handle(Tick(), now)  # recompute() returns nothing: a round starts its jobs
+        except FreshetError as e:
+            log.warning("operator action not applied", extra={"action": req.action, "table": req.table,
+                                                              "error": str(e)})
+            return []
+
+    def restore(self, sched: Any, now: float) -> list[StartJob]:
+        """Re-apply what the file keeps (on start): suspensions, refreshes, unfinished backfills."""
+        names = {t.name for t in self._config().tables}
+        jobs: list[StartJob] = []
+        for table in sorted(self.store.suspended()):
+            if table in names:
+                jobs += sched.suspend(table, now)
+        for table in self.store.refreshes():
+            if table in names:
+                jobs += sched.refresh(table, now)
+        for b in self.store.backfills():
+            if b["table"] in names and hasattr(sched, "recompute"):
+                jobs += self.apply(sched, ActionRequest("backfill", b["table"], b["start"], b["end"],
+                                                        b.get("reason", ""), b["id"]), now)
+        self.settle(sched)
+        restored = {"suspended": sorted(self.store.suspended()), "refresh": self.store.refreshes(),
+                    "backfills": [b["id"] for b in self.store.backfills()]}
+        if any(restored.values()):
+            log.info("operator actions restored", extra=restored)
+        return jobs
+
+    def settle(self, sched: Any) -> None:
+        """Forget refreshes the engine no longer holds (their job started, or nothing to load)."""
+        done = [t for t in self.store.refreshes() if not sched.refresh_pending(t)]
+        if done:
+            self.store.refresh_done(done)
+
+    def job_finished(self, job: StartJob) -> None:
+        if job.kind == RECOMPUTE_KIND:
+            for bid in self.store.covered(job.table, job.start, job.end):
+                log.info("backfill done", extra={"table": job.table, "backfill": bid})
+
+    def view(self, table: str) -> dict[str, Any]:
+        """What `/v1/tables` shows of a table's actions."""
+        sus = self.store.suspended().get(table)
+        return {"suspended_since": sus["since"] if sus else None,
+                "suspend_reason": sus.get("reason") if sus else None,
+                "backfills": [{"id": b["id"], "start": b["start"], "end": b["end"], "start_iso": iso(b["start"]),
+                               "end_iso": iso(b["end"]), "covered": b["covered"]} for b in self.store.backfills(table)]}
+
+
+# ---- the CLI: freshet suspend|resume|refresh TABLE ------------------------------------------------------
+def _add(parser: argparse.ArgumentParser, backfill: bool) -> None:
+    from ops.status import DEFAULT_URL
+
+    parser.add_argument("table", help="the table")
+    parser.add_argument("--reason", default="", help="why (kept in the log and the actions file)")
+    if backfill:
+        parser.add_argument("--from", dest="start", help="backfill: recompute from this time (ISO 8601 or epoch)")
+        parser.add_argument("--to", dest="end", help="backfill: up to this time")
+    parser.add_argument("--url", default=os.environ.get("FRESHET_URL", DEFAULT_URL),
+                        help=f"the daemon's HTTP API (default $FRESHET_URL or {DEFAULT_URL})")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the daemon")
+
+
+def _main(action: str, args: argparse.Namespace) -> int:
+    import httpx
+
+    from ops.api import load_token
+
+    body: dict[str, Any] = {"reason": args.reason} if args.reason else {}
+    if getattr(args, "start", None) is not None or getattr(args, "end", None) is not None:
+        body.update({"from": args.start, "to": args.end})
+    token = load_token()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = f"{args.url.rstrip('/')}/v1/tables/{args.table}/{action}"
+    try:
+        r = httpx.post(url, json=body, headers=headers, timeout=args.timeout)
+    except httpx.HTTPError as e:
+        raise FreshetError(f"cannot reach the daemon at {args.url}: {e}") from None
+    try:
+        answer = r.json()
+    except ValueError:
+        answer = {"error": r.text}
+    if r.status_code >= 300:
+        raise FreshetError(f"{action} {args.table}: {answer.get('error', r.text)} (HTTP {r.status_code})")
+    extra = f" {answer['start_iso']} .. {answer['end_iso']} (id {answer['id']})" if answer.get("id") else ""
+    print(f"{args.table}: {answer.get('status', 'accepted')}{extra}")
+    return 0
+
+
+COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "suspend": (lambda p: _add(p, False), lambda a: _main("suspend", a)),
+    "resume": (lambda p: _add(p, False), lambda a: _main("resume", a)),
+    "refresh": (lambda p: _add(p, True), lambda a: _main("refresh", a)),
+}
