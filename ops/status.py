@@ -6,7 +6,9 @@ stalest first; tables never loaded last. The bar is staleness against the table'
 over target turns into `!` past the `|` mark. BACKLOG is arrived − loaded event time and the
 partitions not committed yet, a running job's included (it is true while a job runs). LAST is the
 last job's result; `ok (recovered)` after a restart, before the first job: the Delta log holds the
-table's loads, and a failure before the restart is not recorded there.
+table's loads, and a failure before the restart is not recorded there. STATE is `suspended` for a
+table an operator suspended (`freshet suspend`), with `+refresh` while a refresh waits for its
+job; operator actions still pending (backfills) and each table's maintenance are listed below.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 
 from warehouse.errors import FreshetError
 
-__all__ = ["add_arguments", "fmt_backlog", "fmt_duration", "main", "order", "render"]
+__all__ = ["add_arguments", "fmt_backlog", "fmt_duration", "main", "maintenance_line", "order", "render",
+           "state_of"]
 
 DEFAULT_URL = "http://127.0.0.1:9464"
 BAR = 24
@@ -69,6 +72,20 @@ def fmt_backlog(r: dict[str, Any]) -> str:
     return fmt_duration(backlog) + (f"/{parts}" if parts else "")
 
 
+def state_of(r: dict[str, Any]) -> str:
+    """The job state, `suspended` when an operator suspended the table, `+refresh` when one waits."""
+    state = "suspended" if r.get("suspended") else r["state"]
+    return state + ("+refresh" if r.get("refresh_requested") else "")
+
+
+def maintenance_line(r: dict[str, Any]) -> str:
+    m = r["maintenance"]
+    every = m.get("optimize_every") or "-"
+    return (f"  {r['name']}: {m.get('files') if m.get('files') is not None else '?'} files, "
+            f"{m.get('commits_since_optimize', 0)}/{every}, {m.get('last_optimize_iso') or 'never'}, "
+            f"{m.get('last_vacuum_iso') or 'never'}, {m.get('bytes_reclaimed', 0)} B")
+
+
 def order(r: dict[str, Any]) -> tuple[int, float, float, str]:
     """Sort key: over target first, most over (staleness / target) on top; then stalest; then
     tables never loaded."""
@@ -93,9 +110,20 @@ def render(body: dict[str, Any]) -> str:
         lines.append(
             f"{r['name']:<{width}}  {r['kind']:<7} {prio:>5} {fmt_duration(r.get('staleness')):>9} "
             f"{fmt_duration(r.get('target_staleness')):>7}  {bar(r.get('staleness'), r.get('target_staleness'), scale)} "
-            f"{r['state']:<8} {fmt_backlog(r):>11} {r.get('last_result') or '-'}")
+            f"{state_of(r):<8} {fmt_backlog(r):>11} {r.get('last_result') or '-'}")
     over = [r["name"] for r in rows if r.get("within_target") is False]
     lines.append("")
+    for r in rows:
+        for b in r.get("backfills") or []:
+            lines.append(f"backfill {b['id']} of {r['name']}: {b['start_iso']} .. {b['end_iso']} pending")
+        if r.get("suspended"):
+            why = f" ({r['suspend_reason']})" if r.get("suspend_reason") else ""
+            lines.append(f"suspended: {r['name']}{why}")
+    maint = [maintenance_line(r) for r in rows if r.get("maintenance") and (r["maintenance"].get("optimize_every")
+                                                                          or r["maintenance"].get("vacuum_every"))]
+    if maint:
+        lines.append("maintenance (files, commits since OPTIMIZE / every, last OPTIMIZE, last VACUUM, reclaimed):")
+        lines.extend(maint)
     lines.append(f"{len(rows)} tables; {len(over)} over target" + (f": {', '.join(over)}" if over else "")
                  + "   (* = inherited priority, §3.3)")
     return "\n".join(lines)

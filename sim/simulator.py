@@ -6,6 +6,10 @@
   [b·E_i(n), (1+b)·E_i(n)] with E_i(n) = α_i + β_i·n and n = end − start, the freshness delta it
   loads; times S if the job starts inside a slow period. The normal/slow cycle starts with a normal
   period at time 0.
+- Maintenance jobs (`maintenance:` in the config; `warehouse.upkeep`) are jobs like the others:
+  the Scheduler starts them on tracks left idle, and their drawn time comes from the table's own
+  E(n) over their window — an OPTIMIZE rewrites the data loaded since the last one, a VACUUM's
+  window is empty (α: a listing). So they compete for tracks with their costs.
 - The Scheduler is called on every arrival and every completion (and at back-off expiry); it
   integrates the weighted staleness exactly.
 - **Relative lateness** = the run's weighted staleness over [0, T] divided by that of the ideal
@@ -33,6 +37,7 @@ from warehouse.config import FreshetConfig, SimConfig, StreamConfig
 from warehouse.errors import ConfigError
 from warehouse.events import Event, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.scheduler import Scheduler
+from warehouse.upkeep import MAINTENANCE_KINDS
 
 __all__ = ["RunStats", "SimResult", "Simulation", "generated_arrivals", "ideal_config", "simulate"]
 
@@ -79,6 +84,8 @@ class RunStats:
     jobs: int
     chopped: int
     per_table: dict[str, dict[str, float]]
+    maintenance: int = 0  # maintenance jobs among `jobs` (warehouse.upkeep)
+    maintenance_busy: float = 0.0  # track time they took
 
 
 @dataclass
@@ -116,6 +123,8 @@ class SimResult:
             "horizon": _r(span),
             "jobs": self.run.jobs,
             "chopped_jobs": self.run.chopped,
+            "maintenance_jobs": self.run.maintenance,
+            "maintenance_busy_fraction": _r(self.run.maintenance_busy / (span * sc.tracks)),
             "weighted_staleness": _r(self.run.weighted_staleness),
             "ideal_weighted_staleness": _r(self.ideal.weighted_staleness),
             "average_weighted_staleness": _r(self.run.weighted_staleness / span),
@@ -160,6 +169,8 @@ class Simulation:
         self.busy = 0.0
         self.jobs = 0
         self.chopped = 0
+        self.maintenance = 0
+        self.maintenance_busy = 0.0
         self.rows: dict[str, int] = {}
         self.started: dict[int, tuple[float, float]] = {}
         self._tick_at: float | None = None
@@ -203,7 +214,7 @@ class Simulation:
         alpha, beta = self.costs[job.table]
         u = self.rngs[job.table].random()  # always drawn, so replays stay aligned with the run
         duration = (alpha + beta * (job.end - job.start)) * (self.b + u) * self._factor(now)
-        if self.measured is not None:
+        if self.measured is not None and job.kind not in MAINTENANCE_KINDS:
             duration = self.measured.get((job.table, job.start, job.end), duration)
         self.started[job.job_id] = (now, duration)
         ev = self.env.timeout(duration)
@@ -219,7 +230,10 @@ class Simulation:
         self.busy += duration
         self.jobs += 1
         self.chopped += job.chopped
-        if self.writer is not None:
+        if job.kind in MAINTENANCE_KINDS:
+            self.maintenance += 1
+            self.maintenance_busy += duration
+        if self.writer is not None and job.kind not in MAINTENANCE_KINDS:  # the trace holds update jobs
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
                                       duration=duration, rows=rows, track=job.track))
         self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows))
@@ -274,7 +288,8 @@ class Simulation:
                 "mean_delta_f": _r(t.delta_f_total / t.jobs_completed) if t.jobs_completed else 0.0,
             }
         return RunStats(horizon=horizon, events=self.events, weighted_staleness=stats.weighted_staleness,
-                        busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table)
+                        busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table,
+                        maintenance=self.maintenance, maintenance_busy=self.maintenance_busy)
 
 
 class _Finish:

@@ -213,4 +213,8 @@ def test_cli_suspend_and_refresh_talk_to_the_api_with_the_token(served, monkeypa
     assert "base table" in capsys.readouterr().err
     d.loop_once()
     assert d.sched.is_suspended("a_raw")
+    assert cli.main(["status", "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "suspended: a_raw (maintenance window)" in out
+    assert any(line.startswith("a_raw") and " suspended " in line for line in out.splitlines())
 

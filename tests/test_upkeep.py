@@ -182,3 +182,20 @@ def test_refresh_of_an_up_to_date_table_is_a_no_op_and_of_a_backoff_retries_now(
     s.handle(JobFailed(job_id=job.job_id, reason="x"), 11.0)  # back-off until 12
     (again,) = s.refresh("raw", 11.5)
     assert again.table == "raw" and again.kind == "base"
+
+
+# ---- the simulator: maintenance jobs compete for the tracks with their costs --------------------------
+def test_simulated_maintenance_takes_track_time_and_costs_staleness() -> None:
+    from sim.simulator import simulate
+    from sim.workload import TableClass, build_workload
+
+    data = build_workload([TableClass(count=4, period=100.0, alpha=1.0, beta=0.1, depth=2)],
+                          scheduler={"tracks": 2})
+    off = simulate(parse_config(data), seed=3, until=20_000.0).to_json()
+    on = simulate(parse_config({**data, "maintenance": {"optimize_every": 5, "vacuum_every": 2000}}),
+                  seed=3, until=20_000.0).to_json()
+    assert off["maintenance_jobs"] == 0 and off["maintenance_busy_fraction"] == 0.0
+    # 8 tables × (≈200 commits / 5 optimizes + 10 vacuums each): hundreds of jobs, with their drawn times
+    assert on["maintenance_jobs"] > 300 and on["maintenance_busy_fraction"] > 0.05
+    assert on["busy_fraction"] > off["busy_fraction"]
+    assert on["weighted_staleness"] > off["weighted_staleness"]  # they delay update jobs (non-preemptible)
