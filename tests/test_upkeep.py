@@ -128,6 +128,11 @@ def test_recovered_history_carries_over_a_restart() -> None:
     assert raw.upkeep.commits_since_optimize == 4 and raw.upkeep.next_vacuum == 1005.0
     jobs = drain(s, arrive(s, "s", 5, 61.0), 61.0)
     assert [(j.kind, j.start, j.end) for j in jobs if j.table == "raw"] == [("optimize", 20.0, 60.0)]
+    # already due when the daemon starts: the first round runs it
+    rec = {"raw": Recovered(freshness=50.0, origin=0.0, commits_since_optimize=5, optimized_through=20.0),
+           "roll": Recovered(freshness=50.0, origin=0.0)}
+    s = Scheduler(cfg({"optimize_every": 5}), now=60.0, recovered=rec)
+    assert [(j.table, j.kind) for j in s.handle(Tick(), 60.0)] == [("raw", "optimize")]
 
 
 def test_per_table_override_disables_maintenance_for_one_table() -> None:

@@ -269,6 +269,9 @@ class Scheduler:
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
+        for t in self._by_idx:  # recovered (or re-configured) tables already due
+            if self._upkeep.due(t.name, now) is not None:
+                self._ripe[t.name] = None
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
