@@ -354,6 +354,8 @@ class Daemon:
             lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(),
             lambda: hasattr(self.sched, "recompute"), time.time)
         self._restored = self.actions.restore(self.sched, now)
+        # one round before any event: maintenance already due per the Delta log (warehouse.upkeep)
+        self._restored += self.sched.handle(Tick(), now)
         self.holder.publish(self.sched.stats(now))
         log.info("recovery done", extra={"tables": len(self.config.tables), "seconds": round(now - t0, 3)})
 
