@@ -9,6 +9,11 @@ A table's job moves through four states (one transition table, `TRANSITIONS`):
     idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
                                          └──fail──▶ backoff ──retry──▶ idle
 
+A maintenance job (OPTIMIZE/VACUUM, `warehouse.upkeep`, seed 002 §2.4) runs as the table's job —
+idle ──upkeep──▶ running ──finish──▶ idle — so it never overlaps the table's updates. Operator
+actions (`ops.actions`) enter as calls: `suspend`/`resume` (a suspended table is never
+released), `refresh` (its next job goes first), and part A's `recompute` (backfills).
+
 Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
 basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
 (§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue.
