@@ -116,6 +116,16 @@ class TableConfig(_Strict):
     lookback: Duration = Field(0.0, description="derived: read sources this far before the window (band joins)")
     target_staleness: Duration | None = Field(None, description="the staleness SLO shown and alerted on")
     partition_by: Literal["date", "hour"] = Field("date", description="Delta partition column derived from time")
+    max_skew: Duration = Field(
+        0.0, description="derived: update up to where the sources' safe freshness differ by at most this "
+                         "(seed 000 bound_inconsistency); 0 = the safe trailing edge (§2.2)")
+    refresh_mode: Literal["auto", "incremental", "full"] = Field(
+        "auto", description="derived: incremental (append windows, replaceWhere rewrites), full (overwrite the "
+                            "table each job) or auto (full only for SQL that is not window-local, "
+                            "warehouse.sqltext.refresh_plan)")
+    rebuild: bool = Field(
+        False, description="derived: on a SQL change, rewrite the whole table at once (a schema change that "
+                           "is not additive needs it) instead of window by window in the background")
 
     @property
     def is_base(self) -> bool:
@@ -258,6 +268,10 @@ def verify_base_and_derived(cfg: FreshetConfig) -> list[str]:
             problems.append(f"table {t.name!r} needs either a stream (base) or sources (derived)")
         if t.stream is not None and t.sql is not None:
             problems.append(f"table {t.name!r} is a base table and must not have sql")
+        if t.stream is not None:
+            for key, default in (("max_skew", 0.0), ("refresh_mode", "auto"), ("rebuild", False)):
+                if getattr(t, key) != default:
+                    problems.append(f"table {t.name!r} is a base table: {key} applies to derived tables only")
     return problems
 
 
