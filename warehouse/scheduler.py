@@ -662,7 +662,8 @@ class Scheduler:
         cost = t.cost.estimate(piece.hi - piece.lo)
         rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
                         release=t.release, period=t.period, seq=t.seq, rand=t.rand)
-        if upd is None or self._key(rec) < self._key(upd):
+        if upd is None or full and t.rc is not None and t.rc.full or self._key(rec) < self._key(upd):
+            # (a rebuild goes first: the new SQL's schema may not fit the old windows)
             t.next_recompute = True
             return rec
         return upd
