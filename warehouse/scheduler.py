@@ -303,7 +303,9 @@ class Scheduler:
             t.rc = TableRecompute(version, VersionMap(rec.sql_versions if rec else ()))
         elif t.rc.sql_version != version:
             t.rc.sql_version = version
-            t.rc.full = t.rc.full or tc.rebuild or t.full_mode
+            t.rc.full = t.rc.full or t.full_mode
+        if tc.rebuild and t.rc.old():  # rebuild: the old windows go in one full rewrite, not piece by piece
+            t.rc.full = True
 
     def _adopt_running(self, t: _Table) -> None:
         """A table that returns while its previous incarnation's job still runs takes that job

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from warehouse.landing.intake import Intake
 
-__all__ = ["Executor", "JobError", "JobOutcome"]
+__all__ = ["Executor", "JobError", "JobOutcome", "schema_change"]
 
 log = logging.getLogger("freshet.executor")
 
@@ -221,8 +221,8 @@ class Executor:
         fps = {p.partition_id: p.fingerprint for p in parts if p.end <= job.end}
         slices = {p.partition_id: job.end for p in parts if p.end > job.end}
         if job.late:
-            log.warning("table %s: loading late partition(s) %s (derived windows already computed do "
-                        "not include them)", tc.name, ", ".join(job.late))
+            log.warning("table %s: loading late partition(s) %s (the derived windows computed without "
+                        "them are recomputed after this load)", tc.name, ", ".join(job.late))
         tcol = time_column(self.config, tc)
         df = self._read_partitions(tc.stream, [f for p in whole for f in p.files]) if whole or not cut else None
         for p in cut:
@@ -319,14 +319,31 @@ class Executor:
             have = {f.name: f.dataType.simpleString() for f in read_delta(session, path, None).schema.fields}
         except Exception:  # noqa: BLE001 — no table yet (a race with its first commit): nothing to compare
             return None
-        new = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-        dropped = sorted(set(have) - set(new))
-        changed = sorted(c for c in set(have) & set(new) if have[c] != new[c])
-        if not dropped and not changed:
-            return "additive" if set(new) - set(have) else None
-        what = [f"drops column(s) {', '.join(dropped)}"] if dropped else []
-        what += [f"changes {c} from {have[c]} to {new[c]}" for c in changed]
-        return "; ".join(what)
+        return schema_change(have, {f.name: f.dataType.simpleString() for f in df.schema.fields})
+
+    def evolution_problems(self, new: FreshetConfig) -> list[str]:
+        """For a reload (SIGHUP): each derived table whose SQL in `new` would change its Delta
+        schema in a way that is not additive (a column dropped or retyped) while the table does
+        not say `rebuild: true` — analysed by Spark against the sources' schemas, no job run."""
+        changed = [tc for tc in new.tables if not tc.is_base and not tc.rebuild
+                   and tc.name in {t.name for t in self.config.tables}
+                   and sql_version(tc.sql) != sql_version(self.config.table(tc.name).sql)]
+        if not changed:
+            return []
+        problems: list[str] = []
+        with job_session(self.spark) as session:
+            schemas: dict[str, Any] = {}
+            _analyze(new, session, schemas)
+            for tc in changed:
+                path = table_path(new, tc.name)
+                if tc.name not in schemas or self.log.version(path) is None:
+                    continue  # a SQL that does not analyse fails its jobs with its own reason
+                have = {f.name: f.dataType.simpleString() for f in read_delta(session, path, None).schema.fields}
+                change = schema_change(have, {f.name: f.dataType.simpleString() for f in schemas[tc.name].fields})
+                if change not in (None, "additive"):
+                    problems.append(f"tables[{tc.name}].sql: the new SQL {change} — not an additive schema change; "
+                                    f"set `rebuild: true` on the table to rewrite it whole with the new schema")
+        return problems
 
     def _commit(self, job: StartJob, tc: TableConfig, df: DataFrame, st: TableState, t0: float, txn: int,
                 meta: dict[str, Any], done: Callable[[TableState], bool], declared_rows: int = 0,
@@ -462,10 +479,21 @@ def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str
         return _analyze(config, session)
 
 
-def _analyze(config: FreshetConfig, session: SparkSession) -> dict[str, str]:
-    from pyspark.sql.types import StructType
+def schema_change(have: dict[str, str], new: dict[str, str]) -> str | None:
+    """Column → type before and after a SQL change (seed 001): None (the same), "additive" (new
+    columns only: Delta schema evolution), or what makes it not additive."""
+    dropped = sorted(set(have) - set(new))
+    changed = sorted(c for c in set(have) & set(new) if have[c] != new[c])
+    if not dropped and not changed:
+        return "additive" if set(new) - set(have) else None
+    what = [f"drops column(s) {', '.join(dropped)}"] if dropped else []
+    what += [f"changes {c} from {have[c]} to {new[c]}" for c in changed]
+    return "; ".join(what)
 
-    schemas: dict[str, StructType] = {}
+
+def _analyze(config: FreshetConfig, session: SparkSession, schemas: dict[str, Any] | None = None) -> dict[str, str]:
+    """Problems per table; `schemas` (if given) receives each table's analysed schema."""
+    schemas = {} if schemas is None else schemas
     problems: dict[str, str] = {}
     remaining = list(config.tables)
     while remaining:
