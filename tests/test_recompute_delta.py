@@ -48,7 +48,11 @@ class Warehouse:
         self.cfg = cfg
         self.intake.reconfigure(cfg, state)
         self.executor.reconfigure(cfg, state)
-        self.sched.reconfigure(cfg, time.time(), state.recovered)
+        todo = self.sched.reconfigure(cfg, time.time(), state.recovered)
+        while todo:  # what the reload starts (one at a time here; the daemon hands them to its tracks)
+            job = todo.pop(0)
+            self.events.append(ev := self.executor.execute(job))
+            todo += self.sched.handle(ev, time.time())
 
 
 def commits(cfg: Any, name: str) -> list[dict[str, Any]]:
@@ -125,8 +129,8 @@ def test_sql_change_additive_then_refused_then_rebuilt(spark, tmp_path: Path) ->
     v2 = sql_version(added)
     assert recover(cfg2).tables["m_5m"].versions.tuples() == ((T0, T0 + 15 * MINUTE, v2),)
     kinds = [(c["kind"], c["window"][0], c.get("reasons")) for c in commits(cfg2, "m_5m") if c["sql_version"] == v2]
-    assert kinds[0][0] == "derived"  # the new window first, then the rewrites (newest first)
-    assert [k for k in kinds if k[0] == "recompute"] == [
+    assert ("derived", T0 + 10 * MINUTE, None) in kinds  # new windows by the new SQL (no pause)
+    assert [k for k in kinds if k[0] == "recompute"] == [  # the old ones rewritten newest first
         ("recompute", T0 + 5 * MINUTE, ["sql"]), ("recompute", T0, ["sql"])]
     m5 = next(t for t in w.sched.stats(time.time()).tables if t.name == "m_5m")
     assert m5.windows_old_sql == 0 and m5.sql_version == v2
