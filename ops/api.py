@@ -127,6 +127,9 @@ def table_view(t: TableStats, snap_now: float, now: float) -> dict[str, Any]:
         "jobs_released": t.jobs_released, "jobs_completed": t.jobs_completed, "jobs_failed": t.jobs_failed,
         "alpha": t.alpha, "beta": t.beta, "home_tracks": list(t.home_tracks),
         "weighted_staleness": e.weighted_staleness_area,
+        # derived tables (warehouse.recompute): refresh mode, SQL version, what is left to rewrite
+        "refresh_mode": t.refresh_mode, "sql_version": t.sql_version, "windows_old_sql": t.windows_old_sql,
+        "recompute_pending": t.recompute_pending, "windows_recomputed": t.windows_recomputed,
     }
 
 

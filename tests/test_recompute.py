@@ -232,3 +232,26 @@ def test_ranges_versions_touched_and_full_pays():
     assert full_pays(5, 0.01, work=1000, span=100, table=1200, c=3)
     assert not full_pays(5, 0.01, work=100, span=100, table=2000, c=3)  # one piece: incremental
     assert not full_pays(5, 1.0, work=1000, span=100, table=100000, c=3)  # full would hold a track for long
+
+
+def test_the_simulator_runs_recompute_jobs_for_late_partitions_on_the_same_tracks():
+    """sim.late: a share of partitions arrives late; their windows are recomputed by jobs that
+    take track time (α + β·n of the range), so the other tables get staler than without late data."""
+    from sim.simulator import simulate
+    from warehouse.config import parse_config
+
+    def run(late: float):
+        cfg = parse_config({
+            "streams": [{"name": "s", "period": 60}, {"name": "u", "period": 60}],
+            "tables": [{"name": "raw", "stream": "s", "cost": {"alpha": 1, "beta": 0.05}},
+                       {"name": "other", "stream": "u", "cost": {"alpha": 1, "beta": 0.05}},
+                       {"name": "roll", "sources": ["raw"], "granularity": 300, "priority": 5, "sql": ROLLUP,
+                        "cost": {"alpha": 2, "beta": 0.05}}],
+            "scheduler": {"tracks": 1, "policy": "max-benefit"},
+            "sim": {"late": late, "late_after": 200, "b": 1.0}})
+        return simulate(cfg, seed=1, events=3000).run
+
+    on_time, late = run(0.0), run(0.1)
+    assert "recompute_jobs" not in on_time.per_table["roll"]
+    assert late.per_table["roll"]["recompute_jobs"] > 20
+    assert late.busy_time > on_time.busy_time

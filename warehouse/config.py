@@ -207,6 +207,10 @@ class SimConfig(_Strict):
     b: float = Field(0.5, ge=0)
     jitter: float = Field(0.0, ge=0, description="arrival jitter as a fraction of the period")
     delay: Duration = Field(0.0, description="data in a partition lags its arrival by this much")
+    late: float = Field(0.0, ge=0, le=1, description="share of partitions delivered late, `late_after` after "
+                                                     "their time: the derived windows computed without them are "
+                                                     "recomputed (warehouse.recompute)")
+    late_after: Duration = Field(0.0, description="how long after its time a late partition arrives")
     slowdown: Slowdown = Field(default_factory=Slowdown)
     events: int = Field(20000, ge=1, description="default number of events per run")
 

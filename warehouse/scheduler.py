@@ -475,8 +475,7 @@ class Scheduler:
         if ev.committed:
             t.cost.observe(job.end - job.start, ev.duration)
         t.rc.done(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
-        t.running_piece, t.running_full = None, False
-        t.completed += 1
+        t.running_piece, t.running_full = None, False  # (counted in rc.recompute_jobs, not in update jobs)
         t.failures = 0
         t.last_result = "ok"
         self._touch(t, job.start, job.end, "upstream", job.late, now)
@@ -918,6 +917,16 @@ class Scheduler:
         return job
 
     # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
+    def refresh_mode(self, table: str) -> tuple[str, str]:
+        """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
+        t = self._tables[table]
+        if t.base:
+            return "append", "a base table appends what arrives"
+        if t.full_mode:
+            return "full", f"full recompute (idempotent overwrite) each job: {t.mode_reason}"
+        return "incremental", (f"{t.mode_reason}; rewrites by replaceWhere (one full pass when the learned "
+                               "E(n) says it is cheaper)")
+
     def recompute(self, table: str, start: float, end: float, now: float, reason: str) -> None:
         """Queue a recompute of the committed windows `(start, end]` of derived `table` (a
         backfill): benefit-ranked jobs like late data; what depends on it follows when each piece
