@@ -147,6 +147,9 @@ def table_view(t: TableStats, snap_now: float, now: float, actions: dict[str, An
             "last_vacuum": u.last_vacuum, "last_vacuum_iso": iso(u.last_vacuum), "next_vacuum": u.next_vacuum,
             "files": u.files, "bytes_reclaimed": u.bytes_reclaimed, "jobs_ok": dict(u.jobs_ok),
             "jobs_failed": dict(u.jobs_failed)},
+        # derived tables (warehouse.recompute): refresh mode, SQL version, what is left to rewrite
+        "refresh_mode": t.refresh_mode, "sql_version": t.sql_version, "windows_old_sql": t.windows_old_sql,
+        "recompute_pending": t.recompute_pending, "windows_recomputed": t.windows_recomputed,
     }
 
 

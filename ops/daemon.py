@@ -238,7 +238,9 @@ class Daemon:
             self.intake.archive(job)
             if self.actions is not None:
                 self.actions.job_finished(job)
-            self.metrics.job_done(job.table, job.kind, ev.duration, ev.rows)
+            late = set(job.late)
+            self.metrics.job_done(job.table, job.kind, ev.duration, ev.rows,
+                                  sum(a.rows for a in job.arrivals if a.partition_id in late))
             self._trace_job(job, r.ended, ev.duration, ev.rows, "ok")
             log.info("job finished", extra={
                 "table": job.table, "job": job.job_id, "track": job.track, "kind": job.kind,
@@ -277,6 +279,8 @@ class Daemon:
             for section in ("warehouse", "spark", "listen"):
                 if getattr(new, section) != getattr(self.config, section):
                     problems.append(f"{section}: changing it needs a restart")
+            if not problems:  # a changed derived SQL must keep its table's schema or only add columns (seed 001)
+                problems = self._evolution_problems(new)
             if problems:
                 raise ConfigError(problems, source=path)
         except ConfigError as e:
@@ -304,6 +308,17 @@ class Daemon:
             self.metrics.loop_errors.labels(loop="intake_scan").inc()
             log.warning("landing-zone scan after the reload failed; the intake loop retries",
                         extra={"error": f"{type(e).__name__}: {e}"})
+
+    def _evolution_problems(self, new: FreshetConfig) -> list[str]:
+        """Derived tables whose new SQL changes their schema in a way that is not additive without
+        `rebuild: true` (Executor.evolution_problems). If Spark cannot analyse, the reload goes on:
+        such a table's jobs then fail with the same reason and back off; the rest run."""
+        try:
+            return self.executor.evolution_problems(new)
+        except Exception as e:  # noqa: BLE001 — the check, not the reload, failed
+            log.warning("could not check the reloaded SQL's schemas; its jobs will refuse a non-additive change",
+                        extra={"error": f"{type(e).__name__}: {str(e)[:300]}"})
+            return []
 
     def _reconfigure_warehouse(self, new: FreshetConfig) -> RecoveryState:
         """Point intake and executor at the new config; new tables start from their Delta state,

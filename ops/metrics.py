@@ -189,6 +189,13 @@ class SnapshotCollector(Collector):
                             "after a restart)", ["table", "kind"])
         maint_jobs = _counter("freshet_maintenance_jobs", "maintenance jobs that ended, by kind and status",
                               ["table", "kind", "status"])
+        recomputed = _counter("freshet_windows_recomputed",
+                              "derived windows rewritten by recompute jobs (late data, a changed SQL, a backfill)",
+                              ["table"])
+        old_sql = _gauge("freshet_table_windows_old_sql",
+                         "committed derived windows computed by an older SQL, not rewritten yet (seed 001)", ["table"])
+        rc_pending = _gauge("freshet_table_recompute_pending_seconds",
+                            "event time of committed derived windows waiting to be recomputed", ["table"])
 
         ws_now = 0.0
         ws_area = 0.0
@@ -240,10 +247,15 @@ class SnapshotCollector(Collector):
                         last_maint.add_metric([t.name, kind], at)
                     maint_jobs.add_metric([t.name, kind, "ok"], ok.get(kind, 0))
                     maint_jobs.add_metric([t.name, kind, "failed"], bad.get(kind, 0))
+            if t.kind == "derived":
+                recomputed.add_metric(n, t.windows_recomputed)
+                old_sql.add_metric(n, t.windows_old_sql)
+                rc_pending.add_metric(n, t.recompute_pending)
 
         yield from (staleness, fresh, safe, arrived, target, within, observed, within_ratio, prio, iprio,
                     backlog, pend_delta, pend_parts, run_parts, state, fails, released, completed, loaded_delta,
-                    alpha, beta, tws, suspended, files, reclaimed, since_opt, last_maint, maint_jobs)
+                    alpha, beta, tws, suspended, files, reclaimed, since_opt, last_maint, maint_jobs,
+                    recomputed, old_sql, rc_pending)
 
         ws = _gauge("freshet_weighted_staleness_seconds",
                     "Σ p_i · S_i at scrape time: the integrand of the objective Σ p_i ∫ S_i dτ (§2.3)")
@@ -308,6 +320,8 @@ class FreshetMetrics:
             ["table", "kind"], buckets=JOB_DURATION_BUCKETS, registry=registry)
         self.rows_loaded = Counter("freshet_rows_loaded", "rows appended to Delta tables", ["table"],
                                    registry=registry)
+        self.late_rows = Counter("freshet_late_rows", "rows of late partitions loaded (their derived windows "
+                                 "are recomputed)", ["table"], registry=registry)
         self.partitions_arrived = Counter("freshet_partitions_arrived", "partitions accepted from a stream",
                                           ["stream"], registry=registry)
         self.partitions_quarantined = Counter(
@@ -358,11 +372,17 @@ class FreshetMetrics:
             self.job_duration.labels(table=t.name, kind="base" if t.is_base else "derived")
             for action in ACTIONS:
                 self.operator_actions.labels(table=t.name, action=action)
+            if t.is_base:
+                self.late_rows.labels(table=t.name)
+            else:
+                self.job_duration.labels(table=t.name, kind="recompute")
 
-    def job_done(self, table: str, kind: str, duration: float, rows: int) -> None:
+    def job_done(self, table: str, kind: str, duration: float, rows: int, late_rows: int = 0) -> None:
         self.job_duration.labels(table=table, kind=kind).observe(duration)
         if rows:
             self.rows_loaded.labels(table=table).inc(rows)
+        if late_rows:
+            self.late_rows.labels(table=table).inc(late_rows)
 
 
 def register_metrics(registry: CollectorRegistry, snapshot: Callable[[], SchedulerStats | None],

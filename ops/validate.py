@@ -43,6 +43,8 @@ def describe(cfg: FreshetConfig) -> dict[str, Any]:
                 "target_staleness_seconds": tc.target_staleness,
                 "cost": {"alpha": prior.alpha, "beta": prior.beta, "e_period": prior.alpha + prior.beta * ts.period},
                 "home_tracks": list(ts.home_tracks),
+                **({} if tc.is_base else {"refresh": dict(zip(("mode", "why"), sched.refresh_mode(name), strict=True)),
+                                          "max_skew_seconds": tc.max_skew, "rebuild": tc.rebuild}),
             }
         )
     return {
@@ -88,6 +90,12 @@ def _text(d: dict[str, Any]) -> str:
             f"  {t['name']:<{width}}  {t['kind']:<7}  P={_dur(t['period_seconds']):>6}  "
             f"p={t['priority']:g}  Ip={t['inherited_priority']:g}  tracks={t['home_tracks']}  {src}"
         )
+    derived = [t for t in d["tables"] if t["kind"] == "derived"]
+    if derived:
+        lines.append("Refresh of derived tables:")
+        for t in derived:
+            skew = f" max_skew={_dur(t['max_skew_seconds'])}" if t["max_skew_seconds"] else ""
+            lines.append(f"  {t['name']:<{width}}  {t['refresh']['mode']:<11}{skew}  {t['refresh']['why']}")
     p = d["plan"]
     s = d["scheduler"]
     lines.append(

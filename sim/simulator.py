@@ -24,9 +24,10 @@ same uniform in both runs.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import random
 from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import simpy
@@ -43,7 +44,25 @@ __all__ = ["RunStats", "SimResult", "Simulation", "generated_arrivals", "ideal_c
 
 
 def generated_arrivals(stream: StreamConfig, sim: SimConfig, seed: int, origin: float = 0.0) -> Iterator[Arrival]:
-    """Periodic partitions of one stream (§4.1): phase ~ U[0, P), then every P (+ U[0, jitter·P))."""
+    """Periodic partitions of one stream (§4.1): phase ~ U[0, P), then every P (+ U[0, jitter·P)).
+    A share `sim.late` of them arrives `sim.late_after` after its time (late data: the derived
+    windows computed without it are recomputed), in arrival order with the rest."""
+    on_time = _periodic(stream, sim, seed, origin)
+    if not sim.late or not sim.late_after:
+        yield from on_time
+        return
+    rng = random.Random(f"{seed}/late/{stream.name}")
+    held: list[tuple[float, int, Arrival]] = []
+    for k, a in enumerate(on_time):
+        while held and held[0][0] <= a.time:
+            yield heapq.heappop(held)[2]
+        if rng.random() < sim.late:
+            heapq.heappush(held, (a.time + sim.late_after, k, replace(a, time=a.time + sim.late_after)))
+        else:
+            yield a
+
+
+def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) -> Iterator[Arrival]:
     rng = random.Random(f"{seed}/arrivals/{stream.name}")
     period = stream.period
     phase = rng.uniform(0.0, period)
@@ -287,6 +306,9 @@ class Simulation:
                 "jobs": t.jobs_completed,
                 "mean_delta_f": _r(t.delta_f_total / t.jobs_completed) if t.jobs_completed else 0.0,
             }
+            if t.recompute_jobs:  # late data (sim.late): recompute jobs competed for the tracks
+                per_table[t.name]["recompute_jobs"] = t.recompute_jobs
+                per_table[t.name]["windows_recomputed"] = t.windows_recomputed
         return RunStats(horizon=horizon, events=self.events, weighted_staleness=stats.weighted_staleness,
                         busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table,
                         maintenance=self.maintenance, maintenance_busy=self.maintenance_busy)

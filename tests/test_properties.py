@@ -97,6 +97,9 @@ def drive(cfg, arrivals, seed, fail_prob):
             if job.kind == "base":
                 assert job.partitions, "a base job loads at least one partition"
                 assert not set(job.partitions) & set(loaded[job.table]), "a partition loaded twice"
+            elif job.kind == "recompute":  # rewrites committed windows; freshness does not move
+                assert job.start < job.end <= after[job.table].freshness + 1e-9
+                assert job.new_freshness == after[job.table].freshness
             else:
                 edge = min(after[x].safe_freshness for x in job.sources)
                 assert job.end <= edge + 1e-9, "a derived table passed its sources' safe trailing edge"
@@ -255,7 +258,7 @@ def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
                 if job.kind == "base":  # the executor skips what its table's log holds (a re-delivery)
                     assert not (set(job.partitions) - redelivered) & entry["parts"], "a partition loaded twice"
                     entry["parts"].update(a.partition_id for a in job.arrivals if a.end <= job.end)  # not slices
-                else:
+                elif job.kind == "derived":  # (a recompute rewrites committed windows below F)
                     assert job.start == entry["f"], "derived windows are contiguous across jobs and reloads"
                 entry["f"] = max(entry["f"], job.new_freshness)
                 entry["safe"] = max(entry["safe"], job.new_safe_freshness)
@@ -281,6 +284,8 @@ def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
             if job.kind == "base":
                 ends = [p.end for p in job.arrivals]
                 assert ends == sorted(ends), "a job loads its partitions chronologically"
+            elif job.kind == "recompute":
+                assert job.start < job.end <= log[job.table]["f"] + 1e-9, "a recompute rewrites committed windows"
             else:
                 assert job.start == log[job.table]["f"], "a derived job starts at the committed freshness"
                 edge = min(after[x].safe_freshness for x in job.sources)

@@ -152,6 +152,16 @@ class TableConfig(_Strict):
     target_staleness: Duration | None = Field(None, description="the staleness SLO shown and alerted on")
     partition_by: Literal["date", "hour"] = Field("date", description="Delta partition column derived from time")
     maintenance: Maintenance | None = Field(None, description="overrides of the global `maintenance:` section")
+    max_skew: Duration = Field(
+        0.0, description="derived: update up to where the sources' safe freshness differ by at most this "
+                         "(seed 000 bound_inconsistency); 0 = the safe trailing edge (§2.2)")
+    refresh_mode: Literal["auto", "incremental", "full"] = Field(
+        "auto", description="derived: incremental (append windows, replaceWhere rewrites), full (overwrite the "
+                            "table each job) or auto (full only for SQL that is not window-local, "
+                            "warehouse.sqltext.refresh_plan)")
+    rebuild: bool = Field(
+        False, description="derived: on a SQL change, rewrite the whole table at once (a schema change that "
+                           "is not additive needs it) instead of window by window in the background")
 
     @property
     def is_base(self) -> bool:
@@ -233,6 +243,10 @@ class SimConfig(_Strict):
     b: float = Field(0.5, ge=0)
     jitter: float = Field(0.0, ge=0, description="arrival jitter as a fraction of the period")
     delay: Duration = Field(0.0, description="data in a partition lags its arrival by this much")
+    late: float = Field(0.0, ge=0, le=1, description="share of partitions delivered late, `late_after` after "
+                                                     "their time: the derived windows computed without them are "
+                                                     "recomputed (warehouse.recompute)")
+    late_after: Duration = Field(0.0, description="how long after its time a late partition arrives")
     slowdown: Slowdown = Field(default_factory=Slowdown)
     events: int = Field(20000, ge=1, description="default number of events per run")
 
@@ -305,6 +319,10 @@ def verify_base_and_derived(cfg: FreshetConfig) -> list[str]:
             problems.append(f"table {t.name!r} needs either a stream (base) or sources (derived)")
         if t.stream is not None and t.sql is not None:
             problems.append(f"table {t.name!r} is a base table and must not have sql")
+        if t.stream is not None:
+            for key, default in (("max_skew", 0.0), ("refresh_mode", "auto"), ("rebuild", False)):
+                if getattr(t, key) != default:
+                    problems.append(f"table {t.name!r} is a base table: {key} applies to derived tables only")
     return problems
 
 

@@ -40,3 +40,12 @@ class PartitionRefused(WarehouseError):
 
     def __str__(self) -> str:
         return f"partition {self.partition_id!r} of stream {self.stream!r}: {self.reason}"
+
+
+class RecomputeRefused(WarehouseError):
+    """A recompute (backfill) asked for a table that cannot be recomputed: unknown, a base table
+    (its data is what arrived), or an empty range. Nothing was queued."""
+
+    def __init__(self, table: str, reason: str) -> None:
+        super().__init__(f"table {table!r}: {reason}")
+        self.table = table

@@ -102,12 +102,19 @@ class StartJob:
     chronological); derived jobs compute the window `(start, end]` of their SQL over `sources`
     (each read up to `end`). After the job the table's freshness is `new_freshness` and its safe
     freshness `new_safe_freshness`. `late` names the arrivals at or below the safe freshness.
+
+    Recompute jobs (`kind="recompute"`, warehouse.recompute) rewrite the committed windows
+    `(start, end]` of a derived table with `replaceWhere`; freshness does not move. `late` then
+    names the late partitions behind it and `reasons` why ("late", "sql", "upstream", a backfill's
+    reason). `full`: the SQL over everything from `start` (the table's origin) to `end` overwrites
+    the whole table (§5 of docs/warehouse.md: full refresh). `sql_version`: the derived SQL's
+    version (warehouse.sqltext.sql_version) the job runs, recorded in its commit.
     """
 
     job_id: int
     table: str
     track: int
-    kind: str  # "base" | "derived" | "optimize" | "vacuum" (maintenance, warehouse.upkeep)
+    kind: str  # "base" | "derived" | "recompute" | "optimize" | "vacuum" (maintenance, warehouse.upkeep)
     start: float
     end: float
     new_freshness: float
@@ -118,6 +125,9 @@ class StartJob:
     estimate: float = 0.0
     chopped: bool = False
     late: tuple[str, ...] = field(default=())
+    full: bool = False
+    reasons: tuple[str, ...] = ()
+    sql_version: str = ""
 
     @property
     def partitions(self) -> tuple[str, ...]:

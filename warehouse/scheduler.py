@@ -26,18 +26,29 @@ import random
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 from itertools import chain
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
-from policies.chopping import Pace, chop_count, chop_pays, chop_window, time_slice
+from policies.chopping import AUTO_C, Pace, chop_count, chop_pays, chop_window, time_slice
 from policies.inheritance import inherit
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel
 from warehouse.dag import Dag
-from warehouse.errors import PartitionRefused, SchedulerMisuse
+from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
+from warehouse.recompute import (
+    EVOLVE_SHARE,
+    Piece,
+    TableRecompute,
+    VersionMap,
+    full_pays,
+    touched,
+    window_count,
+)
+from warehouse.sqltext import refresh_plan, sql_version
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
@@ -66,6 +77,11 @@ TRANSITIONS: dict[tuple[JobState, str], JobState] = {
 }
 
 
+@lru_cache(maxsize=4096)
+def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
+    return refresh_plan(sql, time_columns)
+
+
 @dataclass(frozen=True, slots=True)
 class Recovered:
     """A table's state read back from storage on start (DESIGN.md §4.4).
@@ -85,6 +101,7 @@ class Recovered:
     last_optimize: float | None = None
     last_vacuum: float | None = None
     first_commit: float | None = None
+    sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
 
 
 @dataclass(slots=True)
@@ -155,6 +172,16 @@ class _Table:
     delta_total: float = 0.0
     last_result: str | None = None
     removed: bool = False
+    # derived tables: rewriting committed windows (warehouse.recompute) and bounded skew (seed 000)
+    rc: TableRecompute | None = None
+    lookback: float = 0.0
+    max_skew: float = 0.0
+    full_mode: bool = False  # refresh_mode full (or auto and the SQL is not window-local)
+    mode_reason: str = ""
+    settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
+    running_piece: Piece | None = None  # what the running recompute job took out of rc.dirty
+    next_recompute: bool = False  # _candidate chose the recompute job (the next _start runs it)
+    running_full: bool = False
 
 
 class Scheduler:
@@ -244,6 +271,8 @@ class Scheduler:
                 t.meter.target = tc.target_staleness
                 t.cost.learn = sc.learn_costs
             t.sources, t.dependents = [], []
+            if not t.base:
+                self._derived_config(t, tc, configs, streams, recovered.get(name))
             tables[name] = t
         for name, t in tables.items():
             t.sources = [tables[s] for s in dag.sources[name]]
@@ -279,6 +308,27 @@ class Scheduler:
                 self._ripe[t.name] = None
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
+
+    def _derived_config(self, t: _Table, tc: TableConfig, configs: dict[str, TableConfig], streams: dict,
+                        rec: Recovered | None) -> None:
+        """A derived table's refresh mode (full or incremental), skew bound and SQL version; a
+        changed SQL makes the windows of the old one stale (seed 001), or, with `rebuild`, asks for
+        one full rewrite."""
+        t.lookback, t.max_skew = tc.lookback, tc.max_skew
+        tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
+        local, why = _plan(tc.sql or "", tcols) if tc.sql else (True, "no SQL")
+        if tc.refresh_mode == "auto":
+            t.full_mode, t.mode_reason = not local, why
+        else:
+            t.full_mode, t.mode_reason = tc.refresh_mode == "full", f"refresh_mode: {tc.refresh_mode} in the config"
+        version = sql_version(tc.sql)
+        if t.rc is None:
+            t.rc = TableRecompute(version, VersionMap(rec.sql_versions if rec else ()))
+        elif t.rc.sql_version != version:
+            t.rc.sql_version = version
+            t.rc.full = t.rc.full or t.full_mode
+        if tc.rebuild and t.rc.old():  # rebuild: the old windows go in one full rewrite, not piece by piece
+            t.rc.full = True
 
     def _adopt_running(self, t: _Table) -> None:
         """A table that returns while its previous incarnation's job still runs takes that job
@@ -474,6 +524,9 @@ class Scheduler:
         if t.running_slice is not None:
             t.running_slice.loaded, t.partial = job.end, t.running_slice
             t.running_slice = None
+        if job.kind == "recompute":
+            self._recomputed(t, job, ev, now)
+            return
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
             t.cost.observe(job.end - job.start, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
@@ -494,9 +547,16 @@ class Scheduler:
         t.delta_total += job.delta_f
         t.failures = 0
         t.last_result = "ok"
+        if t.base:  # each loaded partition may fall in windows dependents computed already
+            for a in job.arrivals:
+                self._touch(t, a.start, min(a.end, job.end), "late", (a.partition_id,), now)
+        else:
+            assert t.rc is not None
+            t.rc.versions.set(job.start, job.end, job.sql_version)
+            t.running_piece, t.running_full = None, False
+            self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
-            if self._update_edge(d):
-                self._work_changed(d, now)
+            self._sources_changed(d, now)
         self._work_changed(t, now)
         if t.state is JobState.IDLE:  # a refresh asked while it ran: it loaded everything
             self._urgent.pop(t.name, None)
@@ -522,6 +582,57 @@ class Scheduler:
         if self._upkeep.due(t.name, now) is not None:
             self._ripe[t.name] = None
 
+    def _recomputed(self, t: _Table, job: StartJob, ev: JobFinished, now: float) -> None:
+        """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
+        assert t.rc is not None
+        if ev.committed:
+            t.cost.observe(job.end - job.start, ev.duration)
+        t.rc.done(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
+        t.running_piece, t.running_full = None, False  # (counted in rc.recompute_jobs, not in update jobs)
+        t.failures = 0
+        t.last_result = "ok"
+        self._touch(t, job.start, job.end, "upstream", job.late, now)
+        if self._raise_safe(t):
+            for d in t.dependents:
+                self._sources_changed(d, now)
+        self._work_changed(t, now)
+
+    def _touch(self, x: _Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
+        """x's rows in `(lo, hi]` changed: the windows its dependents computed from them are wrong
+        (late data, a rewritten source, a dependent that ran ahead by max_skew)."""
+        for d in x.dependents:
+            if d.rc is None or d.freshness is None:
+                continue
+            taken = d.freshness
+            if d.running is not None and d.running.kind != "recompute":
+                taken = max(taken, d.running.new_freshness)  # its running job may have read the old rows
+            r = touched(lo, hi, lookback=d.lookback, granularity=d.granularity, taken=taken, origin=d.origin)
+            if r is not None:
+                d.rc.dirty.add(r[0], r[1], (reason,), late)
+                self._work_changed(d, now)
+
+    def _sources_changed(self, d: _Table, now: float) -> None:
+        """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
+        moved = self._update_edge(d)
+        if self._raise_safe(d):
+            for e in d.dependents:
+                self._sources_changed(e, now)
+        if moved:
+            self._work_changed(d, now)
+
+    def _raise_safe(self, d: _Table) -> bool:
+        """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
+        safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute."""
+        if d.base or d.freshness is None or d.settle is None:
+            return False
+        cand = min(d.freshness, d.settle)
+        if d.rc is not None and (low := d.rc.dirty.lowest()) is not None:
+            cand = min(cand, low)
+        if d.safe is None or cand > d.safe:
+            d.safe = cand
+            return True
+        return False
+
     def _failed_job(self, ev: JobFailed, now: float) -> None:
         if self._is_upkeep(ev.job_id):
             self._maintained(ev, now)
@@ -536,6 +647,12 @@ class Scheduler:
             insort(t.pending, p, key=_Partition.key)
         t.running_parts = []
         t.running_slice = None  # a failed slice: its partition never left the pending list
+        if t.rc is not None:  # the windows it took stay to recompute
+            if t.running_piece is not None:
+                p = t.running_piece
+                t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
+            t.rc.full = t.rc.full or t.running_full
+            t.running_piece, t.running_full = None, False
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -567,6 +684,10 @@ class Scheduler:
         """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
         te = trailing_edge(s.safe for s in d.sources)
         edge = None if te is None else floor_to(te, d.granularity)
+        d.settle = edge
+        if edge is not None and d.max_skew > 0:  # seed 000 bound_inconsistency: run ahead by ≤ max_skew
+            lead = max(s.safe for s in d.sources if s.safe is not None)
+            edge = max(edge, floor_to(min(lead, te + d.max_skew), d.granularity))
         if d.origin is None and edge is not None:  # never loaded: start where the sources start
             d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
         changed = edge != d.edge
@@ -576,10 +697,17 @@ class Scheduler:
     def _has_work(self, t: _Table) -> bool:
         if t.base:
             return bool(t.pending)
+        if t.rc is not None and t.freshness is not None and t.rc.has_work():
+            return True
         if t.edge is None:
             return False
         start = t.freshness if t.freshness is not None else t.origin
         return start is not None and t.edge > start
+
+    def _has_update(self, t: _Table) -> bool:
+        """Derived: the sources' edge is past its freshness (an update job, §2.2)."""
+        start = t.freshness if t.freshness is not None else t.origin
+        return t.edge is not None and start is not None and t.edge > start
 
     def _work_changed(self, t: _Table, now: float) -> None:
         if t.name in self._suspended or not self._has_work(t):
@@ -639,9 +767,30 @@ class Scheduler:
         return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
 
     def _candidate(self, t: _Table) -> Candidate:
+        """t's next job as the basic algorithm sees it: its update job, or — when it ranks first —
+        its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
+        upd = self._update_candidate(t) if t.base or self._has_update(t) else None
+        plan = self._recompute_plan(t)
+        t.next_recompute = False
+        if plan is None:
+            assert upd is not None
+            return upd
+        piece, full, share = plan
+        cost = t.cost.estimate(piece.hi - piece.lo)
+        rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
+                        release=t.release, period=t.period, seq=t.seq, rand=t.rand)
+        if upd is None or full and t.rc is not None and t.rc.full or self._key(rec) < self._key(upd):
+            # (a rebuild goes first: the new SQL's schema may not fit the old windows)
+            t.next_recompute = True
+            return rec
+        return upd
+
+    def _update_candidate(self, t: _Table) -> Candidate:
         start, _end, new_f, _, _ = self._shape(t)
         ref = t.freshness if t.freshness is not None else start
         delta = new_f - ref
+        if t.full_mode and not t.base:  # a full refresh computes the table from its origin (docs/warehouse.md)
+            start = t.origin if t.origin is not None else start
         return Candidate(
             table=t.name,
             priority=t.ip,
@@ -652,6 +801,31 @@ class Scheduler:
             seq=t.seq,
             rand=t.rand,
         )
+
+    def _recompute_plan(self, t: _Table) -> tuple[Piece, bool, float] | None:
+        """(the range, full?, priority share) of t's next recompute job, or None.
+
+        Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
+        then windows on an old SQL version at EVOLVE_SHARE of it (seed 001: in the background),
+        newest first, in pieces of at most c·P_i (§3.4). One full overwrite instead, from the
+        table's origin, when the table refreshes in full, a rebuild is asked for, or the learned
+        E(n) says it is cheaper than the pieces (`recompute.full_pays`, seed 000 §6).
+        """
+        rc = t.rc
+        if rc is None or t.freshness is None or not rc.has_work():
+            return None
+        origin = t.origin if t.origin is not None else t.freshness
+        span = max((self._chop if isinstance(self._chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
+        dirty, old = rc.dirty.total(), rc.old_length()
+        share = 1.0 if rc.full or dirty > 0 else EVOLVE_SHARE
+        whole = t.freshness - origin
+        if rc.full or t.full_mode or full_pays(t.cost.alpha, t.cost.beta, dirty + old, span, whole, AUTO_C):
+            reasons = set().union(*(p.reasons for p in rc.dirty.items)) | ({"sql"} if old > 0 or rc.full else set())
+            late = set().union(*(p.late for p in rc.dirty.items))
+            return Piece(origin, t.freshness, reasons, late), True, share
+        piece = rc.dirty.newest(span, t.granularity) if dirty > 0 else rc.newest_old(span, t.granularity)
+        assert piece is not None
+        return piece, False, share
 
     def _push(self, t: _Table) -> None:
         t.version += 1
@@ -855,6 +1029,9 @@ class Scheduler:
             available.discard(track)
 
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
+        self._candidate(t)  # which of its jobs ranks first now
+        if t.next_recompute:
+            return self._start_recompute(t, track, now)
         start, end, new_f, count, sliced = self._shape(t)
         self._transition(t, "start")
         self._urgent.pop(t.name, None)
@@ -876,8 +1053,16 @@ class Scheduler:
             safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
             chopped = bool(t.pending)
         else:
-            safe = new_f
+            safe = new_f if t.settle is None else min(new_f, t.settle)  # max_skew: final only below the edge
             chopped = t.edge is not None and end < t.edge
+        full = t.full_mode and not t.base
+        if full:  # a full refresh: the SQL over (origin, end] overwrites the table
+            start = t.origin if t.origin is not None else start
+            assert t.rc is not None
+            t.running_full, t.rc.full = t.rc.full, False
+            t.running_piece = Piece(start, end, set().union(*(p.reasons for p in t.rc.dirty.items)),
+                                    set().union(*(p.late for p in t.rc.dirty.items)))
+            t.rc.dirty.remove(start, end)
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -893,7 +1078,42 @@ class Scheduler:
             estimate=t.cost.estimate(end - start),
             chopped=chopped,
             late=tuple(p.pid for p in parts if p.late),
+            full=full,
+            sql_version=t.rc.sql_version if t.rc is not None else "",
         )
+        return self._started(t, job, parts, track, now)
+
+    def _start_recompute(self, t: _Table, track: int, now: float) -> StartJob:
+        """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
+        change that arrives while it runs is recomputed again after it."""
+        plan = self._recompute_plan(t)
+        assert plan is not None and t.rc is not None and t.freshness is not None
+        piece, full, _ = plan
+        self._transition(t, "start")
+        t.version += 1
+        self._queued[t.group] -= 1
+        t.running_piece = Piece(piece.lo, piece.hi, set(piece.reasons), set(piece.late))
+        t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
+        t.rc.dirty.remove(piece.lo, piece.hi)
+        job = StartJob(
+            job_id=self._next_job,
+            table=t.name,
+            track=track,
+            kind="recompute",
+            start=piece.lo,
+            end=piece.hi,
+            new_freshness=t.freshness,
+            new_safe_freshness=t.safe if t.safe is not None else t.freshness,
+            sources=tuple(s.name for s in t.sources),
+            estimate=t.cost.estimate(piece.hi - piece.lo),
+            late=tuple(sorted(piece.late)),
+            full=full,
+            reasons=tuple(sorted(piece.reasons)),
+            sql_version=t.rc.sql_version,
+        )
+        return self._started(t, job, [], track, now)
+
+    def _started(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
         self._next_job += 1
         self._race = max(self._race, t.rand)
         t.running, t.running_parts = job, parts
@@ -903,6 +1123,36 @@ class Scheduler:
         self._busy_until(track, now)
         self._track_since[track] = now
         return job
+
+    # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
+    def refresh_mode(self, table: str) -> tuple[str, str]:
+        """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
+        t = self._tables[table]
+        if t.base:
+            return "append", "a base table appends what arrives"
+        if t.full_mode:
+            return "full", f"full recompute (idempotent overwrite) each job: {t.mode_reason}"
+        return "incremental", (f"{t.mode_reason}; rewrites by replaceWhere (one full pass when the learned "
+                               "E(n) says it is cheaper)")
+
+    def recompute(self, table: str, start: float, end: float, now: float, reason: str) -> None:
+        """Queue a recompute of the committed windows `(start, end]` of derived `table` (a
+        backfill): benefit-ranked jobs like late data; what depends on it follows when each piece
+        is rewritten. Windows not computed yet are left to the update jobs. Jobs start at the next
+        `handle` (e.g. `handle(Tick(), now)`). RecomputeRefused for an unknown or base table."""
+        now = self._clock(now)
+        t = self._tables.get(table)
+        if t is None:
+            raise RecomputeRefused(table, f"no such table (known: {', '.join(sorted(self._tables))})")
+        if t.base or t.rc is None:
+            raise RecomputeRefused(table, "a base table holds what arrived: recompute a derived table "
+                                          f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
+        if not (end > start):
+            raise RecomputeRefused(table, f"empty range: end {end} is not after start {start}")
+        r = touched(start, end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
+        if r is not None:
+            t.rc.dirty.add(r[0], r[1], (reason or "backfill",))
+            self._work_changed(t, now)
 
     # ---- observation -----------------------------------------------------------------------------
     def weighted_staleness(self, now: float) -> float:
@@ -977,6 +1227,7 @@ class Scheduler:
                     suspended=t.name in self._suspended,
                     refresh_requested=t.name in self._urgent,
                     upkeep=self._upkeep.stats(t.name),
+                    **self._recompute_stats(t),
                 )
             )
         tracks = []
@@ -1006,6 +1257,22 @@ class Scheduler:
             running_jobs=len(self.running),
             events=self._events,
         )
+
+    def _recompute_stats(self, t: _Table) -> dict:
+        rc = t.rc
+        if rc is None:
+            return {}
+        old = rc.old_length()
+        return {
+            "refresh_mode": "full" if t.full_mode else "incremental",
+            "sql_version": rc.sql_version,
+            "windows_old_sql": window_count(old, t.granularity, t.period),
+            "recompute_pending": rc.dirty.total() + old + (t.running_piece.hi - t.running_piece.lo
+                                                            if t.running_piece and t.running and
+                                                            t.running.kind == "recompute" else 0.0),
+            "windows_recomputed": rc.windows_recomputed,
+            "recompute_jobs": rc.recompute_jobs,
+        }
 
     def plan_stats(self) -> TrackPlanStats:
         p = self.plan

@@ -13,9 +13,11 @@ comments (-- …, /* … */), and not in a `::` cast.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
+from collections.abc import Iterable
 
-__all__ = ["WINDOW_PARAMETERS", "bind_window", "timestamp_literal", "uses_window"]
+__all__ = ["WINDOW_PARAMETERS", "bind_window", "refresh_plan", "sql_version", "timestamp_literal", "uses_window"]
 
 WINDOW_PARAMETERS = ("window_start", "window_end")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -78,3 +80,57 @@ def bind_window(sql: str, start: float, end: float) -> str:
             last = b
     parts.append(sql[last:])
     return "".join(parts)
+
+
+def sql_version(sql: str | None) -> str:
+    """The version of a derived table's logic (seed 001): a short hash of its SQL with whitespace
+    runs collapsed, so re-indenting a query is not a new version. Recorded in every commit."""
+    text = " ".join((sql or "").split())
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def refresh_plan(sql: str, time_columns: Iterable[str]) -> tuple[bool, str]:
+    """(window-local?, why) for a derived SQL (seeds 000 §2.4, 002): may a window `(s, e]` of the
+    output be computed from the sources' rows in `(s − lookback, e]` alone?
+
+    Not window-local (full recompute): an aggregate whose GROUP BY has no time column (a global
+    aggregate), a join whose condition relates no time columns of both sides (a join without a
+    bounded lookback), a window function (OVER) not partitioned by a time column. Everything else
+    is (the time buckets of a roll-up, a band join on time). `time_columns`: the sources' event-time
+    column names. A text that does not parse (Spark accepts more than sqlglot) counts as window-local,
+    as every derived table did before, and says so.
+    """
+    import sqlglot
+    from sqlglot import exp
+
+    tcols = {c.lower() for c in time_columns} | {"ts"}
+    try:
+        tree = sqlglot.parse_one(bind_window(sql, 0.0, 1.0), read="spark")
+    except sqlglot.errors.ParseError as err:
+        return True, f"the SQL did not parse for analysis ({str(err).splitlines()[0][:80]}): assumed window-local"
+
+    def has_time(node: exp.Expression) -> bool:
+        return any(c.name.lower() in tcols for c in node.find_all(exp.Column))
+
+    for select in tree.find_all(exp.Select):
+        outputs = select.expressions
+        group = select.args.get("group")
+        aggs = [a for e in outputs for a in e.find_all(exp.AggFunc) if a.find_ancestor(exp.Window) is None]
+        if group is not None or aggs:
+            keys = []
+            for k in group.expressions if group is not None else []:
+                if isinstance(k, exp.Literal) and k.is_int and 0 < int(k.name) <= len(outputs):
+                    k = outputs[int(k.name) - 1]  # GROUP BY 1, 2: the select list's items
+                keys.append(k)
+            if not any(has_time(k) for k in keys):
+                return False, "an aggregate whose GROUP BY has no time column (a global aggregate)"
+        for join in select.args.get("joins") or []:
+            on = join.args.get("on")
+            tables = {c.table for c in on.find_all(exp.Column) if c.name.lower() in tcols} if on else set()
+            if len(tables) < 2 and not join.args.get("using"):
+                name = join.this.alias_or_name
+                return False, f"the join with {name!r} relates no time columns (a join without a bounded lookback)"
+        for w in select.find_all(exp.Window):
+            if not any(has_time(p) for p in w.args.get("partition_by") or []):
+                return False, "a window function (OVER) not partitioned by a time column"
+    return True, "window-local: each window is computed from its own rows (and the lookback)"

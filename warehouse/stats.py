@@ -46,6 +46,13 @@ class TableStats:
     suspended: bool = False  # an operator suspended it: no jobs start (ops.actions)
     refresh_requested: bool = False  # an operator's refresh waits for the table's job to start
     upkeep: UpkeepStats | None = None  # maintenance: OPTIMIZE/VACUUM counts and times (warehouse.upkeep)
+    # derived tables (warehouse.recompute): how they refresh and what is left to rewrite
+    refresh_mode: str | None = None  # "incremental" | "full"
+    sql_version: str | None = None  # the current SQL's version (warehouse.sqltext.sql_version)
+    windows_old_sql: int = 0  # committed windows computed by an older SQL, not rewritten yet
+    recompute_pending: float = 0.0  # seconds of committed windows to recompute (late, backfill, old SQL)
+    windows_recomputed: int = 0  # windows rewritten by recompute jobs since start
+    recompute_jobs: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,10 +24,12 @@ __all__ = [
     "DERIVED_TIME_COLUMN",
     "app_id",
     "append_idempotent",
+    "overwrite_idempotent",
     "is_local_root",
     "ms",
     "next_txn_version",
     "partition_column",
+    "range_predicate",
     "read_delta",
     "spark_schema_ddl",
     "table_path",
@@ -98,6 +100,7 @@ def append_idempotent(
     txn_version: int,
     metadata: dict[str, Any],
     partition_by: str,
+    merge_schema: bool = False,
 ) -> None:
     """Append `df` to the Delta table at `path` as `(freshet/<table>, txn_version)`.
 
@@ -106,15 +109,63 @@ def append_idempotent(
     also carries `txn` (the version), so the commit can be found in `DESCRIBE HISTORY` when the
     log is read through Spark (lake.recovery.SparkLog).
     """
-    (
+    w = (
         df.write.format("delta")
         .mode("append")
         .partitionBy(partition_by)
         .option("txnAppId", app_id(table))
         .option("txnVersion", str(txn_version))
         .option("userMetadata", json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True))
-        .save(path)
     )
+    if merge_schema:  # an additive schema change of a derived SQL (a new column): Delta schema evolution
+        w = w.option("mergeSchema", "true")
+    w.save(path)
+
+
+def overwrite_idempotent(
+    df: DataFrame,
+    path: str,
+    *,
+    table: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    partition_by: str,
+    replace_where: str | None = None,
+    overwrite_schema: bool = False,
+    merge_schema: bool = False,
+) -> None:
+    """Overwrite the rows matching `replace_where` (a recompute of a range, docs/warehouse.md §4)
+    — or the whole table when it is None (a full refresh) — with `df`, as one commit carrying the
+    same txn pair and `userMetadata` as `append_idempotent`. Delta checks that every written row
+    matches `replace_where`. `overwrite_schema` (a rebuild) replaces the table's schema;
+    `merge_schema` adds new columns (Delta schema evolution)."""
+    w = (
+        df.write.format("delta")
+        .mode("overwrite")
+        .partitionBy(partition_by)
+        .option("txnAppId", app_id(table))
+        .option("txnVersion", str(txn_version))
+        .option("userMetadata", json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True))
+    )
+    if replace_where is not None:
+        w = w.option("replaceWhere", replace_where)
+    if overwrite_schema:
+        w = w.option("overwriteSchema", "true")
+    if merge_schema:
+        w = w.option("mergeSchema", "true")
+    w.save(path)
+
+
+def range_predicate(table: TableConfig, tcol: str, lo: float, hi: float) -> str:
+    """SQL for rows with `tcol` in `(lo, hi]`, pruned by the partition column too (a replaceWhere)."""
+    from warehouse.sqltext import timestamp_literal
+
+    lo_t, hi_t = utc(lo), utc(hi)
+    if table.partition_by == "hour":
+        part = f"hour >= '{lo_t.strftime('%Y-%m-%d-%H')}' AND hour <= '{hi_t.strftime('%Y-%m-%d-%H')}'"
+    else:
+        part = f"date >= DATE'{lo_t.date().isoformat()}' AND date <= DATE'{hi_t.date().isoformat()}'"
+    return f"{part} AND `{tcol}` > {timestamp_literal(lo)} AND `{tcol}` <= {timestamp_literal(hi)}"
 
 
 def with_partition_column(df: DataFrame, table: TableConfig, tcol: str, fallback: float) -> DataFrame:

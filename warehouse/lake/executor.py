@@ -38,6 +38,8 @@ from warehouse.lake.delta import (
     append_idempotent,
     ms,
     next_txn_version,
+    overwrite_idempotent,
+    range_predicate,
     read_delta,
     spark_schema_ddl,
     table_path,
@@ -47,7 +49,7 @@ from warehouse.lake.delta import (
 )
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session
-from warehouse.sqltext import bind_window, uses_window
+from warehouse.sqltext import bind_window, sql_version, uses_window
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
 
     from warehouse.landing.intake import Intake
 
-__all__ = ["Executor", "JobError", "JobOutcome"]
+__all__ = ["Executor", "JobError", "JobOutcome", "schema_change"]
 
 log = logging.getLogger("freshet.executor")
 
@@ -175,7 +177,11 @@ class Executor:
             with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}"):
                 if job.kind in MAINTENANCE_KINDS:
                     return self._run_upkeep(job, tc, t0)
-                return self._run_base(job, tc, t0) if tc.is_base else self._run_derived(job, tc, t0)
+                if tc.is_base:
+                    return self._run_base(job, tc, t0)
+                if job.kind == "recompute":
+                    return self._run_recompute(job, tc, t0)
+                return self._run_derived(job, tc, t0)
         except BaseException:
             with self._lock:  # outcome unknown: plan the next job from the log, not from memory
                 self._dirty.add(job.table)
@@ -241,8 +247,8 @@ class Executor:
         fps = {p.partition_id: p.fingerprint for p in parts if p.end <= job.end}
         slices = {p.partition_id: job.end for p in parts if p.end > job.end}
         if job.late:
-            log.warning("table %s: loading late partition(s) %s (derived windows already computed do "
-                        "not include them)", tc.name, ", ".join(job.late))
+            log.warning("table %s: loading late partition(s) %s (the derived windows computed without "
+                        "them are recomputed after this load)", tc.name, ", ".join(job.late))
         tcol = time_column(self.config, tc)
         df = self._read_partitions(tc.stream, [f for p in whole for f in p.files]) if whole or not cut else None
         for p in cut:
@@ -266,47 +272,129 @@ class Executor:
 
     def _run_derived(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         st = self.table_state(tc.name)
-        start = job.start if st.freshness is None else max(job.start, st.freshness)
+        start = job.start if st.freshness is None or job.full else max(job.start, st.freshness)
         end = job.end
-        if end <= start:
+        if end <= start or (job.full and st.freshness is not None and st.freshness >= end):
             return self._noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
         txn = next_txn_version(end, st.txn_version)
         if txn != ms(end):
             return self._noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
-        if not tc.sql:
-            raise JobError(f"derived table {tc.name!r} has no sql")
         with job_session(self.spark) as session:  # temp views are per session: concurrent jobs never share them
-            versions: dict[str, int] = {}
-            for src in tc.sources:
-                scfg = self.config.table(src)
-                spath = table_path(self.config, src)
-                v = self.log.version(spath)
-                if v is None:
-                    raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
-                versions[src] = v
-                df = read_delta(session, spath, v)
-                df = window_filter(df, scfg, time_column(self.config, scfg), start - tc.lookback, end)
-                df.createOrReplaceTempView(src)
-            out = session.sql(bind_window(tc.sql, start, end) if uses_window(tc.sql) else tc.sql)
-            if DERIVED_TIME_COLUMN not in out.columns:
-                raise JobError(f"the sql of derived table {tc.name!r} must output a {DERIVED_TIME_COLUMN!r} "
-                               f"column (its event time); it outputs {', '.join(out.columns)}")
-            out = with_partition_column(out, tc, DERIVED_TIME_COLUMN, end)
+            out, versions = self._compute(session, tc, start, end)
             meta = {"kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": end,
-                    "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end], "sources": versions}
+                    "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end], "sources": versions,
+                    "sql_version": sql_version(tc.sql)}
+            if job.full:
+                meta["full"] = True
             # the write runs while the job's session (and its views) exist
             return self._commit(job, tc, out, st, t0, txn, meta,
                                 lambda now: now.freshness is not None and now.freshness >= end)
 
+    def _run_recompute(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+        """Rewrite the committed windows `(start, end]` (late data, a changed SQL, a backfill —
+        warehouse.recompute): the SQL over the range replaces exactly the range (`replaceWhere`),
+        or the whole table (`full`). Freshness does not move; the txn version is one above the
+        recorded one, and `userMetadata` says why (`reasons`, the `late` partition ids)."""
+        st = self.table_state(tc.name)
+        if st.freshness is None:
+            return self._noop(job, t0, st, "the table has no committed windows to recompute")
+        start, end = job.start, min(job.end, st.freshness)
+        if end <= start:
+            return self._noop(job, t0, st, f"nothing committed in ({start}, {job.end}]")
+        txn = next_txn_version(st.freshness, st.txn_version)
+        with job_session(self.spark) as session:
+            out, versions = self._compute(session, tc, start, end)
+            meta = {"kind": "recompute", "job_id": job.job_id, "partitions": {}, "freshness": st.freshness,
+                    "safe_freshness": st.safe_freshness if st.safe_freshness is not None else st.freshness,
+                    "window": [start, end], "sources": versions, "sql_version": sql_version(tc.sql),
+                    "reasons": list(job.reasons), "late": list(job.late)}
+            if job.full:
+                meta["full"] = True
+            return self._commit(job, tc, out, st, t0, txn, meta, lambda now: False,
+                                replace=None if job.full else (start, end))
+
+    def _compute(self, session: SparkSession, tc: TableConfig, start: float, end: float) -> tuple[DataFrame, dict[str, int]]:
+        """The SQL of `tc` over its sources restricted to `(start − lookback, end]`, each pinned at
+        its current Delta version; (the output with its partition column, the versions read)."""
+        if not tc.sql:
+            raise JobError(f"derived table {tc.name!r} has no sql")
+        versions: dict[str, int] = {}
+        for src in tc.sources:
+            scfg = self.config.table(src)
+            spath = table_path(self.config, src)
+            v = self.log.version(spath)
+            if v is None:
+                raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
+            versions[src] = v
+            df = read_delta(session, spath, v)
+            df = window_filter(df, scfg, time_column(self.config, scfg), start - tc.lookback, end)
+            df.createOrReplaceTempView(src)
+        out = session.sql(bind_window(tc.sql, start, end) if uses_window(tc.sql) else tc.sql)
+        if DERIVED_TIME_COLUMN not in out.columns:
+            raise JobError(f"the sql of derived table {tc.name!r} must output a {DERIVED_TIME_COLUMN!r} "
+                           f"column (its event time); it outputs {', '.join(out.columns)}")
+        return with_partition_column(out, tc, DERIVED_TIME_COLUMN, end), versions
+
+    def _schema_change(self, tc: TableConfig, df: DataFrame, session: SparkSession) -> str | None:
+        """How `df`'s schema differs from the table's (seed 001): None (same), "additive" (new
+        columns only: Delta schema evolution) or a JobError's reason when it is not additive."""
+        path = table_path(self.config, tc.name)
+        if self.log.version(path) is None:
+            return None
+        try:
+            have = {f.name: f.dataType.simpleString() for f in read_delta(session, path, None).schema.fields}
+        except Exception:  # noqa: BLE001 — no table yet (a race with its first commit): nothing to compare
+            return None
+        return schema_change(have, {f.name: f.dataType.simpleString() for f in df.schema.fields})
+
+    def evolution_problems(self, new: FreshetConfig) -> list[str]:
+        """For a reload (SIGHUP): each derived table whose SQL in `new` would change its Delta
+        schema in a way that is not additive (a column dropped or retyped) while the table does
+        not say `rebuild: true` — analysed by Spark against the sources' schemas, no job run."""
+        changed = [tc for tc in new.tables if not tc.is_base and not tc.rebuild
+                   and tc.name in {t.name for t in self.config.tables}
+                   and sql_version(tc.sql) != sql_version(self.config.table(tc.name).sql)]
+        if not changed:
+            return []
+        problems: list[str] = []
+        with job_session(self.spark) as session:
+            schemas: dict[str, Any] = {}
+            _analyze(new, session, schemas)
+            for tc in changed:
+                path = table_path(new, tc.name)
+                if tc.name not in schemas or self.log.version(path) is None:
+                    continue  # a SQL that does not analyse fails its jobs with its own reason
+                have = {f.name: f.dataType.simpleString() for f in read_delta(session, path, None).schema.fields}
+                change = schema_change(have, {f.name: f.dataType.simpleString() for f in schemas[tc.name].fields})
+                if change not in (None, "additive"):
+                    problems.append(f"tables[{tc.name}].sql: the new SQL {change} — not an additive schema change; "
+                                    f"set `rebuild: true` on the table to rewrite it whole with the new schema")
+        return problems
+
     def _commit(self, job: StartJob, tc: TableConfig, df: DataFrame, st: TableState, t0: float, txn: int,
-                meta: dict[str, Any], done: Callable[[TableState], bool], declared_rows: int = 0) -> JobOutcome:
-        """Append `df` as `(freshet/<table>, txn)` with `meta`; the outcome and the new state.
+                meta: dict[str, Any], done: Callable[[TableState], bool], declared_rows: int = 0,
+                replace: tuple[float, float] | None = None) -> JobOutcome:
+        """Append `df` as `(freshet/<table>, txn)` with `meta` — derived: replace the range
+        `replace`, or the whole table for a `full` job — and return the outcome and the new state.
 
         When Delta skips the write (the txn version is already recorded), the log is re-read:
         `done(state)` says whether this job's work is in it (a replay: a no-op) or not (an error).
+        A derived SQL whose output adds columns evolves the table's schema (mergeSchema); one that
+        drops or retypes a column is refused unless the table says `rebuild: true` and the job is a
+        full one (overwriteSchema).
         """
         path = table_path(self.config, tc.name)
-        append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by)
+        change = None if tc.is_base else self._schema_change(tc, df, df.sparkSession)
+        if change not in (None, "additive") and not (tc.rebuild and job.full):
+            raise JobError(f"table {tc.name!r}: its new SQL {change} — not an additive schema change; set "
+                           f"`rebuild: true` on the table to rewrite it whole with the new schema")
+        kw = {"table": tc.name, "txn_version": txn, "metadata": meta, "partition_by": tc.partition_by}
+        if tc.is_base or not (job.full or replace is not None):
+            append_idempotent(df, path, merge_schema=change == "additive", **kw)
+        else:
+            where = None if replace is None else range_predicate(tc, DERIVED_TIME_COLUMN, *replace)
+            overwrite_idempotent(df, path, replace_where=where, overwrite_schema=change not in (None, "additive"),
+                                 merge_schema=change == "additive", **kw)
         version, rows = self.log.commit_metrics(path, tc.name, txn)
         if version is None:  # Delta skipped the write: someone committed this version already
             st = self.refresh(tc.name)
@@ -322,6 +410,8 @@ class Executor:
         new.windows.update({pid: (w[0], w[1]) for pid, w in meta.get("windows", {}).items()})
         new.commits += 1
         new.origin = start if new.origin is None else min(new.origin, start)
+        if "sql_version" in meta:
+            new.versions.set(start, end, meta["sql_version"])
         self._commit_state(tc.name, new)
         n = rows if rows is not None else declared_rows
         return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
@@ -415,10 +505,21 @@ def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str
         return _analyze(config, session)
 
 
-def _analyze(config: FreshetConfig, session: SparkSession) -> dict[str, str]:
-    from pyspark.sql.types import StructType
+def schema_change(have: dict[str, str], new: dict[str, str]) -> str | None:
+    """Column → type before and after a SQL change (seed 001): None (the same), "additive" (new
+    columns only: Delta schema evolution), or what makes it not additive."""
+    dropped = sorted(set(have) - set(new))
+    changed = sorted(c for c in set(have) & set(new) if have[c] != new[c])
+    if not dropped and not changed:
+        return "additive" if set(new) - set(have) else None
+    what = [f"drops column(s) {', '.join(dropped)}"] if dropped else []
+    what += [f"changes {c} from {have[c]} to {new[c]}" for c in changed]
+    return "; ".join(what)
 
-    schemas: dict[str, StructType] = {}
+
+def _analyze(config: FreshetConfig, session: SparkSession, schemas: dict[str, Any] | None = None) -> dict[str, str]:
+    """Problems per table; `schemas` (if given) receives each table's analysed schema."""
+    schemas = {} if schemas is None else schemas
     problems: dict[str, str] = {}
     remaining = list(config.tables)
     while remaining:

@@ -31,6 +31,7 @@ from warehouse.config import FreshetConfig
 from warehouse.errors import WarehouseError
 from warehouse.lake.delta import app_id, is_local_root, table_path
 from warehouse.lake.session import connection_lost
+from warehouse.recompute import VersionMap
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,12 +74,13 @@ class TableState:
     last_optimize: float | None = None  # commit timestamps, epoch seconds
     last_vacuum: float | None = None
     first_commit: float | None = None  # the first retained commit's timestamp
+    versions: VersionMap = field(default_factory=VersionMap)  # derived: the SQL version of each committed range
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
                           dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices),
                           self.commits_since_optimize, self.optimized_through, self.last_optimize,
-                          self.last_vacuum, self.first_commit)
+                          self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()))
 
     def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
         """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
@@ -104,7 +106,8 @@ class RecoveryState:
         return {
             name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin,
                             commits_since_optimize=s.commits_since_optimize, optimized_through=s.optimized_through,
-                            last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit)
+                            last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit,
+                            sql_versions=s.versions.tuples())
             for name, s in self.tables.items()
             if s.freshness is not None
         }
@@ -222,6 +225,8 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             if isinstance(window, list) and window and window[0] is not None:
                 w0 = float(window[0])
                 state.origin = w0 if state.origin is None else min(state.origin, w0)
+                if isinstance(meta.get("sql_version"), str) and len(window) == 2:  # derived (seed 001)
+                    state.versions.set(w0, float(window[1]), meta["sql_version"])
         state.delta_version = version
     if state.delta_version is None:
         state.delta_version = cp_version
