@@ -52,22 +52,22 @@ def parquet_files(path: str) -> int:
 
 def test_optimize_compacts_vacuum_respects_retention_and_recovery_reads_across_them(spark, tmp_path: Path) -> None:
     data = warehouse_dict(tmp_path, tracks=2, chop=None)
-    data["maintenance"] = {"optimize_every": 3, "vacuum_retain": 0}
+    data["maintenance"] = {"optimize_every": 2, "vacuum_retain": 0}
     cfg = parse_config(data)
     state = recover(cfg)
     intake = Intake(cfg, state)
     ex = Timed(cfg, spark, state)
     sched = Scheduler(cfg, now=time.time(), recovered=state.recovered)
     path = table_path(cfg, "m_raw")
-    for k in range(4):  # four loads of m_raw, one partition each: four commits, four small files
+    for k in range(3):  # three loads of m_raw, one partition each: three commits, three small files
         write_minutes(cfg, "m", k, 1)
         report, _ = run_until_idle(cfg, spark, scheduler=sched, intake=intake, executor=ex)
         assert report.failed == 0
     kinds = [(t, kind) for t, kind, *_ in ex.spans]
-    assert kinds.count(("m_raw", "optimize")) == 1  # after the third commit, not before
+    assert kinds.count(("m_raw", "optimize")) == 1  # after the second commit, not before
     history = {r["operation"]: r["operationMetrics"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()}
-    assert history["OPTIMIZE"]["numRemovedFiles"] == "3" and history["OPTIMIZE"]["numAddedFiles"] == "1"
-    assert maintain.data_files(spark, path) == 2  # 3 compacted into 1, then one more load
+    assert history["OPTIMIZE"]["numRemovedFiles"] == "2" and history["OPTIMIZE"]["numAddedFiles"] == "1"
+    assert maintain.data_files(spark, path) == 2  # 2 compacted into 1, then one more load
     m_raw = next(t for t in sched.stats(time.time()).tables if t.name == "m_raw")
     assert m_raw.upkeep.files == 1 and m_raw.upkeep.commits_since_optimize == 1
     for table in {t for t, *_ in ex.spans}:  # never a table's update beside its maintenance
@@ -76,32 +76,31 @@ def test_optimize_compacts_vacuum_respects_retention_and_recovery_reads_across_t
 
     # recovery across the OPTIMIZE commit (no Freshet txn in it): both log readers agree
     local = recover(cfg).tables["m_raw"]
-    assert local.freshness == T0 + 4 * MINUTE and len(local.partitions) == 4
+    assert local.freshness == T0 + 3 * MINUTE and len(local.partitions) == 3
     assert local.commits_since_optimize == 1 and local.last_optimize is not None
     remote = SparkLog(spark).table_state(path, "m_raw")
     assert (remote.freshness, remote.txn_version, set(remote.partitions), remote.commits_since_optimize) == (
         local.freshness, local.txn_version, set(local.partitions), local.commits_since_optimize)
-    assert table_rows(spark, cfg, "m_raw", COLS) == expected_base("m", range(4), COLS)
 
     # VACUUM with Delta's default retention (7 days): vacuum_retain 0 goes no lower, nothing deleted
     on_disk = parquet_files(path)
     vac = StartJob(job_id=900, table="m_raw", track=0, kind="vacuum", start=local.freshness, end=local.freshness,
                    new_freshness=local.freshness, new_safe_freshness=local.freshness)
     ev = ex.execute(vac)
-    assert ev.bytes_reclaimed == 0 and parquet_files(path) == on_disk == 5
-    # the table's own retention lowered to 1 second: VACUUM deletes the 3 compacted files
+    assert ev.bytes_reclaimed == 0 and parquet_files(path) == on_disk == 4
+    # the table's own retention lowered to 1 second: VACUUM deletes the 2 compacted files
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
               "('delta.deletedFileRetentionDuration' = 'interval 1 seconds')")
     time.sleep(1.2)
     ev = ex.execute(vac)
     assert ev.bytes_reclaimed > 0 and ev.files == 2 and parquet_files(path) == 2
-    assert table_rows(spark, cfg, "m_raw", COLS) == expected_base("m", range(4), COLS)
+    assert table_rows(spark, cfg, "m_raw", COLS) == expected_base("m", range(3), COLS)
     after = recover(cfg).tables["m_raw"]
     assert (after.freshness, after.txn_version, after.partitions) == (local.freshness, local.txn_version,
                                                                       local.partitions)
     assert after.last_vacuum is not None and after.last_vacuum >= after.last_optimize
     # a restarted scheduler picks the history up: the vacuum clock runs from the last VACUUM
-    s2 = Scheduler(parse_config({**data, "maintenance": {"optimize_every": 3, "vacuum_every": 3600}}),
+    s2 = Scheduler(parse_config({**data, "maintenance": {"optimize_every": 2, "vacuum_every": 3600}}),
                    now=time.time(), recovered=recover(cfg).recovered)
     up = next(t for t in s2.stats(time.time()).tables if t.name == "m_raw").upkeep
     assert up.commits_since_optimize == 1 and up.next_vacuum == pytest.approx(after.last_vacuum + 3600)
