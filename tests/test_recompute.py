@@ -255,3 +255,24 @@ def test_the_simulator_runs_recompute_jobs_for_late_partitions_on_the_same_track
     assert "recompute_jobs" not in on_time.per_table["roll"]
     assert late.per_table["roll"]["recompute_jobs"] > 20
     assert late.busy_time > on_time.busy_time
+
+
+def test_a_restart_finds_the_windows_a_late_partition_made_wrong_in_the_delta_log_alone():
+    """lake.recovery.stale_ranges: the derived log says which source version each range read,
+    the source's log which version wrote which partition; a late partition committed after the
+    windows that needed it (then a crash) is recompute work the restart must not lose."""
+    import json
+
+    from warehouse.lake.recovery import TableState, stale_ranges
+    from warehouse.scheduler import Recovered
+
+    raw = TableState(written=[(0, 60, 1), (60, 120, 2), (180, 240, 3), (240, 300, 4), (120, 180, 5)])  # v5: late
+    roll = TableState(reads=VersionMap([(0, 300, json.dumps({"raw": 4})), (300, 600, json.dumps({"raw": 7}))]))
+    assert stale_ranges(roll, {"raw": raw}, lookback=0, granularity=300) == [(0, 300)]
+    roll.reads.set(0, 300, json.dumps({"raw": 5}))  # recomputed after the late load: nothing to do
+    assert stale_ranges(roll, {"raw": raw}, lookback=0, granularity=300) == []
+    # the Scheduler starts from there: the range is recomputed first
+    s = Scheduler(_cfg(), now=0, recovered={"raw": Recovered(600), "roll": Recovered(600, 600, 0, dirty=((0, 300),)),
+                                             "top": Recovered(600, 600, 0)})
+    (job,) = s.handle(Tick(), 1)
+    assert (job.table, job.kind, job.start, job.end, job.reasons) == ("roll", "recompute", 0, 300, ("late",))

@@ -87,6 +87,7 @@ class Recovered:
     safe_freshness: float | None = None
     origin: float | None = None
     sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
+    dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
 
 
 @dataclass(slots=True)
@@ -301,6 +302,8 @@ class Scheduler:
         version = sql_version(tc.sql)
         if t.rc is None:
             t.rc = TableRecompute(version, VersionMap(rec.sql_versions if rec else ()))
+            for lo, hi in rec.dirty if rec else ():  # late data loaded before a restart (lake.recovery)
+                t.rc.dirty.add(lo, hi, ("late",))
         elif t.rc.sql_version != version:
             t.rc.sql_version = version
             t.rc.full = t.rc.full or t.full_mode
