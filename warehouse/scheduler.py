@@ -165,7 +165,7 @@ class _Table:
     full_mode: bool = False  # refresh_mode full (or auto and the SQL is not window-local)
     mode_reason: str = ""
     settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
-    running_piece: Piece | None = None  # what the running recompute job took out of rc.dirty
+    running_taken: list[Piece] = field(default_factory=list)  # what the running job took out of rc.dirty
     next_recompute: bool = False  # _candidate chose the recompute job (the next _start runs it)
     running_full: bool = False
 
@@ -466,7 +466,7 @@ class Scheduler:
         else:
             assert t.rc is not None
             t.rc.versions.set(job.start, job.end, job.sql_version)
-            t.running_piece, t.running_full = None, False
+            t.running_taken, t.running_full = [], False
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             self._sources_changed(d, now)
@@ -478,7 +478,7 @@ class Scheduler:
         if ev.committed:
             t.cost.observe(job.end - job.start, ev.duration)
         t.rc.done(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
-        t.running_piece, t.running_full = None, False  # (counted in rc.recompute_jobs, not in update jobs)
+        t.running_taken, t.running_full = [], False  # (counted in rc.recompute_jobs, not in update jobs)
         t.failures = 0
         t.last_result = "ok"
         self._touch(t, job.start, job.end, "upstream", job.late, now)
@@ -535,11 +535,10 @@ class Scheduler:
         t.running_parts = []
         t.running_slice = None  # a failed slice: its partition never left the pending list
         if t.rc is not None:  # the windows it took stay to recompute
-            if t.running_piece is not None:
-                p = t.running_piece
+            for p in t.running_taken:
                 t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
             t.rc.full = t.rc.full or t.running_full
-            t.running_piece, t.running_full = None, False
+            t.running_taken, t.running_full = [], False
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -855,9 +854,7 @@ class Scheduler:
             start = t.origin if t.origin is not None else start
             assert t.rc is not None
             t.running_full, t.rc.full = t.rc.full, False
-            t.running_piece = Piece(start, end, set().union(*(p.reasons for p in t.rc.dirty.items)),
-                                    set().union(*(p.late for p in t.rc.dirty.items)))
-            t.rc.dirty.remove(start, end)
+            t.running_taken = t.rc.dirty.remove(start, end)
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -887,9 +884,8 @@ class Scheduler:
         self._transition(t, "start")
         t.version += 1
         self._queued[t.group] -= 1
-        t.running_piece = Piece(piece.lo, piece.hi, set(piece.reasons), set(piece.late))
         t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
-        t.rc.dirty.remove(piece.lo, piece.hi)
+        t.running_taken = t.rc.dirty.remove(piece.lo, piece.hi)
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1059,9 +1055,7 @@ class Scheduler:
             "refresh_mode": "full" if t.full_mode else "incremental",
             "sql_version": rc.sql_version,
             "windows_old_sql": window_count(old, t.granularity, t.period),
-            "recompute_pending": rc.dirty.total() + old + (t.running_piece.hi - t.running_piece.lo
-                                                            if t.running_piece and t.running and
-                                                            t.running.kind == "recompute" else 0.0),
+            "recompute_pending": rc.dirty.total() + old + sum(p.hi - p.lo for p in t.running_taken),
             "windows_recomputed": rc.windows_recomputed,
             "recompute_jobs": rc.recompute_jobs,
         }
