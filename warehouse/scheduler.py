@@ -656,8 +656,10 @@ class Scheduler:
         """t's next job as the basic algorithm sees it: its update job, or — when it ranks first —
         its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
         upd = self._update_candidate(t) if t.base or self._has_update(t) else None
-        plan = self._recompute_plan(t)
         t.next_recompute = False
+        if upd is not None and t.full_mode:  # a full update rewrites every window anyway
+            return upd
+        plan = self._recompute_plan(t)
         if plan is None:
             assert upd is not None
             return upd
