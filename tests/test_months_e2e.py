@@ -119,6 +119,7 @@ def test_late_partition_and_sql_change_in_one_daemon_run(spark, tmp_path: Path) 
             a = json.loads(line)
             if "commitInfo" in a:
                 metas.append(json.loads(a["commitInfo"]["userMetadata"]))
+    # the late partition's window (T0, T0+5m] was rewritten naming it (alone, or in a full pass)
     late = [x for x in metas if x["kind"] == "recompute" and "m-0003" in x["late"]]
-    assert late and late[0]["window"] == [T0, T0 + 5 * MINUTE] and late[0]["reasons"] == ["late"]
-    assert {tuple(x["window"]) for x in metas if x["kind"] == "recompute" and x["reasons"] == ["sql"]}
+    assert late and all(x["window"][0] <= T0 + 3 * MINUTE and x["window"][1] >= T0 + 4 * MINUTE for x in late)
+    assert any(x["kind"] == "recompute" and "sql" in x["reasons"] for x in metas)  # the old windows rewritten

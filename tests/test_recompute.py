@@ -255,3 +255,59 @@ def test_the_simulator_runs_recompute_jobs_for_late_partitions_on_the_same_track
     assert "recompute_jobs" not in on_time.per_table["roll"]
     assert late.per_table["roll"]["recompute_jobs"] > 20
     assert late.busy_time > on_time.busy_time
+
+
+def test_a_restart_finds_the_windows_a_late_partition_made_wrong_in_the_delta_log_alone():
+    """lake.recovery.stale_ranges: the derived log says which source version each range read,
+    the source's log which version wrote which partition; a late partition committed after the
+    windows that needed it (then a crash) is recompute work the restart must not lose."""
+    import json
+
+    from warehouse.lake.recovery import TableState, stale_ranges
+    from warehouse.scheduler import Recovered
+
+    raw = TableState(written=[(0, 60, 1), (60, 120, 2), (180, 240, 3), (240, 300, 4), (120, 180, 5)])  # v5: late
+    roll = TableState(reads=VersionMap([(0, 300, json.dumps({"raw": 4})), (300, 600, json.dumps({"raw": 7}))]))
+    assert stale_ranges(roll, {"raw": raw}, lookback=0, granularity=300) == [(0, 300)]
+    roll.reads.set(0, 300, json.dumps({"raw": 5}))  # recomputed after the late load: nothing to do
+    assert stale_ranges(roll, {"raw": raw}, lookback=0, granularity=300) == []
+    # the Scheduler starts from there: the range is recomputed first
+    s = Scheduler(_cfg(), now=0, recovered={"raw": Recovered(600), "roll": Recovered(600, 600, 0, dirty=((0, 300),)),
+                                             "top": Recovered(600, 600, 0)})
+    (job,) = s.handle(Tick(), 1)
+    assert (job.table, job.kind, job.start, job.end, job.reasons) == ("roll", "recompute", 0, 300, ("late",))
+
+
+def test_a_failed_recompute_puts_back_only_what_it_took():
+    from warehouse.events import JobFailed
+
+    s = Scheduler(_cfg(), now=0)
+    now = 0.0
+    for i in [*range(0, 7), *range(8, 20)]:
+        now = _run(s, _arrive(s, i, now), now, [])
+    (load,) = _arrive(s, 7, now)
+    (rec,) = s.handle(JobFinished(job_id=load.job_id, duration=1), now + 1)
+    assert (rec.table, rec.kind, rec.start, rec.end) == ("roll", "recompute", 300, 600)
+    assert s.handle(JobFailed(job_id=rec.job_id, reason="boom"), now + 2) == []
+    assert _table(s, "roll", now + 2).recompute_pending == 300  # back in the queue, nothing more
+    (again,) = s.handle(Tick(), now + 100)  # after the back-off
+    assert (again.kind, again.start, again.end, again.late) == ("recompute", 300, 600, ("p7",))
+
+
+def test_validate_says_which_refresh_each_derived_table_uses_and_why():
+    from ops.validate import _text, describe
+    from warehouse.config import parse_config
+    from warehouse.errors import ConfigError
+
+    cfg = parse_config({"streams": [{"name": "s", "period": 60}], "tables": [
+        {"name": "raw", "stream": "s"},
+        {"name": "roll", "sources": ["raw"], "granularity": 300, "sql": ROLLUP, "max_skew": "2m"},
+        {"name": "tot", "sources": ["raw"], "sql": "SELECT max(ts) AS ts, count(*) AS n FROM raw"}]})
+    d = {t["name"]: t for t in describe(cfg)["tables"]}
+    assert d["roll"]["refresh"]["mode"] == "incremental" and d["roll"]["max_skew_seconds"] == 120
+    assert d["tot"]["refresh"]["mode"] == "full" and "global aggregate" in d["tot"]["refresh"]["why"]
+    text = _text(describe(cfg))
+    assert "tot" in text and "full" in text and "max_skew=2m" in text
+    with pytest.raises(ConfigError, match="'raw' is a base table: max_skew applies to derived tables only"):
+        parse_config({"streams": [{"name": "s", "period": 60}], "tables": [
+            {"name": "raw", "stream": "s", "max_skew": 60}]})

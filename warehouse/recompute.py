@@ -123,9 +123,10 @@ class Ranges:
         keep.insert(bisect_left([p.lo for p in keep], new.lo), new)
         self.items = keep
 
-    def remove(self, lo: float, hi: float) -> None:
-        """Take `(lo, hi]` out (it was rewritten)."""
+    def remove(self, lo: float, hi: float) -> list[Piece]:
+        """Take `(lo, hi]` out (a job rewrites it); the parts taken (to put back if it fails)."""
         out: list[Piece] = []
+        taken: list[Piece] = []
         for p in self.items:
             if p.hi <= lo or p.lo >= hi:
                 out.append(p)
@@ -134,7 +135,9 @@ class Ranges:
                 out.append(Piece(p.lo, lo, set(p.reasons), set(p.late)))
             if p.hi > hi:
                 out.append(Piece(hi, p.hi, set(p.reasons), set(p.late)))
+            taken.append(Piece(max(p.lo, lo), min(p.hi, hi), set(p.reasons), set(p.late)))
         self.items = out
+        return taken
 
     def newest(self, span: float, granularity: float | None) -> Piece | None:
         """The newest piece of at most `span` (never less than one granule): newest first."""

@@ -102,6 +102,7 @@ class Recovered:
     last_vacuum: float | None = None
     first_commit: float | None = None
     sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
+    dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
 
 
 @dataclass(slots=True)
@@ -179,7 +180,7 @@ class _Table:
     full_mode: bool = False  # refresh_mode full (or auto and the SQL is not window-local)
     mode_reason: str = ""
     settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
-    running_piece: Piece | None = None  # what the running recompute job took out of rc.dirty
+    running_taken: list[Piece] = field(default_factory=list)  # what the running job took out of rc.dirty
     next_recompute: bool = False  # _candidate chose the recompute job (the next _start runs it)
     running_full: bool = False
 
@@ -324,6 +325,8 @@ class Scheduler:
         version = sql_version(tc.sql)
         if t.rc is None:
             t.rc = TableRecompute(version, VersionMap(rec.sql_versions if rec else ()))
+            for lo, hi in rec.dirty if rec else ():  # late data loaded before a restart (lake.recovery)
+                t.rc.dirty.add(lo, hi, ("late",))
         elif t.rc.sql_version != version:
             t.rc.sql_version = version
             t.rc.full = t.rc.full or t.full_mode
@@ -553,7 +556,7 @@ class Scheduler:
         else:
             assert t.rc is not None
             t.rc.versions.set(job.start, job.end, job.sql_version)
-            t.running_piece, t.running_full = None, False
+            t.running_taken, t.running_full = [], False
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             self._sources_changed(d, now)
@@ -588,7 +591,7 @@ class Scheduler:
         if ev.committed:
             t.cost.observe(job.end - job.start, ev.duration)
         t.rc.done(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
-        t.running_piece, t.running_full = None, False  # (counted in rc.recompute_jobs, not in update jobs)
+        t.running_taken, t.running_full = [], False  # (counted in rc.recompute_jobs, not in update jobs)
         t.failures = 0
         t.last_result = "ok"
         self._touch(t, job.start, job.end, "upstream", job.late, now)
@@ -648,11 +651,10 @@ class Scheduler:
         t.running_parts = []
         t.running_slice = None  # a failed slice: its partition never left the pending list
         if t.rc is not None:  # the windows it took stay to recompute
-            if t.running_piece is not None:
-                p = t.running_piece
+            for p in t.running_taken:
                 t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
             t.rc.full = t.rc.full or t.running_full
-            t.running_piece, t.running_full = None, False
+            t.running_taken, t.running_full = [], False
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -770,8 +772,10 @@ class Scheduler:
         """t's next job as the basic algorithm sees it: its update job, or — when it ranks first —
         its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
         upd = self._update_candidate(t) if t.base or self._has_update(t) else None
-        plan = self._recompute_plan(t)
         t.next_recompute = False
+        if upd is not None and t.full_mode:  # a full update rewrites every window anyway
+            return upd
+        plan = self._recompute_plan(t)
         if plan is None:
             assert upd is not None
             return upd
@@ -1060,9 +1064,7 @@ class Scheduler:
             start = t.origin if t.origin is not None else start
             assert t.rc is not None
             t.running_full, t.rc.full = t.rc.full, False
-            t.running_piece = Piece(start, end, set().union(*(p.reasons for p in t.rc.dirty.items)),
-                                    set().union(*(p.late for p in t.rc.dirty.items)))
-            t.rc.dirty.remove(start, end)
+            t.running_taken = t.rc.dirty.remove(start, end)
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1092,9 +1094,8 @@ class Scheduler:
         self._transition(t, "start")
         t.version += 1
         self._queued[t.group] -= 1
-        t.running_piece = Piece(piece.lo, piece.hi, set(piece.reasons), set(piece.late))
         t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
-        t.rc.dirty.remove(piece.lo, piece.hi)
+        t.running_taken = t.rc.dirty.remove(piece.lo, piece.hi)
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1267,9 +1268,7 @@ class Scheduler:
             "refresh_mode": "full" if t.full_mode else "incremental",
             "sql_version": rc.sql_version,
             "windows_old_sql": window_count(old, t.granularity, t.period),
-            "recompute_pending": rc.dirty.total() + old + (t.running_piece.hi - t.running_piece.lo
-                                                            if t.running_piece and t.running and
-                                                            t.running.kind == "recompute" else 0.0),
+            "recompute_pending": rc.dirty.total() + old + sum(p.hi - p.lo for p in t.running_taken),
             "windows_recomputed": rc.windows_recomputed,
             "recompute_jobs": rc.recompute_jobs,
         }

@@ -100,6 +100,8 @@ def refresh_plan(sql: str, time_columns: Iterable[str]) -> tuple[bool, str]:
     column names. A text that does not parse (Spark accepts more than sqlglot) counts as window-local,
     as every derived table did before, and says so.
     """
+    if not _MAYBE_NONLOCAL.search(sql):  # no call, join, grouping or window: a projection or filter
+        return True, _LOCAL
     import sqlglot
     from sqlglot import exp
 
@@ -133,4 +135,8 @@ def refresh_plan(sql: str, time_columns: Iterable[str]) -> tuple[bool, str]:
         for w in select.find_all(exp.Window):
             if not any(has_time(p) for p in w.args.get("partition_by") or []):
                 return False, "a window function (OVER) not partitioned by a time column"
-    return True, "window-local: each window is computed from its own rows (and the lookback)"
+    return True, _LOCAL
+
+
+_LOCAL = "window-local: each window is computed from its own rows (and the lookback)"
+_MAYBE_NONLOCAL = re.compile(r"\(|\bjoin\b|\bgroup\b|\bover\b", re.IGNORECASE)

@@ -298,7 +298,8 @@ class Executor:
         st = self.table_state(tc.name)
         if st.freshness is None:
             return self._noop(job, t0, st, "the table has no committed windows to recompute")
-        start, end = job.start, min(job.end, st.freshness)
+        # a full pass rewrites the whole table: up to what is committed, never dropping rows above
+        start, end = job.start, st.freshness if job.full else min(job.end, st.freshness)
         if end <= start:
             return self._noop(job, t0, st, f"nothing committed in ({start}, {job.end}]")
         txn = next_txn_version(st.freshness, st.txn_version)

@@ -31,7 +31,7 @@ from warehouse.config import FreshetConfig
 from warehouse.errors import WarehouseError
 from warehouse.lake.delta import app_id, is_local_root, table_path
 from warehouse.lake.session import connection_lost
-from warehouse.recompute import VersionMap
+from warehouse.recompute import VersionMap, touched
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,6 +48,7 @@ __all__ = [
     "needs_spark",
     "read_table_state",
     "recover",
+    "stale_ranges",
 ]
 
 log_ = logging.getLogger("freshet.recovery")
@@ -75,6 +76,12 @@ class TableState:
     last_vacuum: float | None = None
     first_commit: float | None = None  # the first retained commit's timestamp
     versions: VersionMap = field(default_factory=VersionMap)  # derived: the SQL version of each committed range
+    # what recovery needs to find derived windows computed before a change of their sources
+    # (late data) was recomputed: (lo, hi, Delta version) of every range a commit wrote, and, for a
+    # derived table, the source versions each committed range was computed from (JSON)
+    written: list[tuple[float, float, int]] = field(default_factory=list)
+    reads: VersionMap = field(default_factory=VersionMap)
+    dirty: list[tuple[float, float]] = field(default_factory=list)  # derived: to recompute (recover())
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
@@ -107,7 +114,7 @@ class RecoveryState:
             name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin,
                             commits_since_optimize=s.commits_since_optimize, optimized_through=s.optimized_through,
                             last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit,
-                            sql_versions=s.versions.tuples())
+                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty))
             for name, s in self.tables.items()
             if s.freshness is not None
         }
@@ -219,14 +226,20 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             state.record(meta.get("partitions") or {}, meta.get("slices") or {})
             windows = meta.get("windows")  # commits before windows were recorded have none: skipped
             if isinstance(windows, dict):
-                state.windows.update({pid: (float(w[0]), float(w[1])) for pid, w in windows.items()
-                                      if isinstance(w, list) and len(w) == 2})
+                ws = {pid: (float(w[0]), float(w[1])) for pid, w in windows.items()
+                      if isinstance(w, list) and len(w) == 2}
+                state.windows.update(ws)
+                state.written.extend((a, b, version) for a, b in ws.values())
             window = meta.get("window")
             if isinstance(window, list) and window and window[0] is not None:
                 w0 = float(window[0])
                 state.origin = w0 if state.origin is None else min(state.origin, w0)
                 if isinstance(meta.get("sql_version"), str) and len(window) == 2:  # derived (seed 001)
                     state.versions.set(w0, float(window[1]), meta["sql_version"])
+                if meta.get("kind") in ("derived", "recompute") and len(window) == 2:
+                    state.written.append((w0, float(window[1]), version))
+                    if isinstance(meta.get("sources"), dict):
+                        state.reads.set(w0, float(window[1]), json.dumps(meta["sources"], sort_keys=True))
         state.delta_version = version
     if state.delta_version is None:
         state.delta_version = cp_version
@@ -274,7 +287,41 @@ def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState
         tables[t.name] = st
         if t.stream:
             loaded.setdefault(t.stream, {}).update(st.partitions)
+    for t in config.tables:
+        if not t.is_base:
+            tables[t.name].dirty = stale_ranges(tables[t.name], {s: tables[s] for s in t.sources if s in tables},
+                                                lookback=t.lookback, granularity=t.granularity)
     return RecoveryState(tables=tables, loaded=loaded)
+
+
+def stale_ranges(st: TableState, sources: dict[str, TableState], *, lookback: float,
+                 granularity: float | None) -> list[tuple[float, float]]:
+    """A derived table's committed ranges computed from an older Delta version of a source than
+    a later commit that wrote rows they read (a late partition, a source recomputed, a skew) — the
+    recompute work a restart must not lose (warehouse.recompute): its own log says which source
+    version each range read, the source's log which version wrote which range."""
+    from bisect import bisect_right
+
+    ranges = st.reads.tuples()  # sorted, disjoint
+    starts = [lo for lo, _, _ in ranges]
+    reads: dict[int, dict[str, Any]] = {}
+    out: list[tuple[float, float]] = []
+    for name, src in sources.items():
+        for a, b, version in src.written:  # each write touches the few ranges around it: O(w log r)
+            i = max(0, bisect_right(starts, a) - 1)
+            while i < len(ranges) and ranges[i][0] < b + lookback:
+                lo, hi, raw = ranges[i]
+                if i not in reads:
+                    try:
+                        reads[i] = json.loads(raw)
+                    except ValueError:
+                        reads[i] = {}
+                seen = reads[i].get(name)
+                if isinstance(seen, int) and version > seen and (r := touched(
+                        a, b, lookback=lookback, granularity=granularity, taken=hi, origin=lo)) is not None:
+                    out.append(r)
+                i += 1
+    return out
 
 
 def commit_metrics(path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
