@@ -107,6 +107,8 @@ class Daemon:
         self._accepting = False
         self._dispatched: dict[int, str] = {}  # job id → table: handed to a track, not reported back yet
         self.server: ApiServer | None = None
+        self.lease: Any = None  # ops.lease.Lease: one daemon per warehouse
+        self._lease_lost: str | None = None
 
     # -- API backend (called from the HTTP thread) --
     def snapshot(self) -> SchedulerStats | None:
@@ -340,6 +342,9 @@ class Daemon:
             try:
                 self.spark = self.link.session()
                 self.metrics.spark_connected.set(1)
+                jvm = _driver_jvm_pid(self.spark)
+                if jvm is not None and self.lease is not None:
+                    self.lease.add_helper(jvm)
                 return True
             except Exception as e:
                 if not (self.link.remote and connection_lost(e)):
@@ -390,10 +395,15 @@ class Daemon:
                 path, {"source": "freshet run", "clock": "epoch seconds"},
                 on_error=lambda e: log.warning("cannot append to the trace file",
                                                extra={"path": path, "error": str(e)}))
+        self._take_lease(f"{host}:{port}")
         app = create_app(self, self.registry, token=token, open_without_token=loopback,
                          max_body=self.opts.max_body)
         self.server = ApiServer(app, host, port)
-        bound = self.server.start()
+        try:
+            bound = self.server.start()
+        except BaseException:
+            self.lease.release()
+            raise
         log.info("HTTP API listening", extra={"listen": f"{host}:{bound}", "token": token is not None})
 
         signal.signal(signal.SIGTERM, self._on_term)
@@ -403,13 +413,16 @@ class Daemon:
             self._startup()
         except FreshetError:
             self.server.stop()
+            self.lease.release()
             raise
         except Exception as e:
             log.exception("startup failed")
             self.server.stop()
+            self.lease.release()
             raise FreshetError(f"startup failed: {type(e).__name__}: {e}") from e
         if self._term is not None:  # stopped during recovery
             self.server.stop()
+            self.lease.release()
             return 0
 
         self.workers.ensure(cfg.scheduler.tracks)
@@ -435,6 +448,26 @@ class Daemon:
         finally:
             self._shutdown()
 
+    def _take_lease(self, listen: str) -> None:
+        """One daemon per warehouse (ops.lease): refuse to start if another holds the lease."""
+        from ops.lease import Lease, lease_path
+
+        self.lease = Lease(lease_path(self.config), timeout=self.config.warehouse.lease_timeout, listen=listen)
+        self.lease.acquire()  # LeaseHeld (a FreshetError): exit 1 with the holder's pid, host and API
+        if self.lease.took_over:
+            log.warning("took over the warehouse lease", extra={
+                "lease": str(self.lease.path), "reason": self.lease.took_over.get("reason"),
+                "previous_pid": self.lease.took_over.get("pid"), "previous_host": self.lease.took_over.get("host")})
+
+        def lost(message: str) -> None:
+            self._lease_lost = message
+
+        def failed(err: OSError) -> None:
+            log.warning("cannot renew the warehouse lease; retrying", extra={"lease": str(self.lease.path),
+                                                                             "error": str(err)})
+
+        self.lease.start(lost, failed)
+
     def _spark_alive(self) -> bool:
         """One cheap call into the driver JVM; False when Py4J cannot reach it any more. (Over
         Spark Connect there is no JVM here: a lost server is survivable, `_watch_spark`.)"""
@@ -456,6 +489,10 @@ class Daemon:
         dirty = False
         while True:
             now = time.time()
+            if self._lease_lost is not None:
+                log.critical("lost the warehouse lease; exiting (another daemon took it over)",
+                             extra={"reason": self._lease_lost})
+                raise FreshetError(f"lost the warehouse lease: {self._lease_lost}")
             if now - last_spark >= SPARK_CHECK_EVERY:
                 last_spark = now
                 if not self._spark_alive():
@@ -520,6 +557,8 @@ class Daemon:
 
     def _shutdown(self) -> None:
         self.stop_flag.set()
+        if self.lease is not None and self._lease_lost is None:
+            self.lease.release()
         self.workers.stop()
         if self.server is not None:
             self.server.stop()
@@ -533,3 +572,14 @@ class Daemon:
 
             with contextlib.suppress(Exception):
                 stop_spark()
+
+
+def _driver_jvm_pid(spark: Any) -> int | None:
+    """The pid of the Spark driver JVM this process launched (local or standalone master), if any."""
+    try:
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)  # set by pyspark's launch_gateway
+        return int(proc.pid) if proc is not None else None
+    except Exception:  # Spark Connect, or a pyspark without it: nothing to record
+        return None
