@@ -47,7 +47,7 @@ from ops.workers import JobResult, TrackWorkers
 from sim.trace import Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig, load_config
 from warehouse.errors import ConfigError, FreshetError, PartitionRefused
-from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.landing.intake import Submitted
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso
@@ -96,7 +96,8 @@ class Daemon:
         self.spark: Any = None
         self.link: Any = None  # warehouse.lake.session.SparkLink
         self.state: Any = None
-        self.workers = TrackWorkers(lambda job: self.executor.execute(job), self.events.put)
+        self.workers = TrackWorkers(self._execute, self.events.put)
+        self._unloadable: dict[int, dict[str, str]] = {}  # job id → {partition: why}, for _on_result
         self.stop_flag = threading.Event()  # stop intake/demo threads
         self._term: int | None = None
         self._hup = False
@@ -190,6 +191,23 @@ class Daemon:
             self._dispatched[job.job_id] = job.table
             self.workers.submit(job)
 
+    def _execute(self, job: StartJob) -> Any:
+        """A track worker's job: run it; if a base job failed, recheck its partitions' files (a
+        file deleted or corrupted since acceptance fails every retry: those are quarantined)."""
+        event = self.executor.execute(job)
+        if not isinstance(event, JobFinished) and job.kind == "base":
+            try:
+                committed = self.executor.table_state(job.table).partitions  # re-read after the failure
+                bad = {pid: why for pid, why in self.intake.recheck(job).items() if pid not in committed}
+            except Exception as e:  # the recheck is best effort: the job is retried anyway
+                log.warning("cannot recheck a failed job's partitions", extra={
+                    "table": job.table, "job": job.job_id, "error": f"{type(e).__name__}: {e}"})
+                bad = {}
+            if bad:
+                self._unloadable[job.job_id] = bad
+                event = JobFailed(job_id=job.job_id, reason=event.reason, bad_partitions=tuple(sorted(bad)))
+        return event
+
     def _handle(self, event: Any, now: float) -> list[StartJob]:
         with self.metrics.decision_seconds.time():
             return self.sched.handle(event, now)
@@ -228,6 +246,10 @@ class Daemon:
             self._trace_job(job, r.ended, duration, 0, "failed")
             log.warning("job failed", extra={"table": job.table, "job": job.job_id, "track": job.track,
                                              "kind": job.kind, "reason": ev.reason, "duration": duration})
+            stream = next((t.stream for t in self.config.tables if t.name == job.table), None)
+            for pid, why in self._unloadable.pop(job.job_id, {}).items():
+                if stream is not None:  # quarantined and counted like any bad partition; the rest is retried
+                    self.intake.refuse(stream, pid, why)
         self._dispatch(self._handle(ev, now))
 
     def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
