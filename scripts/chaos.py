@@ -11,10 +11,12 @@ missing file, a row-count mismatch, rows outside the window, a wrong column type
 the partition directory, an end in the future, a window overlapping a loaded partition, and a
 loaded id re-sent with other content.
 
-Each kill picks an instant at random from one of five kinds: during recovery (before /readyz
-answers 200), during a base append, during a derived job (after the daemon logs `job started`
-for one, plus a random 0–1.5 s), during a SIGHUP reload (sent with a changed priority, killed
-0–1 s later), or at a random moment after ready. After the last kill the daemon runs until
+Each kill picks an instant at random from one of six kinds: during recovery (before /readyz
+answers 200), inside a base append or a derived job (after the daemon logs `job started` for
+one, plus a random 0–1.2× the median job duration seen so far: reading, writing or committing),
+just after a commit (0–0.5 s after `job finished`: archiving, reporting, the next job starting),
+during a SIGHUP reload (sent with a changed priority, killed 0–1 s later), or at a random
+moment 0–20 s after ready. After the last kill the daemon runs until
 every table is caught up and is stopped with SIGTERM. The audit then checks, per partition,
 rows expected vs found (0 lost, 0 duplicated, nothing foreign), every derived table equal to its
 SQL computed here in plain Python over the rows the producer wrote, up to the freshness its
@@ -56,7 +58,7 @@ ROWS = 5  # rows per partition
 KEYS = ("r1", "r2", "r3")
 BAD_KINDS = ("bad_json", "missing_file", "row_count", "outside_window", "wrong_type", "path_escape",
              "future", "overlap", "conflict")
-KILL_KINDS = ("recovery", "append", "derived", "reload", "random")
+KILL_KINDS = ("recovery", "append", "derived", "commit", "reload", "random")
 SCHEMA = {"ts": "timestamp", "pid": "string", "seq": "long", "key": "string", "v": "double"}
 
 S1_5M = ("SELECT timestamp_seconds(CAST(ceil(unix_micros(ts) / 300000000.0) AS BIGINT) * 300) AS ts, key, "
@@ -347,7 +349,7 @@ class KillRecord:
     ready_seconds: float | None  # this daemon's spawn → /readyz 200 (None: killed before)
 
 
-def storm(work: Path, kills: int, seed: int, out: Any = print) -> dict[str, Any]:
+def storm(work: Path, kills: int, seed: int, out: Any = print, max_minutes: float | None = None) -> dict[str, Any]:
     rng = random.Random(seed)
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -364,7 +366,8 @@ def storm(work: Path, kills: int, seed: int, out: Any = print) -> dict[str, Any]
     started = time.monotonic()
     n = 0
     every = max(1, min(7, kills // len(BAD_KINDS)))
-    while n < kills:
+    durations: dict[str, list[float]] = {"base": [], "derived": []}
+    while n < kills and (max_minutes is None or time.monotonic() - started < max_minutes * 60):
         producer.land_cycle(every)
         producer.save(work / "produced.json")
         d = Daemon(work, port, log_path)
@@ -374,7 +377,7 @@ def storm(work: Path, kills: int, seed: int, out: Any = print) -> dict[str, Any]
             priority = 13 - priority  # 5 ↔ 8: the reload changes something
             tmp = cfg_path.with_suffix(".tmp")
             tmp.write_text(yaml.safe_dump(config_dict(work, port, priority=priority), sort_keys=False))
-        hit = _approach(d, kind, rng, typical, log_path)
+        hit = _approach(d, kind, rng, typical, log_path, durations)
         if d.t_ready is not None:
             ready_times.append(d.t_ready - d.t_spawn)
             if last_kill is not None:
@@ -406,6 +409,7 @@ def storm(work: Path, kills: int, seed: int, out: Any = print) -> dict[str, Any]
     report = audit(work, producer)
     report.update({
         "kills": n,
+        "kills_requested": kills,
         "kill_kinds": dict(Counter(r.landed_at for r in records)),
         "storm_seconds": round(storm_seconds, 1),
         "ready_seconds": _summary(ready_times),
@@ -420,11 +424,14 @@ def storm(work: Path, kills: int, seed: int, out: Any = print) -> dict[str, Any]
         "workdir": str(work),
     })
     report["passed"] = bool(report["passed"] and caught_up and rc == 0)
+    report["completed"] = n == kills  # False: --max-minutes stopped the kills early
     return report
 
 
-def _approach(d: Daemon, kind: str, rng: random.Random, typical: float, log_path: Path) -> str:
-    """Wait for the instant to kill `d` at, per `kind`; what it was doing then."""
+def _approach(d: Daemon, kind: str, rng: random.Random, typical: float, log_path: Path,
+              durations: dict[str, list[float]]) -> str:
+    """Wait for the instant to kill `d` at, per `kind`; what it was doing then. `durations`
+    collects the job durations the daemons log (base, derived), to aim inside a running job."""
     if kind == "recovery":
         at = rng.uniform(0.2, 0.95) * typical
         wait_until(lambda: d.ready() or time.monotonic() - d.t_spawn >= at or not d.alive(), at + 60)
@@ -434,19 +441,32 @@ def _approach(d: Daemon, kind: str, rng: random.Random, typical: float, log_path
     if not d.alive():
         raise RuntimeError(f"daemon exited with {d.proc.returncode}; log: {log_path}")
     hit = kind
-    if kind in ("append", "derived"):
+
+    def saw(msg: str, want: str | None = None) -> bool:
+        found = False
+        for e in d.new_lines():
+            if e.get("msg") == "job finished" and e.get("kind") in durations:
+                durations[e["kind"]].append(float(e.get("duration") or 0.0))
+            found = found or (e.get("msg") == msg and (want is None or e.get("kind") == want))
+        return found
+
+    if kind in ("append", "derived"):  # inside a running job: reading, writing, committing
         want = "base" if kind == "append" else "derived"
-        if not wait_until(lambda: any(e.get("msg") == "job started" and e.get("kind") == want
-                                      for e in d.new_lines()), 30, 0.05):
+        if not wait_until(lambda: saw("job started", want), 60, 0.05):
             hit = "idle"
-        time.sleep(rng.uniform(0.0, 1.5))
+        typical_job = statistics.median(durations[want][-20:]) if durations[want] else 6.0
+        time.sleep(rng.uniform(0.0, 1.2 * typical_job))
+    elif kind == "commit":  # just after a commit: archiving, reporting, the next job starting
+        if not wait_until(lambda: saw("job finished"), 90, 0.05):
+            hit = "idle"
+        time.sleep(rng.uniform(0.0, 0.5))
     elif kind == "reload":  # the new config was written beside the file; swap it in, then SIGHUP
         cfg = d.cwd / "freshet.yaml"
         cfg.with_suffix(".tmp").replace(cfg)
         d.proc.send_signal(signal.SIGHUP)
         time.sleep(rng.uniform(0.0, 1.0))
     else:
-        time.sleep(rng.uniform(0.0, 6.0))
+        time.sleep(rng.uniform(0.0, 20.0))
     return hit
 
 
@@ -648,7 +668,7 @@ def _exp_s2_band(good: dict[str, list[Row]], f: float) -> list[tuple]:
 # ---------------------------------------------------------------- the command line
 def print_report(r: dict[str, Any], out: Any = print) -> None:
     out("")
-    out(f"kill storm: {r['kills']} kills ({', '.join(f'{k} {v}' for k, v in sorted(r['kill_kinds'].items()))}) "
+    out(f"kill storm: {r['kills']} of {r['kills_requested']} kills ({', '.join(f'{k} {v}' for k, v in sorted(r['kill_kinds'].items()))}) "
         f"in {r['storm_seconds']} s")
     out(f"partitions: {r['partitions_total']} ({r['partitions_good']} good, {r['partitions_bad']} bad)")
     out(f"rows expected {r['rows_expected']}, found {r['rows_found']}; lost {r['lost']}, duplicated {r['duplicated']}")
@@ -664,6 +684,8 @@ def print_report(r: dict[str, Any], out: Any = print) -> None:
     out(f"recovery (restart → /readyz 200): median {rs['median']} s, max {rs['max']} s over {rs['n']} restarts")
     out(f"kill → ready again: median {kr['median']} s, max {kr['max']} s")
     out(f"caught up: {r['caught_up']}; final exit code {r['final_exit_code']}")
+    if not r.get("completed", True):
+        out(f"stopped early by --max-minutes after {r['kills']} kills")
     out("PASSED" if r["passed"] else "FAILED:\n  " + "\n  ".join(r["problems"]))
 
 
@@ -673,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261126)
     ap.add_argument("--workdir", type=Path, help="default: a new temporary directory (kept)")
     ap.add_argument("--json", type=Path, help="write the full report here")
+    ap.add_argument("--max-minutes", type=float, help="stop killing after this long (then catch up and audit)")
     ap.add_argument("--audit", type=Path, metavar="WORKDIR", help="only audit a storm's work directory again")
     args = ap.parse_args(argv)
     if args.audit:
@@ -684,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
 
         args.workdir = Path(tempfile.mkdtemp(prefix="freshet-chaos-"))
     print(f"work directory: {args.workdir}  (load average {os.getloadavg()[0]:.2f})", flush=True)
-    report = storm(args.workdir, args.kills, args.seed, out=lambda s: print(s, flush=True))
+    report = storm(args.workdir, args.kills, args.seed, out=lambda s: print(s, flush=True),
+                   max_minutes=args.max_minutes)
     report["load_average_end"] = os.getloadavg()
     print_report(report)
     if args.json:
