@@ -122,7 +122,13 @@ class Lease:
         return None
 
     def acquire(self) -> None:
-        """Take the lease or raise LeaseHeld naming the holder."""
+        """Take the lease, or raise LeaseHeld naming the holder (FreshetError if it cannot be written)."""
+        try:
+            self._acquire()
+        except OSError as e:
+            raise FreshetError(f"cannot take the warehouse lease {self.path}: {e.strerror or e}") from None
+
+    def _acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -201,3 +201,11 @@ def _alive(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
 
+
+
+def test_an_unwritable_lease_is_a_clear_error(tmp_path: Path) -> None:
+    from warehouse.errors import FreshetError
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FreshetError, match="cannot take the warehouse lease .*file/_freshet.lease"):
+        Lease(tmp_path / "file" / LEASE_FILE).acquire()
