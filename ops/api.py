@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -166,6 +166,13 @@ def _validation_message(errors: list[Any]) -> str:
     return "; ".join(parts)
 
 
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error statuses an endpoint answers with (docs/operations.md §2):
+    every one is a JSON object with `error` (what is wrong) and `status_code`."""
+    schema = {"type": "object", "properties": {"error": {"type": "string"}, "status_code": {"type": "integer"}}}
+    return {code: {"description": "error", "content": {"application/json": {"schema": schema}}} for code in codes}
+
+
 def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | None = None,
                open_without_token: bool = True, max_body: int = MAX_BODY,
                clock: Callable[[], float] = time.time) -> FastAPI:
@@ -236,7 +243,9 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ApiError(400, f"malformed JSON body: {e}", "bad_json") from None
 
-    @app.get("/metrics", include_in_schema=True, summary="Prometheus exposition")
+    @app.get("/metrics", include_in_schema=True, summary="Prometheus exposition", response_class=PlainTextResponse,
+             responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}},
+                              "description": "the Prometheus text format"}})
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -244,7 +253,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     async def healthz() -> dict[str, Any]:  # on the event loop: never queues behind worker threads
         return {"status": "ok", "time": clock()}
 
-    @app.get("/readyz", summary="ready: Spark session up and recovery done")
+    @app.get("/readyz", summary="ready: Spark session up and recovery done", responses=_errors(503))
     def readyz() -> JSONResponse:
         ok, reason = backend.ready()
         if ok:
@@ -258,7 +267,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
             raise ApiError(503, "the scheduler has not published its state yet (recovery in progress)")
         return snap
 
-    @app.get("/v1/tables", summary="tables, stalest first")
+    @app.get("/v1/tables", summary="tables, stalest first", responses=_errors(503))
     def tables() -> dict[str, Any]:
         snap = snapshot()
         now = clock()
@@ -267,7 +276,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
         return {"now": now, "snapshot_time": snap.now, "weighted_staleness": sum(r["weighted_staleness"]
                 for r in rows), "tables": rows}
 
-    @app.get("/v1/tables/{table}", summary="one table")
+    @app.get("/v1/tables/{table}", summary="one table", responses=_errors(404, 503))
     def table(table: str) -> dict[str, Any]:
         snap = snapshot()
         for t in snap.tables:
@@ -275,7 +284,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
                 return table_view(t, snap.now, clock(), backend.actions_view(t.name))
         raise ApiError(404, f"unknown table {table!r}; known: {', '.join(sorted(t.name for t in snap.tables))}")
 
-    @app.get("/v1/tracks", summary="tracks and the track plan (§3.2)")
+    @app.get("/v1/tracks", summary="tracks and the track plan (§3.2)", responses=_errors(503))
     def tracks() -> dict[str, Any]:
         snap = snapshot()
         p = snap.plan
@@ -320,6 +329,8 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
         return await action(table, "refresh", request)
 
     @app.post("/v1/streams/{stream}/partitions", status_code=202,
+              responses={200: {"description": "the same partition again: a duplicate, a no-op"},
+                         **_errors(400, 401, 403, 404, 413, 415, 422, 503)},
               summary="announce a partition (the manifest of DESIGN.md §4.3)",
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": JSON_SCHEMA}}}})

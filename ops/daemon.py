@@ -52,7 +52,7 @@ from ops.workers import JobResult, TrackWorkers
 from sim.trace import Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig, load_config
 from warehouse.errors import ConfigError, FreshetError, PartitionRefused
-from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.landing.intake import Submitted
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso
@@ -102,7 +102,8 @@ class Daemon:
         self.spark: Any = None
         self.link: Any = None  # warehouse.lake.session.SparkLink
         self.state: Any = None
-        self.workers = TrackWorkers(lambda job: self.executor.execute(job), self.events.put)
+        self.workers = TrackWorkers(self._execute, self.events.put)
+        self._unloadable: dict[int, dict[str, str]] = {}  # job id → {partition: why}, for _on_result
         self.stop_flag = threading.Event()  # stop intake/demo threads
         self._term: int | None = None
         self._hup = False
@@ -115,6 +116,8 @@ class Daemon:
         self.server: ApiServer | None = None
         self.actions: OperatorActions | None = None
         self._restored: list[StartJob] = []  # jobs the kept operator actions started at start
+        self.lease: Any = None  # ops.lease.Lease: one daemon per warehouse
+        self._lease_lost: str | None = None
 
     # -- API backend (called from the HTTP thread) --
     def snapshot(self) -> SchedulerStats | None:
@@ -209,6 +212,23 @@ class Daemon:
         if decisions and self.actions is not None:
             self.actions.settle(self.sched)  # a refresh whose job started is done
 
+    def _execute(self, job: StartJob) -> Any:
+        """A track worker's job: run it; if a base job failed, recheck its partitions' files (a
+        file deleted or corrupted since acceptance fails every retry: those are quarantined)."""
+        event = self.executor.execute(job)
+        if not isinstance(event, JobFinished) and job.kind == "base":
+            try:
+                committed = self.executor.table_state(job.table).partitions  # re-read after the failure
+                bad = {pid: why for pid, why in self.intake.recheck(job).items() if pid not in committed}
+            except Exception as e:  # the recheck is best effort: the job is retried anyway
+                log.warning("cannot recheck a failed job's partitions", extra={
+                    "table": job.table, "job": job.job_id, "error": f"{type(e).__name__}: {e}"})
+                bad = {}
+            if bad:
+                self._unloadable[job.job_id] = bad
+                event = JobFailed(job_id=job.job_id, reason=event.reason, bad_partitions=tuple(sorted(bad)))
+        return event
+
     def _handle(self, event: Any, now: float) -> list[StartJob]:
         with self.metrics.decision_seconds.time():
             return self.sched.handle(event, now)
@@ -251,6 +271,10 @@ class Daemon:
             self._trace_job(job, r.ended, duration, 0, "failed")
             log.warning("job failed", extra={"table": job.table, "job": job.job_id, "track": job.track,
                                              "kind": job.kind, "reason": ev.reason, "duration": duration})
+            stream = next((t.stream for t in self.config.tables if t.name == job.table), None)
+            for pid, why in self._unloadable.pop(job.job_id, {}).items():
+                if stream is not None:  # quarantined and counted like any bad partition; the rest is retried
+                    self.intake.refuse(stream, pid, why)
         self._dispatch(self._handle(ev, now))
 
     def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
@@ -385,6 +409,9 @@ class Daemon:
             try:
                 self.spark = self.link.session()
                 self.metrics.spark_connected.set(1)
+                jvm = _driver_jvm_pid(self.spark)
+                if jvm is not None and self.lease is not None:
+                    self.lease.add_helper(jvm)
                 return True
             except Exception as e:
                 if not (self.link.remote and connection_lost(e)):
@@ -435,10 +462,15 @@ class Daemon:
                 path, {"source": "freshet run", "clock": "epoch seconds"},
                 on_error=lambda e: log.warning("cannot append to the trace file",
                                                extra={"path": path, "error": str(e)}))
+        self._take_lease(f"{host}:{port}")
         app = create_app(self, self.registry, token=token, open_without_token=loopback,
                          max_body=self.opts.max_body)
         self.server = ApiServer(app, host, port)
-        bound = self.server.start()
+        try:
+            bound = self.server.start()
+        except BaseException:
+            self.lease.release()
+            raise
         log.info("HTTP API listening", extra={"listen": f"{host}:{bound}", "token": token is not None})
 
         signal.signal(signal.SIGTERM, self._on_term)
@@ -448,13 +480,16 @@ class Daemon:
             self._startup()
         except FreshetError:
             self.server.stop()
+            self.lease.release()
             raise
         except Exception as e:
             log.exception("startup failed")
             self.server.stop()
+            self.lease.release()
             raise FreshetError(f"startup failed: {type(e).__name__}: {e}") from e
         if self._term is not None:  # stopped during recovery
             self.server.stop()
+            self.lease.release()
             return 0
 
         self.workers.ensure(cfg.scheduler.tracks)
@@ -481,6 +516,26 @@ class Daemon:
         finally:
             self._shutdown()
 
+    def _take_lease(self, listen: str) -> None:
+        """One daemon per warehouse (ops.lease): refuse to start if another holds the lease."""
+        from ops.lease import Lease, lease_path
+
+        self.lease = Lease(lease_path(self.config), timeout=self.config.warehouse.lease_timeout, listen=listen)
+        self.lease.acquire()  # LeaseHeld (a FreshetError): exit 1 with the holder's pid, host and API
+        if self.lease.took_over:
+            log.warning("took over the warehouse lease", extra={
+                "lease": str(self.lease.path), "reason": self.lease.took_over.get("reason"),
+                "previous_pid": self.lease.took_over.get("pid"), "previous_host": self.lease.took_over.get("host")})
+
+        def lost(message: str) -> None:
+            self._lease_lost = message
+
+        def failed(err: OSError) -> None:
+            log.warning("cannot renew the warehouse lease; retrying", extra={"lease": str(self.lease.path),
+                                                                             "error": str(err)})
+
+        self.lease.start(lost, failed)
+
     def _spark_alive(self) -> bool:
         """One cheap call into the driver JVM; False when Py4J cannot reach it any more. (Over
         Spark Connect there is no JVM here: a lost server is survivable, `_watch_spark`.)"""
@@ -502,6 +557,10 @@ class Daemon:
         dirty = False
         while True:
             now = time.time()
+            if self._lease_lost is not None:
+                log.critical("lost the warehouse lease; exiting (another daemon took it over)",
+                             extra={"reason": self._lease_lost})
+                raise FreshetError(f"lost the warehouse lease: {self._lease_lost}")
             if now - last_spark >= SPARK_CHECK_EVERY:
                 last_spark = now
                 if not self._spark_alive():
@@ -568,6 +627,8 @@ class Daemon:
 
     def _shutdown(self) -> None:
         self.stop_flag.set()
+        if self.lease is not None and self._lease_lost is None:
+            self.lease.release()
         self.workers.stop()
         if self.server is not None:
             self.server.stop()
@@ -581,3 +642,14 @@ class Daemon:
 
             with contextlib.suppress(Exception):
                 stop_spark()
+
+
+def _driver_jvm_pid(spark: Any) -> int | None:
+    """The pid of the Spark driver JVM this process launched (local or standalone master), if any."""
+    try:
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)  # set by pyspark's launch_gateway
+        return int(proc.pid) if proc is not None else None
+    except Exception:  # Spark Connect, or a pyspark without it: nothing to record
+        return None

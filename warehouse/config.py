@@ -68,6 +68,8 @@ class WarehousePaths(_Strict):
     root: str = Field("./data", description="where the Delta tables live (path or URI)")
     landing: str = Field("./landing", description="the landing zone producers write partitions into")
     trace: str | None = Field(None, description="append observed arrivals and job durations here")
+    lease_timeout: Duration = Field(30.0, gt=0, le=3600, description="seconds without renewal after which "
+                                    "another daemon may take over the warehouse lease (ops.lease)")
 
 
 class StreamConfig(_Strict):

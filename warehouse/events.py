@@ -80,10 +80,13 @@ class JobFinished:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobFailed:
-    """Job `job_id` did not commit. Its data stays pending and is retried after a back-off."""
+    """Job `job_id` did not commit. Its data stays pending and is retried after a back-off —
+    except `bad_partitions`: partitions found unloadable after acceptance (a file deleted or
+    changed since it was validated), which the shell quarantines and the Scheduler drops."""
 
     job_id: int
     reason: str = ""
+    bad_partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

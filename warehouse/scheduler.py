@@ -646,7 +646,11 @@ class Scheduler:
             return
         self._transition(t, "fail")
         t.running = None
-        for p in t.running_parts:  # the data stays pending: nothing is ever dropped
+        bad = set(ev.bad_partitions)
+        for p in t.running_parts:  # the data stays pending: nothing valid is ever dropped
+            if p.pid in bad:  # unloadable since acceptance: the shell quarantines it
+                t.ids.discard(p.pid)
+                continue
             insort(t.pending, p, key=_Partition.key)
         t.running_parts = []
         t.running_slice = None  # a failed slice: its partition never left the pending list
@@ -655,6 +659,11 @@ class Scheduler:
                 t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
             t.rc.full = t.rc.full or t.running_full
             t.running_taken, t.running_full = [], False
+        if bad:
+            t.pending = [p for p in t.pending if p.pid not in bad]
+            t.ids.difference_update(bad)
+            if t.partial is not None and t.partial.pid in bad:
+                t.partial = None
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"

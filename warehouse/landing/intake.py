@@ -416,6 +416,47 @@ class Intake:
                 self.last_rejection[stream] = reason
             self._quarantine(stream, pid, self.landing / stream / pid, reason)
 
+    # ---- after a failed job ----------------------------------------------------------------------
+    def recheck(self, job: StartJob) -> dict[str, str]:
+        """After a failed base job: its partitions that can no longer be loaded as accepted → why.
+
+        Each partition's directory is checked again by the one validator, every data file is read
+        in full (a Parquet file can have a sound footer over corrupt pages), and the fingerprint is
+        compared with the one taken at acceptance: a file deleted, truncated or rewritten since
+        then makes the partition unloadable for good — it is quarantined, not retried forever.
+        An I/O error that is not a missing file (a full disk, say) is not the partition's fault.
+        """
+        stream = self._stream_of_table.get(job.table)
+        if stream is None or stream not in self._streams:
+            return {}
+        sc = self._streams[stream]
+        bad: dict[str, str] = {}
+        for a in job.arrivals:
+            directory = self.landing / stream / a.partition_id
+            try:
+                data = json.loads((directory / MANIFEST).read_text())
+                part = validate_partition(sc, parse_manifest(data, a.partition_id), directory, self.landing, a.end)
+                if part.fingerprint != a.fingerprint:
+                    raise PartitionRejected("its files are not the ones validated at acceptance (fingerprint changed)")
+                if sc.format == "parquet":
+                    import pyarrow as pa
+                    import pyarrow.parquet as pq
+
+                    for f in part.files:
+                        try:
+                            pq.read_table(f, use_threads=False)
+                        except (pa.ArrowException, OSError) as e:
+                            raise PartitionRejected(f"{Path(f).name} cannot be read: {e}") from None
+            except PartitionRejected as e:
+                bad[a.partition_id] = f"unloadable after acceptance: {e.reason}"
+            except FileNotFoundError:
+                bad[a.partition_id] = f"unloadable after acceptance: {MANIFEST} is gone from {directory}"
+            except ValueError as e:
+                bad[a.partition_id] = f"unloadable after acceptance: {MANIFEST} is not valid JSON any more ({e})"
+            except OSError as e:
+                log.warning("cannot recheck partition %s/%s: %s", stream, a.partition_id, e)
+        return bad
+
     # ---- after a commit -------------------------------------------------------------------------
     def archive(self, job: StartJob) -> None:
         """A base job ended with its partitions in the Delta log (committed now or before). A time

@@ -1,0 +1,192 @@
+"""One daemon per warehouse: a lease file in the warehouse root (issue 10 §3).
+
+Two daemons on one warehouse would both scan the landing zone and both plan jobs from their own
+view of the log. Delta's txn makes a *replayed* job a no-op, but not two *different* plans of the
+same partitions (one daemon loads p1–p2 as version F2, the other p1–p3 as F3 > F2: both commit,
+p1 and p2 twice). So the second daemon refuses to start.
+
+`_freshet.lease` (JSON: owner, host, pid, listen, renewed) lives in `warehouse.root` when it is a
+local path, else in the landing zone (always local). The owner rewrites it every `timeout / 3`
+seconds. A starting daemon takes the lease when the file is absent (created with `O_EXCL`), when
+its owner ran on this host and that process is gone (a crash: taken at once), or when it has not
+been renewed for `timeout` seconds (an owner on another host, or a wedged one). A takeover writes
+the file atomically and reads it back after a short pause, so of two successors racing for one
+stale lease exactly one proceeds. An owner that finds the file naming someone else has lost it
+(it stalled for longer than the timeout) and must stop at once.
+
+The lease is a guard against a mistake, not a consensus protocol: on a file system without atomic
+rename or with skewed clocks between hosts, a timeout takeover can overlap a stalled owner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from warehouse.config import FreshetConfig
+from warehouse.errors import FreshetError
+
+__all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "lease_path"]
+
+LEASE_FILE = "_freshet.lease"
+
+
+class LeaseHeld(FreshetError):
+    """Another daemon holds the warehouse's lease."""
+
+
+def lease_path(config: FreshetConfig) -> Path:
+    """Where the lease lives: the warehouse root if local, else the landing zone."""
+    root = config.warehouse.root
+    local = "://" not in root or root.startswith("file://")
+    base = Path(root.removeprefix("file://")) if local else Path(config.warehouse.landing)
+    return base / LEASE_FILE
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (exited, not yet reaped by its parent) holds nothing
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat[stat.rfind(")") + 2:].split()[0] == "Z":
+            return False
+    return True
+
+
+class Lease:
+    """The warehouse lease of this process; see the module docstring. `acquire()`, then
+    `start(on_lost)` renews it in a thread; `release()` on a clean exit."""
+
+    def __init__(self, path: Path, *, timeout: float = 30.0, listen: str = "",
+                 clock: Callable[[], float] = time.time, settle: float = 0.2) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.listen = listen
+        self.clock = clock
+        self.settle = settle
+        self.took_over: dict[str, Any] | None = None  # the stale lease this one replaced
+        self.helpers: list[int] = []  # child processes that act for this daemon (its Spark driver JVM)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _record(self) -> dict[str, Any]:
+        return {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "helpers": self.helpers,
+                "listen": self.listen, "renewed": self.clock(), "timeout": self.timeout}
+
+    def add_helper(self, pid: int) -> None:
+        """A child process that may still commit after this one dies (the Spark JVM): the lease
+        is only taken over at once when it is gone too."""
+        self.helpers.append(pid)
+        self.renew()
+
+    def read(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}  # torn or garbage: treated as stale
+        return data if isinstance(data, dict) else {}
+
+    def _write(self) -> None:
+        tmp = self.path.with_name(f".{LEASE_FILE}.{self.owner.replace(':', '_')}.tmp")
+        tmp.write_text(json.dumps(self._record()))
+        tmp.replace(self.path)
+
+    def stale(self, held: dict[str, Any]) -> str | None:
+        """Why `held` may be taken over, or None if it is live."""
+        if held.get("host") == socket.gethostname() and isinstance(held.get("pid"), int):
+            helpers = [p for p in held.get("helpers") or [] if isinstance(p, int)]
+            if not _pid_alive(held["pid"]) and not any(_pid_alive(p) for p in helpers):
+                return f"its owner (pid {held['pid']} on this host) is gone"
+        renewed = held.get("renewed")
+        if not isinstance(renewed, (int, float)):
+            return "the lease file is unreadable"
+        age = self.clock() - renewed
+        if age > self.timeout:
+            return f"it was last renewed {age:.0f} s ago (timeout {self.timeout:g} s)"
+        return None
+
+    def acquire(self) -> None:
+        """Take the lease, or raise LeaseHeld naming the holder (FreshetError if it cannot be written)."""
+        try:
+            self._acquire()
+        except OSError as e:
+            raise FreshetError(f"cannot take the warehouse lease {self.path}: {e.strerror or e}") from None
+
+    def _acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            held = self.read() or {}
+            why = self.stale(held)
+            if why is None:
+                raise LeaseHeld(self._held_message(held)) from None
+            self._write()
+            time.sleep(self.settle)  # a racing successor may have written after us: the last rename wins
+            now = self.read() or {}
+            if now.get("owner") != self.owner:
+                raise LeaseHeld(self._held_message(now)) from None
+            self.took_over = {**held, "reason": why}
+            return
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(self._record()))
+
+    def _held_message(self, held: dict[str, Any]) -> str:
+        age = self.clock() - held["renewed"] if isinstance(held.get("renewed"), (int, float)) else float("nan")
+        where = f" (API {held['listen']})" if held.get("listen") else ""
+        return (f"warehouse in use: another freshet daemon holds {self.path} — pid {held.get('pid')} on host "
+                f"{held.get('host')}{where}, renewed {age:.1f} s ago. One daemon per warehouse: stop it first; "
+                f"if it crashed on another host, its lease expires {self.timeout:g} s after its last renewal")
+
+    def renew(self) -> bool:
+        """Rewrite the lease if it is still ours; False if someone else holds it now."""
+        held = self.read()
+        if held is not None and held.get("owner") not in (self.owner, None):
+            return False
+        self._write()
+        return True
+
+    def start(self, on_lost: Callable[[str], None], on_error: Callable[[OSError], None] | None = None) -> None:
+        """Renew every timeout/3 seconds in a thread; `on_lost(message)` once if it is lost;
+        `on_error(err)` when a renewal cannot be written (a full disk, say: retried next time)."""
+
+        def run() -> None:
+            while not self._stop.wait(self.timeout / 3):
+                try:
+                    ok = self.renew()
+                except OSError as e:
+                    ok = True
+                    if on_error is not None:
+                        on_error(e)
+                if not ok:
+                    on_lost(self._held_message(self.read() or {}))
+                    return
+
+        self._thread = threading.Thread(target=run, name="freshet-lease", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Stop renewing and remove the file if it is still ours."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        held = self.read()
+        if held is not None and held.get("owner") == self.owner:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
