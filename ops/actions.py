@@ -222,11 +222,10 @@ class OperatorActions:
 
     def __init__(self, store: ActionStore, config: Callable[[], FreshetConfig],
                  snapshot: Callable[[], SchedulerStats | None], enqueue: Callable[[ActionRequest], None],
-                 count: Callable[[str, str], None], can_recompute: Callable[[], bool],
-                 clock: Callable[[], float]) -> None:
+                 count: Callable[[str, str], None], clock: Callable[[], float]) -> None:
         self.store = store
         self._config, self._snapshot, self._enqueue = config, snapshot, enqueue
-        self._count, self._can_recompute, self._clock = count, can_recompute, clock
+        self._count, self._clock = count, clock
 
     # ---- in an HTTP worker thread -----------------------------------------------------------------
     def request(self, table: str, action: str, body: Any) -> dict[str, Any]:
@@ -293,9 +292,6 @@ class OperatorActions:
         if fresh is None or start >= fresh:
             raise ActionRejected(422, f"table {table!r} is computed through {iso(fresh) or 'nothing yet'}; "
                                       f"nothing to recompute from {iso(start)}", "bad_action")
-        if not self._can_recompute():
-            raise ActionRejected(501, "backfill needs the engine's recompute jobs (Scheduler.recompute, issue 13 "
-                                      "part A), which this build lacks", "not_available")
         return ActionRequest("backfill", table, start, min(end, fresh), reason, uuid.uuid4().hex[:12])
 
     # ---- in the scheduler loop: the one place that calls the engine --------------------------------
@@ -311,10 +307,6 @@ class OperatorActions:
                 jobs = sched.refresh(req.table, now)
                 self.settle(sched)
                 return jobs
-            if not hasattr(sched, "recompute"):
-                log.error("backfill kept but not run: this build has no Scheduler.recompute",
-                          extra={"table": req.table, "backfill": req.backfill_id})
-                return []
             sched.recompute(req.table, req.start, req.end, now,
                             f"backfill {req.backfill_id}: {req.reason}".strip().rstrip(":"))
             return sched.handle(Tick(), now)  # recompute() returns nothing: a round starts its jobs
@@ -334,7 +326,7 @@ class OperatorActions:
             if table in names:
                 jobs += sched.refresh(table, now)
         for b in self.store.backfills():
-            if b["table"] in names and hasattr(sched, "recompute"):
+            if b["table"] in names:
                 jobs += self.apply(sched, ActionRequest("backfill", b["table"], b["start"], b["end"],
                                                         b.get("reason", ""), b["id"]), now)
         self.settle(sched)

@@ -66,7 +66,7 @@ log = logging.getLogger("freshet.api")
 #: request to a path or method the API does not serve (404, 405).
 REJECTION_REASONS = ("unauthorized", "forbidden", "bad_json", "body_too_large", "unsupported_media_type",
                      "unknown_stream", "not_accepting", *REJECTION_KINDS, "no_route",
-                     "unknown_table", "bad_action", "suspended", "not_available")  # the last four: ops.actions
+                     "unknown_table", "bad_action", "suspended")  # the last three: ops.actions
 
 
 class ApiError(Exception):
@@ -315,15 +315,18 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
             raise
         return JSONResponse(out, status_code=202)
 
-    @app.post("/v1/tables/{table}/suspend", status_code=202, summary="suspend a table: no jobs until resumed")
+    action_errors = _errors(400, 401, 403, 404, 409, 413, 415, 422, 503)
+
+    @app.post("/v1/tables/{table}/suspend", status_code=202, responses=action_errors,
+              summary="suspend a table: no jobs until resumed")
     async def suspend(table: str, request: Request) -> JSONResponse:
         return await action(table, "suspend", request)
 
-    @app.post("/v1/tables/{table}/resume", status_code=202, summary="resume a suspended table")
+    @app.post("/v1/tables/{table}/resume", status_code=202, responses=action_errors, summary="resume a suspended table")
     async def resume(table: str, request: Request) -> JSONResponse:
         return await action(table, "resume", request)
 
-    @app.post("/v1/tables/{table}/refresh", status_code=202,
+    @app.post("/v1/tables/{table}/refresh", status_code=202, responses=action_errors,
               summary="update a table now; with from/to, recompute that range of a derived table (backfill)")
     async def refresh(table: str, request: Request) -> JSONResponse:
         return await action(table, "refresh", request)

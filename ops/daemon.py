@@ -390,8 +390,7 @@ class Daemon:
         self.sched = Scheduler(self.config, now=now, recovered=self.state.recovered)
         self.actions = OperatorActions(
             ActionStore(store_path(self.config)), lambda: self.config, self.holder.get, self.events.put,
-            lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(),
-            lambda: hasattr(self.sched, "recompute"), time.time)
+            lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(), time.time)
         self._restored = self.actions.restore(self.sched, now)
         # one round before any event: maintenance already due per the Delta log (warehouse.upkeep)
         self._restored += self.sched.handle(Tick(), now)

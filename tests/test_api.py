@@ -29,9 +29,14 @@ class IntakeBackend:
     """The part of the daemon the API needs, over a real Intake on a temporary landing zone."""
 
     def __init__(self, config) -> None:
+        from ops.actions import ActionStore, OperatorActions, store_path
+
         self.holder = SnapshotHolder()
         self.intake = Intake(config, clock=lambda: NOW)
         self.arrived: list = []
+        self.queued: list = []  # operator actions validated and kept (the daemon's loop would apply them)
+        self.actions = OperatorActions(ActionStore(store_path(config)), lambda: config, self.holder.get,
+                                       self.queued.append, lambda table, action: None, lambda: NOW)
 
     def snapshot(self):
         return self.holder.get()
@@ -49,12 +54,10 @@ class IntakeBackend:
         return sub
 
     def operator_action(self, table, action, body):  # tests/test_actions.py covers these
-        from ops.api import ApiError
-
-        raise ApiError(503, "no operator actions in this test backend", "not_accepting")
+        return self.actions.request(table, action, body)
 
     def actions_view(self, table):
-        return None
+        return self.actions.view(table)
 
 
 class Clock:
