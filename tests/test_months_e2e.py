@@ -1,7 +1,7 @@
 """Issue 13's end-to-end test: months of operation in one daemon run (`freshet run`, a subprocess).
 
 Holds back a partition and delivers it after its window was aggregated; changes a roll-up's SQL by
-SIGHUP while data keeps arriving; (part B: lets compaction run — `let_compaction_run` below); then
+SIGHUP while data keeps arriving; lets compaction run (OPTIMIZE every 3 commits of a table); then
 checks every derived window against its SQL over the final base tables, with Spark.
 """
 
@@ -33,9 +33,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ADDED_SQL = BUCKET_SQL.replace("count(*) AS n,", "count(*) AS n, max(v) AS v_max,")
 
 
-def let_compaction_run(config_path: Path, proc: subprocess.Popen, client: httpx.Client) -> None:
-    """Hook for issue 13 part B (maintenance jobs): make OPTIMIZE run here and wait for it. The
-    checks after it must still hold (compaction rewrites files, never rows)."""
+def let_compaction_run(tables: Any) -> None:
+    """Wait for OPTIMIZE (`maintenance: {optimize_every: 3}`) of a base and a derived table. The
+    checks after it must still hold: compaction rewrites files, never rows."""
+    def optimized(name: str) -> bool:
+        m = tables()[name]["maintenance"]
+        return m is not None and m["last_optimize"] is not None
+
+    wait_for("m_raw and m_5m compacted", lambda: optimized("m_raw") and optimized("m_5m"), timeout=300)
 
 
 def metrics(client: httpx.Client) -> dict[str, dict[tuple, float]]:
@@ -51,6 +56,7 @@ def test_late_partition_and_sql_change_in_one_daemon_run(spark, tmp_path: Path) 
     raw = warehouse_dict(tmp_path)
     raw["listen"] = f"127.0.0.1:{port}"
     raw["scheduler"]["retry_backoff"] = "1s"
+    raw["maintenance"] = {"optimize_every": 3}
     config_path = tmp_path / "freshet.yaml"
     config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
     cfg = load_config(config_path)
@@ -79,7 +85,7 @@ def test_late_partition_and_sql_change_in_one_daemon_run(spark, tmp_path: Path) 
         proc.send_signal(signal.SIGHUP)
         write_minutes(cfg, "m", 10, 5)
         write_minutes(cfg, "a", 10, 5)
-        let_compaction_run(config_path, proc, client)
+        let_compaction_run(tables)
 
         def settled() -> bool:
             t = tables()
@@ -97,6 +103,8 @@ def test_late_partition_and_sql_change_in_one_daemon_run(spark, tmp_path: Path) 
         assert m["freshet_windows_recomputed_total"][(("table", "m_5m"),)] >= 2  # the late window + 2 rewrites
         assert m["freshet_windows_recomputed_total"][(("table", "a_m"),)] >= 1
         assert m["freshet_table_windows_old_sql"][(("table", "m_5m"),)] == 0
+        for name in ("m_raw", "m_5m"):
+            assert m["freshet_maintenance_jobs_total"][(("kind", "optimize"), ("status", "ok"), ("table", name))] >= 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(120) == 0
     finally:
@@ -117,7 +125,7 @@ def test_late_partition_and_sql_change_in_one_daemon_run(spark, tmp_path: Path) 
     for f in sorted((Path(table_path(final, "m_5m")) / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
             a = json.loads(line)
-            if "commitInfo" in a:
+            if "userMetadata" in a.get("commitInfo", {}):  # OPTIMIZE's commits carry none
                 metas.append(json.loads(a["commitInfo"]["userMetadata"]))
     # the late partition's window (T0, T0+5m] was rewritten naming it (alone, or in a full pass)
     late = [x for x in metas if x["kind"] == "recompute" and "m-0003" in x["late"]]
