@@ -1042,7 +1042,10 @@ class Scheduler:
             available.discard(track)
 
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
-        self._candidate(t)  # which of its jobs ranks first now
+        if t.rc is not None and t.freshness is not None and t.rc.has_work():
+            self._candidate(t)  # which of its jobs ranks first now
+        else:
+            t.next_recompute = False
         if t.next_recompute:
             return self._start_recompute(t, track, now)
         start, end, new_f, count, sliced = self._shape(t)
