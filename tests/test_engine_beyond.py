@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from policies.chopping import AUTO_C, Pace, chop_pays
+from policies.reservation import Upcoming, hold_for
 from tests.helpers_engine import config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
 from warehouse.scheduler import Scheduler
@@ -140,3 +141,63 @@ def test_late_data_below_a_partly_loaded_partition_is_loaded_before_the_next_sli
     assert job.partitions == ("late",) and job.new_freshness == 30
     (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 20)
     assert (job.start, job.end, job.partitions) == (30, 60, ("big",))
+
+
+# ---- track reservation by lookahead (§3.1 Lookahead, §3.2 reservation, extended) ----------------------
+def test_hold_for_keeps_a_track_only_when_the_valuable_job_would_wait_behind_the_long_one():
+    k = [Upcoming(release=8.0, weight=1000.0, cost=2.0)]
+    # one track: K would wait 101 − 8 = 93 s behind J (gain 93,000) against J starting 10 s later (10,000)
+    assert hold_for(0.0, 101.0, 1000.0, k, free_at=[]) == 8.0
+    assert hold_for(0.0, 101.0, 1000.0, k, free_at=[5.0]) is None  # another track is free by then
+    assert hold_for(0.0, 101.0, 20_000.0, k, free_at=[]) is None  # J is worth more than K's wait
+    assert hold_for(0.0, 101.0, 1000.0, [], free_at=[]) is None
+
+
+def _long_and_short(**kw) -> Scheduler:
+    """One track; `hi` (P = 10, priority 100, E(P) = 2 s) and `lo` (P = 1000, priority 1, E(P) = 101 s)."""
+    streams = [{"name": "hs", "period": 10}, {"name": "ls", "period": 1000}]
+    tables = [{"name": "hi", "stream": "hs", "priority": 100, "cost": {"alpha": 1, "beta": 0.1}},
+              {"name": "lo", "stream": "ls", "priority": 1, "cost": {"alpha": 1, "beta": 0.1}}]
+    return Scheduler(config(streams, tables, **kw), now=0, initial_freshness=0.0)
+
+
+def _drive(s: Scheduler) -> list[tuple[float, str]]:
+    """hi arrives every 10 s from t = 10, lo once at t = 11 with 1000 s of data; jobs take their
+    estimate; returns (start time, table) of every job started up to t = 400."""
+    started: list[tuple[float, str]] = []
+    running: dict[int, tuple[float, float]] = {}  # job id → (end time, duration)
+    events = [(10.0 * k, "hi") for k in range(1, 41)] + [(11.0, "lo")]
+    while True:
+        nxt = min([e[0] for e in events] + [r[0] for r in running.values()] + [s.next_wakeup() or 1e18])
+        if nxt > 400:
+            return started
+        out = []
+        for jid, (end, duration) in list(running.items()):
+            if end == nxt:
+                del running[jid]
+                out += s.handle(JobFinished(job_id=jid, duration=duration), nxt)
+        for e in [e for e in events if e[0] == nxt]:
+            events.remove(e)
+            if e[1] == "hi":
+                out += s.handle(PartitionArrived(stream="hs", partition_id=f"h{nxt}", start=nxt - 10, end=nxt), nxt)
+            else:
+                out += s.handle(PartitionArrived(stream="ls", partition_id="l", start=0, end=1000), nxt)
+        out += s.handle(Tick(), nxt)
+        for j in out:
+            started.append((nxt, j.table))
+            running[j.job_id] = (nxt + j.estimate, j.estimate)
+
+
+def test_the_default_holds_a_track_for_the_periodic_valuable_job_but_not_for_longer_than_the_long_job():
+    s = _long_and_short()
+    started = _drive(s)
+    # lo (101 s, pending from t = 12) is held while hi's releases are due, but never more than 101 s
+    # in all: at 112 the next hold would last until 120 > 12 + 101, so it starts then
+    assert [t for t, name in started if name == "lo"] == [112.0]
+    his = [t for t, name in started if name == "hi"]
+    assert his[:11] == [10.0 * k for k in range(1, 12)]  # hi never waited while lo was held
+
+
+def test_the_paper_policies_never_hold_a_track():
+    started = _drive(_long_and_short(policy="max-benefit"))
+    assert [t for t, name in started if name == "lo"] == [12.0]  # as soon as hi's first job is done
