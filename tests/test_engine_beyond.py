@@ -41,12 +41,16 @@ def _pace(now: float, long: float = 1.0) -> Pace:
     return p
 
 
-def test_chop_pays_only_while_slow_or_on_a_priority_inversion_with_spare_capacity():
+def test_chop_pays_with_spare_capacity_and_in_overload_only_while_slow_and_not_on_an_inversion():
+    # spare capacity: the paper's c, raised where a piece of c periods would not pay its α (β·c·P > α)
+    assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50, alpha=1, beta_period=10) == AUTO_C
+    assert chop_pays(_pace(1.0), load=0.9, benefit=5, best_benefit=50, alpha=1, beta_period=10) == AUTO_C
+    assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50, alpha=50, beta_period=10) == 5
+    # sustained overload: an inverted (low-value) backlog is loaded whole, even while slow
+    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None
+    assert chop_pays(_pace(3.0), load=1.1, benefit=5, best_benefit=50) is None
     assert chop_pays(_pace(3.0), load=1.2, benefit=50, best_benefit=50) == AUTO_C  # transient slowdown
-    assert chop_pays(_pace(1.0), load=0.9, benefit=5, best_benefit=50) == AUTO_C  # inversion, spare capacity
-    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None  # sustained overload: amortise α
-    assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50) is None  # no inversion: chopping adds α
-    # ... except where a longer job would save under 1% in α: α = 1, β·P = 10 → c = 1/(0.01·10) = 10
+    # ... otherwise chop only where a longer job would save under 1% in α: α = 1, β·P = 10 → c = 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=1, beta_period=10) == 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=0.01, beta_period=10) == AUTO_C
 
@@ -57,14 +61,26 @@ def _backlog(s: Scheduler, stream: str, n: int, period: float, now: float) -> No
                                   end=(k + 1) * period), now)
 
 
-def test_auto_loads_a_backlog_in_one_job_when_chopping_only_adds_alpha():
-    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
-    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+def test_auto_loads_a_backlog_in_long_jobs_in_sustained_overload():
+    """Three tables with u = 0.4 on one track (load 1.2): a ten-period backlog is one job (a longer
+    one would save over 1% in α: c = α/(0.01·β·P) = 10 periods), not three of c = 3."""
+    streams = [{"name": f"s{i}", "period": 10} for i in range(3)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 3, "beta": 0.1}} for i in range(3)]
     s = Scheduler(config(streams, tables, chop="auto"), now=0, initial_freshness=0.0)
     (busy,) = s.handle(PartitionArrived(stream="s0", partition_id="x", start=0, end=10), 10)
     _backlog(s, "s1", 10, 10, 100)  # ten periods pending behind the running job
     (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
     assert (job.table, job.end - job.start, job.chopped) == ("t1", 100, False)
+
+
+def test_auto_chops_to_c_periods_with_spare_capacity():
+    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+    s = Scheduler(config(streams, tables, chop="auto"), now=0, initial_freshness=0.0)
+    (busy,) = s.handle(PartitionArrived(stream="s0", partition_id="x", start=0, end=10), 10)
+    _backlog(s, "s1", 10, 10, 100)  # load 0.4: the first 3 periods land 70 s of β earlier, for one α
+    (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
+    assert (job.table, job.end - job.start, job.chopped) == ("t1", AUTO_C * 10, True)
 
 
 def test_auto_chops_to_c_periods_while_jobs_run_slower_than_estimated():
@@ -201,3 +217,14 @@ def test_the_default_holds_a_track_for_the_periodic_valuable_job_but_not_for_lon
 def test_the_paper_policies_never_hold_a_track():
     started = _drive(_long_and_short(policy="max-benefit"))
     assert [t for t, name in started if name == "lo"] == [12.0]  # as soon as hi's first job is done
+
+
+def test_a_held_track_asks_for_a_wakeup_at_the_expected_release():
+    """If the expected partition does not come, a Tick at its release time ends the hold."""
+    s = _long_and_short()
+    (hi,) = s.handle(PartitionArrived(stream="hs", partition_id="h10", start=0, end=10), 10)
+    assert s.handle(PartitionArrived(stream="ls", partition_id="l", start=0, end=1000), 11) == []
+    assert s.handle(JobFinished(job_id=hi.job_id, duration=hi.estimate), 12) == []  # held for hi at 20
+    assert s.next_wakeup() == 20
+    (lo,) = s.handle(Tick(), 20.5)  # hi's partition did not come: nothing is expected any more
+    assert lo.table == "lo"

@@ -368,9 +368,12 @@ class Scheduler:
             t.ids.add(ev.partition_id)
             t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
             t.last_arrival = now
-            if self._reserve:
+            if self._reserve:  # its next arrival is expected a period from now (§2.4)
                 self._seq += 1
-                heapq.heappush(self._expected, (now + t.period, self._seq, t))
+                h = self._expected
+                while h and h[0][0] <= now:  # past: memory stays at about one entry per table
+                    heapq.heappop(h)
+                heapq.heappush(h, (now + t.period, self._seq, t))
             self._work_changed(t, now)
 
     def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
@@ -676,10 +679,13 @@ class Scheduler:
         more = bisect_left(self._ranked_benefit, -benefit)  # tables with a higher regular benefit
         if not more:
             return False
-        pace = self._pace.now
+        pace, p_min = self._pace.now, self._ranked_pmin[more - 1]
+        a, b = t.cost.alpha, t.cost.beta  # benefit = Ip·ΔF/(α + βΔF) gives E = α·Ip/(Ip − benefit·β) cheaply
+        if t.ip > benefit * b and a * t.ip / (t.ip - benefit * b) * pace < 0.5 * p_min:
+            return False
         start, end, new_f, _, _ = self._shape(t)
         cost = t.cost.estimate(end - start) * pace
-        if cost <= self._ranked_pmin[more - 1]:
+        if cost <= p_min:
             return False
         upcoming = self._upcoming(now, now + cost, benefit, pace)
         if not upcoming:
