@@ -76,33 +76,31 @@ def chop_pays(
 ) -> float | None:
     """`chop: auto` (§3.4 extended): c for the next job, or None to load everything pending.
 
-    A chopped job pays α_i once more for the rest of its backlog. What that buys depends on
-    whether capacity is spare (the offered load U_tot·m/N, m from observed durations, below
-    OVERLOAD) or not:
+    A chopped job pays α_i once more for the rest of its backlog. Chop to c·P_i, the paper's c:
 
-    1. Spare capacity: chop to c·P_i, the paper's c (§4.7). Splitting a backlog ΔF into a first
-       piece x and the rest lands x earlier by β_i·(ΔF − x) and the rest later by α_i (plus whatever
-       runs in between, which gains as much), so it pays once β_i·x > α_i — the exchange argument
-       of §3.1 — and the extra α comes out of idle time (c is raised to α_i/(β_i·P_i) where a
-       piece of c periods would not pay its α). More valuable jobs released while a long
-       job would run (arrivals are periodic, §2.4) start after the first piece instead.
-    2. Sustained overload (load ≥ OVERLOAD): each extra α is capacity lost for good. A priority
-       inversion — a job INVERSION times less valuable per second (p_i·ΔF_i/E_i(ΔF_i), §3.1) than
-       the best table's typical p_k·P_k/E_k(P_k) — is a backlog that runs only when nothing
-       better waits; it is loaded whole, even while slow, so it is amortised (§2.4). Otherwise
-       chop to c·P_i during a transient slowdown (`pace.now` > SLOW, §3.4: a job's pace is set when
-       it starts, short pieces stop paying the slowdown when it ends), and else only where a longer
-       job would save less than ALPHA_SHARE of its cost in α: c = α_i / (ALPHA_SHARE·β_i·P_i)
-       periods, at least AUTO_C (a slowdown that begins with a longer job would hold the track
-       for its whole length, and is seen only when jobs finish).
+    1. During a transient slowdown (`pace.now` > SLOW, the §3.4 "transient overload"): a job's pace
+       is set when it starts, so a long job started while slow stays slow after the slowdown ends;
+       short pieces stop paying the slowdown when it stops.
+    2. While capacity is spare (the offered load U_tot·m/N, m from observed durations, below
+       OVERLOAD): splitting a backlog ΔF into a first piece x and the rest lands x earlier by
+       β_i·(ΔF − x) and the rest later by α_i (plus whatever runs in between, which gains as much),
+       so it pays once β_i·x > α_i — the exchange argument of §3.1 — and the extra α comes out of
+       idle time; more valuable jobs released meanwhile (arrivals are periodic, §2.4) start after
+       the first piece. c is raised to α_i/(β_i·P_i) where c periods would not pay their α.
+
+    In sustained overload (load ≥ OVERLOAD) each extra α is capacity lost for good: a priority
+    inversion — a job INVERSION times less valuable per second (p_i·ΔF_i/E_i(ΔF_i), §3.1) than the
+    best table's typical p_k·P_k/E_k(P_k), a backlog that runs only when nothing better waits — is
+    loaded whole so that it is amortised (§2.4); any other job is chopped only where a longer one
+    would save less than ALPHA_SHARE of its cost in α, c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at
+    least AUTO_C): a slowdown that begins with a longer job would hold the track for its whole
+    length, and is seen only when jobs finish.
     """
-    if load < OVERLOAD:
-        return max(AUTO_C, alpha / beta_period) if beta_period > 0 else AUTO_C  # a piece pays its α: β·c·P > α
-    if benefit * INVERSION < best_benefit:
-        return None
     if pace.now > SLOW:
         return AUTO_C
-    if beta_period <= 0:
+    if load < OVERLOAD:
+        return max(AUTO_C, alpha / beta_period) if beta_period > 0 else AUTO_C  # a piece pays its α: β·c·P > α
+    if benefit * INVERSION < best_benefit or beta_period <= 0:
         return None
     return max(AUTO_C, alpha / (ALPHA_SHARE * beta_period))
 
