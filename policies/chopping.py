@@ -76,31 +76,31 @@ def chop_pays(
 ) -> float | None:
     """`chop: auto` (§3.4 extended): c for the next job, or None to load everything pending.
 
-    A chopped job pays α_i once more for the rest of its backlog; it buys preemptibility. That
-    buys something only in two cases, so chop (to c·P_i, the paper's c) only then:
+    A chopped job pays α_i once more for the rest of its backlog. Chop to c·P_i, the paper's c:
 
-    1. A transient slowdown (`pace.now` > SLOW, the §3.4 "transient overload"): a job's pace is
-       set when it starts, so a long job started while slow stays slow after the slowdown ends;
+    1. During a transient slowdown (`pace.now` > SLOW, the §3.4 "transient overload"): a job's pace
+       is set when it starts, so a long job started while slow stays slow after the slowdown ends;
        short pieces stop paying the slowdown when it stops.
-    2. A priority inversion while capacity is spare: the job's marginal benefit p_i·ΔF_i/E_i(ΔF_i)
-       (§3.1) is INVERSION times below the best table's typical p_k·P_k/E_k(P_k), so more valuable
-       jobs will be released while it runs (arrivals are periodic, §2.4), and the offered load
-       U_tot·m/N is not clearly above capacity (< OVERLOAD), so the extra α is paid out of idle
-       time, not out of everyone's freshness.
+    2. While capacity is spare (the offered load U_tot·m/N, m from observed durations, below
+       OVERLOAD): splitting a backlog ΔF into a first piece x and the rest lands x earlier by
+       β_i·(ΔF − x) and the rest later by α_i (plus whatever runs in between, which gains as much),
+       so it pays once β_i·x > α_i — the exchange argument of §3.1 — and the extra α comes out of
+       idle time; more valuable jobs released meanwhile (arrivals are periodic, §2.4) start after
+       the first piece. c is raised to α_i/(β_i·P_i) where c periods would not pay their α.
 
-    Otherwise — uniform jobs, or sustained overload (load ≥ OVERLOAD), where each extra α is
-    capacity lost for good and a low-priority backlog must be amortised — load the backlog in as
-    few jobs as pays (§2.4): chop only where a longer job would save less than ALPHA_SHARE of its
-    cost in α, c = α_i / (ALPHA_SHARE · β_i·P_i) periods (at least AUTO_C). Beyond that a longer job
-    saves nothing worth having, and a slowdown that begins with it (its pace is set at its start,
-    and a slowdown is seen only when jobs finish) would hold the track for its whole length.
+    In sustained overload (load ≥ OVERLOAD) each extra α is capacity lost for good: a priority
+    inversion — a job INVERSION times less valuable per second (p_i·ΔF_i/E_i(ΔF_i), §3.1) than the
+    best table's typical p_k·P_k/E_k(P_k), a backlog that runs only when nothing better waits — is
+    loaded whole so that it is amortised (§2.4); any other job is chopped only where a longer one
+    would save less than ALPHA_SHARE of its cost in α, c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at
+    least AUTO_C): a slowdown that begins with a longer job would hold the track for its whole
+    length, and is seen only when jobs finish.
     """
     if pace.now > SLOW:
         return AUTO_C
-    inversion = benefit * INVERSION < best_benefit
-    if inversion and load < OVERLOAD:
-        return AUTO_C
-    if inversion or beta_period <= 0:
+    if load < OVERLOAD:
+        return max(AUTO_C, alpha / beta_period) if beta_period > 0 else AUTO_C  # a piece pays its α: β·c·P > α
+    if benefit * INVERSION < best_benefit or beta_period <= 0:
         return None
     return max(AUTO_C, alpha / (ALPHA_SHARE * beta_period))
 

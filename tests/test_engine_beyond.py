@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from policies.chopping import AUTO_C, Pace, chop_pays
+from policies.reservation import Upcoming, hold_for
 from tests.helpers_engine import config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
 from warehouse.scheduler import Scheduler
@@ -40,12 +41,15 @@ def _pace(now: float, long: float = 1.0) -> Pace:
     return p
 
 
-def test_chop_pays_only_while_slow_or_on_a_priority_inversion_with_spare_capacity():
-    assert chop_pays(_pace(3.0), load=1.2, benefit=50, best_benefit=50) == AUTO_C  # transient slowdown
-    assert chop_pays(_pace(1.0), load=0.9, benefit=5, best_benefit=50) == AUTO_C  # inversion, spare capacity
-    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None  # sustained overload: amortise α
-    assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50) is None  # no inversion: chopping adds α
-    # ... except where a longer job would save under 1% in α: α = 1, β·P = 10 → c = 1/(0.01·10) = 10
+def test_chop_pays_while_slow_or_with_spare_capacity_and_in_overload_not_on_an_inversion():
+    # spare capacity: the paper's c, raised where a piece of c periods would not pay its α (β·c·P > α)
+    assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50, alpha=1, beta_period=10) == AUTO_C
+    assert chop_pays(_pace(1.0), load=0.9, benefit=5, best_benefit=50, alpha=1, beta_period=10) == AUTO_C
+    assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50, alpha=50, beta_period=10) == 5
+    assert chop_pays(_pace(3.0), load=1.2, benefit=5, best_benefit=50) == AUTO_C  # transient slowdown
+    # sustained overload: an inverted (low-value) backlog is loaded whole
+    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None
+    # ... otherwise chop only where a longer job would save under 1% in α: α = 1, β·P = 10 → c = 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=1, beta_period=10) == 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=0.01, beta_period=10) == AUTO_C
 
@@ -56,14 +60,26 @@ def _backlog(s: Scheduler, stream: str, n: int, period: float, now: float) -> No
                                   end=(k + 1) * period), now)
 
 
-def test_auto_loads_a_backlog_in_one_job_when_chopping_only_adds_alpha():
-    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
-    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+def test_auto_loads_a_backlog_in_long_jobs_in_sustained_overload():
+    """Three tables with u = 0.4 on one track (load 1.2): a ten-period backlog is one job (a longer
+    one would save over 1% in α: c = α/(0.01·β·P) = 10 periods), not three of c = 3."""
+    streams = [{"name": f"s{i}", "period": 10} for i in range(3)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 3, "beta": 0.1}} for i in range(3)]
     s = Scheduler(config(streams, tables, chop="auto"), now=0, initial_freshness=0.0)
     (busy,) = s.handle(PartitionArrived(stream="s0", partition_id="x", start=0, end=10), 10)
     _backlog(s, "s1", 10, 10, 100)  # ten periods pending behind the running job
     (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
     assert (job.table, job.end - job.start, job.chopped) == ("t1", 100, False)
+
+
+def test_auto_chops_to_c_periods_with_spare_capacity():
+    streams = [{"name": f"s{i}", "period": 10} for i in range(2)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(2)]
+    s = Scheduler(config(streams, tables, chop="auto"), now=0, initial_freshness=0.0)
+    (busy,) = s.handle(PartitionArrived(stream="s0", partition_id="x", start=0, end=10), 10)
+    _backlog(s, "s1", 10, 10, 100)  # load 0.4: the first 3 periods land 70 s of β earlier, for one α
+    (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
+    assert (job.table, job.end - job.start, job.chopped) == ("t1", AUTO_C * 10, True)
 
 
 def test_auto_chops_to_c_periods_while_jobs_run_slower_than_estimated():
@@ -140,3 +156,74 @@ def test_late_data_below_a_partly_loaded_partition_is_loaded_before_the_next_sli
     assert job.partitions == ("late",) and job.new_freshness == 30
     (job,) = s.handle(JobFinished(job_id=job.job_id, duration=3 * job.estimate), now + 20)
     assert (job.start, job.end, job.partitions) == (30, 60, ("big",))
+
+
+# ---- track reservation by lookahead (§3.1 Lookahead, §3.2 reservation, extended) ----------------------
+def test_hold_for_keeps_a_track_only_when_the_valuable_job_would_wait_behind_the_long_one():
+    k = [Upcoming(release=8.0, weight=1000.0, cost=2.0)]
+    # one track: K would wait 101 − 8 = 93 s behind J (gain 93,000) against J starting 10 s later (10,000)
+    assert hold_for(0.0, 101.0, 1000.0, k, free_at=[]) == 8.0
+    assert hold_for(0.0, 101.0, 1000.0, k, free_at=[5.0]) is None  # another track is free by then
+    assert hold_for(0.0, 101.0, 20_000.0, k, free_at=[]) is None  # J is worth more than K's wait
+    assert hold_for(0.0, 101.0, 1000.0, [], free_at=[]) is None
+
+
+def _long_and_short(**kw) -> Scheduler:
+    """One track; `hi` (P = 10, priority 100, E(P) = 2 s) and `lo` (P = 1000, priority 1, E(P) = 101 s)."""
+    streams = [{"name": "hs", "period": 10}, {"name": "ls", "period": 1000}]
+    tables = [{"name": "hi", "stream": "hs", "priority": 100, "cost": {"alpha": 1, "beta": 0.1}},
+              {"name": "lo", "stream": "ls", "priority": 1, "cost": {"alpha": 1, "beta": 0.1}}]
+    return Scheduler(config(streams, tables, **kw), now=0, initial_freshness=0.0)
+
+
+def _drive(s: Scheduler) -> list[tuple[float, str]]:
+    """hi arrives every 10 s from t = 10, lo once at t = 11 with 1000 s of data; jobs take their
+    estimate; returns (start time, table) of every job started up to t = 400."""
+    started: list[tuple[float, str]] = []
+    running: dict[int, tuple[float, float]] = {}  # job id → (end time, duration)
+    events = [(10.0 * k, "hi") for k in range(1, 41)] + [(11.0, "lo")]
+    while True:
+        nxt = min([e[0] for e in events] + [r[0] for r in running.values()] + [s.next_wakeup() or 1e18])
+        if nxt > 400:
+            return started
+        out = []
+        for jid, (end, duration) in list(running.items()):
+            if end == nxt:
+                del running[jid]
+                out += s.handle(JobFinished(job_id=jid, duration=duration), nxt)
+        for e in [e for e in events if e[0] == nxt]:
+            events.remove(e)
+            if e[1] == "hi":
+                out += s.handle(PartitionArrived(stream="hs", partition_id=f"h{nxt}", start=nxt - 10, end=nxt), nxt)
+            else:
+                out += s.handle(PartitionArrived(stream="ls", partition_id="l", start=0, end=1000), nxt)
+        out += s.handle(Tick(), nxt)
+        for j in out:
+            started.append((nxt, j.table))
+            running[j.job_id] = (nxt + j.estimate, j.estimate)
+
+
+def test_the_default_holds_a_track_for_the_periodic_valuable_job_but_not_for_longer_than_the_long_job():
+    s = _long_and_short()
+    started = _drive(s)
+    # lo (101 s, pending from t = 12) is held while hi's releases are due, but never more than 101 s
+    # in all: at 112 the next hold would last until 120 > 12 + 101, so it starts then
+    assert [t for t, name in started if name == "lo"] == [112.0]
+    his = [t for t, name in started if name == "hi"]
+    assert his[:11] == [10.0 * k for k in range(1, 12)]  # hi never waited while lo was held
+
+
+def test_the_paper_policies_never_hold_a_track():
+    started = _drive(_long_and_short(policy="max-benefit"))
+    assert [t for t, name in started if name == "lo"] == [12.0]  # as soon as hi's first job is done
+
+
+def test_a_held_track_asks_for_a_wakeup_at_the_expected_release():
+    """If the expected partition does not come, a Tick at its release time ends the hold."""
+    s = _long_and_short()
+    (hi,) = s.handle(PartitionArrived(stream="hs", partition_id="h10", start=0, end=10), 10)
+    assert s.handle(PartitionArrived(stream="ls", partition_id="l", start=0, end=1000), 11) == []
+    assert s.handle(JobFinished(job_id=hi.job_id, duration=hi.estimate), 12) == []  # held for hi at 20
+    assert s.next_wakeup() == 20
+    (lo,) = s.handle(Tick(), 20.5)  # hi's partition did not come: nothing is expected any more
+    assert lo.table == "lo"

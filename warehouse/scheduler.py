@@ -27,11 +27,12 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
-from itertools import chain
+from itertools import accumulate, chain
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
 from policies.chopping import AUTO_C, Pace, chop_count, chop_pays, chop_window, time_slice
 from policies.inheritance import inherit
+from policies.reservation import Upcoming, hold_for
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel
@@ -161,6 +162,8 @@ class _Table:
     version: int = 0
     group: int = 0
     plan_e: float = 0.0
+    benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
+    held_since: float | None = None  # reservation: its pending job first left a track waiting then
     running: StartJob | None = None
     running_parts: list[_Partition] = field(default_factory=list)
     running_slice: _Partition | None = None  # the partition the running job loads a time slice of
@@ -217,6 +220,8 @@ class Scheduler:
         self._track_job: list[int | None] = []
         self._track_since: list[float] = []
         self._track_busy: list[float] = []
+        self._expected: list[tuple[float, int, _Table]] = []  # (next arrival, seq, table): reservation
+        self._hold_until: float | None = None
         self._plan_dirty = False
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
@@ -233,6 +238,7 @@ class Scheduler:
         self._lookahead = sc.policy == "lookahead"
         self._chop = sc.chop
         self._auto_chop = sc.chop == "auto"
+        self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         dag = Dag.from_config(config)
         periods = dag.periods()
         streams = {s.name: s for s in config.streams}
@@ -351,8 +357,13 @@ class Scheduler:
         profiles = []
         for t in self._by_idx:
             t.plan_e = t.cost.estimate(t.period)
-            profiles.append(JobProfile(t.name, t.period, t.plan_e, marginal_benefit(t.ip, t.period, t.plan_e)))
+            t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
+            profiles.append(JobProfile(t.name, t.period, t.plan_e, t.benefit))
         self._best_benefit = max((p.benefit for p in profiles), default=0.0)
+        # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
+        ranked = sorted((t for t in self._by_idx if t.base), key=lambda t: -t.benefit)
+        self._ranked_benefit = [-t.benefit for t in ranked]
+        self._ranked_pmin = list(accumulate((t.period for t in ranked), min))
         self.plan: TrackPlan = make_plan(
             sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
@@ -399,12 +410,13 @@ class Scheduler:
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
-        """The earliest back-off expiry or maintenance due time, if any: call `handle(Tick(), t)` then."""
-        wake = None
+        """The earliest back-off expiry, maintenance due time or end of a track reservation, if
+        any: call `handle(Tick(), t)` then."""
+        wake = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
         while self._backoffs:
             until, _, name = self._backoffs[0]
             if self._backing_off(name, until) is not None:
-                wake = until
+                wake = until if wake is None else min(until, wake)
                 break
             heapq.heappop(self._backoffs)
         due = self._upkeep.next_due()
@@ -492,6 +504,12 @@ class Scheduler:
             t.ids.add(ev.partition_id)
             t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
             t.last_arrival = now
+            if self._reserve:  # its next arrival is expected a period from now (§2.4)
+                self._seq += 1
+                h = self._expected
+                while h and h[0][0] <= now:  # past: memory stays at about one entry per table
+                    heapq.heappop(h)
+                heapq.heappush(h, (now + t.period, self._seq, t))
             self._work_changed(t, now)
 
     def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
@@ -984,7 +1002,11 @@ class Scheduler:
             heapq.heappop(self._heaps[g])
             t = self._by_idx[entry[2]]
             track = plan.place(t.name, available, has_remaining)
-            if track is None:
+            if track is not None and self._reserve and self._holds(t, -entry[0][0], track, now):
+                aside.append((g, entry))  # the track waits for valuable jobs; the next may be short
+                aside_n[g] += 1
+                nxt = self._top(g)
+            elif track is None:
                 aside.append((g, entry))
                 aside_n[g] += 1
                 if plan.uniform:
@@ -1041,6 +1063,68 @@ class Scheduler:
             out.append(self._start(t, track, now))
             available.discard(track)
 
+    _SCAN = 16  # expected releases looked at per check: the decision stays O(log n)
+
+    def _holds(self, t: _Table, benefit: float, track: int, now: float) -> bool:
+        """Track reservation by lookahead (policies.reservation): should `track` wait for jobs of
+        higher marginal benefit expected before t's long job would end? Checked only for a job
+        longer than the shortest period of the tables more valuable than it."""
+        more = bisect_left(self._ranked_benefit, -benefit)  # tables with a higher regular benefit
+        if not more:
+            return False
+        pace, p_min = self._pace.now, self._ranked_pmin[more - 1]
+        a, b = t.cost.alpha, t.cost.beta  # benefit = Ip·ΔF/(α + βΔF) gives E = α·Ip/(Ip − benefit·β) cheaply
+        if t.ip > benefit * b and a * t.ip / (t.ip - benefit * b) * pace < 0.5 * p_min:
+            return False
+        start, end, new_f, _, _ = self._shape(t)
+        cost = t.cost.estimate(end - start) * pace
+        if cost <= p_min:
+            return False
+        upcoming = self._upcoming(now, now + cost, benefit, pace)
+        if not upcoming:
+            return False
+        free_at = []
+        for i in range(self._n_tracks):
+            if i == track:
+                continue
+            job_id = self._track_job[i]
+            job = self.running.get(job_id) if job_id is not None else None
+            free_at.append(now if job is None else max(now, self._track_since[i] + job.estimate * pace))
+        delta = new_f - (t.freshness if t.freshness is not None else start)
+        until = hold_for(now, cost, t.ip * delta, upcoming, free_at)
+        since = now if t.held_since is None else t.held_since
+        if until is None or until - since > cost:  # never kept waiting longer than it will run
+            return False
+        t.held_since = since
+        self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
+        return True
+
+    def _upcoming(self, now: float, horizon: float, benefit: float, pace: float) -> list[Upcoming]:
+        """Idle base tables of higher regular benefit whose next arrival (last + P_i, §2.4) falls
+        in (now, horizon), in time order; at most _SCAN heap entries are looked at."""
+        h = self._expected
+        while h and (h[0][0] <= now or not self._expecting(h[0])):
+            heapq.heappop(h)
+        out: list[Upcoming] = []
+        frontier = [(h[0][0], 0)] if h else []
+        for _ in range(self._SCAN):  # best-first walk of the heap: entries in time order, none popped
+            if not frontier:
+                break
+            when, i = heapq.heappop(frontier)
+            if when >= horizon:
+                break
+            k = h[i][2]
+            if k.benefit > benefit and k.state is JobState.IDLE and self._expecting(h[i]):
+                out.append(Upcoming(when, k.ip * k.period, k.plan_e * pace))
+            for c in (2 * i + 1, 2 * i + 2):
+                if c < len(h):
+                    heapq.heappush(frontier, (h[c][0], c))
+        return out
+
+    def _expecting(self, entry: tuple[float, int, _Table]) -> bool:
+        k = entry[2]
+        return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == entry[0]
+
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
         if t.rc is not None and t.freshness is not None and t.rc.has_work():
             self._candidate(t)  # which of its jobs ranks first now
@@ -1052,6 +1136,7 @@ class Scheduler:
         self._transition(t, "start")
         self._urgent.pop(t.name, None)
         t.version += 1
+        t.held_since = None
         self._queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
         parts: list[_Partition] = []
