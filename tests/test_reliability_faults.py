@@ -253,14 +253,14 @@ def test_the_spark_jvm_killed_under_the_daemon_exits_for_the_supervisor_and_a_re
     crit = [e for e in d.lines() if e.get("level") == "critical"]
     assert any("Spark driver JVM is gone" in e.get("msg", "") for e in crit), crit
     assert "Traceback" not in d.log.read_text().split("JVM is gone")[-1]
-    write_minutes(cfg, "m", 30, 1)  # arrives while the daemon is down
+    write_minutes(cfg, "m", 50, 1)  # arrives while the daemon is down (after every earlier test's minutes)
     d2 = Daemon(tmp, "restarted")
     try:
-        wait_for("everything loaded", lambda: d2.table("m_raw")["freshness"] == T0 + 31 * MINUTE, timeout=180)
+        wait_for("everything loaded", lambda: d2.table("m_raw")["freshness"] == T0 + 51 * MINUTE, timeout=240)
         from deltalake import DeltaTable
 
         ids = DeltaTable(str(tmp / "data" / "m_raw")).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
         assert len(ids) == len(set(ids))
-        assert int(T0 + 30 * MINUTE) * 100 in ids
+        assert int(T0 + 50 * MINUTE) * 100 in ids
     finally:
         d2.close()
