@@ -1,8 +1,10 @@
 """Issue 13's end-to-end test: months of operation in one daemon run (`freshet run`, a subprocess).
 
 Holds back a partition and delivers it after its window was aggregated; changes a roll-up's SQL by
-SIGHUP while data keeps arriving; lets compaction run (OPTIMIZE every 3 commits of a table); then
-checks every derived window against its SQL over the final base tables, with Spark.
+SIGHUP while data keeps arriving; lets compaction run (OPTIMIZE every 3 commits of a table); an
+operator suspends a base table (`freshet suspend`), data arrives, resumes it, and backfills a range
+of the roll-up; then checks every derived window against its SQL over the final base tables, with
+Spark.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from conftest import BUCKET_SQL, MINUTE, T0, warehouse_dict, write_minutes
 from prometheus_client.parser import text_string_to_metric_families
 from test_delta import sql_over_full_sources, table_rows
 
+from ops.cli import main as freshet_cli
 from tests.helpers_live import free_port, wait_for
 from warehouse.config import load_config
 from warehouse.lake.delta import table_path
@@ -96,6 +99,21 @@ def test_late_partition_and_sql_change_in_one_daemon_run(spark, tmp_path: Path) 
                             for x in t.values() if x["kind"] == "derived"))
 
         wait_for("everything loaded, recomputed and rewritten", settled, timeout=400)
+        # 3. operator actions (ops.actions), through the real CLI and API
+        url = f"http://127.0.0.1:{port}"
+        assert freshet_cli(["suspend", "a_raw", "--url", url, "--reason", "e2e"]) == 0
+        wait_for("a_raw suspended", lambda: tables()["a_raw"]["suspended"], timeout=30)
+        write_minutes(cfg, "a", 15, 2)
+        wait_for("the arrivals taken", lambda: tables()["a_raw"]["pending_partitions"] == 2, timeout=60)
+        assert tables()["a_raw"]["freshness"] == T0 + 15 * MINUTE  # no job while suspended
+        assert freshet_cli(["resume", "a_raw", "--url", url]) == 0
+        wait_for("a_raw resumed and loaded", lambda: tables()["a_raw"]["freshness"] == T0 + 17 * MINUTE, timeout=120)
+        before = metrics(client)["freshet_windows_recomputed_total"][(("table", "m_5m"),)]
+        r = client.post("/v1/tables/m_5m/refresh", json={"from": T0, "to": T0 + 10 * MINUTE, "reason": "e2e"})
+        assert r.status_code == 202 and r.json()["action"] == "backfill", r.text
+        wait_for("the backfill recomputed", lambda: not tables()["m_5m"]["backfills"]
+                 and metrics(client)["freshet_windows_recomputed_total"][(("table", "m_5m"),)] >= before + 2,
+                 timeout=200)
         m = metrics(client)
         assert m["freshet_config_reloads_total"][(("result", "ok"),)] == 1
         assert m["freshet_late_rows_total"][(("table", "m_raw"),)] == 4  # minute 3's rows
@@ -114,7 +132,7 @@ def test_late_partition_and_sql_change_in_one_daemon_run(spark, tmp_path: Path) 
         client.close()
         log.close()
 
-    # 3. every derived window equals its SQL over the final base tables
+    # 4. every derived window equals its SQL over the final base tables
     final = load_config(config_path)
     state = recover(final)
     for name in ("m_5m", "a_m"):
