@@ -199,7 +199,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
         f = measure.staleness(log, t0, t1, targets[table], step=step)
         figures[table] = f
         # the same log over the burst window only (F at its start from the commits before it)
-        burst_figs[table] = measure.staleness(log, t0 + b0, t0 + b1, targets[table], step=step)
+        burst_figs[table] = measure.staleness(log, t0 + b0, t0 + b1, targets[table], f0=t0, step=step)
         series[table] = f.series
         tables[table] = {"priority": prios[table], "mean_staleness": round(f.area / trace.duration, 2),
                          "max_staleness": round(f.max_staleness, 2),

@@ -1,9 +1,10 @@
 """What the benchmark measures, independently of every contestant's own metrics.
 
 **Staleness from the Delta logs** (§2.3): a table's freshness F(τ) is the newest event time in the
-data committed by τ — commit timestamps from the log, event times from the added files' statistics
-(`maxValues.ts`, or the file's data when a writer kept no statistics), both read with delta-rs
-(`deltalake`), not with Spark. S(τ) = τ − F(τ); before the first commit F = the window start (the
+data committed by τ — commit times from the log (the in-commit timestamp, or the commit file's
+modification time, as the Delta protocol defines them), event times from the added files'
+statistics (`maxValues.ts`, or the file's data when a writer kept no statistics), read with
+delta-rs (`deltalake`), not with Spark. S(τ) = τ − F(τ); before the first commit F = the window start (the
 warehouse is fresh when the trace begins). The integral, the time within target and their
 formulas are `warehouse.freshness.StalenessMeter`'s, the same the simulator and the metrics use.
 
@@ -27,7 +28,7 @@ __all__ = ["Commit", "ProcessMonitor", "TableFigures", "commits", "staleness", "
 @dataclass(frozen=True, slots=True)
 class Commit:
     version: int
-    time: float  # commit timestamp, epoch seconds
+    time: float  # commit time (in-commit timestamp or commit file mtime), epoch seconds
     max_event: float | None  # newest event time in the files it added (None: no rows added)
 
 
@@ -47,8 +48,19 @@ def commits(path: str | Path, time_column: str = "ts") -> list[Commit]:
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
+    if not any(Path(path, "_delta_log").glob("*.json")):
+        return []  # no table yet (or a first commit cut off when the contestant was stopped)
     dt = DeltaTable(str(path), version=0)
-    stamps = {h["version"]: float(h["timestamp"]) / 1000.0 for h in DeltaTable(str(path)).history()}
+    # the commit's time per the Delta protocol: its in-commit timestamp when the table has them,
+    # else the modification time of the commit file (when the data became visible; commitInfo's
+    # `timestamp` is taken earlier, when the writer prepared the commit — seconds earlier under load)
+    stamps = {}
+    for h in DeltaTable(str(path)).history():
+        v = int(h["version"])
+        ict = h.get("inCommitTimestamp")
+        f = Path(path, "_delta_log", f"{v:020d}.json")
+        stamps[v] = float(ict) / 1000.0 if ict is not None else f.stat().st_mtime if f.exists() else None
+    stamps = {v: t for v, t in stamps.items() if t is not None}
     last = max(stamps)
     seen: set[str] = set()
     out: list[Commit] = []
@@ -83,10 +95,12 @@ class TableFigures:
     series: list[tuple[float, float]] = field(default_factory=list)  # (τ − t0, S(τ)) for the plots
 
 
-def staleness(log: list[Commit], t0: float, t1: float, target: float | None, *, step: float = 1.0) -> TableFigures:
-    """F(τ) = max(t0, newest event committed by τ); the exact ∫ S, the max S and the share of
-    [t0, t1] within `target`, plus S sampled every `step` seconds (and just before each commit)."""
-    f = t0
+def staleness(log: list[Commit], t0: float, t1: float, target: float | None, *, f0: float | None = None,
+              step: float = 1.0) -> TableFigures:
+    """F(τ) = max(f0, newest event committed by τ) (f0: the trace start, default t0); the exact
+    ∫ S over [t0, t1], the max S and the share of [t0, t1] within `target`, plus S sampled every
+    `step` seconds (and just before and after each commit), τ relative to t0."""
+    f = t0 if f0 is None else f0
     changes: list[tuple[float, float]] = []  # (commit time, new F) inside the window
     for c in sorted(log, key=lambda c: (c.time, c.version)):
         if c.max_event is None:
