@@ -20,7 +20,7 @@ session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
                             against a Spark Connect server with Delta (live/pipelines.py).
 
 Measured (`scripts/live/measure.py`): from the Delta logs with delta-rs, every table's staleness
-over the window [0, duration] of the trace (relative to each contestant's own start), its integral
+over the window [warm-up, duration] of the trace (seconds from each contestant's own start), its integral
 weighted by priority, the maximum, the time within target; CPU-seconds and peak RSS of each
 contestant's process tree. Writes one JSON object (`--json`, layout fixed by issue 11; windows are
 seconds from each contestant's `start`), and two PNGs beside it. Prints a table.
@@ -57,8 +57,10 @@ PEERS = ("structured-streaming", "cron", "declarative-pipelines")
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """The trace's phases: before the burst, the burst, the recovery (seconds)."""
+    """The trace's phases (seconds): a warm-up (replayed, not measured: every contestant's first
+    Spark jobs pay the JVM's class loading and JIT), before the burst, the burst, the recovery."""
 
+    warmup: float
     before: float
     burst: float
     after: float
@@ -66,15 +68,16 @@ class Shape:
 
     @property
     def duration(self) -> float:
-        return self.before + self.burst + self.after
+        return self.warmup + self.before + self.burst + self.after
 
     @property
-    def window(self) -> tuple[float, float]:
-        return (self.before, self.before + self.burst)
+    def burst_window(self) -> tuple[float, float]:
+        b0 = self.warmup + self.before
+        return (b0, b0 + self.burst)
 
 
-QUICK = Shape(before=45.0, burst=75.0, after=90.0, factor=400.0)
-FULL = Shape(before=120.0, burst=240.0, after=300.0, factor=400.0)
+QUICK = Shape(warmup=40.0, before=25.0, burst=60.0, after=65.0, factor=400.0)
+FULL = Shape(warmup=90.0, before=120.0, burst=240.0, after=300.0, factor=400.0)
 
 
 # ---------------------------------------------------------------- contestants
@@ -128,7 +131,7 @@ def _stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float = 240.0) -> dict[str, Any]:
+def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float = 300.0) -> dict[str, Any]:
     """Start `name`, wait until it is ready, replay the trace into its landing zone in real time,
     stop it, and return what was run (the figures come from `evaluate`)."""
     d = (out / name).resolve()
@@ -190,26 +193,28 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
     entry and the series for the plots."""
     prios, targets = spec.priorities(), spec.targets()
     t0 = info["start"]
-    t1 = t0 + trace.duration
+    w, t1 = t0 + trace.warmup, t0 + trace.duration
     b0, b1 = trace.burst
-    figures, burst_figs, series, tables = {}, {}, {}, {}
+    phases = {"before": (trace.warmup, b0), "burst": (b0, b1), "after": (b1, trace.duration)}
+    figures: dict[str, measure.TableFigures] = {}
+    by_phase: dict[str, dict[str, measure.TableFigures]] = {k: {} for k in phases}
+    series, tables = {}, {}
     for table in prios:
         path = Path(info["root"]) / table
         log = measure.commits(path) if (path / "_delta_log").is_dir() else []
-        f = measure.staleness(log, t0, t1, targets[table], step=step)
+        # F before the first commit is t0: the warehouse is fresh when the replay starts
+        f = measure.staleness(log, w, t1, targets[table], f0=t0, step=step)
         figures[table] = f
-        # the same log over the burst window only (F at its start from the commits before it)
-        burst_figs[table] = measure.staleness(log, t0 + b0, t0 + b1, targets[table], f0=t0, step=step)
-        series[table] = f.series
-        tables[table] = {"priority": prios[table], "mean_staleness": round(f.area / trace.duration, 2),
+        for k, (lo, hi) in phases.items():
+            by_phase[k][table] = measure.staleness(log, t0 + lo, t0 + hi, targets[table], f0=t0, step=step)
+        series[table] = [(x + trace.warmup, y) for x, y in f.series]
+        tables[table] = {"priority": prios[table], "mean_staleness": round(f.area / (t1 - w), 3),
                          "max_staleness": round(f.max_staleness, 2),
                          "time_within_target": round(f.within, 4), "target": targets[table],
                          "commits": len([c for c in log if c.max_event is not None])}
-    # before the burst a table's F starts at t0 (fresh when the trace begins); over the burst
-    # window `staleness` starts from what was committed by its start, which is what we want
-    entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, t0, t1), 2),
-             "burst_weighted_staleness": round(measure.weighted(burst_figs, prios, t0 + b0, t0 + b1), 2),
-             "tables": tables}
+    phase_ws = {k: round(measure.weighted(by_phase[k], prios, t0 + lo, t0 + hi), 2) for k, (lo, hi) in phases.items()}
+    entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
+             "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws, "tables": tables}
     return entry, series
 
 
@@ -247,7 +252,7 @@ def plot(result: dict[str, Any], series: dict[str, dict[str, list]], out: Path) 
     whole = [c.get("weighted_staleness") or 0 for c in result["contestants"]]
     burst = [c.get("burst_weighted_staleness") or 0 for c in result["contestants"]]
     xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], whole, width=0.4, label=f"whole window [0, {result['window'][1]:g}] s")
+    ax.bar([x - 0.2 for x in xs], whole, width=0.4, label=f"window [{result['window'][0]:g}, {result['window'][1]:g}] s")
     ax.bar([x + 0.2 for x in xs], burst, width=0.4, label=f"burst [{b0:g}, {b1:g}] s")
     ax.set_xticks(list(xs), names, rotation=15, fontsize=8)
     ax.set_ylabel("average Σ p·S  (priority-seconds)")
@@ -270,12 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated contestants (default: all five)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--trace", help="replay this saved trace instead of generating one")
-    ap.add_argument("--shape", help="before,burst,after,factor (seconds, seconds, seconds, row factor)")
+    ap.add_argument("--shape", help="warmup,before,burst,after,factor (seconds ×4, row factor)")
     args = ap.parse_args(argv)
     shape = QUICK if args.quick else FULL
     if args.shape:
-        b, u, a, f = (float(x) for x in args.shape.split(","))
-        shape = Shape(b, u, a, f)
+        shape = Shape(*(float(x) for x in args.shape.split(",")))
     names = args.only.split(",") if args.only else list(CONTESTANTS)
     unknown = [n for n in names if n not in CONTESTANTS]
     if unknown:
@@ -285,14 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace:
         trace = Trace.load(args.trace)
     else:
-        trace = generate(args.seed, shape.duration, shape.window, shape.factor)
+        trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor, shape.warmup)
     trace.save(out / "trace.json")
     json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
     result: dict[str, Any] = {
-        "window": [0.0, trace.duration], "time_column": "ts", "priorities": spec.priorities(),
+        "window": [trace.warmup, trace.duration], "time_column": "ts", "priorities": spec.priorities(),
         "burst": list(trace.burst), "burst_factor": trace.burst_factor, "seed": trace.seed,
         "trace": str(out / "trace.json"), "targets": spec.targets(),
-        "rows_offered": {"before": trace.rows_offered(0, trace.burst[0]),
+        "rows_offered": {"warmup": trace.rows_offered(0, trace.warmup),
+                         "before": trace.rows_offered(trace.warmup, trace.burst[0]),
                          "burst": trace.rows_offered(*trace.burst),
                          "after": trace.rows_offered(trace.burst[1], trace.duration)},
         "spark": {"master": "local[2]", **spec.SPARK_CONF}, "concurrent_jobs": 4, "contestants": [],

@@ -9,6 +9,10 @@ for them were tried first: a streaming flow with `withWatermark` on another data
 pipeline fails to register over Spark Connect (`[TABLE_OR_VIEW_NOT_FOUND] The table or view
 `b04` cannot be found` — the Connect planner analyses `withWatermark` eagerly, before the
 pipeline's datasets exist), so the watermarked aggregation and join cannot be declared.
+No `format="delta"` in the decorators: with it, the second `spark-pipelines run` fails on
+every existing table with `[DELTA_CANNOT_CHANGE_PROVIDER] 'provider' is a reserved table
+property, and cannot be altered`; the server's `spark.sql.sources.default=delta` makes them
+Delta tables without it.
 Paths come from the environment (`BENCH_LANDING`), the tables live in the catalog's warehouse
 directory (`spark.sql.warehouse.dir` = the contestant's root, so table T is at `<root>/T`).
 """

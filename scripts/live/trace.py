@@ -46,6 +46,7 @@ class Trace:
     burst: tuple[float, float]
     burst_factor: float
     parts: list[Part] = field(default_factory=list)
+    warmup: float = 0.0  # replayed but not measured: the benchmark window is [warmup, duration]
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({**asdict(self), "parts": [asdict(p) for p in self.parts]}, indent=0))
@@ -54,13 +55,14 @@ class Trace:
     def load(cls, path: str | Path) -> Trace:
         d = json.loads(Path(path).read_text())
         return cls(seed=d["seed"], duration=d["duration"], burst=tuple(d["burst"]), burst_factor=d["burst_factor"],
-                   parts=[Part(**p) for p in d["parts"]])
+                   parts=[Part(**p) for p in d["parts"]], warmup=d.get("warmup", 0.0))
 
     def rows_offered(self, lo: float, hi: float) -> int:
         return sum(p.rows for p in self.parts if lo < p.end <= hi)
 
 
-def generate(seed: int, duration: float, burst: tuple[float, float], burst_factor: float) -> Trace:
+def generate(seed: int, duration: float, burst: tuple[float, float], burst_factor: float,
+             warmup: float = 0.0) -> Trace:
     """Partitions of every stream in `STREAMS` over `[0, duration]`, ordered by arrival (end)."""
     import numpy as np
 
@@ -74,7 +76,7 @@ def generate(seed: int, duration: float, burst: tuple[float, float], burst_facto
             parts.append(Part(s.name, k, round(start, 3), round(end, 3), rows))
             start, end, k = end, end + s.period, k + 1
     parts.sort(key=lambda p: (p.end, p.stream))
-    return Trace(seed, duration, burst, burst_factor, parts)
+    return Trace(seed, duration, burst, burst_factor, parts, warmup)
 
 
 def partition_rows(trace: Trace, part: Part, t0: float) -> Any:
