@@ -120,6 +120,14 @@ def _ready(name: str, d: Path, listen: str | None) -> bool:
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM to the contestant's process group, SIGKILL after `grace`; then SIGKILL whatever of
+    its process tree is left (a Spark JVM, or a Connect server in a session of its own)."""
+    import psutil
+
+    try:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -127,8 +135,12 @@ def _stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
-    with contextlib.suppress(ProcessLookupError):  # anything left in its group (an orphaned JVM)
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+    for p in tree:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(tree, timeout=10)
 
 
 def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float = 300.0) -> dict[str, Any]:
@@ -216,6 +228,36 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
     entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
              "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws, "tables": tables}
     return entry, series
+
+
+def twin(entry: dict[str, Any], trace: Trace, out: Path) -> dict[str, Any]:
+    """The digital twin (issue 11): replay the `freshet` run's own trace (arrivals and measured job
+    durations, written by the daemon) in the simulator, `freshet sim run --trace`, and set its
+    predicted weighted staleness beside the one measured from the Delta logs over the whole replay
+    [0, duration] (the simulator starts at the first arrival's start, t0)."""
+    d = out / entry["name"]
+    cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(d / "freshet.yaml"),
+           "--trace", str(d / "freshet.trace"), "--json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout)[-800:]}
+    sim = json.loads(proc.stdout)
+    prios, targets = spec.priorities(), spec.targets()
+    t0 = entry["start"]
+    figs = {}
+    for table in prios:
+        path = Path(entry["root"]) / table
+        log = measure.commits(path) if (path / "_delta_log").is_dir() else []
+        figs[table] = measure.staleness(log, t0, t0 + trace.duration, targets[table])
+    measured = measure.weighted(figs, prios, t0, t0 + trace.duration)
+    predicted = float(sim["average_weighted_staleness"])
+    return {"predicted_weighted_staleness": round(predicted, 2), "measured_weighted_staleness": round(measured, 2),
+            "error": None, "relative_error": round(predicted / measured - 1.0, 4) if measured else None,
+            "sim_horizon_seconds": sim.get("horizon"), "measured_window_seconds": trace.duration,
+            "per_table": {t: {"predicted_mean_staleness": round(v["staleness"], 2),
+                              "measured_mean_staleness": round(figs[t].area / trace.duration, 2)}
+                          for t, v in sim.get("per_table", {}).items() if t in figs and v.get("staleness") is not None}}
 
 
 def _load() -> list[float]:
@@ -309,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         info = run_contestant(name, trace, out)
         info["load_average"] = {"before": load0, "after": _load()}
         entry, s = evaluate(info, trace)
+        if name == "freshet" and entry["status"] == "ok":
+            entry["twin"] = twin(entry, trace, out)
         series[name] = s
         result["contestants"].append(entry)
         print(f"bench_live: {name}: {entry['status']} weighted staleness {entry['weighted_staleness']:.1f}, "
