@@ -76,7 +76,7 @@ class Shape:
         return (b0, b0 + self.burst)
 
 
-QUICK = Shape(warmup=40.0, before=25.0, burst=60.0, after=65.0, factor=400.0)
+QUICK = Shape(warmup=60.0, before=20.0, burst=60.0, after=50.0, factor=400.0)
 FULL = Shape(warmup=90.0, before=120.0, burst=240.0, after=300.0, factor=400.0)
 
 
