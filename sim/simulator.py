@@ -177,6 +177,12 @@ class Simulation:
         self.writer = writer
         self.measured = trace.durations if (trace is not None and use_measured) else None
         self.costs = true_costs(config)
+        if trace is not None and use_measured:
+            # a table whose config states no `cost`: jobs the replay runs that the trace did not
+            # record take what the table's recorded jobs say E(n) is on that machine, not the
+            # `sim` defaults (issue 11: a daemon's trace on a loaded machine)
+            fitted = trace.fitted_costs(self.costs)
+            self.costs.update({t.name: fitted[t.name] for t in config.tables if t.cost is None and t.name in fitted})
         self.rngs = {t.name: random.Random(f"{seed}/duration/{t.name}") for t in config.tables}
         self.b = config.sim.b
         sd = config.sim.slowdown

@@ -81,6 +81,17 @@ class Trace:
     durations: dict[tuple[str, float, float], float]
     jobs: list[JobRecord]
 
+    def fitted_costs(self, priors: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        """(α, β) per table with recorded jobs: the cost model (§2.4) fitted to their measured
+        durations, starting from `priors`."""
+        from warehouse.cost import CostModel
+
+        models: dict[str, CostModel] = {}
+        for j in self.jobs:
+            if j.status == "ok" and j.table in priors:
+                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.end - j.start, j.duration)
+        return {t: (m.alpha, m.beta) for t, m in models.items()}
+
     @property
     def origin(self) -> float:
         """The earliest time or data start in the trace: where the replay begins."""

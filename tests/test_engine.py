@@ -174,6 +174,23 @@ def test_cost_model_single_observation_and_outliers():
     assert frozen.estimate(100) == 11.0
 
 
+def test_cost_model_a_slow_first_job_is_overhead_not_a_per_second_cost():
+    """Issue 11, live: b00 (p=100) loaded 3 s of data in 61.5 s on a cold, loaded JVM. Split
+    between α and β, that made β = 8 s per second of data, Max-Benefit's p·ΔF/E(ΔF) ≤ p/β = 12
+    fell below a p=5 table's, and b00 never ran again. Jobs of one size cannot identify β."""
+    m = CostModel(alpha=1.0, beta=0.1)
+    m.observe(3.0, 61.5)
+    assert m.beta == pytest.approx(0.1) and m.alpha > 30
+    assert m.estimate(60) < 2 * 61.5  # a minute of backlog costs about one more job, not 20
+    for _ in range(5):  # warm now: the fast jobs pull α down; nothing says more data costs more
+        m.observe(10.0, 5.0)
+    assert m.beta <= 0.1 and m.estimate(60) < 61.5 / 2
+    spread = CostModel(alpha=1.0, beta=0.1)
+    for n in (10, 100, 10, 100, 10, 100):  # sizes that vary do teach β
+        spread.observe(n, 2.0 + 0.5 * n)
+    assert spread.beta > 0.3
+
+
 def test_staleness_meter_time_within_target():
     m = StalenessMeter(target=5.0)
     m.start(0.0, 0.0)

@@ -1,9 +1,10 @@
 """The cost model E_i(n) = α_i + β_i·n (§2.4), re-estimated online from observed durations.
 
 A ridge regression toward the config prior over exponentially decayed sufficient statistics:
-O(1) per observation, exact for a noiseless line, sensible after a single observation (the prior
-keeps α and β apart), and robust to outliers (an observation is clipped to [E/5, 5E] of the
-current estimate before it counts, once a few have been seen).
+O(1) per observation, exact for a noiseless line, robust to outliers (an observation is clipped
+to [E/5, 5E] of the current estimate before it counts, once a few have been seen). β is learned
+only from how durations vary with n; until they vary, β keeps its prior and α takes the level
+(one slow job — a cold JVM — is per-job overhead, not a per-second cost).
 """
 
 from __future__ import annotations
@@ -57,18 +58,23 @@ class CostModel:
         self._solve()
 
     def _solve(self) -> None:
-        # minimise Σ w (d − α − βn)² + λ (α − α0)² + λ s² (β − β0)²
+        # β from how durations vary with n (centred statistics, ridge toward β0); α from the mean
+        # duration (ridge toward α0):
+        #   β = (S_nd − W·n̄·d̄ + λs²·β0) / (S_nn − W·n̄² + λs²),  α = (W·(d̄ − β·n̄) + λ·α0) / (W + λ)
+        # Jobs that all loaded about the same n cannot tell α from β: β keeps its prior and the
+        # level goes to α. (Splitting one slow job between α and β — a cold JVM, a loaded
+        # machine — made β of a table whose first job loaded a few seconds of data 80× too big,
+        # and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β then starved it for good: issue 11.)
         lam = self.prior_weight
         lb = lam * self._scale * self._scale
-        a11, a12, a22 = self._w + lam, self._sn, self._snn + lb
-        b1 = self._sd + lam * self._alpha0
-        b2 = self._snd + lb * self._beta0
-        det = a11 * a22 - a12 * a12
-        if det <= 1e-12:
-            return
-        alpha = (b1 * a22 - a12 * b2) / det
-        beta = (a11 * b2 - a12 * b1) / det
-        if beta < 0:  # durations cannot shrink with more data: refit α alone with β = 0
-            beta = 0.0
-            alpha = b1 / a11
-        self.alpha, self.beta = max(alpha, 0.0), beta
+        w = self._w
+        n_bar, d_bar = self._sn / w, self._sd / w
+        snn = max(self._snn - w * n_bar * n_bar, 0.0)
+        snd = self._snd - w * n_bar * d_bar
+        beta = (snd + lb * self._beta0) / (snn + lb) if snn + lb > 1e-12 else self._beta0
+        beta = max(beta, 0.0)  # durations cannot shrink with more data
+        alpha = (w * (d_bar - beta * n_bar) + lam * self._alpha0) / (w + lam)
+        if alpha < 0:  # the line through the data crosses below 0: all of it is β·n
+            alpha = 0.0
+            beta = max(self._snd / self._snn, 0.0) if self._snn > 1e-12 else beta
+        self.alpha, self.beta = alpha, beta

@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""The live benchmark (issue 11): one arrival trace into Freshet and into what a Spark user would
+run instead, staleness measured from the Delta logs.
+
+    .venv/bin/python scripts/bench_live.py [--quick] [--json OUT] [--out DIR] [--only a,b] [--seed S]
+
+One seeded trace (`scripts/live/trace.py`, saved as `<out>/trace.json`) over the benchmark
+warehouse (`scripts/live/spec.py`: 12 streams, periods 10 s – 5 min, priorities 1 – 100, a
+windowed roll-up, a two-source join and a second roll-up) is replayed in real time, once per
+contestant, one contestant after the other, each with its own landing zone and warehouse under
+`<out>/<contestant>/`. Same Spark settings for all (local[2], shuffle partitions 2, Freshet's
+session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
+
+- `freshet`               — `freshet run` with its default policy, 4 tracks;
+- `freshet-fifo`          — the same with `policy: fifo`, `partitioner: global` (an ablation);
+- `structured-streaming`  — one streaming query per table in one Spark application (live/streaming.py);
+- `cron`                  — every shortest period, refresh every table with new source data, in
+                            config order, 4 workers, Freshet's own append code (live/cron.py);
+- `declarative-pipelines` — the warehouse as a Spark Declarative Pipeline run by `spark-pipelines`
+                            against a Spark Connect server with Delta (live/pipelines.py).
+
+Measured (`scripts/live/measure.py`): from the Delta logs with delta-rs, every table's staleness
+over the window [warm-up, duration] of the trace (seconds from each contestant's own start), its integral
+weighted by priority, the maximum, the time within target; CPU-seconds and peak RSS of each
+contestant's process tree. Writes one JSON object (`--json`, layout fixed by issue 11; windows are
+seconds from each contestant's `start`), and two PNGs beside it. Prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from scripts.live import measure, spec  # noqa: E402
+from scripts.live.trace import Trace, generate, replay  # noqa: E402
+
+CONTESTANTS = ("freshet", "freshet-fifo", "structured-streaming", "cron", "declarative-pipelines")
+PEERS = ("structured-streaming", "cron", "declarative-pipelines")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The trace's phases (seconds): a warm-up (replayed, not measured: every contestant's first
+    Spark jobs pay the JVM's class loading and JIT), before the burst, the burst, the recovery."""
+
+    warmup: float
+    before: float
+    burst: float
+    after: float
+    factor: float  # rows × factor on the bursting streams during the burst
+
+    @property
+    def duration(self) -> float:
+        return self.warmup + self.before + self.burst + self.after
+
+    @property
+    def burst_window(self) -> tuple[float, float]:
+        b0 = self.warmup + self.before
+        return (b0, b0 + self.burst)
+
+
+QUICK = Shape(warmup=60.0, before=20.0, burst=60.0, after=50.0, factor=400.0)
+FULL = Shape(warmup=90.0, before=120.0, burst=240.0, after=300.0, factor=400.0)
+
+
+# ---------------------------------------------------------------- contestants
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(name: str, d: Path) -> tuple[Path, str | None]:
+    """Write `<d>/freshet.yaml` for `name`; returns it and the daemon's listen address (Freshet only)."""
+    listen = f"127.0.0.1:{_free_port()}" if name.startswith("freshet") else "127.0.0.1:9"
+    policy, partitioner = ("fifo", "global") if name == "freshet-fifo" else ("auto", "auto")
+    cfg = spec.freshet_config(str(d / "warehouse"), str(d / "landing"), policy=policy, partitioner=partitioner,
+                              listen=listen, trace=str(d / "freshet.trace") if name.startswith("freshet") else None)
+    path = d / "freshet.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path, listen if name.startswith("freshet") else None
+
+
+def _command(name: str, cfg: Path, d: Path) -> list[str]:
+    py = sys.executable
+    if name.startswith("freshet"):
+        return [py, "-m", "ops.cli", "run", "--config", str(cfg), "--log-format", "json", "--grace", "20"]
+    module = {"structured-streaming": "streaming", "cron": "cron", "declarative-pipelines": "pipelines"}[name]
+    return [py, "-m", f"scripts.live.{module}", "--config", str(cfg), "--ready", str(d / "ready"),
+            "--work", str(d / "work")]
+
+
+def _ready(name: str, d: Path, listen: str | None) -> bool:
+    if listen is not None:
+        try:
+            with urllib.request.urlopen(f"http://{listen}/readyz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    return (d / "ready").exists()
+
+
+def _stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM to the contestant's process group, SIGKILL after `grace`; then SIGKILL whatever of
+    its process tree is left (a Spark JVM, or a Connect server in a session of its own)."""
+    import psutil
+
+    try:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for p in tree:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(tree, timeout=10)
+
+
+def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float = 300.0) -> dict[str, Any]:
+    """Start `name`, wait until it is ready, replay the trace into its landing zone in real time,
+    stop it, and return what was run (the figures come from `evaluate`)."""
+    d = (out / name).resolve()
+    if d.exists():
+        import shutil
+
+        shutil.rmtree(d)
+    (d / "landing").mkdir(parents=True)
+    (d / "warehouse").mkdir()
+    cfg, listen = _config(name, d)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    log = open(d / "contestant.log", "wb")  # noqa: SIM115 — closed below
+    began = time.time()
+    proc = subprocess.Popen(_command(name, cfg, d), cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    monitor = measure.ProcessMonitor(proc.pid)
+    info: dict[str, Any] = {"name": name, "root": str(d / "warehouse"), "status": "ok", "error": None}
+    try:
+        while not _ready(name, d, listen):
+            if proc.poll() is not None:
+                raise RuntimeError(f"exited with status {proc.returncode} before it was ready")
+            if time.time() - began > ready_timeout:
+                raise RuntimeError(f"not ready after {ready_timeout:.0f} s")
+            time.sleep(0.5)
+        info["startup_seconds"] = round(time.time() - began, 1)
+        t0 = float(int(time.time()) + 2)  # whole seconds: event times are exact in µs
+        info["start"] = t0
+        stop = threading.Event()
+        result: dict[str, float] = {}
+        producer = threading.Thread(target=lambda: result.update(replay(trace, d / "landing", t0, stop)),
+                                    name="bench-producer", daemon=True)
+        producer.start()
+        while time.time() < t0 + trace.duration + 1.0:
+            if proc.poll() is not None:
+                info["status"] = "failed"
+                info["error"] = f"exited with status {proc.returncode} during the run (see {d / 'contestant.log'})"
+                break
+            time.sleep(0.5)
+        stop.set()
+        producer.join(60)
+        info["producer"] = {k: round(v, 3) for k, v in result.items()}
+    except RuntimeError as err:
+        info.update(status="failed", error=f"{name}: {err} (see {d / 'contestant.log'})", start=time.time())
+    finally:
+        _stop(proc)
+        monitor.stop()
+        log.close()
+    info["cpu_seconds"] = round(monitor.cpu_seconds, 1)
+    info["peak_rss_bytes"] = monitor.peak_rss
+    if info["status"] != "ok":
+        tail = (d / "contestant.log").read_text(errors="replace").splitlines()[-15:]
+        info["log_tail"] = tail
+    return info
+
+
+# ---------------------------------------------------------------- evaluation
+def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[dict[str, Any], dict[str, list]]:
+    """Staleness of every table of one contestant from its Delta logs (measure.py); the JSON
+    entry and the series for the plots."""
+    prios, targets = spec.priorities(), spec.targets()
+    t0 = info["start"]
+    w, t1 = t0 + trace.warmup, t0 + trace.duration
+    b0, b1 = trace.burst
+    phases = {"before": (trace.warmup, b0), "burst": (b0, b1), "after": (b1, trace.duration)}
+    figures: dict[str, measure.TableFigures] = {}
+    by_phase: dict[str, dict[str, measure.TableFigures]] = {k: {} for k in phases}
+    series, tables = {}, {}
+    for table in prios:
+        path = Path(info["root"]) / table
+        log = measure.commits(path) if (path / "_delta_log").is_dir() else []
+        # F before the first commit is t0: the warehouse is fresh when the replay starts
+        f = measure.staleness(log, w, t1, targets[table], f0=t0, step=step)
+        figures[table] = f
+        for k, (lo, hi) in phases.items():
+            by_phase[k][table] = measure.staleness(log, t0 + lo, t0 + hi, targets[table], f0=t0, step=step)
+        series[table] = [(x + trace.warmup, y) for x, y in f.series]
+        tables[table] = {"priority": prios[table], "mean_staleness": round(f.area / (t1 - w), 3),
+                         "max_staleness": round(f.max_staleness, 2),
+                         "time_within_target": round(f.within, 4), "target": targets[table],
+                         "commits": len([c for c in log if c.max_event is not None])}
+    phase_ws = {k: round(measure.weighted(by_phase[k], prios, t0 + lo, t0 + hi), 2) for k, (lo, hi) in phases.items()}
+    entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
+             "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws, "tables": tables}
+    return entry, series
+
+
+def twin(entry: dict[str, Any], trace: Trace, out: Path) -> dict[str, Any]:
+    """The digital twin (issue 11): the `freshet` run's own trace (arrivals and measured job
+    durations, written by the daemon) replayed by the simulator (`freshet sim run --trace`, here
+    in-process so that it stops at the same instant), its predicted weighted staleness beside the
+    one measured from the Delta logs, both over the whole replay [t0, t0 + duration]."""
+    from sim.simulator import simulate
+    from sim.trace import read_trace
+    from warehouse.config import load_config
+
+    d = out / entry["name"]
+    t0 = entry["start"]
+    try:
+        res = simulate(load_config(d / "freshet.yaml"), trace=read_trace(d / "freshet.trace"),
+                       until=t0 + trace.duration).to_json()
+    except Exception as err:  # noqa: BLE001 — reported in the JSON, the benchmark goes on
+        return {"error": f"{type(err).__name__}: {err}"}
+    prios, targets = spec.priorities(), spec.targets()
+    figs = {}
+    for table in prios:
+        path = Path(entry["root"]) / table
+        log = measure.commits(path) if (path / "_delta_log").is_dir() else []
+        figs[table] = measure.staleness(log, t0, t0 + trace.duration, targets[table])
+    measured = measure.weighted(figs, prios, t0, t0 + trace.duration)
+    predicted = float(res["average_weighted_staleness"])
+    return {"predicted_weighted_staleness": round(predicted, 2), "measured_weighted_staleness": round(measured, 2),
+            "error": None, "relative_error": round(predicted / measured - 1.0, 4) if measured else None,
+            "sim_horizon_seconds": res.get("horizon"), "measured_window_seconds": trace.duration,
+            "per_table": {t: {"predicted_mean_staleness": round(v["staleness"], 2),
+                              "measured_mean_staleness": round(figs[t].area / trace.duration, 2)}
+                          for t, v in res.get("per_table", {}).items() if t in figs and v.get("staleness") is not None}}
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def plot(result: dict[str, Any], series: dict[str, dict[str, list]], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prios = result["priorities"]
+    top = max(prios, key=lambda t: prios[t])
+    b0, b1 = result["burst"]
+    files = []
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for c in result["contestants"]:
+        s = series.get(c["name"], {}).get(top)
+        if s:
+            ax.plot([x for x, _ in s], [y for _, y in s], label=c["name"], lw=1.2)
+    ax.axvspan(b0, b1, color="grey", alpha=0.2, label="burst")
+    ax.set_xlabel("seconds since the trace started")
+    ax.set_ylabel(f"staleness of {top} (p={prios[top]:g}), s")
+    ax.set_title("Staleness of the highest-priority table, from the Delta logs")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    p = out.with_name(out.stem + "-top.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    files.append(str(p))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    names = [c["name"] for c in result["contestants"]]
+    whole = [c.get("weighted_staleness") or 0 for c in result["contestants"]]
+    burst = [c.get("burst_weighted_staleness") or 0 for c in result["contestants"]]
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], whole, width=0.4, label=f"window [{result['window'][0]:g}, {result['window'][1]:g}] s")
+    ax.bar([x + 0.2 for x in xs], burst, width=0.4, label=f"burst [{b0:g}, {b1:g}] s")
+    ax.set_xticks(list(xs), names, rotation=15, fontsize=8)
+    ax.set_ylabel("average Σ p·S  (priority-seconds)")
+    ax.set_title("Priority-weighted staleness per contestant (lower is better)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    p = out.with_name(out.stem + "-weighted.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    files.append(str(p))
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help=f"a {QUICK.duration:.0f} s trace per contestant "
+                                                         f"(all five within 25 minutes)")
+    ap.add_argument("--json", help="write the result here (default <out>/bench_live.json)")
+    ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
+    ap.add_argument("--only", help="comma-separated contestants (default: all five)")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--trace", help="replay this saved trace instead of generating one")
+    ap.add_argument("--shape", help="warmup,before,burst,after,factor (seconds ×4, row factor)")
+    args = ap.parse_args(argv)
+    shape = QUICK if args.quick else FULL
+    if args.shape:
+        shape = Shape(*(float(x) for x in args.shape.split(",")))
+    names = args.only.split(",") if args.only else list(CONTESTANTS)
+    unknown = [n for n in names if n not in CONTESTANTS]
+    if unknown:
+        ap.error(f"unknown contestant(s) {', '.join(unknown)}; known: {', '.join(CONTESTANTS)}")
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.trace:
+        trace = Trace.load(args.trace)
+    else:
+        trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor, shape.warmup)
+    trace.save(out / "trace.json")
+    json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
+    result: dict[str, Any] = {
+        "window": [trace.warmup, trace.duration], "time_column": "ts", "priorities": spec.priorities(),
+        "burst": list(trace.burst), "burst_factor": trace.burst_factor, "seed": trace.seed,
+        "trace": str(out / "trace.json"), "targets": spec.targets(),
+        "rows_offered": {"warmup": trace.rows_offered(0, trace.warmup),
+                         "before": trace.rows_offered(trace.warmup, trace.burst[0]),
+                         "burst": trace.rows_offered(*trace.burst),
+                         "after": trace.rows_offered(trace.burst[1], trace.duration)},
+        "spark": {"master": "local[2]", **spec.SPARK_CONF}, "concurrent_jobs": 4, "contestants": [],
+    }
+    series: dict[str, dict[str, list]] = {}
+    for name in names:
+        print(f"bench_live: {name}: running ({trace.duration:.0f} s trace; load {_load()})", flush=True)
+        load0 = _load()
+        info = run_contestant(name, trace, out)
+        info["load_average"] = {"before": load0, "after": _load()}
+        entry, s = evaluate(info, trace)
+        if name == "freshet" and entry["status"] == "ok":
+            entry["twin"] = twin(entry, trace, out)
+        series[name] = s
+        result["contestants"].append(entry)
+        print(f"bench_live: {name}: {entry['status']} weighted staleness {entry['weighted_staleness']:.1f}, "
+              f"burst {entry['burst_weighted_staleness']:.1f}, cpu {entry['cpu_seconds']} s, "
+              f"rss {entry['peak_rss_bytes'] / 2**20:.0f} MiB" + (f" — {entry['error']}" if entry["error"] else ""),
+              flush=True)
+        json_out.write_text(json.dumps(result, indent=1))
+    fr = next((c for c in result["contestants"] if c["name"] == "freshet"), None)
+    if fr is not None:
+        result["ratios"] = {
+            c["name"]: {"whole": round(fr["weighted_staleness"] / c["weighted_staleness"], 3)
+                        if c["weighted_staleness"] else None,
+                        "burst": round(fr["burst_weighted_staleness"] / c["burst_weighted_staleness"], 3)
+                        if c["burst_weighted_staleness"] else None}
+            for c in result["contestants"] if c["name"] != "freshet"}
+    result["plots"] = plot(result, series, json_out)
+    json_out.write_text(json.dumps(result, indent=1))
+    print(f"{'contestant':24} {'status':7} {'Σp·S (window)':>14} {'Σp·S (burst)':>13} {'max S top':>10} "
+          f"{'cpu s':>7} {'rss MiB':>8}")
+    top = max(result["priorities"], key=lambda t: result["priorities"][t])
+    for c in result["contestants"]:
+        print(f"{c['name']:24} {c['status']:7} {c['weighted_staleness']:14.1f} {c['burst_weighted_staleness']:13.1f} "
+              f"{c['tables'][top]['max_staleness']:10.1f} {c['cpu_seconds']:7.1f} {c['peak_rss_bytes'] / 2**20:8.0f}")
+    for n, r in result.get("ratios", {}).items():
+        print(f"freshet / {n}: window {r['whole']}, burst {r['burst']}")
+    print(f"wrote {json_out} and {', '.join(result['plots'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

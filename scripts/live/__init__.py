@@ -1,0 +1,9 @@
+"""The live benchmark (issue 11, `scripts/bench_live.py`): one seeded arrival trace replayed in real
+time into Freshet and into what a Spark user would run instead, staleness read back from the
+Delta logs by an independent reader (delta-rs).
+
+- `spec`     — the benchmark warehouse: streams, base and derived tables, priorities, targets;
+- `trace`    — the seeded trace (saved as JSON) and its real-time replay into a landing zone;
+- `measure`  — staleness from the Delta logs (delta-rs), CPU-seconds and peak RSS of a process tree;
+- `cron`, `streaming`, `pipelines` — the peers, each a small program a contestant process runs.
+"""

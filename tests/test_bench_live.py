@@ -1,0 +1,106 @@
+"""The live benchmark's machinery (issue 11, scripts/bench_live.py): the staleness integral from a
+Delta log against a hand-computed example, the log reader (delta-rs) against a real Delta table
+written by Spark, and a minute-long run of two contestants checked through its JSON."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from scripts.live import measure, spec  # noqa: E402
+from scripts.live.trace import generate, partition_rows  # noqa: E402
+
+
+def test_staleness_hand_computed() -> None:
+    """Window [0, 100], fresh at 0; commits at 10 (events to 5), 40 (to 35), 70 (older data, to 30:
+    F stays 35), 80 (no rows). S: 0→10 on [0,10), 5→35 on [10,40), 5→65 on [40,100]:
+    ∫S = 50 + 600 + 2100 = 2750; max 65; S ≤ 20 for 10 + 15 + 15 = 40 s of 100."""
+    log = [measure.Commit(0, 10.0, 5.0), measure.Commit(1, 40.0, 35.0), measure.Commit(2, 70.0, 30.0),
+           measure.Commit(3, 80.0, None)]
+    f = measure.staleness(log, 0.0, 100.0, 20.0)
+    assert f.area == pytest.approx(2750.0)
+    assert f.max_staleness == pytest.approx(65.0)
+    assert f.within == pytest.approx(0.4)
+    assert measure.weighted({"t": f}, {"t": 2.0}, 0.0, 100.0) == pytest.approx(55.0)
+    # the same log seen over [40, 100] only, with F from the commits before it (35)
+    g = measure.staleness(log, 40.0, 100.0, 20.0, f0=0.0)
+    assert g.area == pytest.approx(2100.0)
+    # before any commit the table is as stale as the time since f0
+    h = measure.staleness([], 40.0, 100.0, None, f0=0.0)
+    assert h.area == pytest.approx(60 * (40 + 100) / 2)
+    assert h.max_staleness == pytest.approx(100.0)
+
+
+def test_trace_is_seeded_and_rows_end_at_the_partition_end() -> None:
+    a = generate(3, 60.0, (10.0, 30.0), 10.0)
+    b = generate(3, 60.0, (10.0, 30.0), 10.0)
+    assert a.parts == b.parts and len(a.parts) > 12
+    burst = [p for p in a.parts if p.stream == "s03" and 10 < p.end <= 30]
+    quiet = [p for p in a.parts if p.stream == "s03" and not 10 < p.end <= 30]
+    assert burst and quiet and burst[0].rows > 5 * quiet[0].rows
+    t0 = 1_800_000_000.0
+    rows = partition_rows(a, a.parts[0], t0)
+    ts = rows.column("ts").to_pylist()
+    assert rows.num_rows == a.parts[0].rows
+    assert max(ts) == dt.datetime.fromtimestamp(t0 + a.parts[0].end, dt.UTC)
+    assert min(ts) > dt.datetime.fromtimestamp(t0 + a.parts[0].start, dt.UTC)
+
+
+@pytest.mark.spark
+def test_commits_read_from_a_spark_written_delta_log(spark, tmp_path: Path) -> None:
+    """Two appends through Spark: delta-rs reads each commit's time and newest event time."""
+    path = str(tmp_path / "t")
+    base = 1_800_000_000
+    for newest in (base + 10, base + 25):
+        rows = [(dt.datetime.fromtimestamp(t, dt.UTC), 1, 1.0) for t in (newest - 5, newest)]
+        spark.createDataFrame(rows, "ts timestamp, key int, value double").write.format("delta").mode("append").save(path)
+    log = measure.commits(path)
+    assert [c.max_event for c in log] == [base + 10, base + 25]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    assert [c.time for c in log] == pytest.approx([h["timestamp"].timestamp() for h in history], abs=1.0)
+    assert log[0].time <= log[1].time
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
+    """freshet and cron on a 60 s trace (20 s warm-up): the JSON has the issue's layout, every contestant's
+    tables are Delta tables under its root, and the figures agree with the per-table ones."""
+    out = tmp_path / "bench"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
+                           "--shape", "20,10,10,20,20", "--out", str(out), "--json", str(out / "r.json")],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads((out / "r.json").read_text())
+    assert r["window"] == [20.0, 60.0] and r["time_column"] == "ts"
+    assert r["priorities"] == spec.priorities()
+    assert [c["name"] for c in r["contestants"]] == ["freshet", "cron"]
+    never = sum(r["priorities"].values()) * (20.0 + 60.0) / 2  # Σp·S averaged if nothing were ever loaded
+    summary = {c["name"]: {"status": c["status"], "error": c["error"], "load": c["load_average"],
+                           "commits": {t: v["commits"] for t, v in c["tables"].items()}} for c in r["contestants"]}
+    for c in r["contestants"]:
+        assert c["status"] == "ok", summary
+        assert Path(c["root"]).is_absolute() and Path(c["root"], "b00", "_delta_log").is_dir()
+        assert c["tables"]["b00"]["commits"] >= 1, summary
+        assert 0 < c["weighted_staleness"] < never
+        again = sum(t["priority"] * t["mean_staleness"] for t in c["tables"].values())
+        assert again == pytest.approx(c["weighted_staleness"], rel=1e-3, abs=1.0)
+        assert c["cpu_seconds"] > 1 and c["peak_rss_bytes"] > 100 * 2**20
+    # freshness from the log = the newest event time in the data (delta-rs, independently)
+    from deltalake import DeltaTable
+
+    fr = r["contestants"][0]
+    newest = max(DeltaTable(str(Path(fr["root"], "b00"))).to_pyarrow_table(columns=["ts"]).column("ts").to_pylist())
+    assert max(c.max_event for c in measure.commits(Path(fr["root"], "b00"))) == newest.timestamp()
+    assert all(Path(p).is_file() for p in r["plots"])
