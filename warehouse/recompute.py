@@ -164,6 +164,12 @@ class VersionMap:
         for lo, hi, v in items:
             self.set(lo, hi, v)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VersionMap) and self.items == other.items
+
+    def __repr__(self) -> str:
+        return f"VersionMap({self.items!r})"
+
     def set(self, lo: float, hi: float, version: str) -> None:
         if hi <= lo:
             return
