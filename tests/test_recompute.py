@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers_engine import config
 from warehouse.errors import RecomputeRefused
-from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.recompute import Ranges, VersionMap, full_pays, touched
 from warehouse.scheduler import Scheduler
 from warehouse.sqltext import refresh_plan, sql_version
@@ -311,3 +311,36 @@ def test_validate_says_which_refresh_each_derived_table_uses_and_why():
     with pytest.raises(ConfigError, match="'raw' is a base table: max_skew applies to derived tables only"):
         parse_config({"streams": [{"name": "s", "period": 60}], "tables": [
             {"name": "raw", "stream": "s", "max_skew": 60}]})
+
+
+def test_a_failed_update_leaves_no_recompute_above_the_freshness():
+    """A late partition loaded while roll's update job runs marks roll's windows up to that job's
+    new freshness (it may have read the old rows); if the job then fails, nothing above roll's
+    freshness was committed: no recompute job may reach past it (the retried update reads anew)."""
+    s = Scheduler(config([{"name": "s", "period": 60}],
+                         [{"name": "raw", "stream": "s", "cost": {"alpha": 1, "beta": 0.01}},
+                          {"name": "roll", "sources": ["raw"], "granularity": 300, "sql": ROLLUP,
+                           "cost": {"alpha": 1, "beta": 0.01}}], tracks=2), now=0)
+    log: list[StartJob] = []
+    now = 0.0
+    for i in range(10):  # roll computed through 600
+        now = _run(s, _arrive(s, i, now), now, log)
+    started: list[StartJob] = []
+    for i in (10, 11, 13, 14):  # raw's jobs run; roll's update (600, 900] starts and is left running …
+        jobs = _arrive(s, i, now)
+        while jobs:
+            job = jobs.pop(0)
+            started.append(job)
+            if job.table == "raw":
+                now += 1
+                jobs += s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+    (roll,) = [j for j in started if j.table == "roll"]
+    assert (roll.kind, roll.start, roll.end) == ("derived", 600, 900)
+    (late,) = _arrive(s, 12, now)  # … and minute 12, inside its window, arrives late on the other track
+    jobs = s.handle(JobFinished(job_id=late.job_id, duration=1), now + 1)
+    jobs += s.handle(JobFailed(job_id=roll.job_id, reason="boom"), now + 2)
+    jobs += s.handle(Tick(), now + 100)
+    now = _run(s, jobs, now + 100, log)
+    rec = [j for j in log if j.kind == "recompute"]
+    assert [(j.start, j.end) for j in rec] == []  # (600, 900] was never committed: the retry reads it
+    assert _table(s, "roll", now).freshness == 900 and _table(s, "roll", now).recompute_pending == 0

@@ -22,6 +22,7 @@ basic algorithm (§3.1); each round merges the group heads in key order and asks
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
@@ -677,6 +678,10 @@ class Scheduler:
                 t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
             t.rc.full = t.rc.full or t.running_full
             t.running_taken, t.running_full = [], False
+            if job.kind != "recompute" and t.freshness is not None:
+                # changes marked up to the failed update's new freshness (_touch): nothing above F
+                # was committed, and the retry reads its sources anew
+                t.rc.dirty.remove(t.freshness, math.inf)
         if bad:
             t.pending = [p for p in t.pending if p.pid not in bad]
             t.ids.difference_update(bad)
@@ -966,14 +971,7 @@ class Scheduler:
         job = StartJob(job_id=self._next_job, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                        new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
                        estimate=self._upkeep_estimate(t, kind))
-        self._next_job += 1
-        t.running, t.running_parts = job, []
-        self.running[job.job_id] = job
-        self._track_job[track] = job.job_id
-        self._idle_tracks.discard(track)
-        self._busy_until(track, now)
-        self._track_since[track] = now
-        return job
+        return self._occupy(t, job, [], track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
@@ -1212,8 +1210,12 @@ class Scheduler:
         return self._started(t, job, [], track, now)
 
     def _started(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
-        self._next_job += 1
         self._race = max(self._race, t.rand)
+        return self._occupy(t, job, parts, track, now)
+
+    def _occupy(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
+        """`job` (numbered `_next_job`) runs on `track` from `now`."""
+        self._next_job += 1
         t.running, t.running_parts = job, parts
         self.running[job.job_id] = job
         self._track_job[track] = job.job_id

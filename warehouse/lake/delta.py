@@ -18,7 +18,7 @@ from warehouse.config import FreshetConfig, TableConfig
 from warehouse.errors import WarehouseError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
 __all__ = [
     "DERIVED_TIME_COLUMN",
@@ -92,6 +92,20 @@ def next_txn_version(new_freshness: float, last: int | None) -> int:
 
 
 # ---- writing --------------------------------------------------------------------------------------
+def _writer(df: DataFrame, mode: str, *, table: str, txn_version: int, metadata: dict[str, Any],
+            partition_by: str) -> DataFrameWriter:
+    """A Delta write in `mode` carrying the txn pair `(freshet/<table>, txn_version)` and the
+    commit's `userMetadata` (with `txn`): the one place a Freshet commit is shaped."""
+    return (
+        df.write.format("delta")
+        .mode(mode)
+        .partitionBy(partition_by)
+        .option("txnAppId", app_id(table))
+        .option("txnVersion", str(txn_version))
+        .option("userMetadata", json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True))
+    )
+
+
 def append_idempotent(
     df: DataFrame,
     path: str,
@@ -109,14 +123,7 @@ def append_idempotent(
     also carries `txn` (the version), so the commit can be found in `DESCRIBE HISTORY` when the
     log is read through Spark (lake.recovery.SparkLog).
     """
-    w = (
-        df.write.format("delta")
-        .mode("append")
-        .partitionBy(partition_by)
-        .option("txnAppId", app_id(table))
-        .option("txnVersion", str(txn_version))
-        .option("userMetadata", json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True))
-    )
+    w = _writer(df, "append", table=table, txn_version=txn_version, metadata=metadata, partition_by=partition_by)
     if merge_schema:  # an additive schema change of a derived SQL (a new column): Delta schema evolution
         w = w.option("mergeSchema", "true")
     w.save(path)
@@ -139,14 +146,7 @@ def overwrite_idempotent(
     same txn pair and `userMetadata` as `append_idempotent`. Delta checks that every written row
     matches `replace_where`. `overwrite_schema` (a rebuild) replaces the table's schema;
     `merge_schema` adds new columns (Delta schema evolution)."""
-    w = (
-        df.write.format("delta")
-        .mode("overwrite")
-        .partitionBy(partition_by)
-        .option("txnAppId", app_id(table))
-        .option("txnVersion", str(txn_version))
-        .option("userMetadata", json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True))
-    )
+    w = _writer(df, "overwrite", table=table, txn_version=txn_version, metadata=metadata, partition_by=partition_by)
     if replace_where is not None:
         w = w.option("replaceWhere", replace_where)
     if overwrite_schema:
