@@ -1190,7 +1190,10 @@ class Scheduler:
         t.version += 1
         self._queued[t.group] -= 1
         t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
-        t.running_taken = t.rc.dirty.remove(piece.lo, piece.hi)
+        t.running_taken = taken = t.rc.dirty.remove(piece.lo, piece.hi)
+        # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
+        reasons = set(piece.reasons).union(*(p.reasons for p in taken))
+        late = set(piece.late).union(*(p.late for p in taken))
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1202,9 +1205,9 @@ class Scheduler:
             new_safe_freshness=t.safe if t.safe is not None else t.freshness,
             sources=tuple(s.name for s in t.sources),
             estimate=t.cost.estimate(piece.hi - piece.lo),
-            late=tuple(sorted(piece.late)),
+            late=tuple(sorted(late)),
             full=full,
-            reasons=tuple(sorted(piece.reasons)),
+            reasons=tuple(sorted(reasons)),
             sql_version=t.rc.sql_version,
         )
         return self._started(t, job, [], track, now)
