@@ -43,7 +43,7 @@ from warehouse.errors import FreshetError
 from warehouse.events import StartJob, Tick
 from warehouse.lake.delta import is_local_root
 from warehouse.stats import SchedulerStats
-from warehouse.times import iso
+from warehouse.times import iso, parse_time
 
 __all__ = ["ACTIONS", "RECOMPUTE_KIND", "ActionRejected", "ActionRequest", "ActionStore", "OperatorActions",
            "parse_time_arg", "store_path"]
@@ -194,27 +194,15 @@ def _merge(intervals: list[list[float]]) -> list[list[float]]:
 
 
 def parse_time_arg(value: Any, name: str) -> float:
-    """An epoch number or an ISO 8601 time (`2025-11-24T16:00:00Z`) → epoch seconds."""
-    import datetime as dt
-
-    if isinstance(value, bool):
-        raise ValueError(f"{name}: expected an ISO 8601 time or epoch seconds, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
+    """`from`/`to` of a backfill: `warehouse.times.parse_time`, plus epoch seconds as a string (the
+    CLI passes argv); the error names the field."""
     if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-        try:
-            t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"{name}: {value!r} is not an ISO 8601 time (2025-11-24T16:00:00Z) or epoch "
-                             "seconds") from None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=dt.UTC)
-        return t.timestamp()
-    raise ValueError(f"{name}: expected an ISO 8601 time or epoch seconds, got {value!r}")
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    try:
+        return parse_time(value)
+    except ValueError as e:
+        raise ValueError(f"{name}: expected an ISO 8601 time (2025-11-24T16:00:00Z) or epoch seconds: {e}") from None
 
 
 class OperatorActions:
