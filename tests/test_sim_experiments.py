@@ -126,3 +126,23 @@ def test_tune_ranks_candidates_and_names_the_best(tmp_path, capsys):
     assert freshet(["sim", "tune", "--config", str(cfg), "--events", "600", "--workers", "2", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "best:" in out and "predicted weighted staleness" in out and "rank" in out
+
+
+def test_beyond_seeds_script_agrees_with_the_experiment_on_seeds_1_and_2(capsys):
+    """scripts/beyond_seeds.py (issue 12's closing measurements): its two-seed ratio is the one
+    `freshet sim experiment beyond` reports at the same point; a bad point is refused by name."""
+    import dataclasses
+
+    from scripts.beyond_seeds import main, spread
+    from sim.experiments import BEYOND, beyond_ratios
+
+    wl = next(w for w in BEYOND.workloads if w.name == "fig7")
+    res = run_experiment(dataclasses.replace(BEYOND, workloads=(wl,)), events=1500, seeds=2, workers=1, xs=(1.1,))
+    expected = beyond_ratios(res.all_curves())["fig7"][1.1][0]
+    r = spread("fig7", 1.1, seeds=4, events=1500, chops=(30.0,))
+    assert r["pairs"][0] == pytest.approx(expected)
+    assert len(r["pairs"]) == 2 and r["per_seed_sd"] > 0
+    assert set(r["extra"]) == {"MB global, c=30"} and r["extra"]["MB global, c=30"] > 0
+    with pytest.raises(SystemExit):
+        main(["--points", "nosuch:1.1"])
+    assert "expected WORKLOAD:U" in capsys.readouterr().err
