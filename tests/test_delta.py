@@ -140,6 +140,22 @@ def base_job(job_id: int, arrivals: list[PartitionArrived], start: float, end: f
                     new_freshness=end, new_safe_freshness=end, arrivals=tuple(arrivals))
 
 
+def test_each_track_runs_its_jobs_in_its_own_fair_scheduler_pool(spark, tmp_path: Path) -> None:
+    """A track is a share of the cores (§3.2): the session schedules FAIR, and a job of track k
+    runs in the pool `track-k`, which Spark creates on first use; the thread's pool is reset after."""
+    import dataclasses
+
+    assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
+    cfg = make_config(tmp_path)
+    write_minutes(cfg, "m", 0, 1)
+    job = dataclasses.replace(base_job(1, Intake(cfg).scan(), T0, T0 + MINUTE), track=7)
+    sc = spark.sparkContext._jsc.sc()
+    assert sc.getPoolForName("track-7").isEmpty()
+    assert Executor(cfg, spark).run(job).committed
+    assert sc.getPoolForName("track-7").isDefined()
+    assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
+
+
 def test_rerunning_a_committed_job_appends_nothing(spark, tmp_path: Path, monkeypatch) -> None:
     cfg = make_config(tmp_path)
     write_minutes(cfg, "m", 0, 2)

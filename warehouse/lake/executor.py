@@ -174,7 +174,8 @@ class Executor:
             raise JobError(f"unknown table {job.table!r}") from None
         t0 = time.monotonic()
         try:
-            with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}"):
+            with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}",
+                                 pool=f"track-{job.track}"):
                 if job.kind in MAINTENANCE_KINDS:
                     return self._run_upkeep(job, tc, t0)
                 if tc.is_base:

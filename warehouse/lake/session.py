@@ -62,6 +62,10 @@ STATIC_CONF: dict[str, str] = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
+    # Each track is its own fair-scheduler pool (`job_description`): a short job started beside long
+    # ones gets task slots as soon as any task ends, instead of queueing behind every task of the
+    # jobs started before it (Spark's FIFO default), so a track is a share of the cores (§3.2).
+    "spark.scheduler.mode": "FAIR",
 }
 
 # Runtime SQL settings of the daemon's session, locally and over Spark Connect. Measured with
@@ -133,17 +137,22 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
 
 
 @contextlib.contextmanager
-def job_description(spark: SparkSession, text: str) -> Iterator[None]:
-    """Name the Spark jobs run inside (the Spark UI's description); a no-op over Connect."""
+def job_description(spark: SparkSession, text: str, pool: str | None = None) -> Iterator[None]:
+    """Name the Spark jobs run inside (the Spark UI's description) and run them in the fair-scheduler
+    pool `pool` (one per track); a no-op over Connect."""
     if is_connect(spark):
         yield
         return
     sc = spark.sparkContext
     sc.setLocalProperty("spark.job.description", text)
+    if pool is not None:
+        sc.setLocalProperty("spark.scheduler.pool", pool)
     try:
         yield
     finally:
         sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+        if pool is not None:
+            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
 
 def package_cache_dir(cache: Path, package: str) -> Path:
