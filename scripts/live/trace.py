@@ -2,7 +2,7 @@
 
 Times in the trace are seconds from the replay's start t0. Each stream s sends partitions
 `(start, end]` every period P_s (the first one ends at a seeded phase in (0, P_s]); a partition is
-produced — written into the landing zone — at wall time t0 + end, so its newest event time is the
+produced — written ahead under a staging directory, renamed into the landing zone — at wall time t0 + end, so its newest event time is the
 wall-clock time it was produced at, as with a real source. During the burst `[b0, b1)` the
 bursting streams send `burst_factor` times as many rows. The rows themselves are drawn from a
 per-partition seed, so every contestant receives byte-for-byte the same data (shifted to its own
@@ -106,7 +106,7 @@ def _iso_us(us: int) -> str:
     return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=us)).isoformat().replace("+00:00", "Z")
 
 
-def write_partition(landing: Path, part: Part, table: Any, t0: float) -> Path:
+def write_partition(landing: Path, part: Part, table: Any, t0: float) -> None:
     """Data file first (a hidden temp name, then renamed: file-source readers such as Spark's
     streaming source ignore names starting with '.'), the manifest last (DESIGN.md §4.3)."""
     import pyarrow.parquet as pq
@@ -121,7 +121,6 @@ def write_partition(landing: Path, part: Part, table: Any, t0: float) -> Path:
     mtmp = d / "._partition.json.tmp"
     mtmp.write_text(json.dumps(manifest))
     os.replace(mtmp, d / MANIFEST)
-    return d
 
 
 def stage(trace: Trace, staging: str | Path, t0: float) -> float:
@@ -136,27 +135,23 @@ def stage(trace: Trace, staging: str | Path, t0: float) -> float:
     return time.time() - began
 
 
-def replay(trace: Trace, landing: str | Path, t0: float, stop: threading.Event | None = None,
-           staging: str | Path | None = None) -> dict[str, float]:
-    """Make every partition arrive at t0 + its end (real time): its directory, complete, appears in
-    the landing zone at once (renamed from `staging`, written there by `stage`; without `staging`
-    it is written at the instant, rows drawn ahead of time). Returns {"max_lag": s, "partitions": n}."""
+def replay(trace: Trace, staging: str | Path, landing: str | Path, t0: float,
+           stop: threading.Event | None = None) -> dict[str, float]:
+    """Make every partition arrive at t0 + its end (real time): its directory, written ahead by
+    `stage`, is renamed from `staging` into the landing zone, complete, at that instant.
+    Returns {"max_lag": s, "partitions": n}."""
     landing = Path(landing)
     for s in STREAMS:
         (landing / s.name).mkdir(parents=True, exist_ok=True)
     lag = 0.0
     n = 0
     for part in trace.parts:
-        table = partition_rows(trace, part, t0) if staging is None else None
         wait = t0 + part.end - time.time()
         if wait > 0 and (stop.wait(wait) if stop is not None else time.sleep(wait)):
             break
         if stop is not None and stop.is_set():
             break
         lag = max(lag, time.time() - (t0 + part.end))
-        if staging is None:
-            write_partition(landing, part, table, t0)
-        else:
-            os.replace(Path(staging) / part.stream / part.pid, landing / part.stream / part.pid)
+        os.replace(Path(staging) / part.stream / part.pid, landing / part.stream / part.pid)
         n += 1
     return {"max_lag": lag, "partitions": n}
