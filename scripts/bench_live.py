@@ -175,7 +175,7 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
             time.sleep(0.5)
         info["startup_seconds"] = round(time.time() - began, 1)
         # whole seconds: event times are exact in µs; every partition is written ahead (`stage`)
-        t0 = float(int(time.time() + 5 + trace.rows_offered(-1.0, trace.duration) / STAGE_RATE))
+        t0 = float(int(time.time() + 5 + sum(p.rows for p in trace.parts) / STAGE_RATE))
         info["start"] = t0
         info["staging_seconds"] = round(stage(trace, d / "staging", t0), 1)
         if time.time() > t0:
@@ -245,7 +245,7 @@ def bound(trace: Trace) -> dict[str, Any]:
     derived window the instant its sources cover it (floored to its granularity); measured over
     the window like a contestant. A contestant's weighted staleness minus this is what its
     scheduling and its Spark jobs add."""
-    from warehouse.freshness import floor_to
+    from warehouse.freshness import floor_to, trailing_edge
 
     prios, targets = spec.priorities(), spec.targets()
     table_of = {s.name: s.table for s in spec.STREAMS}
@@ -258,7 +258,10 @@ def bound(trace: Trace) -> dict[str, Any]:
     for d in spec.DERIVED:
         log, last = [], -math.inf
         for i, tau in enumerate(instants):
-            edge = min(max((c.max_event for c in logs[s] if c.time <= tau), default=0.0) for s in d.sources)
+            edge = trailing_edge(max((c.max_event for c in logs[s] if c.time <= tau), default=None)
+                                 for s in d.sources)
+            if edge is None:
+                continue
             f = floor_to(edge, d.granularity) if d.granularity else edge
             if f > last:
                 log.append(measure.Commit(version=i, time=tau, max_event=f))
