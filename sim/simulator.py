@@ -79,7 +79,7 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
         last_t = t
         end = t - delay
         if end > prev_end:
-            yield Arrival(t, name, f"{name}-{k}", prev_end, end, max(1, round(end - prev_end)))
+            yield Arrival(t, name, f"{name}-{k}", prev_end, end)  # no rows: E(n) in event time, as §4.1
             prev_end = end
         k += 1
 
@@ -238,7 +238,7 @@ class Simulation:
         now = self.env.now
         alpha, beta = self.costs[job.table]
         u = self.rngs[job.table].random()  # always drawn, so replays stay aligned with the run
-        duration = (alpha + beta * (job.end - job.start)) * (self.b + u) * self._factor(now)
+        duration = (alpha + beta * job.n) * (self.b + u) * self._factor(now)
         if self.measured is not None and job.kind not in MAINTENANCE_KINDS:
             duration = self.measured.get((job.table, job.start, job.end), duration)
         self.started[job.job_id] = (now, duration)
@@ -260,7 +260,7 @@ class Simulation:
             self.maintenance_busy += duration
         if self.writer is not None and job.kind not in MAINTENANCE_KINDS:  # the trace holds update jobs
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
-                                      duration=duration, rows=rows, track=job.track))
+                                      duration=duration, rows=rows, track=job.track, work=job.work))
         self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows))
 
     def _tick(self, _ev: simpy.Event) -> None:

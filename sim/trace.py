@@ -5,8 +5,9 @@ One JSON object per line; blank lines and lines starting with `#` are skipped.
 - **arrival** — a partition arrived: `{"time": 130.2, "stream": "s0", "start": 100.0, "end": 130.0,
   "rows": 1234}`; optional `"partition"` (id; default `<stream>-<n>`) and `"safe_through"`.
 - **job** — an update job finished: `{"time": 141.0, "table": "t0", "start": 100.0, "end": 130.0,
-  "duration": 10.8}`; optional `"rows"`, `"track"`, `"status"` (`"ok"` default; other values are
-  ignored on replay).
+  "duration": 10.8}`; optional `"rows"`, `"work"` (n of E(n) where it is not `end − start`:
+  warehouse.cost.RowRate), `"track"`, `"status"` (`"ok"` default; other values are ignored on
+  replay).
 - **header** (optional, first line) — `{"freshet_trace": 1, ...}` with any metadata.
 
 `time` is when the event happened, on any clock (epoch seconds from the daemon, simulated seconds
@@ -62,10 +63,18 @@ class JobRecord:
     rows: int = 0
     track: int | None = None
     status: str = "ok"
+    work: float | None = None
+
+    @property
+    def n(self) -> float:
+        """n of E(n) (§2.4): `work`, else the event time loaded."""
+        return self.end - self.start if self.work is None else self.work
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"time": self.time, "table": self.table, "start": self.start, "end": self.end,
                              "duration": self.duration, "rows": self.rows}
+        if self.work is not None:
+            d["work"] = self.work
         if self.track is not None:
             d["track"] = self.track
         if self.status != "ok":
@@ -89,7 +98,7 @@ class Trace:
         models: dict[str, CostModel] = {}
         for j in self.jobs:
             if j.status == "ok" and j.table in priors:
-                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.end - j.start, j.duration)
+                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.n, j.duration)
         return {t: (m.alpha, m.beta) for t, m in models.items()}
 
     @property
@@ -164,7 +173,8 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
                 rec = JobRecord(time=_num(obj, "time", where), table=str(obj["table"]),
                                 start=_num(obj, "start", where), end=_num(obj, "end", where),
                                 duration=_num(obj, "duration", where), rows=int(obj.get("rows", 0) or 0),
-                                track=obj.get("track"), status=str(obj.get("status", "ok")))
+                                track=obj.get("track"), status=str(obj.get("status", "ok")),
+                                work=None if obj.get("work") is None else _num(obj, "work", where))
                 jobs.append(rec)
                 if rec.status == "ok":
                     durations.setdefault((rec.table, rec.start, rec.end), rec.duration)

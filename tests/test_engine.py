@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers_engine import config
-from warehouse.cost import CostModel
+from warehouse.cost import CostModel, RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
 from warehouse.freshness import StalenessMeter
@@ -189,6 +189,59 @@ def test_cost_model_a_slow_first_job_is_overhead_not_a_per_second_cost():
     for n in (10, 100, 10, 100, 10, 100):  # sizes that vary do teach β
         spread.observe(n, 2.0 + 0.5 * n)
     assert spread.beta > 0.3
+
+
+def test_row_rate_is_a_typical_rate_a_burst_barely_moves():
+    r = RowRate()
+    assert r.work(5000, 10.0) == 10.0  # no rows known yet: n is the event time
+    for _ in range(50):
+        r.observe(1000, 10.0)  # 100 rows/s
+    r.observe(0, 10.0)  # an empty partition says nothing about the rate
+    assert r.rate == pytest.approx(100.0)
+    assert r.work(1000, 10.0) == pytest.approx(10.0)  # typical data: n = ΔF
+    for _ in range(20):  # a burst of 20 partitions at 8000× the rows
+        r.observe(8_000_000, 10.0)
+    assert 100 < r.rate < 600  # a geometric mean: 20 of ~100 partitions weigh 8000^0.18
+    assert r.work(8_000_000, 10.0) > 10_000  # a burst partition is a bulk load, not a 10-s job
+
+
+def test_base_job_cost_counts_rows_so_a_bulk_load_waits_for_small_valuable_jobs():
+    """Issue 11, live: a burst partition of 8 M rows was estimated from its 10 s of event time
+    (1.7 s) and ran 21 s; Max-Benefit put it before small jobs of tables worth more per second."""
+    streams = [{"name": "big", "period": 10}, {"name": "small", "period": 10}]
+    tables = [{"name": "bulk", "stream": "big", "priority": 2, "cost": {"alpha": 0.5, "beta": 0.01}},
+              {"name": "fresh", "stream": "small", "priority": 1, "cost": {"alpha": 0.5, "beta": 0.01}}]
+    s = Scheduler(config(streams, tables, tracks=1, policy="max-benefit"), now=0, initial_freshness=0.0)
+    now = 0.0
+    for k in range(1, 6):  # typical partitions: 1,000 rows per 10 s on both streams
+        now = 10.0 * k
+        for st in ("big", "small"):
+            for j in arrive(s, st, f"{st}{k}", now - 10, now, now, rows=1000):
+                assert j.work == pytest.approx(10.0)  # typical data: n = ΔF
+                s.handle(JobFinished(job_id=j.job_id, duration=0.6), now)
+    (blocker,) = arrive(s, "big", "hold", 50, 55, 55, rows=500)  # keeps the one track busy
+    assert arrive(s, "big", "burst", 55, 60, 60, rows=4_000_000) == []
+    assert arrive(s, "small", "s6", 50, 60, 60, rows=1000) == []
+    (nxt,) = s.handle(JobFinished(job_id=blocker.job_id, duration=0.6), 60)
+    # blind to rows, bulk (p = 2, ΔF = 5) outranks fresh (p = 1, ΔF = 10) at equal E; counting
+    # rows its E is 0.5 + 0.01·40,000 s
+    assert nxt.table == "fresh"
+    (bulk,) = s.handle(JobFinished(job_id=nxt.job_id, duration=0.6), 61)
+    # 4 M rows at ~100 rows/s (the burst itself nudged the typical rate to 109 rows/s)
+    assert bulk.table == "bulk" and bulk.work == pytest.approx(40_000, rel=0.1)
+    assert bulk.estimate == pytest.approx(0.5 + 0.01 * bulk.work)
+
+
+def test_learned_cost_of_a_base_table_is_per_row():
+    streams = [{"name": "s", "period": 10}]
+    tables = [{"name": "t", "stream": "s", "cost": {"alpha": 1.0, "beta": 0.1}}]
+    s = Scheduler(config(streams, tables, tracks=1, learn_costs=True), now=0, initial_freshness=0.0)
+    for k in range(1, 40):  # true cost: 0.5 s + 1 µs a row; every fifth partition is 50× bigger
+        rows = 50_000 if k % 5 == 0 else 1000
+        (j,) = arrive(s, "s", f"p{k}", 10.0 * (k - 1), 10.0 * k, 10.0 * k, rows=rows)
+        s.handle(JobFinished(job_id=j.job_id, duration=0.5 + 1e-5 * rows), 10.0 * k + 1)
+    (j,) = arrive(s, "s", "big", 390, 400, 400, rows=100_000)
+    assert j.estimate == pytest.approx(0.5 + 1e-5 * 100_000, rel=0.25)  # 1.5 s; blind to rows: ~0.6 s
 
 
 def test_staleness_meter_time_within_target():

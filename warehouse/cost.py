@@ -1,17 +1,46 @@
 """The cost model E_i(n) = α_i + β_i·n (§2.4), re-estimated online from observed durations.
 
 A ridge regression toward the config prior over exponentially decayed sufficient statistics:
-O(1) per observation, exact for a noiseless line, robust to outliers (an observation is clipped
-to [E/5, 5E] of the current estimate before it counts, once a few have been seen). β is learned
+O(1) per observation, exact for a noiseless line, robust to a stalled job (an observation is
+clipped to 5E of the current estimate before it counts, once a few have been seen; a job far
+faster than E is not clipped: it is how a first bulk load teaches β, issue 11). β is learned
 only from how durations vary with n; until they vary, β keeps its prior and α takes the level
 (one slow job — a cold JVM — is per-job overhead, not a per-second cost).
+
+n is event time at the stream's typical rate of rows (`RowRate`): a base job that loads ten seconds
+of a burst with 100× the rows is n = 1,000 s, not 10 s, so a bulk load is not mistaken for a short
+job (issue 11). Where a stream reports no rows (the simulator's generated workloads), n = ΔF.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "RowRate"]
+
+
+@dataclass(slots=True)
+class RowRate:
+    """A stream's typical rows per event-second: a decayed geometric mean over its partitions, so
+    a burst of a few minutes moves it little and a lasting change of volume moves it for good."""
+
+    decay: float = 0.99  # weight of history per partition (~100 partitions)
+    rate: float | None = None  # None until a partition with rows arrives
+    _log: float = 0.0
+
+    def observe(self, rows: int, span: float) -> None:
+        """A partition of `rows` rows covering `span` event-seconds arrived."""
+        if rows <= 0 or span <= 0:  # an empty partition says nothing about the rate
+            return
+        x = math.log(rows / span)
+        self._log = x if self.rate is None else self.decay * self._log + (1.0 - self.decay) * x
+        self.rate = math.exp(self._log)
+
+    def work(self, rows: float, span: float) -> float:
+        """n of E(n) for a job loading `rows` rows over `span` event-seconds: the rows in seconds
+        at the typical rate; `span` while no rows are known."""
+        return span if self.rate is None else max(rows, 0.0) / self.rate
 
 
 @dataclass(slots=True)
@@ -46,7 +75,7 @@ class CostModel:
         n = max(n, 0.0)
         if self.n_obs >= 3:
             pred = max(self.estimate(n), 1e-9)
-            duration = min(max(duration, pred / self.clip), pred * self.clip)
+            duration = min(duration, pred * self.clip)
         d = self.decay
         self._w = self._w * d + 1.0
         self._sn = self._sn * d + n

@@ -111,7 +111,9 @@ class StartJob:
     names the late partitions behind it and `reasons` why ("late", "sql", "upstream", a backfill's
     reason). `full`: the SQL over everything from `start` (the table's origin) to `end` overwrites
     the whole table (§5 of docs/warehouse.md: full refresh). `sql_version`: the derived SQL's
-    version (warehouse.sqltext.sql_version) the job runs, recorded in its commit.
+    version (warehouse.sqltext.sql_version) the job runs, recorded in its commit. `work`: n of
+    E(n) (§2.4, warehouse.cost.RowRate) where it is not the event time `end − start` (a base job
+    whose rows differ from the stream's typical rate); read it as `n`.
     """
 
     job_id: int
@@ -131,6 +133,12 @@ class StartJob:
     full: bool = False
     reasons: tuple[str, ...] = ()
     sql_version: str = ""
+    work: float | None = None
+
+    @property
+    def n(self) -> float:
+        """n of E(n) = α + β·n (§2.4): `work`, else the event time the job covers."""
+        return self.end - self.start if self.work is None else self.work
 
     @property
     def partitions(self) -> tuple[str, ...]:

@@ -36,7 +36,7 @@ from policies.inheritance import inherit
 from policies.reservation import Upcoming, hold_for
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.config import FreshetConfig, TableConfig
-from warehouse.cost import CostModel
+from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
@@ -154,6 +154,8 @@ class _Table:
     edge: float | None = None  # derived: safe trailing edge of the sources, floored (§2.2)
     arrived: float | None = None  # base: largest end arrived
     pending: list[_Partition] = field(default_factory=list)  # base, sorted chronologically
+    pending_rows: int = 0  # base: the rows of `pending`
+    rate: RowRate = field(default_factory=RowRate)  # base: the stream's typical rows per second
     ids: set[str] = field(default_factory=set)  # pending or running partition ids
     state: JobState = JobState.IDLE
     release: float = 0.0
@@ -503,6 +505,8 @@ class Scheduler:
                 key=_Partition.key,
             )
             t.ids.add(ev.partition_id)
+            t.pending_rows += ev.rows
+            t.rate.observe(ev.rows, ev.end - ev.start)
             t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
             t.last_arrival = now
             if self._reserve:  # its next arrival is expected a period from now (§2.4)
@@ -550,7 +554,7 @@ class Scheduler:
             self._recomputed(t, job, ev, now)
             return
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
-            t.cost.observe(job.end - job.start, ev.duration)
+            t.cost.observe(job.n, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
             self._upkeep.committed(t.name, now)
             if self._upkeep.due(t.name, now) is not None:
@@ -608,7 +612,7 @@ class Scheduler:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
         assert t.rc is not None
         if ev.committed:
-            t.cost.observe(job.end - job.start, ev.duration)
+            t.cost.observe(job.n, ev.duration)
         t.rc.done(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
         t.running_taken, t.running_full = [], False  # (counted in rc.recompute_jobs, not in update jobs)
         t.failures = 0
@@ -671,6 +675,7 @@ class Scheduler:
                 t.ids.discard(p.pid)
                 continue
             insort(t.pending, p, key=_Partition.key)
+            t.pending_rows += p.arrival.rows
         t.running_parts = []
         t.running_slice = None  # a failed slice: its partition never left the pending list
         if t.rc is not None:  # the windows it took stay to recompute
@@ -684,6 +689,7 @@ class Scheduler:
                 t.rc.dirty.remove(t.freshness, math.inf)
         if bad:
             t.pending = [p for p in t.pending if p.pid not in bad]
+            t.pending_rows = sum(p.arrival.rows for p in t.pending)
             t.ids.difference_update(bad)
             if t.partial is not None and t.partial.pid in bad:
                 t.partial = None
@@ -760,10 +766,10 @@ class Scheduler:
             self._push(t)
 
     # ---- the next job of a table -----------------------------------------------------------------
-    def _shape(self, t: _Table) -> tuple[float, float, float, int, bool]:
-        """(start, end, new freshness, partitions, time slice?) of the job t would run now,
-        chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in time
-        slices (`policies.chopping.time_slice`)."""
+    def _shape(self, t: _Table) -> tuple[float, float, float, int, bool, float]:
+        """(start, end, new freshness, partitions, time slice?, n of E(n)) of the job t would run
+        now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in
+        time slices (`policies.chopping.time_slice`)."""
         if t.base:  # pending is sorted by end: O(log n) however long the backlog
             f = t.freshness
             first = t.pending[0]
@@ -780,11 +786,24 @@ class Scheduler:
             if cut is not None:
                 end = cut
             new_f = end if f is None else max(f, end)
-            return start, end, new_f, count, cut is not None
+            return start, end, new_f, count, cut is not None, self._base_work(t, count, start, end)
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.edge is not None
         end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
-        return start, end, end, 0, False
+        return start, end, end, 0, False, end - start
+
+    def _base_work(self, t: _Table, count: int, start: float, end: float) -> float:
+        """n of E(n) (§2.4) for loading `t.pending[:count]` through `end`: its rows at the stream's
+        typical rate (warehouse.cost.RowRate) — all pending rows are a running total, a chopped
+        job sums its few partitions — less the part of the first that time slices loaded already
+        or leave to a later slice."""
+        if t.rate.rate is None:
+            return end - start
+        first = t.pending[0]
+        rows = t.pending_rows if count == len(t.pending) else sum(p.arrival.rows for p in t.pending[:count])
+        lo = first.start if first.loaded is None else first.loaded
+        rows -= first.arrival.rows * (1.0 - (min(first.end, end) - lo) / (first.end - first.start))
+        return t.rate.work(rows, end - start)
 
     def _chop_c(self, t: _Table) -> float | None:
         """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
@@ -795,9 +814,10 @@ class Scheduler:
         if t.base:
             ref = t.freshness if t.freshness is not None else t.pending[0].start
             delta = t.pending[-1].end - ref
+            n = self._base_work(t, len(t.pending), ref, t.pending[-1].end)
         else:
-            delta = t.edge - (t.freshness if t.freshness is not None else t.origin)
-        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(delta))
+            delta = n = t.edge - (t.freshness if t.freshness is not None else t.origin)
+        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
         return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
 
     def _candidate(self, t: _Table) -> Candidate:
@@ -822,16 +842,16 @@ class Scheduler:
         return upd
 
     def _update_candidate(self, t: _Table) -> Candidate:
-        start, _end, new_f, _, _ = self._shape(t)
+        start, end, new_f, _, _, n = self._shape(t)
         ref = t.freshness if t.freshness is not None else start
         delta = new_f - ref
         if t.full_mode and not t.base:  # a full refresh computes the table from its origin (docs/warehouse.md)
-            start = t.origin if t.origin is not None else start
+            n = end - (t.origin if t.origin is not None else start)
         return Candidate(
             table=t.name,
             priority=t.ip,
             delta_f=delta,
-            cost=t.cost.estimate(_end - start),
+            cost=t.cost.estimate(n),
             release=t.release,
             period=t.period,
             seq=t.seq,
@@ -1071,11 +1091,8 @@ class Scheduler:
         if not more:
             return False
         pace, p_min = self._pace.now, self._ranked_pmin[more - 1]
-        a, b = t.cost.alpha, t.cost.beta  # benefit = Ip·ΔF/(α + βΔF) gives E = α·Ip/(Ip − benefit·β) cheaply
-        if t.ip > benefit * b and a * t.ip / (t.ip - benefit * b) * pace < 0.5 * p_min:
-            return False
-        start, end, new_f, _, _ = self._shape(t)
-        cost = t.cost.estimate(end - start) * pace
+        start, _, new_f, _, _, n = self._shape(t)
+        cost = t.cost.estimate(n) * pace
         if cost <= p_min:
             return False
         upcoming = self._upcoming(now, now + cost, benefit, pace)
@@ -1130,7 +1147,7 @@ class Scheduler:
             t.next_recompute = False
         if t.next_recompute:
             return self._start_recompute(t, track, now)
-        start, end, new_f, count, sliced = self._shape(t)
+        start, end, new_f, count, sliced, n = self._shape(t)
         self._transition(t, "start")
         self._urgent.pop(t.name, None)
         t.version += 1
@@ -1146,6 +1163,7 @@ class Scheduler:
             chopped = True
         elif t.base:
             parts, t.pending = t.pending[:count], t.pending[count:]
+            t.pending_rows -= sum(p.arrival.rows for p in parts)
             arrivals = tuple(p.arrival for p in parts)
             if t.partial is not None and any(p is t.partial for p in parts):
                 t.partial = None
@@ -1157,6 +1175,7 @@ class Scheduler:
         full = t.full_mode and not t.base
         if full:  # a full refresh: the SQL over (origin, end] overwrites the table
             start = t.origin if t.origin is not None else start
+            n = end - start
             assert t.rc is not None
             t.running_full, t.rc.full = t.rc.full, False
             t.running_taken = t.rc.dirty.remove(start, end)
@@ -1172,11 +1191,12 @@ class Scheduler:
             arrivals=arrivals,
             sources=tuple(s.name for s in t.sources),
             delta_f=new_f - ref,
-            estimate=t.cost.estimate(end - start),
+            estimate=t.cost.estimate(n),
             chopped=chopped,
             late=tuple(p.pid for p in parts if p.late),
             full=full,
             sql_version=t.rc.sql_version if t.rc is not None else "",
+            work=n if t.base else None,
         )
         return self._started(t, job, parts, track, now)
 
