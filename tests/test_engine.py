@@ -191,6 +191,18 @@ def test_cost_model_a_slow_first_job_is_overhead_not_a_per_second_cost():
     assert spread.beta > 0.3
 
 
+def test_cost_model_a_few_bulk_loads_do_not_erase_alpha():
+    """Issue 11, live (b03 in the full run): five jobs of n = 20 s (0.4–0.9 s), then bulk loads of
+    n ≈ 10^5 s (4–14 s). With the prior's weight scaled by the mean n (23,000), β0 = 0.1 was a
+    2,300-s pseudo-job, the fit crossed below zero, and α went to 0: E(10) = 0.0003 s."""
+    m = CostModel(alpha=1.0, beta=0.1)
+    for n, d in [(4.5, 7.8), (20, 0.9), (20, 0.9), (20, 0.4), (20, 0.4), (20, 0.8),
+                 (146_217, 4.2), (133_770, 5.5), (122_491, 5.9), (112_262, 6.5), (102_977, 13.9)]:
+        m.observe(n, d)
+    assert 0.5 < m.estimate(10) < 5  # the per-job overhead stays
+    assert 2 < m.estimate(120_000) < 20 and m.beta < 1e-3  # a bulk load: seconds, not hours
+
+
 def test_row_rate_is_a_typical_rate_a_burst_barely_moves():
     r = RowRate()
     assert r.work(5000, 10.0) == 10.0  # no rows known yet: n is the event time

@@ -59,6 +59,7 @@ class CostModel:
     _snn: float = 0.0
     _sd: float = 0.0
     _snd: float = 0.0
+    _sl: float = 0.0  # decayed Σ log(1 + n)
     _scale: float = 1.0  # typical n, so the prior on β has the same weight as on α
 
     def __post_init__(self) -> None:
@@ -82,8 +83,11 @@ class CostModel:
         self._snn = self._snn * d + n * n
         self._sd = self._sd * d + duration
         self._snd = self._snd * d + n * duration
+        self._sl = self._sl * d + math.log1p(n)
         self.n_obs += 1
-        self._scale = max(self._sn / self._w, 1e-9)
+        # typical n: a geometric mean, so that a few bulk loads (n 10,000× the usual) do not make
+        # the prior a pseudo-job of that size whose β0·n swamps what the jobs measured
+        self._scale = max(math.expm1(self._sl / self._w), 1e-9)
         self._solve()
 
     def _solve(self) -> None:
