@@ -359,17 +359,21 @@ def main(argv: list[str] | None = None) -> int:
                                                          f"(all five within 25 minutes)")
     ap.add_argument("--json", help="write the result here (default <out>/bench_live.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
-    ap.add_argument("--only", help="comma-separated contestants (default: all five)")
+    ap.add_argument("--only", help="comma-separated contestants (default: all five; \"\" with --reuse: "
+                                   "measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--trace", help="replay this saved trace instead of generating one")
     ap.add_argument("--shape", help="warmup,before,burst,after,factor (seconds ×4, row factor)")
+    ap.add_argument("--reuse", metavar="JSON",
+                    help="a previous run over the same trace: its contestants left out of --only are "
+                         "measured again from their kept Delta tables (rerun Freshet alone after a change)")
     ap.add_argument("--keep-landing", action="store_true",
                     help="keep each contestant's landing zone (the burst's files: gigabytes) after the run")
     args = ap.parse_args(argv)
     shape = QUICK if args.quick else FULL
     if args.shape:
         shape = Shape(*(float(x) for x in args.shape.split(",")))
-    names = args.only.split(",") if args.only else list(CONTESTANTS)
+    names = [n for n in args.only.split(",") if n] if args.only is not None else list(CONTESTANTS)
     unknown = [n for n in names if n not in CONTESTANTS]
     if unknown:
         ap.error(f"unknown contestant(s) {', '.join(unknown)}; known: {', '.join(CONTESTANTS)}")
@@ -379,6 +383,15 @@ def main(argv: list[str] | None = None) -> int:
         trace = Trace.load(args.trace)
     else:
         trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor, shape.warmup)
+    reused: dict[str, dict[str, Any]] = {}
+    if args.reuse:
+        prev = json.loads(Path(args.reuse).read_text())
+        if Trace.load(prev["trace"]).parts != trace.parts:
+            ap.error(f"--reuse: {args.reuse} replayed another trace ({prev['trace']}); pass it as --trace")
+        reused = {c["name"]: {**c, "reused_from": str(Path(args.reuse).resolve())}
+                  for c in prev["contestants"] if c["name"] not in names}
+    if not names and not reused:
+        ap.error("nothing to run: --only names no contestant and there is no --reuse")
     trace.save(out / "trace.json")
     json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
     result: dict[str, Any] = {
@@ -393,7 +406,12 @@ def main(argv: list[str] | None = None) -> int:
         "bound": bound(trace), "contestants": [],
     }
     series: dict[str, dict[str, list]] = {}
-    for name in names:
+    for name in [n for n in CONTESTANTS if n in names or n in reused]:
+        if name in reused:  # run earlier on this trace: its Delta tables are measured again
+            entry, series[name] = evaluate(reused[name], trace)
+            result["contestants"].append(entry)
+            print(f"bench_live: {name}: from {reused[name]['reused_from']}", flush=True)
+            continue
         print(f"bench_live: {name}: running ({trace.duration:.0f} s trace; load {_load()})", flush=True)
         load0 = _load()
         info = run_contestant(name, trace, out)

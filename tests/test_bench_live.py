@@ -69,6 +69,18 @@ def test_the_bound_is_the_sawtooth_of_the_periods() -> None:
     assert b["weighted_staleness"] == pytest.approx(sum(prios[t] * v for t, v in m.items()), rel=1e-3)
 
 
+def test_reuse_refuses_a_run_over_another_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from scripts import bench_live
+
+    generate(3, 60.0, (10.0, 30.0), 10.0).save(tmp_path / "a.json")
+    generate(4, 60.0, (10.0, 30.0), 10.0).save(tmp_path / "b.json")
+    (tmp_path / "prev.json").write_text(json.dumps({"trace": str(tmp_path / "a.json"), "contestants": []}))
+    with pytest.raises(SystemExit) as e:
+        bench_live.main(["--only", "freshet", "--reuse", str(tmp_path / "prev.json"), "--trace",
+                         str(tmp_path / "b.json"), "--out", str(tmp_path / "out")])
+    assert e.value.code == 2 and "replayed another trace" in capsys.readouterr().err
+
+
 @pytest.mark.spark
 def test_commits_read_from_a_spark_written_delta_log(spark, tmp_path: Path) -> None:
     """Two appends through Spark: delta-rs reads each commit's time and newest event time."""
@@ -117,3 +129,11 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     newest = max(DeltaTable(str(Path(fr["root"], "b00"))).to_pyarrow_table(columns=["ts"]).column("ts").to_pylist())
     assert max(c.max_event for c in measure.commits(Path(fr["root"], "b00"))) == newest.timestamp()
     assert all(Path(p).is_file() for p in r["plots"])
+    # --reuse: the same run measured again from its kept Delta tables gives the same figures
+    from scripts import bench_live
+
+    assert bench_live.main(["--only", "", "--reuse", str(out / "r.json"), "--trace", str(out / "trace.json"),
+                            "--out", str(out), "--json", str(out / "again.json")]) == 0
+    again = json.loads((out / "again.json").read_text())
+    assert [(c["name"], c["weighted_staleness"], c["reused_from"]) for c in again["contestants"]] == [
+        (c["name"], c["weighted_staleness"], str(out / "r.json")) for c in r["contestants"]]
