@@ -52,7 +52,8 @@ def workloads(draw):
         for n in range(draw(st.integers(1, 8))):
             end = (n + 1) * span
             delay = draw(st.sampled_from([0, 0.5, 1, 2.5, 7]))
-            arrivals.append((end + delay, s["name"], f"{s['name']}-{n}", end - span, end))
+            rows = draw(st.sampled_from([0, 10, 10, 1000, 100_000]))  # 100,000: a burst (a bulk load)
+            arrivals.append((end + delay, s["name"], f"{s['name']}-{n}", end - span, end, rows))
     return cfg, sorted(arrivals), draw(st.integers(0, 2**16)), draw(st.sampled_from([0.0, 0.2]))
 
 
@@ -71,8 +72,8 @@ def drive(cfg, arrivals, seed, fail_prob):
     q: list = []
     seq = 0
     part_end = {}
-    for t, stream, pid, start, end in arrivals:
-        q.append((t, seq, PartitionArrived(stream=stream, partition_id=pid, start=start, end=end)))
+    for t, stream, pid, start, end, rows in arrivals:
+        q.append((t, seq, PartitionArrived(stream=stream, partition_id=pid, start=start, end=end, rows=rows)))
         part_end[pid] = end
         seq += 1
     heapq.heapify(q)
@@ -96,6 +97,7 @@ def drive(cfg, arrivals, seed, fail_prob):
             occupy(job, busy_tracks, busy_tables, cfg.scheduler.tracks)
             if job.kind == "base":
                 assert job.partitions, "a base job loads at least one partition"
+                assert job.work is not None and job.work >= -1e-9 and job.estimate >= 0, "n of E(n) (§2.4)"
                 assert not set(job.partitions) & set(loaded[job.table]), "a partition loaded twice"
             elif job.kind == "recompute":  # rewrites committed windows; freshness does not move
                 assert job.start < job.end <= after[job.table].freshness + 1e-9
@@ -109,6 +111,8 @@ def drive(cfg, arrivals, seed, fail_prob):
             res = JobFailed(job_id=job.job_id, reason="boom") if failed else JobFinished(job_id=job.job_id, duration=d)
             heapq.heappush(q, (now + d, seq, res))
             seq += 1
+        for t in s._tables.values():  # the running total of pending rows is the sum it stands for
+            assert t.pending_rows == sum(p.arrival.rows for p in t.pending), t.name
         for t in after.values():
             if t.freshness is not None:
                 assert t.freshness >= last_fresh.get(t.name, float("-inf")), "freshness decreased"
@@ -131,9 +135,9 @@ def test_random_workloads_keep_the_invariants(w):
         assert t.state == "idle" and t.pending_partitions == 0
         if tc.is_base:
             # every arrived partition loaded exactly once, in the end
-            expected = sorted(pid for _, stream, pid, _, _ in arrivals if stream == tc.stream)
+            expected = sorted(pid for _, stream, pid, _, _, _ in arrivals if stream == tc.stream)
             assert sorted(loaded[tc.name]) == expected
-            assert t.freshness == max(end for _, stream, _, _, end in arrivals if stream == tc.stream)
+            assert t.freshness == max(end for _, stream, _, _, end, _ in arrivals if stream == tc.stream)
         else:
             # a derived table catches up to its sources' safe trailing edge, never beyond
             edge = min(final[x].safe_freshness for x in tc.sources)
@@ -227,8 +231,8 @@ def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
         seq += 1
 
     arrived: dict[str, list[PartitionArrived]] = defaultdict(list)
-    for t, stream, pid, start, end in arrivals:
-        push(t, PartitionArrived(stream=stream, partition_id=pid, start=start, end=end))
+    for t, stream, pid, start, end, rows in arrivals:
+        push(t, PartitionArrived(stream=stream, partition_id=pid, start=start, end=end, rows=rows))
     for at, c in configs:
         push(at, c)
     busy_tracks: dict[int, int] = {}
@@ -300,4 +304,4 @@ def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
     assert not s.running
     for tc in cfg.tables:
         if tc.is_base and tc.name not in partial:
-            assert log[tc.name]["parts"] == {pid for _, stream, pid, _, _ in arrivals if stream == tc.stream}
+            assert log[tc.name]["parts"] == {pid for _, stream, pid, _, _, _ in arrivals if stream == tc.stream}
