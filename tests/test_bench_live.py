@@ -99,19 +99,19 @@ def test_commits_read_from_a_spark_written_delta_log(spark, tmp_path: Path) -> N
 @pytest.mark.spark
 @pytest.mark.slow
 def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
-    """freshet and cron on a 60 s trace (20 s warm-up): the JSON has the issue's layout, every contestant's
+    """freshet and cron on a 30 s trace (10 s warm-up): the JSON has the issue's layout, every contestant's
     tables are Delta tables under its root, and the figures agree with the per-table ones."""
     out = tmp_path / "bench"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
-                           "--shape", "20,10,10,20,20", "--out", str(out), "--json", str(out / "r.json")],
+                           "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json")],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())
-    assert r["window"] == [20.0, 60.0] and r["time_column"] == "ts"
+    assert r["window"] == [10.0, 30.0] and r["time_column"] == "ts"
     assert r["priorities"] == spec.priorities()
     assert [c["name"] for c in r["contestants"]] == ["freshet", "cron"]
-    never = sum(r["priorities"].values()) * (20.0 + 60.0) / 2  # Σp·S averaged if nothing were ever loaded
+    never = sum(r["priorities"].values()) * (10.0 + 30.0) / 2  # Σp·S averaged if nothing were ever loaded
     summary = {c["name"]: {"status": c["status"], "error": c["error"], "load": c["load_average"],
                            "commits": {t: v["commits"] for t, v in c["tables"].items()}} for c in r["contestants"]}
     for c in r["contestants"]:
