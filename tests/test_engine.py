@@ -248,7 +248,7 @@ def test_learned_cost_of_a_base_table_is_per_row():
     streams = [{"name": "s", "period": 10}]
     tables = [{"name": "t", "stream": "s", "cost": {"alpha": 1.0, "beta": 0.1}}]
     s = Scheduler(config(streams, tables, tracks=1, learn_costs=True), now=0, initial_freshness=0.0)
-    for k in range(1, 40):  # true cost: 0.5 s + 1 µs a row; every fifth partition is 50× bigger
+    for k in range(1, 40):  # true cost: 0.5 s + 10 µs a row; every fifth partition is 50× bigger
         rows = 50_000 if k % 5 == 0 else 1000
         (j,) = arrive(s, "s", f"p{k}", 10.0 * (k - 1), 10.0 * k, 10.0 * k, rows=rows)
         s.handle(JobFinished(job_id=j.job_id, duration=0.5 + 1e-5 * rows), 10.0 * k + 1)
