@@ -126,6 +126,7 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     from deltalake import DeltaTable
 
     fr = r["contestants"][0]
+    assert fr["twin"]["error"] is None and fr["twin"]["predicted_one_track_per_table"] > 0, fr["twin"]
     newest = max(DeltaTable(str(Path(fr["root"], "b00"))).to_pyarrow_table(columns=["ts"]).column("ts").to_pylist())
     assert max(c.max_event for c in measure.commits(Path(fr["root"], "b00"))) == newest.timestamp()
     assert all(Path(p).is_file() for p in r["plots"])
