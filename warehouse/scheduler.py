@@ -155,7 +155,7 @@ class _Table:
     arrived: float | None = None  # base: largest end arrived
     pending: list[_Partition] = field(default_factory=list)  # base, sorted chronologically
     pending_rows: int = 0  # base: the rows of `pending`
-    rate: RowRate = field(default_factory=RowRate)  # base: the stream's typical rows per second
+    rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
     ids: set[str] = field(default_factory=set)  # pending or running partition ids
     state: JobState = JobState.IDLE
     release: float = 0.0
@@ -209,6 +209,7 @@ class Scheduler:
         self._tables: dict[str, _Table] = {}
         self._by_idx: list[_Table] = []
         self._by_stream: dict[str, list[_Table]] = {}
+        self._rates: dict[str, RowRate] = {}  # per stream: the typical rows per second (§2.4 n)
         self.running: dict[int, StartJob] = {}
         self._next_job = 1
         self._seq = 0
@@ -299,6 +300,7 @@ class Scheduler:
         for t in self._by_idx:
             if t.stream is not None:
                 self._by_stream.setdefault(t.stream, []).append(t)
+                t.rate = self._rates.setdefault(t.stream, RowRate())
         n_tracks = sc.tracks
         while len(self._track_job) < n_tracks:
             self._track_job.append(None)
@@ -492,6 +494,8 @@ class Scheduler:
         tables = self._by_stream.get(ev.stream)
         if not tables:
             raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
+        if any(ev.partition_id not in t.ids for t in tables):  # once per new partition, before its jobs are costed
+            self._rates[ev.stream].observe(ev.rows, ev.end - ev.start)
         for t in tables:
             if ev.partition_id in t.ids:
                 self._duplicates += 1
@@ -506,7 +510,6 @@ class Scheduler:
             )
             t.ids.add(ev.partition_id)
             t.pending_rows += ev.rows
-            t.rate.observe(ev.rows, ev.end - ev.start)
             t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
             t.last_arrival = now
             if self._reserve:  # its next arrival is expected a period from now (§2.4)
@@ -797,6 +800,7 @@ class Scheduler:
         typical rate (warehouse.cost.RowRate) — all pending rows are a running total, a chopped
         job sums its few partitions — less the part of the first that time slices loaded already
         or leave to a later slice."""
+        assert t.rate is not None
         if t.rate.rate is None:
             return end - start
         first = t.pending[0]
