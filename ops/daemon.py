@@ -281,7 +281,7 @@ class Daemon:
         if self._trace and job.kind not in MAINTENANCE_KINDS:  # a replay maps (table, window) to update jobs
             self._trace.job(JobRecord(time=at, table=job.table, start=job.start, end=job.end, duration=duration,
                                       rows=rows, track=job.track, status=status,
-                                      work=None if job.work is None else round(job.work, 3)))
+                                      work=round(job.n, 3)))
 
     def _sync_counters(self) -> None:
         """Carry the intake's counters into Prometheus counters (they only grow)."""

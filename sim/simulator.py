@@ -260,7 +260,7 @@ class Simulation:
             self.maintenance_busy += duration
         if self.writer is not None and job.kind not in MAINTENANCE_KINDS:  # the trace holds update jobs
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
-                                      duration=duration, rows=rows, track=job.track, work=job.work))
+                                      duration=duration, rows=rows, track=job.track, work=job.n))
         self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows))
 
     def _tick(self, _ev: simpy.Event) -> None:

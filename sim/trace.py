@@ -5,9 +5,9 @@ One JSON object per line; blank lines and lines starting with `#` are skipped.
 - **arrival** — a partition arrived: `{"time": 130.2, "stream": "s0", "start": 100.0, "end": 130.0,
   "rows": 1234}`; optional `"partition"` (id; default `<stream>-<n>`) and `"safe_through"`.
 - **job** — an update job finished: `{"time": 141.0, "table": "t0", "start": 100.0, "end": 130.0,
-  "duration": 10.8}`; optional `"rows"`, `"work"` (n of E(n) where it is not `end − start`:
-  warehouse.cost.RowRate), `"track"`, `"status"` (`"ok"` default; other values are ignored on
-  replay).
+  "duration": 10.8}`; optional `"rows"`, `"work"` (n of E(n), `StartJob.n`: for a base job its
+  rows at the stream's typical rate, warehouse.cost.RowRate; default `end − start`), `"track"`,
+  `"status"` (`"ok"` default; other values are ignored on replay).
 - **header** (optional, first line) — `{"freshet_trace": 1, ...}` with any metadata.
 
 `time` is when the event happened, on any clock (epoch seconds from the daemon, simulated seconds
@@ -63,18 +63,15 @@ class JobRecord:
     rows: int = 0
     track: int | None = None
     status: str = "ok"
-    work: float | None = None
+    work: float | None = None  # n of E(n) (§2.4): StartJob.n of the job; None: end − start
 
-    @property
-    def n(self) -> float:
-        """n of E(n) (§2.4): `work`, else the event time loaded."""
-        return self.end - self.start if self.work is None else self.work
+    def __post_init__(self) -> None:
+        if self.work is None:  # a trace written before `work` was recorded
+            object.__setattr__(self, "work", self.end - self.start)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"time": self.time, "table": self.table, "start": self.start, "end": self.end,
-                             "duration": self.duration, "rows": self.rows}
-        if self.work is not None:
-            d["work"] = self.work
+                             "duration": self.duration, "rows": self.rows, "work": self.work}
         if self.track is not None:
             d["track"] = self.track
         if self.status != "ok":
@@ -98,7 +95,7 @@ class Trace:
         models: dict[str, CostModel] = {}
         for j in self.jobs:
             if j.status == "ok" and j.table in priors:
-                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.n, j.duration)
+                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.work, j.duration)
         return {t: (m.alpha, m.beta) for t, m in models.items()}
 
     @property
