@@ -772,7 +772,7 @@ class Scheduler:
     def _shape(self, t: _Table) -> tuple[float, float, float, int, bool, float]:
         """(start, end, new freshness, partitions, time slice?, n of E(n)) of the job t would run
         now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in
-        time slices (`policies.chopping.time_slice`)."""
+        time slices (`policies.chopping.time_slice`); a full refresh starts at the origin."""
         if t.base:  # pending is sorted by end: O(log n) however long the backlog
             f = t.freshness
             first = t.pending[0]
@@ -793,6 +793,8 @@ class Scheduler:
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.edge is not None
         end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
+        if t.full_mode:  # a full refresh computes the table from its origin (docs/warehouse.md)
+            start = t.origin if t.origin is not None else start
         return start, end, end, 0, False, end - start
 
     def _base_work(self, t: _Table, count: int, start: float, end: float) -> float:
@@ -846,11 +848,9 @@ class Scheduler:
         return upd
 
     def _update_candidate(self, t: _Table) -> Candidate:
-        start, end, new_f, _, _, n = self._shape(t)
+        start, _, new_f, _, _, n = self._shape(t)
         ref = t.freshness if t.freshness is not None else start
         delta = new_f - ref
-        if t.full_mode and not t.base:  # a full refresh computes the table from its origin (docs/warehouse.md)
-            n = end - (t.origin if t.origin is not None else start)
         return Candidate(
             table=t.name,
             priority=t.ip,
@@ -1177,9 +1177,7 @@ class Scheduler:
             safe = new_f if t.settle is None else min(new_f, t.settle)  # max_skew: final only below the edge
             chopped = t.edge is not None and end < t.edge
         full = t.full_mode and not t.base
-        if full:  # a full refresh: the SQL over (origin, end] overwrites the table
-            start = t.origin if t.origin is not None else start
-            n = end - start
+        if full:  # a full refresh: the SQL over (origin, end] overwrites the table (`_shape`)
             assert t.rc is not None
             t.running_full, t.rc.full = t.rc.full, False
             t.running_taken = t.rc.dirty.remove(start, end)
