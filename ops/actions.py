@@ -41,7 +41,7 @@ from typing import Any
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
 from warehouse.events import StartJob, Tick
-from warehouse.lake.delta import is_local_root
+from warehouse.paths import local_path
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso, parse_time
 
@@ -78,8 +78,8 @@ class ActionRequest:
 def store_path(config: FreshetConfig) -> Path:
     """`<warehouse.root>/_freshet/actions.json` (a local root; else beside the landing zone)."""
     for root in (config.warehouse.root, config.warehouse.landing):
-        if is_local_root(root):
-            return Path(root.removeprefix("file://")).expanduser().resolve() / "_freshet" / "actions.json"
+        if (base := local_path(root)) is not None:
+            return base / "_freshet" / "actions.json"
     raise FreshetError(f"operator actions are kept under a local warehouse.root or landing; both are URIs "
                        f"({config.warehouse.root!r}, {config.warehouse.landing!r})")
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
+from warehouse.paths import local_path
 
 __all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "lease_path"]
 
@@ -44,11 +45,15 @@ class LeaseHeld(FreshetError):
 
 
 def lease_path(config: FreshetConfig) -> Path:
-    """Where the lease lives: the warehouse root if local, else the landing zone."""
-    root = config.warehouse.root
-    local = "://" not in root or root.startswith("file://")
-    base = Path(root.removeprefix("file://")) if local else Path(config.warehouse.landing)
-    return base / LEASE_FILE
+    """Where the lease lives: the warehouse root if local, else the landing zone — resolved by
+    `warehouse.paths` like the tables and the actions store, so `root: ~/wh` is one lease
+    whichever directory a daemon starts in."""
+    for location in (config.warehouse.root, config.warehouse.landing):
+        base = local_path(location)
+        if base is not None:
+            return base / LEASE_FILE
+    raise FreshetError(f"the warehouse lease is kept under a local warehouse.root or landing; both are URIs "
+                       f"({config.warehouse.root!r}, {config.warehouse.landing!r})")
 
 
 def _pid_alive(pid: int) -> bool:

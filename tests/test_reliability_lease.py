@@ -44,6 +44,46 @@ def test_lease_lives_in_the_warehouse_root(tmp_path: Path) -> None:
     assert lease_path(cfg) == Path(cfg.warehouse.root) / LEASE_FILE
 
 
+def test_a_home_relative_root_is_one_lease_from_any_directory(tmp_path: Path, monkeypatch) -> None:
+    """Defect 5: with `root: ~/wh` the lease was `~/wh/_freshet.lease` relative to the current
+    directory, so two daemons started from two directories both took one and loaded the same
+    tables. The lease, the tables and the actions store resolve the root the same way now."""
+    from ops.actions import store_path
+    from warehouse.config import parse_config
+    from warehouse.lake.delta import table_path
+
+    home = tmp_path / "home"
+    (home / "wh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    src = warehouse_dict(tmp_path)
+    src["warehouse"] = {"root": "~/wh", "landing": "~/landing"}
+    cfg = parse_config(src)
+    leases = []
+    for cwd in ("one", "two"):
+        (tmp_path / cwd).mkdir()
+        monkeypatch.chdir(tmp_path / cwd)
+        assert lease_path(cfg) == home / "wh" / LEASE_FILE
+        assert Path(table_path(cfg, "m_raw")) == home / "wh" / "m_raw"
+        assert store_path(cfg) == home / "wh" / "_freshet" / "actions.json"
+        leases.append(Lease(lease_path(cfg), timeout=30, settle=0.0))
+    leases[0].acquire()
+    with pytest.raises(LeaseHeld, match="warehouse in use"):
+        leases[1].acquire()
+    leases[0].release()
+
+
+@pytest.mark.parametrize("root, where", [
+    ("file://{tmp}/wh", "{tmp}/wh"), ("file:{tmp}/wh", "{tmp}/wh"), ("file://localhost{tmp}/wh", "{tmp}/wh"),
+    ("wh", "{tmp}/wh"), ("./x/../wh", "{tmp}/wh"), ("s3a://bucket/wh", None)])
+def test_one_resolver_of_local_paths(tmp_path: Path, monkeypatch, root: str, where: str | None) -> None:
+    from warehouse.paths import is_local, local_path
+
+    monkeypatch.chdir(tmp_path)
+    root = root.format(tmp=tmp_path)
+    assert local_path(root) == (None if where is None else Path(where.format(tmp=tmp_path)))
+    assert is_local(root) == (where is not None)
+
+
 def test_a_second_owner_is_refused_with_the_holders_pid_host_and_api(tmp_path: Path) -> None:
     path = tmp_path / LEASE_FILE
     first = Lease(path, timeout=30, listen="127.0.0.1:9464")

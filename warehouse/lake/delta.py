@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.errors import WarehouseError
+from warehouse.paths import is_local, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
@@ -57,8 +57,9 @@ def app_id(table: str) -> str:
 
 
 def is_local_root(root: str) -> bool:
-    """A plain path or `file://`: the daemon can read the Delta logs itself, without Spark."""
-    return "://" not in root or root.startswith("file://")
+    """A plain path or `file:`: the daemon can read the Delta logs itself, without Spark
+    (`warehouse.paths`, the one resolver)."""
+    return is_local(root)
 
 
 def table_path(config: FreshetConfig, table: str) -> str:
@@ -68,11 +69,12 @@ def table_path(config: FreshetConfig, table: str) -> str:
     server must see the same paths (docs/warehouse.md §2, shared storage).
     """
     root = config.warehouse.root
-    if not is_local_root(root):
+    local = local_path(root)
+    if local is None:
         if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s`]+$", root):
             raise WarehouseError(f"warehouse.root {root!r} is not a path or a URI Spark can read")
         return root.rstrip("/") + "/" + table
-    return str(Path(root.removeprefix("file://")).expanduser().resolve() / table)
+    return str(local / table)
 
 
 def time_column(config: FreshetConfig, table: TableConfig) -> str:
