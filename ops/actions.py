@@ -361,7 +361,7 @@ def _add(parser: argparse.ArgumentParser, backfill: bool) -> None:
 def _main(action: str, args: argparse.Namespace) -> int:
     import httpx
 
-    from ops.api import load_token
+    from ops.auth import load_token
 
     body: dict[str, Any] = {"reason": args.reason} if args.reason else {}
     if getattr(args, "start", None) is not None or getattr(args, "end", None) is not None:

@@ -30,11 +30,9 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
@@ -44,6 +42,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, g
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ops.auth import load_token
 from ops.metrics import extrapolate
 from warehouse.errors import ConfigError, FreshetError
 from warehouse.landing.intake import Submitted, UnknownStream
@@ -101,21 +100,6 @@ class Backend(Protocol):
     def actions_view(self, table: str) -> dict[str, Any] | None:
         """A table's kept operator actions for `/v1/tables` (None: not known yet)."""
         ...
-
-
-def load_token(env: dict[str, str] | None = None) -> str | None:
-    """The bearer token: `FRESHET_API_TOKEN`, or the first line of `FRESHET_API_TOKEN_FILE`."""
-    env = dict(os.environ) if env is None else env
-    tok = env.get("FRESHET_API_TOKEN")
-    path = env.get("FRESHET_API_TOKEN_FILE")
-    if not tok and path:
-        try:
-            tok = Path(path).read_text().strip()
-        except OSError as e:
-            raise ConfigError(f"FRESHET_API_TOKEN_FILE={path}: cannot read: {e.strerror}") from None
-        if not tok:
-            raise ConfigError(f"FRESHET_API_TOKEN_FILE={path}: the file is empty")
-    return tok or None
 
 
 def table_view(t: TableStats, snap_now: float, now: float, actions: dict[str, Any] | None = None) -> dict[str, Any]:
