@@ -10,6 +10,8 @@ landing zone so it takes the same validation and quarantine path as a producer's
 * `GET /v1/tables` — per table: freshness, safe freshness, staleness at request time, priority,
   inherited priority (§3.3), target, pending ΔF, running job, last result, learned α/β (§2.4).
 * `GET /v1/tracks` — the tracks and the track plan (§3.2).
+* `GET /v1/status` — the process: ready or why not, the config it runs, the last SIGHUP reload
+  (`ok`, or `rejected` / `failed` with the reason: the old config kept running).
 * `POST /v1/tables/{table}/suspend|resume|refresh` — operator actions (`ops.actions`): 202 with
   the action's status; `refresh` with `{"from": …, "to": …}` is a backfill of a derived table.
 * `POST /v1/streams/{stream}/partitions` — 202 with the partition id. The body is parsed as JSON
@@ -99,6 +101,10 @@ class Backend(Protocol):
 
     def actions_view(self, table: str) -> dict[str, Any] | None:
         """A table's kept operator actions for `/v1/tables` (None: not known yet)."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """The process for `/v1/status`: readiness, the config it runs, the last reload."""
         ...
 
 
@@ -267,6 +273,10 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
             if t.name == table:
                 return table_view(t, snap.now, clock(), backend.actions_view(t.name))
         raise ApiError(404, f"unknown table {table!r}; known: {', '.join(sorted(t.name for t in snap.tables))}")
+
+    @app.get("/v1/status", summary="the daemon: readiness, its config, the last SIGHUP reload and why it failed")
+    def status() -> dict[str, Any]:
+        return {"now": clock(), **backend.status()}
 
     @app.get("/v1/tracks", summary="tracks and the track plan (§3.2)", responses=_errors(503))
     def tracks() -> dict[str, Any]:

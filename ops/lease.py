@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import threading
@@ -35,7 +36,9 @@ from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
 from warehouse.paths import local_path
 
-__all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "lease_path"]
+__all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "lease_path", "take_lease"]
+
+log = logging.getLogger("freshet")
 
 LEASE_FILE = "_freshet.lease"
 
@@ -195,3 +198,20 @@ class Lease:
         if held is not None and held.get("owner") == self.owner:
             with contextlib.suppress(OSError):
                 self.path.unlink()
+
+
+def take_lease(config: FreshetConfig, listen: str, on_lost: Callable[[str], None]) -> Lease:
+    """The daemon's lease: taken (or LeaseHeld, a FreshetError: exit 1 naming the holder's pid,
+    host and API), then renewed in a thread; `on_lost(message)` if another daemon takes it over."""
+    lease = Lease(lease_path(config), timeout=config.warehouse.lease_timeout, listen=listen)
+    lease.acquire()
+    if lease.took_over:
+        log.warning("took over the warehouse lease", extra={
+            "lease": str(lease.path), "reason": lease.took_over.get("reason"),
+            "previous_pid": lease.took_over.get("pid"), "previous_host": lease.took_over.get("host")})
+
+    def failed(err: OSError) -> None:
+        log.warning("cannot renew the warehouse lease; retrying", extra={"lease": str(lease.path), "error": str(err)})
+
+    lease.start(on_lost, failed)
+    return lease

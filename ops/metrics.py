@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -30,6 +30,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ops.actions import ACTIONS
+from ops.reload import RESULTS
 from warehouse.config import FreshetConfig
 from warehouse.freshness import staleness_area, time_within_target
 from warehouse.stats import SchedulerStats, TableStats
@@ -333,8 +334,9 @@ class FreshetMetrics:
         self.decision_seconds = Histogram(
             "freshet_scheduler_decision_seconds", "time the Scheduler took to handle one event",
             buckets=DECISION_BUCKETS, registry=registry)
-        self.reloads = Counter("freshet_config_reloads", "SIGHUP reloads, by result", ["result"],
-                               registry=registry)
+        self.reloads = Counter("freshet_config_reloads", "SIGHUP reloads, by result: ok, rejected (an invalid "
+                               "config), failed (reading the Delta log failed); the old config keeps running "
+                               "unless ok", ["result"], registry=registry)
         self.ready = Gauge("freshet_ready", "1 once recovery is done and the Spark session is up",
                            registry=registry)
         self.start_time = Gauge("freshet_start_time_seconds", "when the daemon started (epoch seconds)",
@@ -352,7 +354,8 @@ class FreshetMetrics:
             "freshet_operator_actions", "operator actions accepted (suspend, resume, refresh, backfill; ops.actions)",
             ["table", "action"], registry=registry)
         self.start_time.set(clock())
-        for r in ("ok", "rejected"):
+        self._seen: dict[tuple[str, str], int] = {}  # follow_intake: what was carried over already
+        for r in RESULTS:
             self.reloads.labels(result=r)
         for loop in LOOPS:
             self.loop_errors.labels(loop=loop)
@@ -376,6 +379,16 @@ class FreshetMetrics:
                 self.late_rows.labels(table=t.name)
             else:
                 self.job_duration.labels(table=t.name, kind="recompute")
+
+    def follow_intake(self, quarantined: Mapping[str, int], duplicates: Mapping[str, int]) -> None:
+        """Carry the intake's per-stream counts (its own, only growing) into the two counters."""
+        for name, counts, metric in (("quarantined", quarantined, self.partitions_quarantined),
+                                     ("duplicates", duplicates, self.partitions_duplicate)):
+            for stream, n in dict(counts).items():
+                seen = self._seen.get((name, stream), 0)
+                if n > seen:
+                    metric.labels(stream=stream).inc(n - seen)
+                    self._seen[(name, stream)] = n
 
     def job_done(self, table: str, kind: str, duration: float, rows: int, late_rows: int = 0) -> None:
         self.job_duration.labels(table=table, kind=kind).observe(duration)

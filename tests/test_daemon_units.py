@@ -122,8 +122,10 @@ def test_a_loop_failing_on_every_poll_is_logged_rate_limited_and_counted(caplog)
                 return []
             raise PermissionError(13, "Permission denied", "landing/router_cpu")
 
+    from ops.reload import Parts
+
     d = Daemon(cfg, Options(config_path="x.yaml", poll=0.005, error_log_every=0.15))
-    d.intake = BrokenIntake()
+    d.parts = Parts(state=None, intake=BrokenIntake(), executor=None, sched=None)
     caplog.set_level(logging.INFO, logger="freshet")
     t = threading.Thread(target=d._intake_loop)
     t.start()
@@ -140,8 +142,9 @@ def test_a_loop_failing_on_every_poll_is_logged_rate_limited_and_counted(caplog)
     assert 1 + sum(r.repeats for r in failures[1:]) <= 60
     assert recs[-1].getMessage() == "landing-zone scan works again" and recs[-1].failures == 60
     fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
-    (sample,) = [s for s in fams["freshet_loop_errors"].samples if s.name.endswith("_total")]
-    assert sample.labels == {"loop": "intake_scan"} and sample.value == 60
+    (sample,) = [s for s in fams["freshet_loop_errors"].samples
+                 if s.name.endswith("_total") and s.labels == {"loop": "intake_scan"}]
+    assert sample.value == 60
 
 
 CAPTURE_SCRIPT = r"""
@@ -243,7 +246,7 @@ def test_track_workers_report_real_durations_and_turn_exceptions_into_failures()
     assert all(r.ended - r.began >= 0.29 for r in got)
 
 
-def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog):
+def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog, monkeypatch):
     """SIGHUP rescans the landing zone for new tables; if that scan fails the daemon carries on
     (the intake loop retries) and the failure is counted."""
     import time
@@ -263,12 +266,30 @@ def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog):
         def scan(self):
             raise PermissionError(13, "Permission denied", "landing")
 
-    d.intake = BrokenIntake()
-    d._reconfigure_warehouse = lambda new: types.SimpleNamespace(recovered={})
-    d.sched = types.SimpleNamespace(reconfigure=lambda new, now, recovered: [])
+    class Unchanged:  # the executor's part in a reload, without Spark
+        log = None
+
+        def evolution_problems(self, new):
+            return []
+
+        def reconfigure(self, new, state):
+            pass
+
+    class Intake(BrokenIntake):
+        def reconfigure(self, new, state):
+            pass
+
+    import warehouse.lake.recovery
+    from ops.reload import Parts
+
+    d.parts = Parts(state=None, intake=Intake(), executor=Unchanged(),
+                    sched=types.SimpleNamespace(reconfigure=lambda new, now, recovered: []))
+    monkeypatch.setattr(warehouse.lake.recovery, "recover", lambda new, log: types.SimpleNamespace(recovered={}))
     caplog.set_level(logging.INFO, logger="freshet")
     d._reload(time.time())  # does not raise
+    assert any(r.getMessage() == "config reloaded" for r in caplog.records)
     assert any(r.getMessage().startswith("landing-zone scan after the reload failed") for r in caplog.records)
     fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
-    (sample,) = [s for s in fams["freshet_loop_errors"].samples if s.name.endswith("_total")]
+    (sample,) = [s for s in fams["freshet_loop_errors"].samples
+                 if s.name.endswith("_total") and s.labels == {"loop": "intake_scan"}]
     assert sample.value == 1

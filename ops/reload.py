@@ -1,0 +1,177 @@
+"""The warehouse parts the scheduler loop drives, built from the Delta log at start and rebuilt
+on SIGHUP (§4.4: at start and on reload the Delta log is the truth, handed to the Scheduler).
+
+**Start** (`start_parts`): recover every table from its Delta log, start Spark, build the intake,
+the executor and the Scheduler. A local root with a local Spark: the log's files are read first
+(no Spark needed). A URI root or Spark Connect: Spark first, then the log through it.
+
+**Reload** (`Reloader`): first *prepare* everything that can fail — read and validate the file,
+refuse the sections that need a restart (`warehouse`, `spark`, `listen`), check that a changed
+derived SQL keeps its schema or only adds columns (seed 001), recover the new config's tables
+from their Delta logs — then *switch* every part at once: the Scheduler (`reconfigure`: tables
+added and removed, priorities, repartition §3.2), the intake, the executor, and the daemon's own
+config. If preparing fails — an invalid file (`rejected`), or an error reading the log: a
+half-written commit JSON, Spark Connect or object storage unreachable (`failed`) — nothing has
+switched: the old config keeps running, and the reason is logged, counted
+(`freshet_config_reloads_total{result}`) and shown in `/v1/status` (`Reloader.last`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from warehouse.config import FreshetConfig, load_config
+from warehouse.errors import ConfigError
+from warehouse.times import iso
+
+if TYPE_CHECKING:
+    from ops.liveness import SparkWatch
+    from warehouse.events import StartJob
+    from warehouse.lake.recovery import RecoveryState
+
+__all__ = ["RESTART_SECTIONS", "Parts", "ReloadResult", "Reloader", "start_parts"]
+
+log = logging.getLogger("freshet")
+
+RESTART_SECTIONS = ("warehouse", "spark", "listen")  # changing one of these needs a restart
+RESULTS = ("ok", "rejected", "failed")  # the `result` label of freshet_config_reloads_total
+
+
+@dataclass
+class Parts:
+    """What the loop drives, all from one config and one recovered state."""
+
+    state: RecoveryState
+    intake: Any  # warehouse.landing.intake.Intake
+    executor: Any  # warehouse.lake.executor.Executor
+    sched: Any  # warehouse.scheduler.Scheduler
+
+
+def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], float] = time.time) -> Parts | None:
+    """Recover, start Spark, build the parts (see the module docstring); None if the daemon was
+    stopped while waiting for Spark."""
+    from warehouse.lake.executor import Executor
+    from warehouse.lake.recovery import delta_log, needs_spark, recover
+    from warehouse.landing.intake import Intake
+    from warehouse.scheduler import Scheduler
+
+    t0 = now()
+    if needs_spark(config):
+        if not spark.start():
+            return None
+        state = recover(config, delta_log(config, spark.link.session))
+    else:
+        state = recover(config)
+    for name, st in sorted(state.tables.items()):
+        log.info("recovered table", extra={"table": name, "freshness": iso(st.freshness, "seconds"),
+                                           "safe_freshness": iso(st.safe_freshness, "seconds"),
+                                           "partitions": len(st.partitions)})
+    intake = Intake(config, state)
+    if spark.spark is None and not spark.start():
+        return None
+    if spark.remote:
+        executor = Executor(config, None, state, link=spark.link)
+    else:
+        executor = Executor(config, spark.spark, state)
+    sched = Scheduler(config, now=now(), recovered=state.recovered)
+    log.info("recovery done", extra={"tables": len(config.tables), "seconds": round(now() - t0, 3)})
+    return Parts(state, intake, executor, sched)
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    """The last SIGHUP: when, how it ended and why (`/v1/status`)."""
+
+    time: float
+    result: str  # ok | rejected | failed
+    reason: str = ""
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def view(self) -> dict[str, Any]:
+        return {"time": self.time, "time_iso": iso(self.time), "result": self.result, "reason": self.reason,
+                "added": self.added, "removed": self.removed}
+
+
+class _RecoveryFailed(Exception):
+    """Reading the new config's Delta logs failed (the message says which tables were new)."""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    config: FreshetConfig
+    state: RecoveryState
+
+
+class Reloader:
+    """SIGHUP for one config file: `reload(current, parts, now)` → the new config and the jobs the
+    Scheduler starts, or None (kept the old one). `counted(result)`: freshet_config_reloads_total."""
+
+    def __init__(self, path: str, counted: Callable[[str], None]) -> None:
+        self.path = path
+        self._counted = counted
+        self.last: ReloadResult | None = None
+
+    def reload(self, current: FreshetConfig, parts: Parts, now: float) -> tuple[FreshetConfig, list[StartJob]] | None:
+        try:
+            prepared = self._prepare(current, parts)
+        except ConfigError as e:
+            return self._kept(now, "rejected", str(e))
+        except _RecoveryFailed as e:
+            return self._kept(now, "failed", str(e))
+        except Exception as e:  # noqa: BLE001 — e.g. Spark failed: the old config keeps running
+            return self._kept(now, "failed", f"{type(e).__name__}: {e}")
+        new, state = prepared.config, prepared.state
+        # the switch: nothing below reads a file or Spark, so it cannot half happen for I/O reasons
+        decisions = parts.sched.reconfigure(new, now, state.recovered)
+        parts.intake.reconfigure(new, state)
+        parts.executor.reconfigure(new, state)
+        parts.state = state
+        old_tables, new_tables = {t.name for t in current.tables}, {t.name for t in new.tables}
+        self.last = ReloadResult(now, "ok", added=sorted(new_tables - old_tables),
+                                 removed=sorted(old_tables - new_tables))
+        self._counted("ok")
+        log.info("config reloaded", extra={"config": self.path, "added": self.last.added,
+                                           "removed": self.last.removed, "tracks": new.scheduler.tracks})
+        return new, decisions
+
+    def _prepare(self, current: FreshetConfig, parts: Parts) -> _Prepared:
+        from warehouse.lake.recovery import recover
+
+        new = load_config(self.path)
+        problems = [f"{s}: changing it needs a restart" for s in RESTART_SECTIONS
+                    if getattr(new, s) != getattr(current, s)]
+        if not problems:  # a changed derived SQL must keep its table's schema or only add columns (seed 001)
+            problems = _evolution_problems(parts.executor, new)
+        if problems:
+            raise ConfigError(problems, source=self.path)
+        try:
+            state = recover(new, parts.executor.log)
+        except Exception as e:
+            added = sorted({t.name for t in new.tables} - {t.name for t in current.tables})
+            raise _RecoveryFailed(f"recovering the tables from their Delta logs (new: {', '.join(added) or 'none'}): "
+                                  f"{type(e).__name__}: {e}") from e
+        return _Prepared(new, state)
+
+    def _kept(self, now: float, result: str, reason: str) -> None:
+        self.last = ReloadResult(now, result, reason)
+        self._counted(result)
+        log.error(f"config reload {result}; keeping the running config",
+                  extra={"config": self.path, "reason": reason})
+        return None
+
+
+def _evolution_problems(executor: Any, new: FreshetConfig) -> list[str]:
+    """Derived tables whose new SQL changes their schema in a way that is not additive without
+    `rebuild: true` (Executor.evolution_problems). If Spark cannot analyse, the reload goes on:
+    such a table's jobs then fail with the same reason and back off; the rest run."""
+    try:
+        return executor.evolution_problems(new)
+    except Exception as e:  # noqa: BLE001 — the check, not the reload, failed
+        log.warning("could not check the reloaded SQL's schemas; its jobs will refuse a non-additive change",
+                    extra={"error": f"{type(e).__name__}: {str(e)[:300]}"})
+        return []
