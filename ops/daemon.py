@@ -117,10 +117,7 @@ class Daemon(SchedulerLoop):
         if self.opts.trace or cfg.warehouse.trace:
             path = self.opts.trace or cfg.warehouse.trace or ""
             try:
-                self._trace = TraceWriter.append_to(
-                    path, {"source": "freshet run", "clock": "epoch seconds"},
-                    on_error=lambda e: log.warning("cannot append to the trace file", extra={"path": path,
-                                                                                             "error": str(e)}))
+                self._trace = TraceWriter.append_to(path, {"source": "freshet run", "clock": "epoch seconds"})
             except OSError as e:
                 raise FreshetError(f"cannot append to the trace file {path}: {e}") from None
         self.lease = take_lease(cfg, listen, self._lost_lease)

@@ -10,7 +10,11 @@ pings the systemd watchdog. Signals only set flags that it reads: SIGHUP reloads
 seconds for running jobs (a job cut off is safe to redo: Delta's idempotent txn, §4.4); a second
 one exits at once.
 
-The process around it (lease, API, Spark, threads, start and stop) is `ops.daemon`.
+A step of the loop that touches the disk — quarantining a partition, archiving a loaded one,
+writing the operator-actions file, appending to the trace — and hits an OSError (a full disk, a
+permission) is logged (rate-limited), counted (`freshet_loop_errors_total{loop}`) and retried every
+`retry_every` seconds until it works; the loop goes on. The process around it (lease, API, Spark,
+threads, start and stop) is `ops.daemon`.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from ops.actions import ActionRequest, OperatorActions
-from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
+from ops.logs import RepeatedFailure
+from ops.metrics import LOOP_STEPS, FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
 from ops.reload import Parts, Reloader
 from ops.workers import JobResult, TrackWorkers
@@ -58,6 +64,7 @@ class Options:
     trace: str | None = None
     max_body: int = 64 * 1024
     error_log_every: float = 60.0  # a loop failing on every poll logs at most this often
+    retry_every: float = 5.0  # seconds between retries of a loop step that hit a disk error
     demo_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -89,6 +96,11 @@ class SchedulerLoop:
         self._stopping_since: float | None = None
         self._lease_lost: str | None = None
         self._trace: TraceWriter | None = None
+        self._retries: list[tuple[str, Callable[[], object]]] = []
+        self._step_failures = {s: RepeatedFailure(
+            log, "a step of the scheduler loop failed; retrying", "a step of the scheduler loop works again",
+            every=opts.error_log_every, count=self.metrics.loop_errors.labels(loop=s).inc, loop=s)
+            for s in LOOP_STEPS}
 
     @property
     def intake(self) -> Any:
@@ -101,6 +113,22 @@ class SchedulerLoop:
     def _set_ready(self, ok: bool, reason: str = "") -> None:
         self.holder.set_ready(ok, reason)
         self.metrics.ready.set(1 if ok else 0)
+
+    # -- steps of the loop that touch the disk (defect 8) --
+    def _step(self, step: str, fn: Callable[[], object]) -> None:
+        """Run `fn`; on an OSError log it (rate-limited), count it and keep it for a retry."""
+        try:
+            fn()
+        except OSError as e:
+            self._step_failures[step].failed(e)
+            self._retries.append((step, fn))
+        else:
+            self._step_failures[step].ok()
+
+    def _retry_steps(self) -> None:
+        pending, self._retries = self._retries, []
+        for step, fn in pending:
+            self._step(step, fn)
 
     # -- the scheduler loop --
     def _dispatch(self, decisions: list[StartJob]) -> None:
@@ -117,7 +145,7 @@ class SchedulerLoop:
             self._dispatched[job.job_id] = job.table
             self.workers.submit(job)
         if decisions and self.actions is not None:
-            self.actions.settle(self.sched)  # a refresh whose job started
+            self._step("actions_write", partial(self.actions.settle, self.sched))  # a refresh whose job started
 
     def _execute(self, job: StartJob) -> Any:
         """A track worker's job: run it; if a base job failed, recheck its partitions' files (a
@@ -144,14 +172,15 @@ class SchedulerLoop:
     def _on_arrival(self, ev: PartitionArrived, now: float) -> None:
         self.metrics.partitions_arrived.labels(stream=ev.stream).inc()
         if self._trace:
-            self._trace.arrival(Arrival(time=now, stream=ev.stream, partition=ev.partition_id, start=ev.start,
-                                        end=ev.end, rows=ev.rows, safe_through=ev.safe_through))
+            self._step("trace_write", partial(self._trace.arrival, Arrival(
+                time=now, stream=ev.stream, partition=ev.partition_id, start=ev.start, end=ev.end, rows=ev.rows,
+                safe_through=ev.safe_through)))
         log.info("partition arrived", extra={"stream": ev.stream, "partition": ev.partition_id, "rows": ev.rows,
                                              "start": iso(ev.start, "seconds"), "end": iso(ev.end, "seconds")})
         try:
             decisions = self._handle(ev, now)
         except PartitionRefused as e:  # input, not a bug: quarantine it and keep running (DESIGN.md §3)
-            self.intake.refuse(ev.stream, ev.partition_id, e.reason)
+            self._step("quarantine", partial(self.intake.refuse, ev.stream, ev.partition_id, e.reason))
             return
         self._dispatch(decisions)
 
@@ -163,9 +192,9 @@ class SchedulerLoop:
                         extra={"table": job.table, "job": job.job_id})
             return
         if isinstance(ev, JobFinished):
-            self.intake.archive(job)
+            self._step("archive", partial(self.intake.archive, job))
             if self.actions is not None:
-                self.actions.job_finished(job)
+                self._step("actions_write", partial(self.actions.job_finished, job))
             late = set(job.late)
             self.metrics.job_done(job.table, job.kind, ev.duration, ev.rows,
                                   sum(a.rows for a in job.arrivals if a.partition_id in late))
@@ -182,13 +211,14 @@ class SchedulerLoop:
             stream = next((t.stream for t in self.config.tables if t.name == job.table), None)
             for pid, why in self._unloadable.pop(job.job_id, {}).items():
                 if stream is not None:  # quarantined and counted like any bad partition; the rest is retried
-                    self.intake.refuse(stream, pid, why)
+                    self._step("quarantine", partial(self.intake.refuse, stream, pid, why))
         self._dispatch(self._handle(ev, now))
 
     def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
         if self._trace and job.kind not in MAINTENANCE_KINDS:  # a replay maps (table, window) to update jobs
-            self._trace.job(JobRecord(time=at, table=job.table, start=job.start, end=job.end, duration=duration,
-                                      rows=rows, track=job.track, status=status, work=round(job.n, 3)))
+            self._step("trace_write", partial(self._trace.job, JobRecord(
+                time=at, table=job.table, start=job.start, end=job.end, duration=duration, rows=rows,
+                track=job.track, status=status, work=round(job.n, 3))))
 
     def _sync_counters(self) -> None:
         """The intake's quarantine and duplicate counts, as Prometheus counters."""
@@ -215,7 +245,7 @@ class SchedulerLoop:
 
     def _loop(self) -> int:
         wd = watchdog_interval()
-        last_wd = last_pub = 0.0
+        last_wd = last_pub = last_retry = 0.0
         last_spark = time.time()
         dirty = False
         while True:
@@ -240,6 +270,9 @@ class SchedulerLoop:
                     self._reload(now)
             if self._stopping_since is not None and (code := self._stopped(now)) is not None:
                 return code
+            if self._retries and now - last_retry >= self.opts.retry_every:
+                last_retry = now
+                self._retry_steps()
             wake = self.sched.next_wakeup()
             try:
                 item = self.events.get(timeout=LOOP_TIMEOUT if wake is None else min(LOOP_TIMEOUT, max(0.0, wake - now)))

@@ -39,6 +39,7 @@ __all__ = [
     "DECISION_BUCKETS",
     "JOB_DURATION_BUCKETS",
     "LOOPS",
+    "LOOP_STEPS",
     "FreshetMetrics",
     "SnapshotCollector",
     "SnapshotHolder",
@@ -46,7 +47,10 @@ __all__ = [
     "register_metrics",
 ]
 
-LOOPS = ("intake_scan",)  # the retried background loops counted in freshet_loop_errors_total
+# the `loop` label of freshet_loop_errors_total: the landing-zone scan (its own thread), then the
+# steps of the scheduler loop that touch the disk and are retried after an OSError (ops.loop)
+LOOP_STEPS = ("quarantine", "archive", "actions_write", "trace_write")
+LOOPS = ("intake_scan", *LOOP_STEPS)
 JOB_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, float("inf"))
 DECISION_BUCKETS = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.5, 1, float("inf"))
 
@@ -342,7 +346,8 @@ class FreshetMetrics:
         self.start_time = Gauge("freshet_start_time_seconds", "when the daemon started (epoch seconds)",
                                 registry=registry)
         self.loop_errors = Counter(
-            "freshet_loop_errors", "failures of a retried background loop (e.g. the landing-zone scan), by loop",
+            "freshet_loop_errors", "failures of a retried background loop (the landing-zone scan) or of a retried "
+            "step of the scheduler loop (quarantine, archive, actions_write, trace_write), by loop",
             ["loop"], registry=registry)
         self.spark_connected = Gauge(
             "freshet_spark_connected", "1 while the daemon reaches its Spark (a Spark Connect server with "

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import yaml
-from conftest import warehouse_dict
+from conftest import warehouse_dict, write_minutes
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -145,3 +145,41 @@ def test_a_reload_whose_recovery_raises_keeps_the_old_config_and_says_why(tmp_pa
     finally:
         assert loop.stop() == 0
         srv.stop()
+
+
+def test_a_disk_error_in_a_step_of_the_loop_is_logged_counted_and_retried(tmp_path: Path, caplog) -> None:
+    """Defect 8: a partition found unloadable after a failed job is quarantined from the loop; the
+    quarantine cannot be written (landing/_quarantine is a file, not a directory). The OSError
+    used to stop the loop. Now it is logged, counted in freshet_loop_errors_total{loop="quarantine"}
+    and retried until the disk lets it: the partition ends in quarantine, the loop never stopped."""
+    path = tmp_path / "freshet.yaml"
+    path.write_text(yaml.safe_dump(warehouse_dict(tmp_path)))
+    d = offline_daemon(path, retry_every=0.1)
+    (pid,) = write_minutes(d.config, "a", 0, 1)
+    events = d.intake.scan()
+    assert [e.partition_id for e in events] == [pid]
+    partition = Path(d.config.warehouse.landing) / "a" / pid
+    for f in partition.glob("*.parquet"):
+        f.unlink()  # accepted, then its data file went missing: the recheck finds it unloadable
+    blocker = Path(d.config.warehouse.landing) / "_quarantine"
+    blocker.write_text("not a directory")
+    caplog.set_level(logging.INFO, logger="freshet")
+    loop = Running(d)
+    try:
+        d.events.put(events[0])
+        wait_for("the failed quarantine counted", lambda: samples(d, "freshet_loop_errors").get(
+            (("loop", "quarantine"),), 0) >= 2, timeout=10, every=0.05)
+        assert loop.alive(), loop.result
+        assert any(r.getMessage().startswith("a step of the scheduler loop failed") and r.loop == "quarantine"
+                   for r in caplog.records)
+        assert partition.is_dir()  # not lost: still where it was
+        blocker.unlink()  # the disk lets us again
+        wait_for("quarantined on a retry", lambda: (blocker / "a" / pid / "reason").is_file(), timeout=10,
+                 every=0.05)
+        assert "file missing" in (blocker / "a" / pid / "reason").read_text()
+        assert any(r.getMessage().startswith("a step of the scheduler loop works again") for r in caplog.records)
+        assert loop.alive()
+    finally:
+        assert loop.stop() == 0
+
+
