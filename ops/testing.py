@@ -1,16 +1,29 @@
-"""Hand-built `SchedulerStats` snapshots for tests of the ops layer (metrics, API, status).
+"""Drivers for tests and benchmarks, not for production:
 
-They let the HTTP and Prometheus shells be tested without the engine or Spark.
+* hand-built `SchedulerStats` snapshots for tests of the ops layer (metrics, API, status), so
+  the HTTP and Prometheus shells are tested without the engine or Spark;
+* `run_until_idle`: the landing zone loaded through the Scheduler and the real executor until
+  nothing is left to do — a driver of the engine for Spark tests and `scripts/bench_delta.py`
+  (the daemon's scheduler loop, `ops.loop`, is the one in production).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
+from warehouse.config import FreshetConfig
+from warehouse.events import JobFailed, JobFinished, StartJob, Tick
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
 
-__all__ = ["make_stats", "make_table"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from warehouse.lake.executor import Executor
+    from warehouse.landing.intake import Intake
+
+__all__ = ["RunReport", "make_stats", "make_table", "run_until_idle"]
 
 
 def make_table(name: str, **kw: Any) -> TableStats:
@@ -50,3 +63,81 @@ def make_stats(now: float, tables: list[TableStats], tracks: int = 2, **kw: Any)
 def at(stats: SchedulerStats, now: float) -> SchedulerStats:
     """The same snapshot stamped at another instant (for scrape-time tests)."""
     return replace(stats, now=now)
+
+
+@dataclass(slots=True)
+class RunReport:
+    """What `run_until_idle` did."""
+
+    jobs: int = 0
+    failed: int = 0
+    rows: int = 0
+    wall: float = 0.0
+    events: list[Any] | None = None
+
+
+def run_until_idle(
+    config: FreshetConfig,
+    spark: SparkSession,
+    *,
+    retry_failed: bool = False,
+    timeout: float | None = None,
+    scheduler: Any = None,
+    intake: Intake | None = None,
+    executor: Executor | None = None,
+    on_event: Any = None,
+) -> tuple[RunReport, Any]:
+    """Load everything in the landing zone through the Scheduler with one thread per track.
+
+    A small shell for tests and benchmarks (the daemon, `ops.loop`, is the real one): recover from the Delta logs, scan the landing
+    zone, then feed the Scheduler's StartJobs to `tracks` worker threads and their outcomes back
+    (a finished base job's partitions are archived by the intake),
+    until nothing is running or released. With `retry_failed`, back-offs are waited out too (until
+    `timeout`). Returns the report and the Scheduler (for its learned α, β).
+    """
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+    from warehouse.lake.executor import Executor
+    from warehouse.lake.recovery import delta_log, recover
+    from warehouse.landing.intake import Intake
+    from warehouse.scheduler import Scheduler
+
+    t0 = time.time()
+    if intake is None or executor is None or scheduler is None:
+        state = recover(config, delta_log(config, spark))
+        intake = intake or Intake(config, state)
+        executor = executor or Executor(config, spark, state)
+        scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered)
+    report = RunReport()
+    todo: list[StartJob] = []
+    for arrival in intake.scan():
+        todo += scheduler.handle(arrival, time.time())
+    running: dict[Future[Any], StartJob] = {}
+    with ThreadPoolExecutor(max_workers=config.scheduler.tracks, thread_name_prefix="track") as pool:
+        while True:
+            for job in todo:
+                running[pool.submit(executor.execute, job)] = job
+            todo = []
+            if not running:
+                wake = scheduler.next_wakeup()
+                if not retry_failed or wake is None or (timeout is not None and time.time() - t0 > timeout):
+                    break
+                time.sleep(max(0.0, wake - time.time()))
+                todo += scheduler.handle(Tick(), time.time())
+                continue
+            done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in done:
+                job = running.pop(fut)
+                event = fut.result()
+                if isinstance(event, JobFinished):
+                    intake.archive(job)
+                report.jobs += 1
+                if isinstance(event, JobFailed):
+                    report.failed += 1
+                else:
+                    report.rows += event.rows
+                if on_event is not None:
+                    on_event(event)
+                todo += scheduler.handle(event, time.time())
+    report.wall = time.time() - t0
+    return report, scheduler

@@ -181,7 +181,7 @@ def _free_port() -> int:
 
 def run(args: argparse.Namespace, remote: str | None, conf: dict[str, str]) -> int:
 
-    from warehouse.lake.executor import run_until_idle
+    from ops.testing import run_until_idle
     from warehouse.lake.session import get_spark
 
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="freshet-bench-"))

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_minutes
 
+from ops.testing import run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
 from warehouse.lake.delta import append_idempotent, ms, table_path, utc
-from warehouse.lake.executor import Executor, run_until_idle
+from warehouse.lake.executor import Executor
 from warehouse.lake.recovery import LocalLog, SparkLog, delta_version, read_table_state, recover
 from warehouse.landing.intake import Intake
 from warehouse.sqltext import bind_window

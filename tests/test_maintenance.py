@@ -14,11 +14,12 @@ import pytest
 from conftest import MINUTE, T0, warehouse_dict, write_minutes
 from test_delta import expected_base, table_rows
 
+from ops.testing import run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import StartJob
 from warehouse.lake import maintain
 from warehouse.lake.delta import table_path
-from warehouse.lake.executor import Executor, run_until_idle
+from warehouse.lake.executor import Executor
 from warehouse.lake.recovery import SparkLog, recover
 from warehouse.landing.intake import Intake
 from warehouse.scheduler import Scheduler

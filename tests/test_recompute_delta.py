@@ -12,10 +12,11 @@ import pytest
 from conftest import BAND_SQL, BUCKET_SQL, MINUTE, T0, warehouse_dict, write_minutes
 from test_delta import sql_over_full_sources, table_rows
 
+from ops.testing import run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import JobFailed
 from warehouse.lake.delta import table_path
-from warehouse.lake.executor import Executor, run_until_idle
+from warehouse.lake.executor import Executor
 from warehouse.lake.recovery import recover
 from warehouse.landing.intake import Intake
 from warehouse.scheduler import Scheduler

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, sys
 from warehouse.config import parse_config
-from warehouse.lake.executor import run_until_idle
+from ops.testing import run_until_idle
 from warehouse.lake.session import get_spark
 cfg = parse_config(json.loads(sys.argv[1]))
 spark = get_spark(cfg.spark)

@@ -55,8 +55,6 @@ from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from warehouse.landing.intake import Intake
-
 __all__ = ["Executor", "JobError", "JobOutcome", "schema_change"]
 
 log = logging.getLogger("freshet.executor")
@@ -417,83 +415,6 @@ class Executor:
         self._commit_state(tc.name, new)
         n = rows if rows is not None else declared_rows
         return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
-
-
-@dataclass(slots=True)
-class RunReport:
-    """What `run_until_idle` did."""
-
-    jobs: int = 0
-    failed: int = 0
-    rows: int = 0
-    wall: float = 0.0
-    events: list[Any] | None = None
-
-
-def run_until_idle(
-    config: FreshetConfig,
-    spark: SparkSession,
-    *,
-    retry_failed: bool = False,
-    timeout: float | None = None,
-    scheduler: Any = None,
-    intake: Intake | None = None,
-    executor: Executor | None = None,
-    on_event: Any = None,
-) -> tuple[RunReport, Any]:
-    """Load everything in the landing zone through the Scheduler with one thread per track.
-
-    A small shell (the daemon is the real one): recover from the Delta logs, scan the landing
-    zone, then feed the Scheduler's StartJobs to `tracks` worker threads and their outcomes back
-    (a finished base job's partitions are archived by the intake),
-    until nothing is running or released. With `retry_failed`, back-offs are waited out too (until
-    `timeout`). Returns the report and the Scheduler (for its learned α, β).
-    """
-    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-
-    from warehouse.events import Tick
-    from warehouse.landing.intake import Intake
-    from warehouse.scheduler import Scheduler
-
-    t0 = time.time()
-    if intake is None or executor is None or scheduler is None:
-        state = recover(config, delta_log(config, spark))
-        intake = intake or Intake(config, state)
-        executor = executor or Executor(config, spark, state)
-        scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered)
-    report = RunReport()
-    todo: list[StartJob] = []
-    for arrival in intake.scan():
-        todo += scheduler.handle(arrival, time.time())
-    running: dict[Future[Any], StartJob] = {}
-    with ThreadPoolExecutor(max_workers=config.scheduler.tracks, thread_name_prefix="track") as pool:
-        while True:
-            for job in todo:
-                running[pool.submit(executor.execute, job)] = job
-            todo = []
-            if not running:
-                wake = scheduler.next_wakeup()
-                if not retry_failed or wake is None or (timeout is not None and time.time() - t0 > timeout):
-                    break
-                time.sleep(max(0.0, wake - time.time()))
-                todo += scheduler.handle(Tick(), time.time())
-                continue
-            done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
-            for fut in done:
-                job = running.pop(fut)
-                event = fut.result()
-                if isinstance(event, JobFinished):
-                    intake.archive(job)
-                report.jobs += 1
-                if isinstance(event, JobFailed):
-                    report.failed += 1
-                else:
-                    report.rows += event.rows
-                if on_event is not None:
-                    on_event(event)
-                todo += scheduler.handle(event, time.time())
-    report.wall = time.time() - t0
-    return report, scheduler
 
 
 def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str]:
