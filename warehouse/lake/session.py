@@ -44,6 +44,7 @@ __all__ = [
     "SESSION_CONF",
     "STATIC_CONF",
     "delta_package",
+    "fair_pools",
     "get_spark",
     "SparkLink",
     "connection_lost",
@@ -65,8 +66,11 @@ STATIC_CONF: dict[str, str] = {
     # Each track is its own fair-scheduler pool (`job_description`): a short job started beside long
     # ones gets task slots as soon as any task ends, instead of queueing behind every task of the
     # jobs started before it (Spark's FIFO default), so a track is a share of the cores (§3.2).
+    # The pools are declared in `spark.scheduler.allocation.file` (`fair_pools`).
     "spark.scheduler.mode": "FAIR",
 }
+
+POOLS = 64  # fair-scheduler pools declared at start: track-0 … track-63 (more tracks: made on first use)
 
 # Runtime SQL settings of the daemon's session, locally and over Spark Connect. Measured with
 # scripts/bench_delta.py (docs/warehouse.md §7): Freshet's appends are small, and Spark 4's
@@ -387,11 +391,30 @@ def _quiet_stop(session: SparkSession) -> None:
         session.stop()
 
 
+def fair_pools(count: int = POOLS) -> Path:
+    """A fair-scheduler allocation file declaring the pools `track-0` … `track-{count-1}` with
+    Spark's defaults for a pool (FIFO inside, weight 1, minShare 0): the same pools Spark would
+    make on first use, without its "scheduler pool track-N has not been configured" warning."""
+    import tempfile
+
+    pools = "".join(f'  <pool name="track-{i}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>'
+                    f"<minShare>0</minShare></pool>\n" for i in range(count))
+    path = Path(tempfile.gettempdir()) / f"freshet-fairscheduler-{os.getuid()}-{count}.xml"
+    text = f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n'
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
 def _local(cfg: SparkConfig) -> SparkSession:
     """This process as the Spark driver (`cfg.master`), with Delta's jars from the cache."""
     from pyspark.sql import SparkSession
 
     conf = {**DEFAULT_CONF, **cfg.conf}
+    if conf.get("spark.scheduler.mode") == "FAIR" and "spark.scheduler.allocation.file" not in conf:
+        conf["spark.scheduler.allocation.file"] = fair_pools().as_uri()
     package = delta_package()
     cache = package_cache_dir(jar_cache_dir(conf), package)
     cache.mkdir(parents=True, exist_ok=True)
