@@ -143,17 +143,21 @@ def base_job(job_id: int, arrivals: list[PartitionArrived], start: float, end: f
 
 def test_each_track_runs_its_jobs_in_its_own_fair_scheduler_pool(spark, tmp_path: Path) -> None:
     """A track is a share of the cores (§3.2): the session schedules FAIR, and a job of track k
-    runs in the pool `track-k`, which Spark creates on first use; the thread's pool is reset after."""
+    runs in the pool `track-k` — declared at start up to track-{POOLS-1}, made by Spark on first use
+    beyond (so a job on track POOLS shows it ran there); the thread's pool is reset after."""
     import dataclasses
+
+    from warehouse.lake.session import POOLS
 
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     cfg = make_config(tmp_path)
     write_minutes(cfg, "m", 0, 1)
-    job = dataclasses.replace(base_job(1, Intake(cfg).scan(), T0, T0 + MINUTE), track=7)
+    job = dataclasses.replace(base_job(1, Intake(cfg).scan(), T0, T0 + MINUTE), track=POOLS)
     sc = spark.sparkContext._jsc.sc()
-    assert sc.getPoolForName("track-7").isEmpty()
-    assert Executor(cfg, spark).run(job).committed
     assert sc.getPoolForName("track-7").isDefined()
+    assert sc.getPoolForName(f"track-{POOLS}").isEmpty()
+    assert Executor(cfg, spark).run(job).committed
+    assert sc.getPoolForName(f"track-{POOLS}").isDefined()
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
 
 
