@@ -299,6 +299,13 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
             "pending_jobs": snap.pending_jobs, "running_jobs": snap.running_jobs,
         }
 
+    @app.get("/", include_in_schema=False)
+    def status_page(minutes: float = 30.0, refresh: int = 10) -> Response:
+        """The status page (issue 22, `ops.page`): HTML from the same bodies as /v1/tables, /v1/tracks."""
+        from ops.page import page_response
+
+        return page_response(backend, tables, tracks, minutes=minutes, refresh=refresh)
+
     async def action(table: str, name: str, request: Request) -> JSONResponse:
         from ops.actions import ActionRejected
 
