@@ -65,15 +65,17 @@ class Quarantined:
 # ---------------------------------------------------------------- the pure part
 def _sparkline(row: dict[str, Any], steps: tuple[tuple[float, float | None], ...], since: float,
                now: float) -> dict[str, Any] | None:
-    """Coordinates of one table's staleness over the last hour, or None if it was never loaded."""
-    pts = staleness_points(steps, row.get("freshness"), since, now - HOUR, now)
+    """Coordinates of one table's staleness over the last hour (or since the daemon started, if
+    later), or None if it was never loaded."""
+    t0 = min(max(now - HOUR, since), now - 60.0)  # the hour, or since the daemon started (at least a minute)
+    pts = staleness_points(steps, row.get("freshness"), since, t0, now)
     if not pts:
         return None
     target = row.get("target_staleness")
     top = max([s for _, s in pts] + [target * 1.25 if target else 0.0, 1e-9])
 
     def x(t: float) -> float:
-        return round((t - (now - HOUR)) / HOUR * SPARK_W, 1)
+        return round((t - t0) / (now - t0) * SPARK_W, 1)
 
     def y(s: float) -> float:
         return round(SPARK_H - 1 - max(0.0, s) / top * (SPARK_H - 2), 1)

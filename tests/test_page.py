@@ -185,7 +185,7 @@ def test_render_orders_tables_draws_history_and_lists_every_section(tmp_path):
     late_line = page.polylines[2 * names.index("late")]  # two polylines per row with a target (below/above)
     xs = [float(p.split(",")[0]) for p in late_line.split()]
     pts = staleness_points(h.view().steps["late"], NOW - 900, NOW - 1800, NOW - 3600, NOW)
-    assert xs == [round((t - (NOW - 3600)) / 3600 * 180, 1) for t, _ in pts]
+    assert xs == [round((t - (NOW - 1800)) / 1800 * 180, 1) for t, _ in pts]  # since the start: 30 min
     assert pts == [(NOW - 1800, 600.0), (NOW - 1200, 1200.0), (NOW - 1200, 100.0), (NOW, 1300.0), (NOW, 900.0)]
 
     # the timeline: three jobs by track, the failed one marked and explained, escaped
