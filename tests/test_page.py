@@ -273,7 +273,7 @@ BROKEN_SQL = "SELECT ts, no_such_column FROM m_raw"
 
 
 def _chrome() -> Any:
-    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium import webdriver  # the `test` extra
     from selenium.webdriver.chrome.service import Service
 
     binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
