@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -292,6 +292,19 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
                      "note": p.note},
             "pending_jobs": snap.pending_jobs, "running_jobs": snap.running_jobs,
         }
+
+    @app.get("/", include_in_schema=False, response_class=HTMLResponse)
+    def page(minutes: float = 30.0, refresh: int = 10) -> Response:
+        """The status page (issue 22, `ops.page`): HTML from the same bodies as /v1/tables, /v1/tracks."""
+        from ops.page import bad_param, starting_page, status_page
+
+        if (why := bad_param(minutes, refresh)) is not None:
+            raise ApiError(422, why)
+        try:
+            tbody, trbody = tables(), tracks()
+        except ApiError as e:
+            return HTMLResponse(starting_page(e.message, refresh), status_code=e.status)
+        return HTMLResponse(status_page(backend, tbody, trbody, minutes=minutes, refresh=refresh))
 
     async def action(table: str, name: str, request: Request) -> JSONResponse:
         from ops.actions import ActionRejected

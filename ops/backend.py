@@ -32,6 +32,7 @@ class Daemon(Protocol):
 
     config: FreshetConfig
     holder: SnapshotHolder
+    history: Any  # ops.history.History
     registry: CollectorRegistry
     reloader: Reloader
     accepting: bool
@@ -55,6 +56,15 @@ class DaemonBackend:
 
     def ready(self) -> tuple[bool, str]:
         return self.d.holder.ready()
+
+    @property
+    def history(self) -> Any:
+        """The status page's last hour of job results (`ops.history`)."""
+        return self.d.history
+
+    @property
+    def intake(self) -> Any:
+        return self.d.intake
 
     def streams(self) -> list[str]:
         return [s.name for s in self.d.config.streams]

@@ -32,6 +32,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ops.actions import ActionRequest, OperatorActions
+from ops.history import History
 from ops.logs import RepeatedFailure
 from ops.metrics import LOOP_STEPS, FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
@@ -77,6 +78,7 @@ class SchedulerLoop:
         self.opts = opts
         self.events: queue.Queue[Any] = queue.Queue()
         self.holder = SnapshotHolder()
+        self.history = History()  # the status page's last hour (ops.page)
         self.registry = CollectorRegistry()
         self.metrics: FreshetMetrics = register_metrics(self.registry, self.holder.get)
         self.metrics.declare(config)
@@ -187,6 +189,7 @@ class SchedulerLoop:
     def _on_result(self, r: JobResult, now: float) -> None:
         job, ev = r.job, r.event
         self._dispatched.pop(job.job_id, None)
+        self.history.record(r, self.holder.get(), now)
         if job.job_id not in self.sched.running:
             log.warning("result for a job the scheduler no longer runs (table removed?)",
                         extra={"table": job.table, "job": job.job_id})

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The system tools `make test` uses for real, besides Python: promtool and prometheus (Debian's
 # `prometheus` package: rule checks, rule unit tests, a real Prometheus scraping the daemon),
-# systemd-analyze (`systemd`: unit verification), Java 17 (`openjdk-17-jre-headless`: Spark), and
-# Python's venv module (`python3-venv`, for the project's .venv).
+# systemd-analyze (`systemd`: unit verification), Java 17 (`openjdk-17-jre-headless`: Spark),
+# Chromium and its WebDriver (`chromium`, `chromium-driver`: the status page in a real headless
+# browser, tests/test_page.py) and Python's venv module (`python3-venv`, for the project's .venv).
 #
 # Missing ones are installed with apt-get when this can (root, or sudo without a password);
 # otherwise it stops at once with one line naming the exact command to run. Called by the
@@ -15,6 +16,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 
 have promtool && have prometheus || need+=(prometheus)
 have systemd-analyze || need+=(systemd)
+have chromium || need+=(chromium)
+have chromedriver || need+=(chromium-driver)
 
 java_major() {  # 17 for `openjdk version "17.0.15"`, 8 for `"1.8.0_292"`; empty if no java
   have java || return 0

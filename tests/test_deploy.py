@@ -374,7 +374,7 @@ def _deps(tmp_path: Path, *, missing: tuple[str, ...] = (), java: str = "17.0.15
     bin_.mkdir()
     log = tmp_path / "calls"
     rec = f'echo "${{0##*/}} $*" >> {log}'
-    for name in ("promtool", "prometheus", "systemd-analyze"):
+    for name in ("promtool", "prometheus", "systemd-analyze", "chromium", "chromedriver"):
         if name not in missing:
             _stub(bin_, name, "exit 0")
     if "java" not in missing:
