@@ -45,6 +45,7 @@ from prometheus_client import CollectorRegistry
 
 from ops.actions import ActionRequest, ActionStore, OperatorActions, store_path
 from ops.api import ApiServer, create_app, load_token, parse_listen
+from ops.lineage import LineageEmitter
 from ops.logs import RepeatedFailure
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
@@ -96,6 +97,7 @@ class Daemon:
         self.registry = CollectorRegistry()
         self.metrics: FreshetMetrics = register_metrics(self.registry, self.holder.get)
         self.metrics.declare(config)
+        self.lineage = LineageEmitter(config, self.registry)  # OpenLineage per job (ops.lineage); off without `lineage:`
         self.sched: Any = None
         self.intake: Any = None
         self.executor: Any = None
@@ -208,6 +210,7 @@ class Daemon:
                 "window_start": iso(job.start, "seconds"), "window_end": iso(job.end, "seconds"), "partitions": len(job.partitions),
                 "estimate": job.estimate, "freshness": iso(job.new_freshness, "seconds")})
             self._dispatched[job.job_id] = job.table
+            self.lineage.started(job, time.time())  # never blocks: a bounded queue (ops.lineage)
             self.workers.submit(job)
         if decisions and self.actions is not None:
             self.actions.settle(self.sched)  # a refresh whose job started is done
@@ -250,6 +253,7 @@ class Daemon:
     def _on_result(self, r: JobResult, now: float) -> None:
         job, ev = r.job, r.event
         self._dispatched.pop(job.job_id, None)
+        self.lineage.ended(job, ev, now)  # COMPLETE or FAIL (ops.lineage); never blocks
         if job.job_id not in self.sched.running:
             log.warning("result for a job the scheduler no longer runs (table removed?)",
                         extra={"table": job.table, "job": job.job_id})
@@ -318,6 +322,7 @@ class Daemon:
         state = self._reconfigure_warehouse(new)
         self.config = new
         self.metrics.declare(new)
+        self.lineage.reconfigure(new)
         decisions = self.sched.reconfigure(new, now, state.recovered)
         self.metrics.reloads.labels(result="ok").inc()
         log.info("config reloaded", extra={"config": path, "added": sorted(new_tables - old_tables),
@@ -630,6 +635,7 @@ class Daemon:
         if self.lease is not None and self._lease_lost is None:
             self.lease.release()
         self.workers.stop()
+        self.lineage.close()  # drains for at most 2 s; what is left is not sent
         if self.server is not None:
             self.server.stop()
         if self._trace:

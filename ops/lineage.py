@@ -240,10 +240,12 @@ class LineageEmitter:
         self._thread.start()
 
     def reconfigure(self, config: FreshetConfig) -> None:
-        """A reloaded config (SIGHUP): tables and namespace follow it; the transport stays."""
+        """A reloaded config (SIGHUP): the tables follow it; a changed `lineage:` section needs a
+        restart (the sender and its transport are made once) and is logged as such."""
         self.config = config
-        if config.lineage is not None and self.lineage is not None:
-            self.lineage = config.lineage
+        if config.lineage != self.lineage:
+            log.warning("the lineage: section changed; it takes effect at the next restart",
+                        extra={"running": None if self.lineage is None else self.lineage.transport})
 
     # -- called by the scheduler loop --
     def started(self, job: StartJob, now: float) -> None:
@@ -257,6 +259,10 @@ class LineageEmitter:
         self._end(job, event, now)
 
     def failed(self, job: StartJob, event: JobFailed, now: float | None = None) -> None:
+        self._end(job, event, now)
+
+    def ended(self, job: StartJob, event: JobFinished | JobFailed, now: float | None = None) -> None:
+        """COMPLETE or FAIL, after the event's type."""
         self._end(job, event, now)
 
     def _end(self, job: StartJob, event: JobFinished | JobFailed, now: float | None) -> None:
