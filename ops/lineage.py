@@ -71,7 +71,8 @@ FACET_SCHEMA: dict[str, Any] = {
         "description": "What Freshet's Scheduler knew of an update job when it started it (DataDepot, TKDE 2011)",
         "type": "object",
         "properties": {
-            "kind": {"type": "string", "enum": ["base", "derived", "recompute", "optimize", "vacuum"]},
+            "kind": {"type": "string", "description": "base, derived, recompute (late data, a SQL change, a "
+                                                      "backfill), optimize or vacuum"},
             "timeSlice": {"type": "boolean", "description": "a base job loading part of one partition (§3.4)"},
             "full": {"type": "boolean", "description": "a full refresh: the whole table rewritten"},
             "reasons": {"type": "array", "items": {"type": "string"},

@@ -66,7 +66,7 @@ def validate(event: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------ a loopback receiver
 class Receiver:
     """A real HTTP server on 127.0.0.1: keeps the JSON bodies POSTed to /api/v1/lineage;
-    answers 503 to the first `fail` requests; with `hang`, holds every request until released."""
+    answers 503 to the first `fail` requests; with `hang`, holds every request until `release`."""
 
     def __init__(self, *, fail: int = 0, hang: bool = False) -> None:
         self.bodies: list[dict[str, Any]] = []
@@ -80,9 +80,8 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 outer.requests += 1
-                if outer.hang:
-                    outer.release.wait(30)
-                    return
+                if outer.hang:  # held until released, then answered like any other
+                    outer.release.wait(300)
                 if self.path != "/api/v1/lineage" or outer.requests <= outer.fail:
                     self.send_response(503 if self.path == "/api/v1/lineage" else 404)
                     self.end_headers()
@@ -129,11 +128,7 @@ def config(tmp: Path, lineage: dict[str, Any] | None) -> Any:
 
 def metric(registry: CollectorRegistry, name: str, **labels: str) -> float:
     """A sample read back through prometheus-client's exposition parser."""
-    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
-        for s in fam.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return s.value
-    raise AssertionError(f"no sample {name} {labels}")
+    return metric_of(generate_latest(registry).decode(), name, **labels)
 
 
 # ------------------------------------------------------------------------------ the jobs of every kind
@@ -427,3 +422,101 @@ def test_a_real_job_reports_the_delta_versions_it_read_and_wrote(spark, tmp_path
             ids = [p["identifier"] for p in e["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["partitions"]]
             assert ids and set(ids) <= set(meta["partitions"])
     assert derived >= 2
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_daemon_loads_while_the_lineage_endpoint_hangs_and_reports_once_it_answers(tmp_path, receiver):
+    """`freshet run` with a lineage endpoint that holds every request: partitions are loaded as
+    without lineage, the events that do not fit the buffer are dropped and counted on /metrics;
+    once the endpoint answers, the held and queued events arrive and new jobs are reported."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+    import yaml
+
+    from ops.demo import generate, partition_id, write_partition
+    from tests.helpers_live import free_port, wait_for
+    from warehouse.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    rx = receiver(hang=True)
+    port = free_port()
+    raw = yaml.safe_load((root / "examples" / "netmon.yaml").read_text())
+    raw["warehouse"] = {"root": str(tmp_path / "data"), "landing": str(tmp_path / "landing")}
+    raw["listen"] = f"127.0.0.1:{port}"
+    raw["lineage"] = {"transport": "http", "url": rx.url, "namespace": "e2e", "buffer": 1, "timeout": "5m",
+                      "retries": 2}
+    path = tmp_path / "freshet.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    cfg = load_config(path)
+    log = (tmp_path / "daemon.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "ops.cli", "run", "--config", str(path), "--log-format", "json",
+                             "--poll", "0.5"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+                            stdout=log, stderr=log)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+
+    def alive() -> None:
+        assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+
+    def fresh(table: str, end: float) -> bool:
+        alive()
+        return {t["name"]: t for t in client.get("/v1/tables").json()["tables"]}[table]["freshness"] == end
+
+    def dropped() -> float:
+        return metric_of(client.get("/metrics").text, "freshet_lineage_events_dropped_total", reason="buffer_full")
+
+    def land(stream: str, start: float, end: float) -> str:
+        table = generate(cfg.stream(stream), start, end, random.Random(int(end)))
+        pid = partition_id(end)
+        write_partition(cfg.warehouse.landing, stream, pid, start, end, table)
+        return pid
+
+    try:
+        wait_for("/readyz", lambda: (alive(), client.get("/readyz").status_code == 200)[1], timeout=300, every=0.5)
+        t = (time.time() // 300) * 300 - 600
+        land("router_cpu", t - 300, t)
+        land("link_alerts", t - 60, t)
+        began = time.monotonic()
+        wait_for("both base tables loaded", lambda: fresh("cpu_raw", t) and fresh("alerts_raw", t), timeout=240)
+        loaded_in = time.monotonic() - began
+        assert rx.requests == 1 and not rx.bodies  # the first START, held by the endpoint
+        assert dropped() >= 2  # 2 jobs = 4 events at least: one held, one queued, the rest dropped
+
+        rx.release.set()  # the endpoint answers again: the held and the queued event arrive
+        wait_for("the held events", lambda: len(rx.bodies) >= 2, timeout=60)
+        pid = land("router_cpu", t, t + 300)
+        wait_for("the next cpu_raw job reported", lambda: any(
+            b["eventType"] == "COMPLETE" and b["job"]["name"] == "cpu_raw" and b["run"]["facets"]["freshet"]
+            ["jobId"] > 0 and b["inputs"] and pid in [p["identifier"] for p in b["inputs"][0]["inputFacets"]
+                                                     ["subset"]["inputCondition"]["partitions"]]
+            for b in list(rx.bodies)), timeout=240)
+        sent = metric_of(client.get("/metrics").text, "freshet_lineage_events_sent_total")
+        assert 2 <= sent <= len(rx.bodies)  # (a burst of jobs at once may still overflow a buffer of 1)
+        for b in list(rx.bodies):
+            validate(b)
+            assert b["job"]["namespace"] == "e2e"
+        done = next(b for b in rx.bodies if b["eventType"] == "COMPLETE" and b["job"]["name"] == "cpu_raw")
+        assert int(done["outputs"][0]["facets"]["version"]["datasetVersion"]) >= 1
+        assert done["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] > 0
+        print(f"base tables loaded in {loaded_in:.1f} s with the lineage endpoint hanging")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        client.close()
+        log.close()
+
+
+def metric_of(text: str, name: str, **labels: str) -> float:
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    raise AssertionError(f"no sample {name} {labels}")
