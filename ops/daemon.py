@@ -174,6 +174,7 @@ class Daemon(SchedulerLoop):
         if self.lease is not None and self._lease_lost is None:
             self.lease.release()
         self.workers.stop()
+        self.lineage.close()  # drains for at most 2 s; what is left is not sent
         server.stop()
         if self._trace:
             self._trace.close()

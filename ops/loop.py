@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry
 
 from ops.actions import ActionRequest, OperatorActions
 from ops.history import History
+from ops.lineage import LineageEmitter
 from ops.logs import RepeatedFailure
 from ops.metrics import LOOP_STEPS, FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
@@ -82,6 +83,7 @@ class SchedulerLoop:
         self.registry = CollectorRegistry()
         self.metrics: FreshetMetrics = register_metrics(self.registry, self.holder.get)
         self.metrics.declare(config)
+        self.lineage = LineageEmitter(config, self.registry)  # OpenLineage per job (ops.lineage); off without `lineage:`
         self.reloader = Reloader(opts.config_path, lambda result: self.metrics.reloads.labels(result=result).inc())
         self.parts: Parts | None = None
         self.actions: OperatorActions | None = None
@@ -145,6 +147,7 @@ class SchedulerLoop:
                 "partitions": len(job.partitions), "estimate": job.estimate,
                 "freshness": iso(job.new_freshness, "seconds")})
             self._dispatched[job.job_id] = job.table
+            self.lineage.started(job, time.time())  # never blocks: a bounded queue (ops.lineage)
             self.workers.submit(job)
         if decisions and self.actions is not None:
             self._step("actions_write", partial(self.actions.settle, self.sched))  # a refresh whose job started
@@ -190,6 +193,7 @@ class SchedulerLoop:
         job, ev = r.job, r.event
         self._dispatched.pop(job.job_id, None)
         self.history.record(r, self.holder.get(), now)
+        self.lineage.ended(job, ev, now)  # COMPLETE or FAIL (ops.lineage); never blocks
         if job.job_id not in self.sched.running:
             log.warning("result for a job the scheduler no longer runs (table removed?)",
                         extra={"table": job.table, "job": job.job_id})
@@ -237,6 +241,7 @@ class SchedulerLoop:
             return
         self.config, decisions = done
         self.metrics.declare(self.config)
+        self.lineage.reconfigure(self.config)
         self._dispatch(decisions)
         try:  # partitions waiting for a newly added table (a failing scan is retried by the intake loop)
             for ev in self.intake.scan():

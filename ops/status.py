@@ -9,6 +9,8 @@ last job's result; `ok (recovered)` after a restart, before the first job: the D
 table's loads, and a failure before the restart is not recorded there. STATE is `suspended` for a
 table an operator suspended (`freshet suspend`), with `+refresh` while a refresh waits for its
 job; operator actions still pending (backfills) and each table's maintenance are listed below.
+`--watch [SECONDS]` redraws the view in place every SECONDS on a terminal (a daemon that does not
+answer is shown as such and asked again); into a pipe it writes one view after the other.
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the daemon's HTTP API (default $FRESHET_URL or {DEFAULT_URL})")
     parser.add_argument("--json", action="store_true", help="print the raw /v1/tables JSON")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the daemon")
+    parser.add_argument("--watch", nargs="?", type=_interval, const=2.0, default=None, metavar="SECONDS",
+                        help="refresh in place every SECONDS (default 2) until Ctrl-C")
+    parser.add_argument("--count", type=int, default=None, metavar="N", help="with --watch: stop after N views")
+
+
+def _interval(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--watch takes seconds, got {text!r}") from None
+    if not 0.1 <= v <= 86400:
+        raise argparse.ArgumentTypeError(f"--watch takes 0.1 to 86400 seconds, got {text}")
+    return v
 
 
 def fmt_duration(s: float | None) -> str:
@@ -129,14 +144,12 @@ def render(body: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    import json
-
+def fetch(url: str, timeout: float) -> dict[str, Any]:
+    """GET /v1/tables; FreshetError saying why not."""
     import httpx
 
-    url = args.url.rstrip("/")
     try:
-        r = httpx.get(f"{url}/v1/tables", timeout=args.timeout)
+        r = httpx.get(f"{url}/v1/tables", timeout=timeout)
     except httpx.HTTPError as e:
         raise FreshetError(f"cannot reach the daemon at {url}: {e}") from None
     if r.status_code != 200:
@@ -145,6 +158,57 @@ def main(args: argparse.Namespace) -> int:
         except ValueError:
             msg = r.text
         raise FreshetError(f"{url}/v1/tables answered {r.status_code}: {msg}")
-    body = r.json()
+    return r.json()
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+
+    url = args.url.rstrip("/")
+    if getattr(args, "watch", None) is not None:
+        return watch(args)
+    body = fetch(url, args.timeout)
     print(json.dumps(body, indent=2) if args.json else render(body))
+    return 0
+
+
+def watch(args: argparse.Namespace) -> int:
+    """`--watch`: the view again every `args.watch` seconds, in place on a terminal (rich Live)."""
+    import json
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    from warehouse.times import iso
+
+    url, every = args.url.rstrip("/"), float(args.watch)
+    console = Console(highlight=False)
+
+    def view() -> str:
+        try:
+            body = fetch(url, args.timeout)
+            text = json.dumps(body, indent=2) if args.json else render(body)
+        except FreshetError as e:  # the daemon restarting: say so, ask again
+            text = f"{e} — asking again in {every:g}s"
+        return f"{url} at {iso(time.time(), 'seconds')}, every {every:g}s (Ctrl-C to stop)\n\n{text}"
+
+    shown = 0
+    try:
+        if not console.is_terminal:  # a pipe or a file: one view after the other, no escape codes
+            while args.count is None or shown < args.count:
+                if shown:
+                    time.sleep(every)
+                print(view() + "\n", flush=True)
+                shown += 1
+            return 0
+        with Live(Text(view()), console=console, auto_refresh=False, transient=False) as live:
+            shown = 1
+            while args.count is None or shown < args.count:
+                time.sleep(every)
+                live.update(Text(view()), refresh=True)
+                shown += 1
+    except KeyboardInterrupt:
+        pass
     return 0

@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sim.progress import ProgressReporter  # noqa: E402
 from warehouse.config import parse_config  # noqa: E402
 
 T0 = 1_764_000_000.0
@@ -201,12 +202,15 @@ def run(args: argparse.Namespace, remote: str | None, conf: dict[str, str]) -> i
         bare_walls: list[float] = []
         freshet_walls: list[float] = []
         report = sched = None
+        progress = ProgressReporter("bench_delta rounds").start()  # a bar with an ETA on a terminal
+        progress.begin(2 * args.rounds)
         for r in range(args.rounds):
             order = ("bare", "freshet") if r % 2 == 0 else ("freshet", "bare")
             for side in order:
                 if side == "bare":
                     bare_walls.append(bare(spark, base, work, name=f"bare{r}"))
-                    print(f"round {r}: bare loop {bare_walls[-1]:.1f}s", file=sys.stderr)
+                    progress.step(len(bare_walls) + len(freshet_walls), 2 * args.rounds,
+                                  f"round {r}: bare loop {bare_walls[-1]:.1f}s")
                 else:
                     rcfg = parse_config(config_dict(base, args.tables, args.tracks, args.master, round_=r,
                                                     remote=remote, conf=conf))
@@ -216,13 +220,15 @@ def run(args: argparse.Namespace, remote: str | None, conf: dict[str, str]) -> i
                         print(f"freshet: {report.failed} job(s) failed", file=sys.stderr)
                         return 1
                     freshet_walls.append(report.wall)
-                    print(f"round {r}: freshet {report.wall:.1f}s", file=sys.stderr)
+                    progress.step(len(bare_walls) + len(freshet_walls), 2 * args.rounds,
+                                  f"round {r}: freshet {report.wall:.1f}s")
                     rows_a = sum(spark.read.format("delta").load(str(Path(rcfg.warehouse.root) / f"t{i}")).count()
                                  for i in range(args.tables))
                     assert rows_a == per_table * args.tables * args.rows, rows_a
             rows_b = sum(spark.read.format("delta").load(str(base / f"bare{r}" / f"t{i}")).count()
                          for i in range(args.tables))
             assert rows_b == per_table * args.tables * args.rows, rows_b
+        progress.stop()
         assert report is not None and sched is not None
         stats = sched.stats(time.time())
         bare_wall, freshet_wall = sum(bare_walls), sum(freshet_walls)

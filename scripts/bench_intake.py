@@ -136,6 +136,23 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def wait_for_clients(results: Any, clients: int, backend: Any, manifests: int, timeout: float) -> list[dict]:
+    """Each client's report; meanwhile a bar of the manifests accepted so far, on a terminal only."""
+    from sim.progress import ProgressReporter
+
+    done: list[dict] = []
+    deadline = time.monotonic() + timeout
+    with ProgressReporter("bench_intake manifests", lines=False) as progress:
+        while len(done) < clients:
+            try:
+                done.append(results.get(timeout=0.5))
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise
+            progress.step(backend.events.qsize(), manifests, "accepted")
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--manifests", type=int, default=4000, help="partitions to POST (default 4000)")
@@ -169,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"staged {len(work)} partitions; posting", file=sys.stderr, flush=True)
         cpu0 = time.process_time()
         start.set()
-        done = [results.get(timeout=600) for _ in procs]
+        done = wait_for_clients(results, len(procs), backend, args.manifests, timeout=600)
         cpu = time.process_time() - cpu0  # this process: the server (the clients run in their own)
         stop.set()
         lat = probes.get(timeout=60)

@@ -52,6 +52,7 @@ import yaml  # noqa: E402
 
 from scripts.live import measure, spec  # noqa: E402
 from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
+from sim.progress import ProgressReporter  # noqa: E402
 
 CONTESTANTS = ("freshet", "freshet-fifo", "structured-streaming", "cron", "declarative-pipelines")
 PEERS = ("structured-streaming", "cron", "declarative-pipelines")
@@ -186,12 +187,16 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
                                                                         stop)),
                                     name="bench-producer", daemon=True)
         producer.start()
+        progress = ProgressReporter(f"bench_live {name}", lines=False).start()  # a bar with an ETA on a terminal
         while time.time() < t0 + trace.duration + 1.0:
+            progress.step(min(max(0, int(time.time() - t0)), int(trace.duration)), int(trace.duration),
+                          "s of the trace replayed")
             if proc.poll() is not None:
                 info["status"] = "failed"
                 info["error"] = f"exited with status {proc.returncode} during the run (see {d / 'contestant.log'})"
                 break
             time.sleep(0.5)
+        progress.stop()
         stop.set()
         producer.join(60)
         info["producer"] = {k: round(v, 3) for k, v in result.items()}

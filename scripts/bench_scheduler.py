@@ -22,6 +22,7 @@ import time
 import tracemalloc
 from array import array
 
+from sim.progress import track
 from warehouse.config import parse_config
 from warehouse.events import JobFinished, PartitionArrived
 from warehouse.scheduler import Scheduler
@@ -114,7 +115,7 @@ def main() -> None:
     if a.quick:
         sizes = [(n, t, e // 10) for n, t, e in sizes]
     print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'median µs':>10} {'p99 µs':>8} {'busy':>6}")
-    for n, t, e in sizes:
+    for n, t, e in track(sizes, "bench_scheduler", what="{item[0]} tables", lines=False):  # a bar on a terminal
         r = run(n, t, e, a.load, chop=chop)
         print(f"{n:>7} {t:>6} {e:>8} {r['median_us']:>10.1f} {r['p99_us']:>8.1f} {r['busy_share']:>6.1%}", flush=True)
     ev = a.memory_events // (10 if a.quick else 1)

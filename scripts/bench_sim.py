@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sim.progress import track  # noqa: E402
 from sim.simulator import Simulation, prepare  # noqa: E402
 from sim.workload import TableClass, build_workload, config_of, utilization, with_utilization  # noqa: E402
 
@@ -56,7 +57,7 @@ def main() -> int:
     args = ap.parse_args()
     print(f"{'workload':<34} {'U':>5} {'events':>9} {'jobs':>8} {'cpu s':>7} {'wall s':>7} {'events/s':>9}")
     rates = []
-    for name, data in workloads():
+    for name, data in track(workloads(), "bench_sim", what="{item[0]}", lines=False):  # a bar on a terminal
         u = utilization(config_of(data))
         rate, cpu, wall, jobs = bench(data, args.events)
         rates.append(rate)

@@ -176,7 +176,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from sim.experiments import stderr_progress
+    from sim.progress import ProgressReporter
     from sim.tune import tune
 
     cfg = load_config(args.config)
@@ -184,8 +184,9 @@ def _tune(args: argparse.Namespace) -> int:
         from sim.trace import read_trace
 
         read_trace(args.trace)  # a bad trace fails here, before any worker starts
-    res = tune(cfg, trace_path=args.trace, events=args.events, seed=args.seed, tracks=args.tracks,
-               workers=args.workers, progress=None if args.quiet else stderr_progress)
+    with ProgressReporter("tune") as progress:  # a bar with an ETA on a terminal, lines elsewhere
+        res = tune(cfg, trace_path=args.trace, events=args.events, seed=args.seed, tracks=args.tracks,
+                   workers=args.workers, progress=None if args.quiet else progress)
     best = res.ranked[0]
     if args.json:
         print(json.dumps({"best": best.settings, "horizon": res.horizon, "seconds": round(res.seconds, 1),
@@ -211,7 +212,8 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from sim.experiments import EXPERIMENTS, load_csv, run_experiment, stderr_progress, write_outputs
+    from sim.experiments import EXPERIMENTS, load_csv, run_experiment, write_outputs
+    from sim.progress import ProgressReporter
 
     if args.list or not args.name:
         for e in EXPERIMENTS.values():
@@ -233,8 +235,9 @@ def _experiment(args: argparse.Namespace) -> int:
         result = load_csv(exp, csv_path)
         paths = write_outputs(result, Path(args.out), csv_too=False)
     else:
-        result = run_experiment(exp, events=args.events, seeds=args.seeds, workers=args.workers,
-                                progress=None if args.quiet else stderr_progress)
+        with ProgressReporter(exp.name) as progress:  # a bar with an ETA on a terminal, lines elsewhere
+            result = run_experiment(exp, events=args.events, seeds=args.seeds, workers=args.workers,
+                                    progress=None if args.quiet else progress)
         paths = write_outputs(result, Path(args.out))
     holds, why = result.verdict()
     print(f"{exp.figure} {exp.title}: claim {'holds' if holds else 'does NOT hold'} — {why}")

@@ -22,6 +22,7 @@ from warehouse.errors import ConfigError
 __all__ = [
     "CostPrior",
     "FreshetConfig",
+    "LineageConfig",
     "Maintenance",
     "MaintenancePolicy",
     "SchedulerConfig",
@@ -253,6 +254,50 @@ class SimConfig(_Strict):
     events: int = Field(20000, ge=1, description="default number of events per run")
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class LineageConfig(_Strict):
+    """OpenLineage events for every job (ops.lineage): off unless this section is given.
+
+    `http`: POSTed to `url` + `endpoint` (Marquez: `http://marquez:5000`, endpoint `api/v1/lineage`),
+    with `Authorization: Bearer $<api_key_env>` when `api_key_env` names an environment variable;
+    `file`: one JSON event per line appended to the path `url`; `console`: logged.
+    """
+
+    transport: Literal["http", "file", "console"] = Field(description="where the events go")
+    url: str | None = Field(None, description="http: the lineage server's base URL; file: the path to append to")
+    namespace: str = Field("freshet", min_length=1, max_length=256,
+                           description="the OpenLineage job namespace: jobs are `<namespace>/<table>`")
+    api_key_env: str | None = Field(None, description="http: the environment variable holding the API key")
+    endpoint: str = Field("api/v1/lineage", description="http: the path under `url` events are POSTed to")
+    timeout: Duration = Field(5.0, gt=0, le=300, description="http: seconds one POST may take")
+    buffer: int = Field(10_000, ge=1, le=10_000_000, description="events kept while the endpoint is slow or "
+                                                                  "down; beyond it new ones are dropped and counted")
+    retries: int = Field(5, ge=0, le=100, description="further tries of one event, with doubling back-off, "
+                                                      "before it is dropped and counted")
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> LineageConfig:
+        if self.transport == "http":
+            if not self.url or not re.match(r"^https?://[^\s/]+", self.url):
+                raise ValueError(f"transport http needs `url`, the lineage server's http(s):// base URL "
+                                 f"(Marquez: http://marquez:5000), got {self.url!r}")
+        elif self.transport == "file":
+            if not self.url or "://" in self.url.removeprefix("file://"):
+                raise ValueError(f"transport file needs `url`, the path of the file events are appended to, "
+                                 f"got {self.url!r}")
+        elif self.url is not None:
+            raise ValueError(f"transport console takes no `url` (got {self.url!r}): events go to the log")
+        if self.api_key_env is not None:
+            if self.transport != "http":
+                raise ValueError(f"api_key_env is for transport http only (transport is {self.transport})")
+            if not _ENV_NAME.match(self.api_key_env):
+                raise ValueError(f"api_key_env must name an environment variable (e.g. OPENLINEAGE_API_KEY), "
+                                 f"got {self.api_key_env!r}")
+        return self
+
+
 class FreshetConfig(_Strict):
     """The whole file."""
 
@@ -266,6 +311,8 @@ class FreshetConfig(_Strict):
     sim: SimConfig = Field(default_factory=SimConfig)
     maintenance: Maintenance = Field(default_factory=Maintenance, description="OPTIMIZE/VACUUM jobs (§2.4 of "
                                                                              "seed 002); tables may override")
+    lineage: LineageConfig | None = Field(None, description="OpenLineage events for every job (ops.lineage); "
+                                                            "off when absent")
 
     @model_validator(mode="after")
     def _cross_field(self) -> FreshetConfig:

@@ -62,7 +62,9 @@ class JobFinished:
     `committed` is False for a no-op (a replay: the log already held the work). Only committed
     jobs refine α, β (§2.4): a no-op's near-zero duration says nothing about E(n). A maintenance
     job (`warehouse.upkeep`) reports the table's data `files` after it and the bytes a VACUUM
-    deleted (`bytes_reclaimed`).
+    deleted (`bytes_reclaimed`). `version`: the table's Delta version after the job (the one it
+    wrote); `read`: (source, Delta version) for each source a derived job read — the lineage a
+    catalog is told (ops.lineage).
     """
 
     job_id: int
@@ -71,6 +73,8 @@ class JobFinished:
     committed: bool = True
     files: int | None = None
     bytes_reclaimed: int = 0
+    version: int | None = None
+    read: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         _finite("duration", self.duration)

@@ -78,10 +78,12 @@ class JobOutcome:
     note: str = ""
     files: int | None = None  # maintenance jobs: data files after it
     bytes_reclaimed: int = 0  # VACUUM: bytes deleted
+    read: tuple[tuple[str, int], ...] = ()  # derived jobs: (source, Delta version read)
 
     def event(self) -> JobFinished:
         return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed,
-                           files=self.files, bytes_reclaimed=self.bytes_reclaimed)
+                           files=self.files, bytes_reclaimed=self.bytes_reclaimed, version=self.delta_version,
+                           read=self.read)
 
 
 def _reason(err: BaseException) -> str:
@@ -414,7 +416,8 @@ class Executor:
             new.versions.set(start, end, meta["sql_version"])
         self._commit_state(tc.name, new)
         n = rows if rows is not None else declared_rows
-        return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn)
+        return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn,
+                          read=tuple(sorted(meta.get("sources", {}).items())))
 
 
 def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str]:

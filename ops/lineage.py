@@ -1,0 +1,340 @@
+"""OpenLineage events for every update job (issue 22; the `lineage:` section of the config).
+
+Each job the Scheduler starts — a base append (or a time slice of one partition), a derived window,
+a recompute or SQL-change rewrite (`kind="recompute"`), OPTIMIZE, VACUUM — is one OpenLineage *run*
+of the job `<namespace>/<table>`: START when a track takes it, then COMPLETE or FAIL (with the
+reason). Inputs are the source Delta tables at the exact versions the job read (a base job: the
+landing directory of its stream, with the partition ids it loaded as a subset facet); the output is
+the table at the version written, with the rows. The window `(start, end]` is the run's nominal time
+(§2.1); the `freshet` run facet carries the job kind, priority and the staleness before and the one
+expected after (§2.3: S = τ − F).
+
+A lineage endpoint that is down or slow never delays or fails a job: the daemon's scheduler loop
+only puts an event on a bounded queue (`buffer`); one background thread sends them in order, and
+retries a failed send with doubling back-off (`retries` times) before dropping it. An event that
+finds the queue full is dropped at once. Both are counted in
+`freshet_lineage_events_dropped_total{reason}` on the registry given.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+import attr
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (
+    BaseFacet,
+    RunFacet,
+    base_subset_dataset,
+    dataset_version_dataset,
+    error_message_run,
+    job_type_job,
+    nominal_time_run,
+    output_statistics_output_dataset,
+    sql_job,
+)
+from openlineage.client.transport import Transport
+from openlineage.client.transport.console import ConsoleConfig, ConsoleTransport
+from openlineage.client.transport.file import FileConfig, FileTransport
+from openlineage.client.transport.http import ApiKeyTokenProvider, HttpConfig, HttpTransport, TokenProvider
+from openlineage.client.uuid import generate_new_uuid
+from prometheus_client import CollectorRegistry, Counter
+
+from ops.logs import RepeatedFailure
+from warehouse.config import FreshetConfig, LineageConfig
+from warehouse.errors import ConfigError
+from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.lake.delta import table_path
+from warehouse.times import iso
+from warehouse.upkeep import MAINTENANCE_KINDS
+
+__all__ = ["FACET_SCHEMA", "PRODUCER", "FreshetRunFacet", "LineageEmitter", "dataset_id", "run_event"]
+
+log = logging.getLogger("freshet.lineage")
+
+PRODUCER = "urn:freshet:scheduler"  # a URI naming Freshet as the producer of the events
+FACET_SCHEMA_URL = "urn:freshet:lineage:1#/$defs/FreshetRunFacet"
+MAX_BACKOFF = 30.0  # seconds between two tries of one event at most
+
+FACET_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "urn:freshet:lineage:1",
+    "$defs": {"FreshetRunFacet": {
+        "description": "What Freshet's Scheduler knew of an update job when it started it (DataDepot, TKDE 2011)",
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "description": "base, derived, recompute (late data, a SQL change, a "
+                                                      "backfill), optimize or vacuum"},
+            "timeSlice": {"type": "boolean", "description": "a base job loading part of one partition (§3.4)"},
+            "full": {"type": "boolean", "description": "a full refresh: the whole table rewritten"},
+            "reasons": {"type": "array", "items": {"type": "string"},
+                        "description": "a recompute's causes: late, sql, upstream, a backfill's reason"},
+            "priority": {"type": "number", "description": "the table's priority p_i (§2.3)"},
+            "jobId": {"type": "integer", "description": "the job's id in the daemon's log lines"},
+            "track": {"type": "integer", "minimum": 0},
+            "estimateSeconds": {"type": "number", "description": "E(n) = α + β·n (§2.4)"},
+            "stalenessBeforeSeconds": {"type": "number", "description": "τ − F_i when the job started"},
+            "expectedStalenessAfterSeconds": {"type": "number",
+                                              "description": "τ + E(n) − F_i after the job"},
+            "sqlVersion": {"type": "string"},
+        },
+        "required": ["kind", "priority", "track", "jobId", "stalenessBeforeSeconds", "expectedStalenessAfterSeconds"],
+    }},
+}
+
+
+@attr.define
+class FreshetRunFacet(RunFacet):
+    """The `freshet` run facet (schema: FACET_SCHEMA)."""
+
+    kind: str
+    priority: float
+    track: int
+    jobId: int  # noqa: N815
+    stalenessBeforeSeconds: float  # noqa: N815 — OpenLineage facets are camelCase
+    expectedStalenessAfterSeconds: float  # noqa: N815
+    estimateSeconds: float = 0.0  # noqa: N815
+    timeSlice: bool = False  # noqa: N815
+    full: bool = False
+    reasons: list[str] = attr.field(factory=list)
+    sqlVersion: str = ""  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return FACET_SCHEMA_URL
+
+
+def dataset_id(location: str) -> tuple[str, str]:
+    """(namespace, name) of a table or directory after OpenLineage's naming rules: a local path
+    is `file` + the absolute path; `s3a://bucket/wh/t` is `s3://bucket` + `wh/t`."""
+    u = urlparse(location)
+    if not u.scheme or u.scheme == "file" or len(u.scheme) == 1:  # a plain path (or a Windows drive)
+        return "file", os.path.abspath(os.path.expanduser(u.path if u.scheme == "file" else location))
+    scheme = "s3" if u.scheme in ("s3a", "s3n") else u.scheme
+    return f"{scheme}://{u.netloc}", u.path.lstrip("/")
+
+
+def _facets(*pairs: tuple[str, BaseFacet | None]) -> dict[str, Any]:
+    return {k: v for k, v in pairs if v is not None}
+
+
+def _time_slice(job: StartJob) -> bool:
+    """A base job loading part of its one partition (§3.4: chopping below a partition)."""
+    return (job.kind == "base" and len(job.arrivals) == 1
+            and (job.start > job.arrivals[0].start or job.end < job.arrivals[0].end))
+
+
+def run_event(config: FreshetConfig, lineage: LineageConfig, job: StartJob, run_id: str, started: float,
+              now: float, outcome: JobFinished | JobFailed | None = None) -> RunEvent:
+    """The OpenLineage RunEvent of `job` (START when `outcome` is None), pure but for its input."""
+    tc = next((t for t in config.tables if t.name == job.table), None)
+    was = job.new_freshness - job.delta_f  # F_i before the job (§2.1): delta_f = F_new − F
+    facet = FreshetRunFacet(
+        kind=job.kind, priority=float(tc.priority) if tc is not None else 0.0, track=job.track, jobId=job.job_id,
+        stalenessBeforeSeconds=round(started - was, 3),
+        expectedStalenessAfterSeconds=round(started + job.estimate - job.new_freshness, 3),
+        estimateSeconds=round(job.estimate, 3), timeSlice=_time_slice(job), full=job.full,
+        reasons=list(job.reasons), sqlVersion=job.sql_version)
+    run_facets = _facets(
+        ("nominalTime", nominal_time_run.NominalTimeRunFacet(nominalStartTime=iso(job.start, "milliseconds"),
+                                                             nominalEndTime=iso(job.end, "milliseconds"))),
+        ("freshet", facet),
+        ("errorMessage", error_message_run.ErrorMessageRunFacet(
+            message=outcome.reason or "job failed", programmingLanguage="python")
+         if isinstance(outcome, JobFailed) else None))
+    job_facets = _facets(
+        ("jobType", job_type_job.JobTypeJobFacet(processingType="BATCH", integration="FRESHET",
+                                                 jobType=job.kind.upper())),
+        ("sql", sql_job.SQLJobFacet(query=tc.sql, dialect="spark") if tc is not None and tc.sql else None))
+    read = dict(outcome.read) if isinstance(outcome, JobFinished) else {}
+    inputs: list[InputDataset] = []
+    if job.kind in MAINTENANCE_KINDS:
+        pass  # OPTIMIZE and VACUUM rewrite or delete the table's own files: the output says which table
+    elif job.arrivals and tc is not None and tc.stream is not None:
+        ns, name = dataset_id(os.path.join(config.warehouse.landing, tc.stream))
+        subset = base_subset_dataset.InputSubsetInputDatasetFacet(
+            inputCondition=base_subset_dataset.PartitionSubsetCondition(partitions=[
+                base_subset_dataset.Partition(
+                    identifier=a.partition_id, dimensions={"start": iso(a.start), "end": iso(a.end), "rows": a.rows})
+                for a in job.arrivals]))
+        inputs.append(InputDataset(namespace=ns, name=name, inputFacets={"subset": subset}))
+    else:
+        for src in job.sources:
+            ns, name = dataset_id(table_path(config, src))
+            version = read.get(src)
+            inputs.append(InputDataset(namespace=ns, name=name, facets=_facets(
+                ("version", dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(version))
+                 if version is not None else None))))
+    ns, name = dataset_id(table_path(config, job.table))
+    done = isinstance(outcome, JobFinished)
+    output = OutputDataset(
+        namespace=ns, name=name,
+        facets=_facets(("version", dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=str(outcome.version)) if done and outcome.version is not None else None)),
+        outputFacets=_facets(("outputStatistics", output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=outcome.rows) if done and job.kind not in MAINTENANCE_KINDS else None)))
+    state = RunState.START if outcome is None else RunState.COMPLETE if done else RunState.FAIL
+    return RunEvent(eventType=state, eventTime=iso(now, "milliseconds"), producer=PRODUCER,
+                    run=Run(runId=run_id, facets=run_facets),
+                    job=Job(namespace=lineage.namespace, name=job.table, facets=job_facets),
+                    inputs=inputs, outputs=[output])
+
+
+def make_transport(lineage: LineageConfig, environ: dict[str, str] | None = None) -> Transport:
+    """The openlineage-python transport of the `lineage:` section (ConfigError: a missing API key)."""
+    if lineage.transport == "console":
+        return ConsoleTransport(ConsoleConfig())
+    if lineage.transport == "file":
+        assert lineage.url is not None  # LineageConfig checks it
+        return FileTransport(FileConfig(log_file_path=lineage.url.removeprefix("file://"), append=True))
+    env = os.environ if environ is None else environ
+    auth: TokenProvider = TokenProvider({})
+    if lineage.api_key_env is not None:
+        key = env.get(lineage.api_key_env)
+        if not key:
+            raise ConfigError(f"lineage.api_key_env: the environment variable {lineage.api_key_env} is not set "
+                              f"(it holds the lineage server's API key)")
+        auth = ApiKeyTokenProvider({"apiKey": key})
+    assert lineage.url is not None
+    # no retries inside one send: the emitter's thread retries with its own back-off
+    return HttpTransport(HttpConfig(url=lineage.url, endpoint=lineage.endpoint, timeout=lineage.timeout, auth=auth,
+                                    retry={"total": 0, "connect": 0, "read": 0, "status_forcelist": []}))
+
+
+class LineageEmitter:
+    """Turns StartJob / JobFinished / JobFailed into OpenLineage events, sent off the caller's thread.
+
+    `started`, `finished` and `failed` never block and never raise: the scheduler loop calls them.
+    Without a `lineage:` section every call returns at once (`enabled` is False).
+    """
+
+    def __init__(self, config: FreshetConfig, registry: CollectorRegistry, *,
+                 transport: Transport | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.lineage = config.lineage
+        self.enabled = self.lineage is not None
+        self.clock = clock
+        self.dropped = Counter("freshet_lineage_events_dropped", "OpenLineage events not delivered: the buffer "
+                               "was full, or every retry failed", ["reason"], registry=registry)
+        self.sent = Counter("freshet_lineage_events_sent", "OpenLineage events delivered", registry=registry)
+        for reason in ("buffer_full", "undeliverable"):
+            self.dropped.labels(reason=reason)
+        self._runs: dict[int, tuple[str, float]] = {}  # job id → (run id, when it started)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self.lineage is None:
+            return
+        self._queue: queue.Queue[RunEvent] = queue.Queue(maxsize=self.lineage.buffer)
+        self.client = OpenLineageClient(transport=transport or make_transport(self.lineage))
+        self._failures = RepeatedFailure(log, "cannot send an OpenLineage event; retrying with back-off",
+                                         "OpenLineage events are delivered again", every=60.0,
+                                         transport=self.lineage.transport, url=self.lineage.url)
+        self._thread = threading.Thread(target=self._drain, name="freshet-lineage", daemon=True)
+        self._thread.start()
+
+    def reconfigure(self, config: FreshetConfig) -> None:
+        """A reloaded config (SIGHUP): the tables follow it; a changed `lineage:` section needs a
+        restart (the sender and its transport are made once) and is logged as such."""
+        self.config = config
+        if config.lineage != self.lineage:
+            log.warning("the lineage: section changed; it takes effect at the next restart",
+                        extra={"running": None if self.lineage is None else self.lineage.transport})
+
+    # -- called by the scheduler loop --
+    def started(self, job: StartJob, now: float) -> None:
+        if not self.enabled:
+            return
+        run_id = str(generate_new_uuid())
+        self._runs[job.job_id] = (run_id, now)
+        self._offer(job, run_id, now, now, None)
+
+    def finished(self, job: StartJob, event: JobFinished, now: float | None = None) -> None:
+        self._end(job, event, now)
+
+    def failed(self, job: StartJob, event: JobFailed, now: float | None = None) -> None:
+        self._end(job, event, now)
+
+    def ended(self, job: StartJob, event: JobFinished | JobFailed, now: float | None = None) -> None:
+        """COMPLETE or FAIL, after the event's type."""
+        self._end(job, event, now)
+
+    def _end(self, job: StartJob, event: JobFinished | JobFailed, now: float | None) -> None:
+        if not self.enabled:
+            return
+        now = self.clock() if now is None else now
+        run_id, began = self._runs.pop(job.job_id, None) or (str(generate_new_uuid()), now)
+        self._offer(job, run_id, began, now, event)
+
+    def _offer(self, job: StartJob, run_id: str, began: float, now: float,
+               outcome: JobFinished | JobFailed | None) -> None:
+        try:
+            assert self.lineage is not None
+            ev = run_event(self.config, self.lineage, job, run_id, began, now, outcome)
+        except Exception:  # a bug here must not stop the daemon: log it, count it as dropped
+            log.exception("cannot build an OpenLineage event", extra={"table": job.table, "job": job.job_id})
+            self.dropped.labels(reason="undeliverable").inc()
+            return
+        try:
+            self._queue.put_nowait(ev)
+        except queue.Full:
+            self.dropped.labels(reason="buffer_full").inc()
+
+    # -- the background thread --
+    def _drain(self) -> None:
+        assert self.lineage is not None
+        while not self._stop.is_set():
+            try:
+                ev = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self._send(ev)
+            finally:
+                self._queue.task_done()
+
+    def _send(self, ev: RunEvent) -> None:
+        """Send one event; on failure retry after 0.5 s, 1 s, 2 s … (at most MAX_BACKOFF), then drop."""
+        assert self.lineage is not None
+        tries = 0
+        while True:
+            try:
+                self.client.emit(ev)
+            except Exception as e:  # down, slow (timeout), refusing: retry, then drop
+                self._failures.failed(e)
+                tries += 1
+                if tries > self.lineage.retries:
+                    self.dropped.labels(reason="undeliverable").inc()
+                    return
+                if self._stop.wait(min(MAX_BACKOFF, 0.5 * 2 ** (tries - 1))):
+                    return
+            else:
+                self._failures.ok()
+                self.sent.inc()
+                return
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every queued event was sent or dropped (tests, shutdown); True if it was."""
+        if not self.enabled:
+            return True
+        end = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:  # queued or being sent
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the sender after at most `timeout` seconds of draining; what is left is not sent."""
+        if self._thread is None:
+            return
+        self.flush(timeout)
+        self._stop.set()
+        self._thread.join(timeout=1.0)
