@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from warehouse.errors import ConfigError, FreshetError
@@ -61,6 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away (`freshet status | head`): stop quietly, as a command killed
+    by SIGPIPE would, instead of a traceback. stdout is pointed at /dev/null so that the flush at
+    exit does not fail again (the recipe of Python's `signal` documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # 141: what a shell reports for a command ended by SIGPIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from warehouse.errors import ConfigError
 
@@ -197,6 +205,8 @@ class SchedulerConfig(_Strict):
     seed: int = Field(0, description="seed of the Random policy")
 
 
+TIME_ZONE_KEY = "spark.sql.session.timeZone"
+UTC_NAMES = frozenset({"utc", "etc/utc", "z", "+00:00", "gmt", "etc/gmt"})  # what the key may say
 _REMOTE = re.compile(r"^sc://[^/:\s]+(:\d{1,5})?(/;[^\s]*)?$")
 
 
@@ -208,6 +218,18 @@ class SparkConfig(_Strict):
     remote: str | None = Field(None, description="Spark Connect: sc://host:port (instead of master)")
     app_name: str = "freshet"
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration")
+
+    @field_validator("conf")
+    @classmethod
+    def _utc_session(cls, conf: dict[str, str]) -> dict[str, str]:
+        """The session time zone stays UTC: partition columns follow it while source pruning and
+        `replaceWhere` ranges are computed in UTC, so another zone silently misses rows."""
+        for key, value in conf.items():
+            if key.lower() == TIME_ZONE_KEY.lower() and str(value).strip().lower() not in UTC_NAMES:
+                raise ValueError(f"{key} is {value!r}: Freshet needs UTC (its partition columns, source pruning "
+                                 f"and replaceWhere ranges are in UTC; another session time zone silently "
+                                 f"misses rows) — remove the key, Freshet sets UTC itself")
+        return conf
 
     @model_validator(mode="before")
     @classmethod

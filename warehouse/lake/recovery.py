@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from warehouse.config import FreshetConfig
 from warehouse.errors import WarehouseError
 from warehouse.lake.delta import app_id, is_local_root, table_path
+from warehouse.lake.origin import local_min_time, repair_origins, spark_min_time
 from warehouse.lake.session import connection_lost
 from warehouse.recompute import VersionMap, touched
 
@@ -82,12 +83,14 @@ class TableState:
     written: list[tuple[float, float, int]] = field(default_factory=list)
     reads: VersionMap = field(default_factory=VersionMap)
     dirty: list[tuple[float, float]] = field(default_factory=list)  # derived: to recompute (recover())
+    log_from: int | None = None  # the oldest retained JSON commit: 0 unless Delta cleaned up the log
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
                           dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices),
                           self.commits_since_optimize, self.optimized_through, self.last_optimize,
-                          self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()))
+                          self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()),
+                          log_from=self.log_from)
 
     def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
         """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
@@ -205,6 +208,8 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
     best_txn: int | None = None
     loaded: float | None = None  # the freshness so far, for optimized_through
     for version, actions in commits:
+        if state.log_from is None:
+            state.log_from = version
         txn_v: int | None = None
         meta: dict[str, Any] | None = None
         for action in actions:
@@ -287,6 +292,7 @@ def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState
         tables[t.name] = st
         if t.stream:
             loaded.setdefault(t.stream, {}).update(st.partitions)
+    repair_origins(config, tables, log)  # a log cleaned up by Delta: the origin from the data
     for t in config.tables:
         if not t.is_base:
             tables[t.name].dirty = stale_ranges(tables[t.name], {s: tables[s] for s in t.sources if s in tables},
@@ -363,6 +369,9 @@ class DeltaLog(Protocol):
     def commit_metrics(self, path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
         """(Delta version, rows written) of the commit that recorded `txn_version`, if any."""
 
+    def min_time(self, path: str, column: str) -> float | None:
+        """A lower bound of `column` over the table's rows, epoch seconds (None: no rows)."""
+
 
 class LocalLog:
     """The log's files read directly (a local `warehouse.root`; no Spark session)."""
@@ -375,6 +384,9 @@ class LocalLog:
 
     def commit_metrics(self, path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
         return commit_metrics(path, table, txn_version)
+
+    def min_time(self, path: str, column: str) -> float | None:
+        return local_min_time(path, column)
 
 
 # the actions the replay needs; every other field of the log's JSON lines is ignored unread
@@ -416,6 +428,9 @@ class SparkLog:
             if _not_found(err):
                 return []
             raise
+
+    def min_time(self, path: str, column: str) -> float | None:
+        return spark_min_time(self.spark, path, column)
 
     def version(self, path: str) -> int | None:
         rows = self._history(path, 1)

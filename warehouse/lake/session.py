@@ -85,6 +85,9 @@ SESSION_CONF: dict[str, str] = {
 }
 
 DEFAULT_CONF: dict[str, str] = {**STATIC_CONF, **SESSION_CONF}
+# Always the session's time zone, whatever `spark.conf` says (the config refuses another zone:
+# warehouse.config.SparkConfig): partition columns, pruning and replaceWhere are all in UTC.
+UTC: dict[str, str] = {"spark.sql.session.timeZone": "UTC"}
 
 MANIFEST = "freshet-jars.txt"
 _lock = threading.Lock()
@@ -212,7 +215,7 @@ def _connect(cfg: SparkConfig) -> SparkSession:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     assert cfg.remote is not None
-    conf = {k: v for k, v in {**SESSION_CONF, **cfg.conf}.items() if k not in STATIC_CONF}
+    conf = {k: v for k, v in {**SESSION_CONF, **cfg.conf, **UTC}.items() if k not in STATIC_CONF}
     # what `builder.remote()` does: pyspark.sql.functions and friends build Connect expressions
     # (not JVM ones) while this is set
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
@@ -412,7 +415,7 @@ def _local(cfg: SparkConfig) -> SparkSession:
     """This process as the Spark driver (`cfg.master`), with Delta's jars from the cache."""
     from pyspark.sql import SparkSession
 
-    conf = {**DEFAULT_CONF, **cfg.conf}
+    conf = {**DEFAULT_CONF, **cfg.conf, **UTC}
     if conf.get("spark.scheduler.mode") == "FAIR" and "spark.scheduler.allocation.file" not in conf:
         conf["spark.scheduler.allocation.file"] = fair_pools().as_uri()
     package = delta_package()

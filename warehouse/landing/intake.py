@@ -114,6 +114,16 @@ class Windows:
         self._items.insert(i, (start, end, pid))
         self._ids[pid] = start
 
+    def window(self, pid: str) -> tuple[float, float] | None:
+        """`(start, end)` of `pid`, or None."""
+        start = self._ids.get(pid)
+        if start is None:
+            return None
+        i = bisect.bisect_left(self._starts, start)
+        while self._items[i][2] != pid:
+            i += 1
+        return self._items[i][0], self._items[i][1]
+
     def discard(self, pid: str) -> None:
         start = self._ids.pop(pid, None)
         if start is None:
@@ -132,6 +142,18 @@ class Windows:
                 if other != pid and e > start:
                     return self._items[j]
         return None
+
+
+@dataclass(slots=True)
+class _Unmoved:
+    """A quarantine decided but not finished (the move or the reason file failed: a full disk, a
+    permission): `scan` retries it; until then the partition stays where it is, skipped."""
+
+    directory: Path
+    reason: str
+    manifest: Any
+    move: bool
+    dest: Path | None = None  # set once the directory (or the quarantine entry) exists
 
 
 def _free_path(parent: Path, name: str) -> Path:
@@ -172,7 +194,9 @@ class Intake:
         self.accepted: Counter[str] = Counter()
         self.quarantined: Counter[str] = Counter()
         self.duplicates: Counter[str] = Counter()
+        self.quarantine_failures: Counter[str] = Counter()  # moves into quarantine that failed (retried)
         self.last_rejection: dict[str, str] = {}
+        self._unmoved: dict[tuple[str, str], _Unmoved] = {}  # quarantines to finish (scan retries them)
         self._configure(config, state)
 
     def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
@@ -189,7 +213,7 @@ class Intake:
             for t in ts:
                 self._loaded.setdefault(t, {})
         self._windows = {s: self._windows[s] if s in self._windows else Windows() for s in self._streams}
-        for counter in (self.accepted, self.quarantined, self.duplicates):
+        for counter in (self.accepted, self.quarantined, self.duplicates, self.quarantine_failures):
             for s in self._streams:  # every key exists from the start: readers iterate without the lock
                 counter.setdefault(s, 0)
         if state is not None:
@@ -251,6 +275,7 @@ class Intake:
         """Discover complete partitions not seen yet; quarantine bad ones (§4.3)."""
         out: list[Partition] = []
         now = self._clock()
+        self._retry_quarantines()
         for stream in list(self._streams):
             sdir = self.landing / stream
             try:
@@ -262,7 +287,7 @@ class Intake:
                     continue
                 key = (stream, e.name)
                 with self._lock:
-                    if key in self._pending:
+                    if key in self._pending or key in self._unmoved:
                         continue
                 with self._claim(key, wait=False) as got:
                     if got:
@@ -285,7 +310,7 @@ class Intake:
         try:
             data = json.loads(text)
         except ValueError as err:
-            result: Partition | PartitionRejected = PartitionRejected(
+            result: Partition | PartitionRejected | None = PartitionRejected(
                 f"malformed manifest: {MANIFEST} is not valid JSON ({err})", "malformed")
         else:
             try:
@@ -325,21 +350,53 @@ class Intake:
             tmp.replace(directory / MANIFEST)
             return Submitted(pid, out.arrived())
 
-    def _validate(self, stream: str, pid: str, directory: Path, data: Any, now: float) -> Partition | PartitionRejected:
-        """The one validator (`warehouse.landing.manifest`); no intake lock held."""
+    def _validate(self, stream: str, pid: str, directory: Path, data: Any,
+                  now: float) -> Partition | PartitionRejected | None:
+        """The one validator (`warehouse.landing.manifest`); no intake lock held.
+
+        A partition every base table of the stream has loaded has had its files archived to
+        `_loaded/<stream>/<id>/`: a re-delivery of its manifest alone (a producer retrying its
+        POST) is checked against the archived files instead, and is a duplicate if they match.
+        If the archive was deleted, only the declaration can be compared: None (a duplicate) when
+        its window is the loaded one, a conflict otherwise."""
         try:
-            return validate_partition(self._streams[stream], parse_manifest(data, pid), directory, self.landing, now)
-        except PartitionRejected as err:
-            return err
+            sc = self._streams[stream]
         except KeyError:
             raise UnknownStream(f"unknown stream {stream!r}") from None
+        try:
+            return validate_partition(sc, parse_manifest(data, pid), directory, self.landing, now)
+        except PartitionRejected as err:
+            if err.kind != "file_missing":
+                return err
+            missing = err
+        with self._lock:
+            tables = self._tables_of.get(stream, [])
+            loaded = bool(tables) and all(pid in self._loaded.get(t, {}) for t in tables)
+            window = self._windows[stream].window(pid) if stream in self._windows else None
+        if not loaded:
+            return missing
+        archived = self.landing / LOADED / stream / pid
+        try:
+            if archived.is_dir():
+                return validate_partition(sc, parse_manifest(data, pid), archived, self.landing, now)
+            m = parse_manifest(data, pid)
+        except PartitionRejected as err:
+            return err
+        if window is not None and window != (m.start, m.end):
+            return PartitionRejected(f"partition {pid!r} already loaded with different content (window "
+                                     f"({iso(window[0])}, {iso(window[1])}], sent ({iso(m.start)}, {iso(m.end)}])",
+                                     "conflict")
+        log.info("partition %s/%s is already loaded and its files are gone from %s: its content cannot be "
+                 "compared, its window is the loaded one: a duplicate", stream, pid, self.landing / LOADED)
+        return None
 
-    def _settle(self, stream: str, pid: str, directory: Path, result: Partition | PartitionRejected,
+    def _settle(self, stream: str, pid: str, directory: Path, result: Partition | PartitionRejected | None,
                 record: Any) -> Partition | PartitionRejected | None:
         """Decide, under the intake lock, what a validated (or rejected) partition becomes:
         accepted (returned), a duplicate (None) or quarantined (the rejection, returned). Moves
         its directory afterwards, outside the lock (the caller holds the partition's claim).
-        `record` is the manifest to keep in quarantine when it is not in the directory (a POST)."""
+        `record` is the manifest to keep in quarantine when it is not in the directory (a POST).
+        `result` None: `_validate` found it loaded already, a duplicate."""
         key = (stream, pid)
         move, archive, err = True, False, None
         with self._lock:
@@ -347,7 +404,10 @@ class Intake:
             if cfg is None:
                 raise UnknownStream(f"unknown stream {stream!r}")
             old = self._pending.get(key)
-            if old is not None:
+            if result is None:
+                self.duplicates[stream] += 1
+                archive = True
+            elif old is not None:
                 if isinstance(result, Partition) and result.fingerprint == old.fingerprint:
                     self.duplicates[stream] += 1
                     return None
@@ -382,34 +442,75 @@ class Intake:
                 self.last_rejection[stream] = err.reason
         if archive:
             log.info("partition %s/%s is already loaded (same content): archived", stream, pid)
-            if directory.exists():
-                _move(directory, self.landing / LOADED / stream, pid)
+            try:
+                if directory.exists():
+                    _move(directory, self.landing / LOADED / stream, pid)
+            except OSError as e:  # archiving is housekeeping: the duplicate is answered all the same
+                log.warning("cannot archive %s: %s", directory, e)
             return None
         assert err is not None
         self._quarantine(stream, pid, directory, err.reason, record, move=move)
         return err
 
     def _quarantine(self, stream: str, pid: str, directory: Path, reason: str, manifest: Any = None,
-                    *, move: bool = True) -> None:
-        qparent = self.landing / QUARANTINE / stream
-        if move and directory.exists() and _inside(directory.resolve(), self.landing) and not directory.is_symlink():
-            dest = _move(directory, qparent, pid)
-        else:
-            dest = _free_path(qparent, pid)
-            dest.mkdir()
-            if move and directory.is_symlink():
-                directory.unlink()
-        if manifest is not None:
-            (dest / MANIFEST).write_text(json.dumps(manifest, default=str))
-        (dest / "reason").write_text(reason + "\n")
-        log.warning("quarantined partition %s/%s: %s", stream, pid, reason)
+                    *, move: bool = True) -> bool:
+        """Move the partition to `_quarantine/<stream>/<id>/` with its reason (the caller holds its
+        claim and has counted it). An OSError (a full disk) is logged and counted in
+        `quarantine_failures`, never raised: the quarantine is finished by a later `scan`, and the
+        partition stays where it is meanwhile. True when done."""
+        key = (stream, pid)
+        with self._lock:
+            todo = self._unmoved.pop(key, None) or _Unmoved(directory, reason, manifest, move)
+        try:
+            if todo.dest is None:
+                qparent = self.landing / QUARANTINE / stream
+                d = todo.directory
+                if todo.move and d.exists() and _inside(d.resolve(), self.landing) and not d.is_symlink():
+                    todo.dest = _move(d, qparent, pid)
+                else:
+                    dest = _free_path(qparent, pid)
+                    dest.mkdir()
+                    todo.dest = dest
+                    if todo.move and d.is_symlink():
+                        d.unlink()
+            if todo.manifest is not None:
+                (todo.dest / MANIFEST).write_text(json.dumps(todo.manifest, default=str))
+            (todo.dest / "reason").write_text(todo.reason + "\n")
+        except OSError as err:
+            with self._lock:
+                self._unmoved[key] = todo
+                self.quarantine_failures[stream] += 1
+            log.warning("cannot quarantine partition %s/%s yet (%s: %s); retrying at the next scan",
+                        stream, pid, todo.reason, err)
+            return False
+        log.warning("quarantined partition %s/%s: %s", stream, pid, todo.reason)
+        return True
+
+    def _retry_quarantines(self) -> None:
+        """Finish the quarantines whose move failed (`_quarantine`)."""
+        with self._lock:
+            keys = list(self._unmoved)
+        for key in keys:
+            with self._claim(key, wait=False) as got:
+                if got and key in self._unmoved:
+                    u = self._unmoved[key]
+                    self._quarantine(key[0], key[1], u.directory, u.reason, u.manifest, move=u.move)
+
+    def unquarantined(self) -> list[tuple[str, str]]:
+        """(stream, id) of partitions quarantined whose move has not succeeded yet."""
+        with self._lock:
+            return sorted(self._unmoved)
 
     def refuse(self, stream: str, pid: str, reason: str) -> None:
         """The Scheduler refused an accepted partition (e.g. no table reads its stream any more
         after a reload): quarantine it with the reason, as any bad partition."""
         with self._claim((stream, pid)):
             with self._lock:
-                self._pending.pop((stream, pid), None)
+                if self._pending.pop((stream, pid), None) is None:
+                    # not pending: refused already (another base table of the stream failed on the
+                    # same partition) or loaded by every table. Once per partition.
+                    log.info("partition %s/%s is not pending: not quarantined again (%s)", stream, pid, reason)
+                    return
                 if stream in self._windows:
                     self._windows[stream].discard(pid)
                 self.quarantined[stream] += 1

@@ -1,0 +1,156 @@
+"""A table's origin when its Delta log no longer reaches back to its first commit (DESIGN.md §4.4).
+
+The origin — the earliest event time a table covers — is where a full rewrite starts (`rebuild:
+true`, `refresh_mode: full`; docs/warehouse.md §5): the job computes `(origin, F]` and overwrites
+the whole table. Recovery reads it from the window of the first Freshet commit in the log. Delta
+deletes commits older than `delta.logRetentionDuration` (30 days by default) at each checkpoint,
+and then the oldest *retained* window is far later than the table's true origin: a full rewrite
+from there drops every older row, silently. So when the log does not start at version 0, the
+origin is taken from the data as well — a lower bound of the time column — and a derived table's
+origin is never after its sources' (it covers what they cover):
+
+    origin = min(window of the oldest retained commit, min(time column) − 1 ms [floored to the
+                 granularity], the sources' origins)
+
+A lower bound is enough: an origin a little early only makes the rewrite read source time that
+holds no rows; one a little late loses rows. `LocalLog` bounds the column from the log's own file
+statistics (`minValues` of every file the checkpoint and the retained commits add; the Parquet
+footer of a file whose statistics lack the column), `SparkLog` asks Spark for `min(column)`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from warehouse import times
+from warehouse.freshness import floor_to
+
+if TYPE_CHECKING:
+    from warehouse.config import FreshetConfig
+    from warehouse.lake.recovery import DeltaLog, TableState
+
+__all__ = ["local_min_time", "repair_origins", "spark_min_time"]
+
+log_ = logging.getLogger("freshet.recovery")
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
+TICK = 1e-3  # Delta keeps timestamps in its statistics to the millisecond, truncated
+
+
+def _stat_min(stats: str | None, column: str) -> float | None:
+    """`minValues[column]` of an `add` action's statistics JSON, in epoch seconds (None: absent)."""
+    if not stats:
+        return None
+    try:
+        value = json.loads(stats).get("minValues", {}).get(column)
+        return None if value is None else times.parse_time(value)
+    except (ValueError, AttributeError):
+        return None
+
+
+def _file_min(path: Path, column: str) -> float | None:
+    """min(column) of one data file, read from the file (its statistics lacked the column)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    col = pq.read_table(path, columns=[column]).column(column)
+    if not len(col) or col.null_count == len(col):
+        return None
+    return pc.min(col).as_py().timestamp()
+
+
+def local_min_time(path: str, column: str) -> float | None:
+    """A lower bound of `column` (epoch seconds) over the rows of the Delta table at `path`, from
+    the files of its log alone (no Spark): every file its newest checkpoint and the commits
+    retained after it add. None when no file holds a row."""
+    import pyarrow.parquet as pq
+
+    log = Path(path) / "_delta_log"
+    try:
+        names = os.listdir(log)
+    except FileNotFoundError:
+        return None
+    adds: list[tuple[str, str | None]] = []  # (path, stats JSON)
+    cps: dict[int, list[str]] = {}
+    for n in names:
+        if m := _CHECKPOINT.match(n):
+            cps.setdefault(int(m.group(1)), []).append(n)
+    for version in sorted(cps, reverse=True):
+        try:
+            for n in cps[version]:
+                for a in pq.read_table(log / n, columns=["add"]).column("add").to_pylist():
+                    if a and a.get("path"):
+                        adds.append((a["path"], a.get("stats")))
+        except (OSError, ValueError, KeyError) as err:  # a torn checkpoint: an older one
+            log_.warning("skipping unreadable checkpoint %s of %s: %s", version, log, err)
+            continue
+        break
+    for n in sorted(names):
+        if _COMMIT.match(n):
+            try:
+                lines = (log / n).read_text().splitlines()
+            except FileNotFoundError:  # cleaned up meanwhile: the checkpoint holds its files
+                continue
+            for line in lines:
+                if line.startswith('{"add"'):
+                    a = json.loads(line)["add"]
+                    adds.append((a["path"], a.get("stats")))
+    lo: float | None = None
+    for rel, stats in adds:
+        t = _stat_min(stats, column)
+        if t is None:
+            try:
+                t = _file_min(Path(path) / unquote(rel), column)
+            except (OSError, KeyError, ValueError) as err:  # removed and vacuumed since: not live
+                log_.debug("cannot read %s of %s: %s", column, rel, err)
+                continue
+        if t is not None:
+            lo = t if lo is None else min(lo, t)
+    return lo
+
+
+def spark_min_time(spark: Any, path: str, column: str) -> float | None:
+    """min(column) (epoch seconds) of the Delta table at `path`, through Spark."""
+    quoted = "delta.`" + path.replace("`", "``") + "`"
+    col = "`" + column.replace("`", "``") + "`"
+    [row] = spark.sql(f"SELECT unix_micros(min({col})) AS t FROM {quoted}").collect()
+    return None if row["t"] is None else row["t"] / 1e6
+
+
+def repair_origins(config: FreshetConfig, tables: dict[str, TableState], log: DeltaLog) -> None:
+    """Lower each table's origin to what its data and its sources say when its log was truncated
+    (the module docstring), sources before the tables that read them."""
+    from warehouse.lake.delta import table_path, time_column
+
+    done: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done or name not in tables:
+            return
+        done.add(name)
+        tc = config.table(name)
+        for s in tc.sources:
+            visit(s)
+        st = tables[name]
+        if st.delta_version is None or st.log_from == 0:
+            return  # no table, or the whole log: the first commit's window is the origin
+        found = [st.origin] if st.origin is not None else []
+        low = log.min_time(table_path(config, name), time_column(config, tc))
+        if low is not None:
+            found.append(floor_to(low - TICK, tc.granularity))
+        found += [tables[s].origin for s in tc.sources if s in tables and tables[s].origin is not None]
+        origin = min(found) if found else None
+        if origin != st.origin:
+            log_.info("the Delta log of %s starts at version %s: origin %s taken from the data and the "
+                      "sources (the oldest retained commit says %s)", name, st.log_from,
+                      times.iso(origin), times.iso(st.origin))
+        st.origin = origin
+
+    for t in config.tables:
+        visit(t.name)
