@@ -100,7 +100,7 @@ class Daemon(SchedulerLoop):
     def _startup(self) -> bool:
         """Build the parts from the Delta log (`ops.reload.start_parts`), re-apply the kept
         operator actions, and run one round before any event (maintenance already due, upkeep)."""
-        self.parts = start_parts(self.config, self.spark)
+        self.parts = start_parts(self.config, self.spark, on_count=self.metrics.intake_counted)
         if self.parts is None:
             return False
         now = time.time()

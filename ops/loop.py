@@ -185,7 +185,7 @@ class SchedulerLoop:
         try:
             decisions = self._handle(ev, now)
         except PartitionRefused as e:  # input, not a bug: quarantine it and keep running (DESIGN.md §3)
-            self._step("quarantine", partial(self.intake.refuse, ev.stream, ev.partition_id, e.reason))
+            self.intake.refuse(ev.stream, ev.partition_id, e.reason)  # a failed move: the intake retries it
             return
         self._dispatch(decisions)
 
@@ -218,7 +218,7 @@ class SchedulerLoop:
             stream = next((t.stream for t in self.config.tables if t.name == job.table), None)
             for pid, why in self._unloadable.pop(job.job_id, {}).items():
                 if stream is not None:  # quarantined and counted like any bad partition; the rest is retried
-                    self._step("quarantine", partial(self.intake.refuse, stream, pid, why))
+                    self.intake.refuse(stream, pid, why)  # a failed move: the intake retries it
         self._dispatch(self._handle(ev, now))
 
     def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
@@ -226,11 +226,6 @@ class SchedulerLoop:
             self._step("trace_write", partial(self._trace.job, JobRecord(
                 time=at, table=job.table, start=job.start, end=job.end, duration=duration, rows=rows,
                 track=job.track, status=status, work=round(job.n, 3))))
-
-    def _sync_counters(self) -> None:
-        """The intake's quarantine and duplicate counts, as Prometheus counters."""
-        if self.intake is not None:
-            self.metrics.follow_intake(self.intake.quarantined, self.intake.duplicates)
 
     def _reload(self, now: float) -> None:
         """SIGHUP (`ops.reload`): all parts switch to the new config, or none does."""
@@ -301,7 +296,6 @@ class SchedulerLoop:
             # publish after changes (at most every SNAPSHOT_MIN_GAP, so a burst of events costs
             # one stats() call) and at least every SNAPSHOT_EVERY
             if (dirty and now - last_pub >= SNAPSHOT_MIN_GAP) or now - last_pub >= SNAPSHOT_EVERY:
-                self._sync_counters()
                 self.holder.publish(self.sched.stats(now))
                 last_pub, dirty = now, False
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -49,8 +49,8 @@ __all__ = [
 
 # the `loop` label of freshet_loop_errors_total: the landing-zone scan (its own thread), then the
 # steps of the scheduler loop that touch the disk and are retried after an OSError (ops.loop)
-LOOP_STEPS = ("quarantine", "archive", "actions_write", "trace_write")
-LOOPS = ("intake_scan", *LOOP_STEPS)
+LOOP_STEPS = ("archive", "actions_write", "trace_write")  # retried by the loop (ops.loop._step)
+LOOPS = ("intake_scan", "quarantine", *LOOP_STEPS)  # quarantine: a move the intake retries at its next scan
 JOB_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, float("inf"))
 DECISION_BUCKETS = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.5, 1, float("inf"))
 
@@ -359,7 +359,6 @@ class FreshetMetrics:
             "freshet_operator_actions", "operator actions accepted (suspend, resume, refresh, backfill; ops.actions)",
             ["table", "action"], registry=registry)
         self.start_time.set(clock())
-        self._seen: dict[tuple[str, str], int] = {}  # follow_intake: what was carried over already
         for r in RESULTS:
             self.reloads.labels(result=r)
         for loop in LOOPS:
@@ -385,15 +384,15 @@ class FreshetMetrics:
             else:
                 self.job_duration.labels(table=t.name, kind="recompute")
 
-    def follow_intake(self, quarantined: Mapping[str, int], duplicates: Mapping[str, int]) -> None:
-        """Carry the intake's per-stream counts (its own, only growing) into the two counters."""
-        for name, counts, metric in (("quarantined", quarantined, self.partitions_quarantined),
-                                     ("duplicates", duplicates, self.partitions_duplicate)):
-            for stream, n in dict(counts).items():
-                seen = self._seen.get((name, stream), 0)
-                if n > seen:
-                    metric.labels(stream=stream).inc(n - seen)
-                    self._seen[(name, stream)] = n
+    def intake_counted(self, counter: str, stream: str) -> None:
+        """The intake's push (`Intake(on_count=…)`): one more partition quarantined or duplicate on
+        `stream`, or one more quarantine move that failed and will be retried."""
+        if counter == "quarantined":
+            self.partitions_quarantined.labels(stream=stream).inc()
+        elif counter == "duplicates":
+            self.partitions_duplicate.labels(stream=stream).inc()
+        elif counter == "quarantine_failures":
+            self.loop_errors.labels(loop="quarantine").inc()
 
     def job_done(self, table: str, kind: str, duration: float, rows: int, late_rows: int = 0) -> None:
         self.job_duration.labels(table=table, kind=kind).observe(duration)

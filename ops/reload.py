@@ -51,7 +51,8 @@ class Parts:
     sched: Any  # warehouse.scheduler.Scheduler
 
 
-def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], float] = time.time) -> Parts | None:
+def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], float] = time.time,
+                on_count: Callable[[str, str], None] | None = None) -> Parts | None:
     """Recover, start Spark, build the parts (see the module docstring); None if the daemon was
     stopped while waiting for Spark."""
     from warehouse.lake.executor import Executor
@@ -70,7 +71,7 @@ def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], floa
         log.info("recovered table", extra={"table": name, "freshness": iso(st.freshness, "seconds"),
                                            "safe_freshness": iso(st.safe_freshness, "seconds"),
                                            "partitions": len(st.partitions)})
-    intake = Intake(config, state)
+    intake = Intake(config, state, on_count=on_count)
     if spark.spark is None and not spark.start():
         return None
     if spark.remote:

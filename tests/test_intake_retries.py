@@ -150,3 +150,35 @@ def test_a_quarantine_that_cannot_move_is_retried_not_raised(tmp_path: Path) -> 
     assert "no table reads" in (landing / "_quarantine" / "m" / good[0] / "reason").read_text()
     assert not (landing / "m" / bad).exists() and not (landing / "m" / good[0]).exists()
     assert intake.quarantined["m"] == 2
+
+
+def test_the_intake_pushes_its_counts_to_prometheus_as_they_happen(tmp_path: Path) -> None:
+    """Counters pushed by callbacks, not copied (issue 19): a quarantine and a duplicate show on
+    /metrics at once, read back through prometheus-client's own parser, with no sync step."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ops.metrics import register_metrics
+
+    cfg = two_tables_on_m(tmp_path)
+    reg = CollectorRegistry()
+    metrics = register_metrics(reg, lambda: None)
+    metrics.declare(cfg)
+    write_minutes(cfg, "m", 0, 1)
+    intake = Intake(cfg, clock=lambda: NOW, on_count=metrics.intake_counted)
+    arrived = intake.scan()
+    pid = arrived[0].partition_id
+    (tmp_path / "landing" / "m" / "bad").mkdir()
+    (tmp_path / "landing" / "m" / "bad" / "_partition.json").write_text("{not json")
+    intake.scan()
+
+    def value(name: str, **labels: str) -> float:
+        for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+            for s in fam.samples:
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                    return s.value
+        raise AssertionError(f"no sample {name} {labels}")
+
+    assert value("freshet_partitions_quarantined_total", stream="m") == 1
+    assert value("freshet_partitions_duplicate_total", stream="m") == 0
+    assert pid and intake.quarantined["m"] == 1

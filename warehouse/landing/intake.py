@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig
-from warehouse.errors import WarehouseError
+from warehouse.errors import ConfigError, WarehouseError
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the landing zone's public names
     MANIFEST,
@@ -50,6 +50,7 @@ from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the land
     partition_id,
     validate_partition,
 )
+from warehouse.paths import local_path
 from warehouse.times import iso
 
 if TYPE_CHECKING:
@@ -182,10 +183,16 @@ class Intake:
     """
 
     def __init__(self, config: FreshetConfig, state: RecoveryState | None = None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_count: Callable[[str, str], None] | None = None) -> None:
         self.config = config
-        self.landing = Path(config.warehouse.landing).expanduser().resolve()
+        landing = local_path(config.warehouse.landing)
+        if landing is None:
+            raise ConfigError(f"warehouse.landing: {config.warehouse.landing!r}: the landing zone must be a local "
+                              "path or a file: URI (the intake reads and moves its files)")
+        self.landing = landing
         self._clock = clock
+        self._on_count = on_count  # (counter, stream) at each count: pushed to Prometheus by the daemon
         self._lock = threading.Lock()
         self._claims: dict[tuple[str, str], list[Any]] = {}  # key → [lock, holders + waiters]
         self._pending: dict[tuple[str, str], Partition] = {}
@@ -198,6 +205,12 @@ class Intake:
         self.last_rejection: dict[str, str] = {}
         self._unmoved: dict[tuple[str, str], _Unmoved] = {}  # quarantines to finish (scan retries them)
         self._configure(config, state)
+
+    def _count(self, counter: str, stream: str) -> None:
+        """One more in `counter` (accepted, quarantined, duplicates, quarantine_failures) for `stream`."""
+        getattr(self, counter)[stream] += 1
+        if self._on_count is not None:
+            self._on_count(counter, stream)
 
     def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
         self.config = config
@@ -405,11 +418,11 @@ class Intake:
                 raise UnknownStream(f"unknown stream {stream!r}")
             old = self._pending.get(key)
             if result is None:
-                self.duplicates[stream] += 1
+                self._count("duplicates", stream)
                 archive = True
             elif old is not None:
                 if isinstance(result, Partition) and result.fingerprint == old.fingerprint:
-                    self.duplicates[stream] += 1
+                    self._count("duplicates", stream)
                     return None
                 # the directory holds the pending partition: keep it, quarantine only the manifest
                 err = PartitionRejected(f"partition {pid!r} is already pending with different content", "conflict")
@@ -423,7 +436,7 @@ class Intake:
                 if any(fp != p.fingerprint for fp in known):
                     err = PartitionRejected(f"partition {pid!r} already loaded with different content", "conflict")
                 elif known and len(known) == len(tables):  # a re-delivery: a no-op
-                    self.duplicates[stream] += 1
+                    self._count("duplicates", stream)
                     archive = True
                 else:
                     other = None if cfg.allow_overlap else self._windows[stream].overlapping(p.start, p.end, pid)
@@ -435,10 +448,10 @@ class Intake:
                     else:
                         self._pending[key] = p
                         self._windows[stream].add(pid, p.start, p.end)
-                        self.accepted[stream] += 1
+                        self._count("accepted", stream)
                         return p
             if err is not None:
-                self.quarantined[stream] += 1
+                self._count("quarantined", stream)
                 self.last_rejection[stream] = err.reason
         if archive:
             log.info("partition %s/%s is already loaded (same content): archived", stream, pid)
@@ -479,7 +492,7 @@ class Intake:
         except OSError as err:
             with self._lock:
                 self._unmoved[key] = todo
-                self.quarantine_failures[stream] += 1
+                self._count("quarantine_failures", stream)
             log.warning("cannot quarantine partition %s/%s yet (%s: %s); retrying at the next scan",
                         stream, pid, todo.reason, err)
             return False
@@ -513,7 +526,7 @@ class Intake:
                     return
                 if stream in self._windows:
                     self._windows[stream].discard(pid)
-                self.quarantined[stream] += 1
+                self._count("quarantined", stream)
                 self.last_rejection[stream] = reason
             self._quarantine(stream, pid, self.landing / stream / pid, reason)
 
