@@ -442,7 +442,10 @@ def _stub(d: Path, name: str, body: str) -> None:
 
 def _deps(tmp_path: Path, *, missing: tuple[str, ...] = (), java: str = "17.0.15", uid: int = 1000,
           sudo_ok: bool = False, venv: bool = True) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """Run scripts/system_deps.sh with PATH = stubs only: the machine's real tools are invisible."""
+    """Run scripts/system_deps.sh with PATH = stubs only: the machine's real tools are invisible.
+
+    helm is in its cache (FRESHET_HELM_DIR) unless "helm" is `missing`; then a stub `go` builds a
+    stub helm, unless "go" is missing too (the few tools the build step uses are the real ones)."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     log = tmp_path / "calls"
@@ -456,7 +459,19 @@ def _deps(tmp_path: Path, *, missing: tuple[str, ...] = (), java: str = "17.0.15
     _stub(bin_, "id", f"echo {uid}")
     _stub(bin_, "apt-get", rec)
     _stub(bin_, "sudo", rec + '\n[ "$1" = -n ] && exit ' + ("0" if sudo_ok else "1") + '\nexec "$@"')
-    r = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "system_deps.sh")], env={"PATH": str(bin_)},
+    env = {"PATH": str(bin_), "FRESHET_HELM_DIR": str(tmp_path / "helm")}
+    helm = Path(subprocess.run(["/bin/bash", str(ROOT / "scripts" / "fetch_helm.sh"), "--path"], env=env,
+                               capture_output=True, text=True, check=True).stdout.strip())
+    if "helm" not in missing:
+        helm.parent.mkdir(parents=True)
+        _stub(helm.parent, "helm", "exit 0")
+    else:
+        for tool_ in ("mkdir", "mktemp", "mv", "rm", "chmod"):
+            (bin_ / tool_).symlink_to(shutil.which(tool_))
+        if "go" not in missing:
+            _stub(bin_, "go", rec + f'\necho "GOFLAGS=$GOFLAGS" >> {log}'
+                  + '\nprintf \'#!/bin/sh\\necho v3\\n\' > "$GOBIN/helm"; chmod +x "$GOBIN/helm"')
+    r = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "system_deps.sh")], env=env,
                        capture_output=True, text=True, timeout=60)
     return r, log.read_text().splitlines() if log.exists() else []
 
@@ -487,6 +502,27 @@ def test_system_deps_install_as_root(tmp_path):
     assert r.returncode == 0, r.stderr
     assert calls == ["apt-get update -qq",
                      "apt-get install -y -qq --no-install-recommends prometheus openjdk-17-jre-headless"]
+
+
+def test_system_deps_build_helm_from_the_go_module_proxy_once(tmp_path):
+    r, calls = _deps(tmp_path, missing=("helm",))
+    assert r.returncode == 0, r.stderr
+    (go, flags) = calls
+    assert go.startswith("go install -ldflags") and go.endswith(" helm.sh/helm/v3/cmd/helm@v3.22.0")
+    assert "internal/version.version=v3.22.0" in go and flags == "GOFLAGS=-mod=mod"
+    assert "building helm v3.22.0 from the Go module proxy" in r.stderr
+    (built,) = (tmp_path / "helm").glob("v3.22.0/helm")
+    assert [p.name for p in built.parent.iterdir()] == ["helm"]  # no build directory left behind
+    again = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "system_deps.sh")], capture_output=True, text=True,
+                           env={"PATH": str(tmp_path / "bin"), "FRESHET_HELM_DIR": str(tmp_path / "helm")}, timeout=60)
+    assert again.returncode == 0 and again.stderr == "" and len((tmp_path / "calls").read_text().splitlines()) == 2
+
+
+def test_system_deps_without_go_say_what_helm_needs(tmp_path):
+    r, calls = _deps(tmp_path, missing=("helm", "go"))
+    assert r.returncode == 1 and calls == []
+    (line,) = r.stderr.splitlines()
+    assert "helm v3.22.0" in line and "Go >= 1.26" in line
 
 
 def test_make_test_installs_system_deps_and_ci_only_calls_it():
