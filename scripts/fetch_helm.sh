@@ -11,7 +11,8 @@
 set -euo pipefail
 
 HELM_VERSION=v3.22.0
-dir="${FRESHET_HELM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/freshet/helm}/$HELM_VERSION"
+home=~  # $HOME, or the account's home directory when HOME is not set
+dir="${FRESHET_HELM_DIR:-${XDG_CACHE_HOME:-$home/.cache}/freshet/helm}/$HELM_VERSION"
 bin="$dir/helm"
 
 if [[ ${1:-} == --path ]]; then

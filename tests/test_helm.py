@@ -148,6 +148,18 @@ def test_prometheusrule_is_the_rules_file(chart):
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
 
 
+def test_packaged_chart_carries_the_rules(chart, tmp_path):
+    """`helm package` stores the linked files' contents: the chart installed from a repository
+    renders the same PrometheusRule as the chart in this directory."""
+    r = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    (tgz,) = tmp_path.glob("freshet-*.tgz")
+    r = helm("template", "freshet", str(tgz), "--namespace", "freshet", "--kube-version", f"{KUBE}.0",
+             "--show-only", "templates/prometheusrule.yaml")
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout) == chart[("PrometheusRule", "freshet")]
+
+
 def test_helm_objects_fit_together(chart):
     dep, svc, sm = chart[("Deployment", "freshet")], chart[("Service", "freshet")], chart[("ServiceMonitor", "freshet")]
     spec = dep["spec"]
