@@ -319,8 +319,10 @@ def test_freshet_status_shows_the_tables_most_over_target_first(daemon):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["TABLE", "KIND", "PRIO"] and lines[0].split()[-2:] == ["BACKLOG", "LAST"]
-    rows = {ln.split()[0]: ln for ln in lines[1:] if ln.strip() and " tables; " not in ln}
+    table = lines[1:lines.index("")]  # the table; then backfills, suspensions, maintenance, a summary
+    rows = {ln.split()[0]: ln for ln in table}
     assert set(rows) == {t.name for t in daemon.config.tables}
+    assert any(ln.startswith("  alerts_raw: ") for ln in lines[lines.index(""):])  # its OPTIMIZE settings
     # the order, read back from the printed columns (so it cannot race with a later request)
     cols = {n: ln.split() for n, ln in rows.items()}
     staleness = {n: seconds(c[3]) for n, c in cols.items()}
