@@ -3,7 +3,9 @@
 # `prometheus` package: rule checks, rule unit tests, a real Prometheus scraping the daemon),
 # systemd-analyze (`systemd`: unit verification), Java 17 (`openjdk-17-jre-headless`: Spark),
 # Chromium and its WebDriver (`chromium`, `chromium-driver`: the status page in a real headless
-# browser, tests/test_page.py) and Python's venv module (`python3-venv`, for the project's .venv).
+# browser, tests/test_page.py), Python's venv module (`python3-venv`, for the project's .venv), and
+# helm (not in Debian: built from the Go module proxy into ~/.cache/freshet/helm once, by
+# scripts/fetch_helm.sh).
 #
 # Missing ones are installed with apt-get when this can (root, or sudo without a password);
 # otherwise it stops at once with one line naming the exact command to run. Called by the
@@ -32,7 +34,10 @@ if [[ -z $major || $major -lt 17 ]]; then need+=(openjdk-17-jre-headless); fi
 
 if have "$PY" && ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then need+=(python3-venv); fi
 
-[[ ${#need[@]} -eq 0 ]] && exit 0
+here="${BASH_SOURCE[0]%/*}"  # not dirname: in the tests PATH holds nothing but stubs
+[[ $here == "${BASH_SOURCE[0]}" ]] && here=.
+fetch_helm() { "$BASH" "$here/fetch_helm.sh"; }
+[[ ${#need[@]} -eq 0 ]] && { fetch_helm; exit; }
 
 install="apt-get install -y --no-install-recommends ${need[*]}"
 if ! have apt-get; then
@@ -52,3 +57,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 # shellcheck disable=SC2086
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
+fetch_helm
