@@ -1,7 +1,7 @@
 """The simulator shell (§4.1): SimPy streams and tracks around the one Scheduler (DESIGN.md §3).
 
-- Each stream is a SimPy process that pushes a partition every P_s (random phase per stream,
-  optional jitter); a partition carries data up to its arrival time, or `sim.delay` behind it.
+- Each stream pushes a partition every P_s (random phase per stream, optional jitter) from a SimPy
+  timeout per arrival; a partition carries data up to its arrival time, or `sim.delay` behind it.
 - Each `StartJob` becomes a SimPy timeout of the drawn execution time: uniform in
   [b·E_i(n), (1+b)·E_i(n)] with E_i(n) = α_i + β_i·n and n = end − start, the freshness delta it
   loads; times S if the job starts inside a slow period. The normal/slow cycle starts with a normal
