@@ -20,9 +20,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Candidate:
-    """A released job J_i as the basic algorithms see it (§3.1)."""
+    """A released job J_i as the basic algorithms see it (§3.1). Not frozen: the Scheduler builds
+    one per queued job to key it, and a frozen dataclass takes twice as long to build."""
 
     table: str
     priority: float  # Ip_i, the (inherited) priority used for scheduling

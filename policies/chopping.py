@@ -29,7 +29,8 @@ def chop_count(
         return 0
     if c is None:
         return len(pending)
-    return max(1, bisect_right(pending, freshness + c * period, key=end))
+    n = bisect_right(pending, freshness + c * period, key=end)
+    return n if n > 1 else 1
 
 
 def chop_window(start: float, edge: float, period: float, c: float | None, granularity: float | None) -> float:

@@ -7,18 +7,32 @@ at its natural utilization and scaled to U=0.9), and 1,000 tables on 16 tracks (
 contended run is timed; the ideal run of a `freshet sim run` costs about as much again.
 
     python scripts/bench_sim.py [--events N] [--profile]
+    python scripts/bench_sim.py --against 7792d03 [--rounds R] [--events N]
+
+`--against REV` compares this tree with commit REV side by side: REV's files are exported
+(`git archive`) to a temporary directory, and each round runs every workload once in a fresh
+process of each tree, the order alternating between rounds, so that both see the same load of a
+shared machine. It prints the median events per CPU second of each and the median of the paired
+ratios, and checks that both trees computed the same run (weighted staleness, jobs).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
+import os
 import pstats
+import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from sim.progress import track  # noqa: E402
 from sim.simulator import Simulation, prepare  # noqa: E402
@@ -27,6 +41,7 @@ from sim.workload import TableClass, build_workload, config_of, utilization, wit
 SCHED = {"policy": "max-benefit", "partitioner": "proportional", "k": 10, "allocation": "all",
          "aggressive": True, "inheritance": "max", "chop": 3}
 SLOW = {"slowdown": {"factor": 3, "normal": 1000, "slow": 1000}}
+TARGET = 50_000
 
 
 def workloads() -> list[tuple[str, dict]]:
@@ -50,11 +65,84 @@ def bench(data: dict, events: int, seed: int = 1) -> tuple[float, float, float, 
     return st.events / cpu, cpu, wall, st.jobs
 
 
+# One timed run in a fresh interpreter of a tree (this one or REV's): only the simulator API that
+# both have (`prepare`, `Simulation.run`, `config_of`). The workload comes in on stdin as JSON.
+CHILD = """
+import json, sys, time
+from sim.simulator import Simulation, prepare
+from sim.workload import config_of
+job = json.load(sys.stdin)
+cfg = prepare(config_of(job["data"]), job["seed"])
+sim = Simulation(cfg, seed=job["seed"])
+c0 = time.process_time()
+st = sim.run(events=job["events"])
+cpu = time.process_time() - c0
+print(json.dumps({"events": st.events, "cpu": cpu, "jobs": st.jobs, "ws": st.weighted_staleness}))
+"""
+
+
+def _child(tree: Path, data: dict, events: int, seed: int = 1) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", CHILD], cwd=tree, env=env, check=True, text=True,
+                         capture_output=True, input=json.dumps({"data": data, "events": events, "seed": seed}))
+    return json.loads(out.stdout)
+
+
+def _export(rev: str, into: Path) -> str:
+    """REV's files (git archive) under `into`; returns the full commit id."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,
+                            text=True, capture_output=True).stdout.strip()
+    tar = into / "rev.tar"
+    subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), commit], cwd=ROOT, check=True)
+    with tarfile.open(tar) as tf:
+        tf.extractall(into / "tree", filter="data")
+    tar.unlink()
+    return commit
+
+
+def compare(rev: str, events: int, rounds: int) -> int:
+    """This tree against commit `rev`, paired and alternating (see the module docstring)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                          capture_output=True).stdout.strip() or "?"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True,
+                           capture_output=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="bench_sim_") as tmp:
+        commit = _export(rev, Path(tmp))
+        base = Path(tmp) / "tree"
+        trees = {"base": base, "new": ROOT}
+        print(f"base {commit[:10]} against this tree (HEAD {head}{' + uncommitted changes' if dirty else ''}); "
+              f"{rounds} rounds × {events:,} events; events per CPU second, each run in a fresh process")
+        print(f"{'workload':<34} {'base ev/s':>10} {'new ev/s':>10} {'ratio':>6} {'(min-max)':>12} same run")
+        ratios_t2 = []
+        for name, data in workloads():
+            rates: dict[str, list[float]] = {"base": [], "new": []}
+            ratios, same = [], True
+            for r in range(rounds):
+                order = ("base", "new") if r % 2 == 0 else ("new", "base")
+                got = {side: _child(trees[side], data, events) for side in order}
+                for side in order:
+                    rates[side].append(got[side]["events"] / got[side]["cpu"])
+                ratios.append(rates["new"][-1] / rates["base"][-1])
+                same = same and got["base"]["jobs"] == got["new"]["jobs"] and got["base"]["ws"] == got["new"]["ws"]
+            if not ratios_t2:
+                ratios_t2 = ratios
+            print(f"{name:<34} {statistics.median(rates['base']):>10,.0f} {statistics.median(rates['new']):>10,.0f} "
+                  f"{statistics.median(ratios):>5.2f}× {min(ratios):>5.2f}-{max(ratios):<5.2f} "
+                  f"{'yes' if same else 'NO'}")
+    print(f"\nTable 2: this tree is {statistics.median(ratios_t2):.2f}× {commit[:7]} per CPU second "
+          "(median of the paired rounds); 'same run': both trees computed the same weighted staleness and jobs.")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000, help="events per workload (default 200,000)")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the Table 2 run")
+    ap.add_argument("--against", metavar="REV", help="compare with commit REV, paired runs in one invocation")
+    ap.add_argument("--rounds", type=int, default=5, help="paired rounds with --against (default 5)")
     args = ap.parse_args()
+    if args.against:
+        return compare(args.against, args.events, args.rounds)
     print(f"{'workload':<34} {'U':>5} {'events':>9} {'jobs':>8} {'cpu s':>7} {'wall s':>7} {'events/s':>9}")
     rates = []
     for name, data in track(workloads(), "bench_sim", what="{item[0]}", lines=False):  # a bar on a terminal
@@ -62,10 +150,9 @@ def main() -> int:
         rate, cpu, wall, jobs = bench(data, args.events)
         rates.append(rate)
         print(f"{name:<34} {u:>5.2f} {args.events:>9,} {jobs:>8,} {cpu:>7.2f} {wall:>7.2f} {rate:>9,.0f}")
-    target = 50_000
-    ok = rates[0] >= target
+    ok = rates[0] >= TARGET
     print("(events/s = events per CPU second of this process: what one core gives the simulator)")
-    print(f"\nTable 2: {rates[0]:,.0f} events/s on one core (target ≥ {target:,}: {'met' if ok else 'NOT met'}); "
+    print(f"\nTable 2: {rates[0]:,.0f} events/s on one core (target ≥ {TARGET:,}: {'met' if ok else 'NOT met'}); "
           f"one paper data point (1,000,000 events) ≈ {1e6 / rates[0]:.0f} s plus its ideal run.")
     if args.profile:
         cfg = prepare(config_of(workloads()[0][1]), 1)

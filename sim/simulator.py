@@ -1,7 +1,7 @@
 """The simulator shell (§4.1): SimPy streams and tracks around the one Scheduler (DESIGN.md §3).
 
-- Each stream is a SimPy process that pushes a partition every P_s (random phase per stream,
-  optional jitter); a partition carries data up to its arrival time, or `sim.delay` behind it.
+- Each stream pushes a partition every P_s (random phase per stream, optional jitter) from a SimPy
+  timeout per arrival; a partition carries data up to its arrival time, or `sim.delay` behind it.
 - Each `StartJob` becomes a SimPy timeout of the drawn execution time: uniform in
   [b·E_i(n), (1+b)·E_i(n)] with E_i(n) = α_i + β_i·n and n = end − start, the freshness delta it
   loads; times S if the job starts inside a slow period. The normal/slow cycle starts with a normal
@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import math
 import random
-from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
@@ -47,22 +48,29 @@ def generated_arrivals(stream: StreamConfig, sim: SimConfig, seed: int, origin: 
     """Periodic partitions of one stream (§4.1): phase ~ U[0, P), then every P (+ U[0, jitter·P)).
     A share `sim.late` of them arrives `sim.late_after` after its time (late data: the derived
     windows computed without it are recomputed), in arrival order with the rest."""
+    for t, ev in _generated(stream, sim, seed, origin):
+        yield Arrival(t, ev.stream, ev.partition_id, ev.start, ev.end, ev.rows, ev.safe_through)
+
+
+def _generated(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) -> Iterator[tuple[float, PartitionArrived]]:
+    """`generated_arrivals` as (arrival time, the Scheduler's event): one object per partition."""
     on_time = _periodic(stream, sim, seed, origin)
     if not sim.late or not sim.late_after:
         yield from on_time
         return
     rng = random.Random(f"{seed}/late/{stream.name}")
-    held: list[tuple[float, int, Arrival]] = []
-    for k, a in enumerate(on_time):
-        while held and held[0][0] <= a.time:
-            yield heapq.heappop(held)[2]
+    held: list[tuple[float, int, PartitionArrived]] = []
+    for k, (t, ev) in enumerate(on_time):
+        while held and held[0][0] <= t:
+            late_t, _, late_ev = heapq.heappop(held)
+            yield late_t, late_ev
         if rng.random() < sim.late:
-            heapq.heappush(held, (a.time + sim.late_after, k, replace(a, time=a.time + sim.late_after)))
+            heapq.heappush(held, (t + sim.late_after, k, ev))
         else:
-            yield a
+            yield t, ev
 
 
-def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) -> Iterator[Arrival]:
+def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) -> Iterator[tuple[float, PartitionArrived]]:
     rng = random.Random(f"{seed}/arrivals/{stream.name}")
     period = stream.period
     phase = rng.uniform(0.0, period)
@@ -78,8 +86,8 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
             t = max(t + rng.uniform(0.0, jitter), last_t)
         last_t = t
         end = t - delay
-        if end > prev_end:
-            yield Arrival(t, name, f"{name}-{k}", prev_end, end)  # no rows: E(n) in event time, as §4.1
+        if end > prev_end:  # no rows: E(n) in event time, as §4.1
+            yield t, PartitionArrived(stream=name, partition_id=f"{name}-{k}", start=prev_end, end=end)
             prev_end = end
         k += 1
 
@@ -190,7 +198,7 @@ class Simulation:
         self.cycle = sd.normal + sd.slow
         self.normal = sd.normal
         self.events = 0
-        self.limit: int | None = None
+        self.limit: float = math.inf  # events to handle (`run(events=…)`)
         self.busy = 0.0
         self.jobs = 0
         self.chopped = 0
@@ -205,28 +213,30 @@ class Simulation:
             unknown = sorted(set(trace.arrivals) - known)
             if unknown:
                 raise ConfigError(f"the trace has arrivals for stream(s) not in the config: {', '.join(unknown)}")
-            sources: dict[str, Iterable[Arrival]] = trace.arrivals
+            sources: dict[str, Iterable[tuple[float, Arrival | PartitionArrived]]] = {
+                name: ((a.time, a) for a in arrivals) for name, arrivals in trace.arrivals.items()}
         else:
-            sources = {s.name: generated_arrivals(s, config.sim, seed, self.origin) for s in config.streams}
+            sources = {s.name: _generated(s, config.sim, seed, self.origin) for s in config.streams}
         fed = {t.stream for t in config.tables if t.stream}
         for s in config.streams:
             if s.name in fed and s.name in sources:
-                self.env.process(self._stream(iter(sources[s.name])))
+                _Stream(self, iter(sources[s.name]))
 
-    # ---- the processes -------------------------------------------------------------------------
-    def _stream(self, arrivals: Iterator[Arrival]) -> Generator[simpy.Event, None, None]:
-        """A stream (§2.1): wait for the next arrival time, hand the partition to the Scheduler."""
-        env = self.env
-        for a in arrivals:
-            if a.time > env.now:
-                yield env.timeout(a.time - env.now)
-            if self.limit is not None and self.events >= self.limit:
-                return
-            self.rows[a.partition] = a.rows
+    # ---- the event callbacks -------------------------------------------------------------------
+    def _arrive(self, time: float, a: Arrival | PartitionArrived) -> None:
+        """A partition arrives at `time` (§2.1): hand it to the Scheduler. `a` is a trace's
+        arrival, or the event itself for a generated one."""
+        if type(a) is PartitionArrived:
+            self.rows[a.partition_id] = a.rows
             if self.writer is not None:
-                self.writer.arrival(a)
-            self._handle(PartitionArrived(stream=a.stream, partition_id=a.partition, start=a.start,
-                                          end=a.end, rows=a.rows, safe_through=a.safe_through))
+                self.writer.arrival(Arrival(time, a.stream, a.partition_id, a.start, a.end, a.rows, a.safe_through))
+            self._handle(a)
+            return
+        self.rows[a.partition] = a.rows
+        if self.writer is not None:
+            self.writer.arrival(a)
+        self._handle(PartitionArrived(stream=a.stream, partition_id=a.partition, start=a.start,
+                                      end=a.end, rows=a.rows, safe_through=a.safe_through))
 
     def _factor(self, now: float) -> float:
         if self.slow == 1.0:
@@ -236,21 +246,22 @@ class Simulation:
     def _start(self, job: StartJob) -> None:
         """A track runs the job for its drawn execution time (§4.1)."""
         now = self.env.now
-        alpha, beta = self.costs[job.table]
-        u = self.rngs[job.table].random()  # always drawn, so replays stay aligned with the run
+        table = job.table
+        alpha, beta = self.costs[table]
+        u = self.rngs[table].random()  # always drawn, so replays stay aligned with the run
         duration = (alpha + beta * job.n) * (self.b + u) * self._factor(now)
         if self.measured is not None and job.kind not in MAINTENANCE_KINDS:
-            duration = self.measured.get((job.table, job.start, job.end), duration)
+            duration = self.measured.get((table, job.start, job.end), duration)
         self.started[job.job_id] = (now, duration)
-        ev = self.env.timeout(duration)
-        ev.callbacks.append(_Finish(self, job, duration))
+        self.env.timeout(duration).callbacks.append(_Finish(self, job, duration))
 
     def _finish(self, job: StartJob, duration: float) -> None:
-        if self.limit is not None and self.events >= self.limit:
+        if self.events >= self.limit:
             return
         rows = 0
-        for pid in job.partitions:
-            rows += self.rows.pop(pid, 0)
+        pop = self.rows.pop
+        for a in job.arrivals:
+            rows += pop(a.partition_id, 0)
         del self.started[job.job_id]
         self.busy += duration
         self.jobs += 1
@@ -258,14 +269,14 @@ class Simulation:
         if job.kind in MAINTENANCE_KINDS:
             self.maintenance += 1
             self.maintenance_busy += duration
-        if self.writer is not None and job.kind not in MAINTENANCE_KINDS:  # the trace holds update jobs
+        elif self.writer is not None:  # the trace holds update jobs
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
                                       duration=duration, rows=rows, track=job.track, work=job.n))
         self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows))
 
     def _tick(self, _ev: simpy.Event) -> None:
         self._tick_at = None
-        if self.limit is not None and self.events >= self.limit:
+        if self.events >= self.limit:
             return
         self._handle(Tick(), count=False)
 
@@ -273,15 +284,15 @@ class Simulation:
         now = self.env.now
         if count:
             self.events += 1
-        for job in self.sched.handle(event, now):
+        jobs = self.sched.handle(event, now)
+        for job in jobs:
             self._start(job)
         wake = self.sched.next_wakeup()  # back-offs: only failed jobs have them
         if wake is not None and (self._tick_at is None or wake < self._tick_at):
             self._tick_at = wake
             self.env.timeout(max(wake - now, 0.0)).callbacks.append(self._tick)
-        stop = self._stop
-        if stop is not None and self.limit is not None and self.events >= self.limit and not stop.triggered:
-            stop.succeed()
+        if self.events >= self.limit and self._stop is not None and not self._stop.triggered:
+            self._stop.succeed()
 
     # ---- running -------------------------------------------------------------------------------
     def run(self, *, events: int | None = None, until: float | None = None) -> RunStats:
@@ -318,6 +329,49 @@ class Simulation:
         return RunStats(horizon=horizon, events=self.events, weighted_staleness=stats.weighted_staleness,
                         busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table,
                         maintenance=self.maintenance, maintenance_busy=self.maintenance_busy)
+
+
+class _Stream:
+    """A stream (§2.1): each partition is handed to the Scheduler at its arrival time. One callback
+    per arrival rather than a SimPy process (cheaper per event), in the same order as the process
+    `for a in arrivals: yield env.timeout(a.time - env.now); hand a over` — it starts from an event
+    scheduled at construction and schedules its next arrival after handing over the current one.
+    `arrivals` yields (time, a trace's Arrival or the PartitionArrived itself)."""
+
+    __slots__ = ("sim", "arrivals", "due")
+
+    def __init__(self, sim: Simulation, arrivals: Iterator[tuple[float, Arrival | PartitionArrived]]) -> None:
+        self.sim, self.arrivals = sim, arrivals
+        self.due: tuple[float, Arrival | PartitionArrived] | None = None  # the arrival whose timeout is scheduled
+        start = sim.env.event()
+        start.callbacks.append(self)
+        start.succeed()
+
+    def __call__(self, _ev: simpy.Event) -> None:
+        sim, env = self.sim, self.sim.env
+        item, self.due = self.due, None
+        if item is None:  # the start: the first arrival may be due already
+            item = next(self.arrivals, None)
+            if item is None:
+                return
+            if item[0] > env.now:
+                self._wait(item)
+                return
+        while True:  # `item` is due now
+            if sim.events >= sim.limit:
+                return
+            sim._arrive(*item)
+            item = next(self.arrivals, None)
+            if item is None:
+                return
+            if item[0] > env.now:
+                self._wait(item)
+                return
+
+    def _wait(self, item: tuple[float, Arrival | PartitionArrived]) -> None:
+        env = self.sim.env
+        self.due = item
+        env.timeout(item[0] - env.now).callbacks.append(self)
 
 
 class _Finish:

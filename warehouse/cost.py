@@ -67,7 +67,7 @@ class CostModel:
 
     def estimate(self, n: float) -> float:
         """E(n) in seconds."""
-        return self.alpha + self.beta * max(n, 0.0)
+        return self.alpha + self.beta * (0.0 if n < 0.0 else n)  # max(n, 0.0) without the call
 
     def observe(self, n: float, duration: float) -> None:
         """Fold in one job that loaded freshness delta n and ran for `duration` seconds."""

@@ -45,10 +45,12 @@ class PartitionArrived:
     fingerprint: str = ""
 
     def __post_init__(self) -> None:
-        _finite("start", self.start)
-        _finite("end", self.end)
-        object.__setattr__(self, "start", float(self.start))
-        object.__setattr__(self, "end", float(self.end))
+        start, end = self.start, self.end
+        if not (type(start) is float and type(end) is float and math.isfinite(start) and math.isfinite(end)):
+            _finite("start", start)  # finite floats (the usual case) need neither message nor conversion
+            _finite("end", end)
+            object.__setattr__(self, "start", float(start))
+            object.__setattr__(self, "end", float(end))
         if self.end <= self.start:
             raise SchedulerMisuse(f"partition {self.partition_id!r} of {self.stream!r}: end <= start")
         if self.rows < 0:
@@ -77,7 +79,8 @@ class JobFinished:
     read: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        _finite("duration", self.duration)
+        if not (type(self.duration) is float and math.isfinite(self.duration)):
+            _finite("duration", self.duration)
         if self.duration < 0:
             raise SchedulerMisuse(f"job {self.job_id}: negative duration")
 
