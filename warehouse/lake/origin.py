@@ -24,8 +24,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from warehouse import times
@@ -33,7 +34,6 @@ from warehouse.freshness import floor_to
 
 if TYPE_CHECKING:
     from warehouse.config import FreshetConfig
-    from warehouse.lake.recovery import DeltaLog, TableState
 
 __all__ = ["local_min_time", "repair_origins", "spark_min_time"]
 
@@ -123,7 +123,21 @@ def spark_min_time(spark: Any, path: str, column: str) -> float | None:
     return None if row["t"] is None else row["t"] / 1e6
 
 
-def repair_origins(config: FreshetConfig, tables: dict[str, TableState], log: DeltaLog) -> None:
+class _Origins(Protocol):
+    """What `repair_origins` reads and sets of a table's recovered state (recovery.TableState)."""
+
+    delta_version: int | None
+    log_from: int | None
+    origin: float | None
+
+
+class _MinTime(Protocol):
+    """The one reader `repair_origins` needs of a Delta log (recovery.DeltaLog)."""
+
+    def min_time(self, path: str, column: str) -> float | None: ...
+
+
+def repair_origins(config: FreshetConfig, tables: Mapping[str, _Origins], log: _MinTime) -> None:
     """Lower each table's origin to what its data and its sources say when its log was truncated
     (the module docstring), sources before the tables that read them."""
     from warehouse.lake.delta import table_path, time_column
