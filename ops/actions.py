@@ -16,8 +16,10 @@ counted (`freshet_operator_actions_total{table,action}`) and **kept with the war
 it is handed to the scheduler loop — so it survives a restart: on start the daemon re-applies
 every suspension, pending refresh and unfinished backfill (`OperatorActions.restore`).
 
-`OperatorActions.apply` is the one place that calls the engine for them: `Scheduler.suspend`,
-`resume`, `refresh` and — for a backfill — `Scheduler.recompute(table, start, end, now, reason)`.
+`OperatorActions.apply` is the one place that hands them to the engine, as events through its one
+door (`Scheduler.handle`): `Suspend`, `Resume`, `Refresh` and — for a backfill — `Backfill(table,
+start, end, reason)` (warehouse.events); each one the engine took is recorded in the trace
+(sim.trace `action` lines), so a replay applies it too.
 A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`) have
 covered its range; until then a restart hands it to the engine again (recompute is idempotent:
 `replaceWhere`, DESIGN.md §4.4).
@@ -40,7 +42,7 @@ from typing import Any
 
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
-from warehouse.events import StartJob, Tick
+from warehouse.events import Backfill, OperatorAction, Refresh, Resume, StartJob, Suspend
 from warehouse.lake.delta import is_local_root
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso, parse_time
@@ -73,6 +75,19 @@ class ActionRequest:
     end: float | None = None
     reason: str = ""
     backfill_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """A backfill's reason as its recompute jobs carry it (StartJob.reasons)."""
+        return f"backfill {self.backfill_id}: {self.reason}".strip().rstrip(":")
+
+    def event(self) -> OperatorAction:
+        """The engine event for this action (warehouse.events)."""
+        if self.action == "backfill":
+            assert self.start is not None and self.end is not None
+            return Backfill(table=self.table, start=self.start, end=self.end, reason=self.label)
+        return {"suspend": Suspend, "resume": Resume, "refresh": Refresh}[self.action](table=self.table,
+                                                                                        reason=self.reason)
 
 
 def store_path(config: FreshetConfig) -> Path:
@@ -210,10 +225,12 @@ class OperatorActions:
 
     def __init__(self, store: ActionStore, config: Callable[[], FreshetConfig],
                  snapshot: Callable[[], SchedulerStats | None], enqueue: Callable[[ActionRequest], None],
-                 count: Callable[[str, str], None], clock: Callable[[], float]) -> None:
+                 count: Callable[[str, str], None], clock: Callable[[], float],
+                 record: Callable[[float, OperatorAction], None] | None = None) -> None:
         self.store = store
         self._config, self._snapshot, self._enqueue = config, snapshot, enqueue
         self._count, self._clock = count, clock
+        self._record = record  # the trace (sim.trace ActionRecord): every action the engine took
 
     # ---- in an HTTP worker thread -----------------------------------------------------------------
     def request(self, table: str, action: str, body: Any) -> dict[str, Any]:
@@ -284,24 +301,20 @@ class OperatorActions:
 
     # ---- in the scheduler loop: the one place that calls the engine --------------------------------
     def apply(self, sched: Any, req: ActionRequest, now: float) -> list[StartJob]:
-        """Hand one kept action to the engine. A table removed by a reload meanwhile is logged,
-        not raised: input never stops the daemon."""
+        """Hand one kept action to the engine (`handle`, its one door). A table removed by a
+        reload meanwhile is logged, not raised: input never stops the daemon."""
+        event = req.event()
         try:
-            if req.action == "suspend":
-                return sched.suspend(req.table, now)
-            if req.action == "resume":
-                return sched.resume(req.table, now)
-            if req.action == "refresh":
-                jobs = sched.refresh(req.table, now)
-                self.settle(sched)
-                return jobs
-            sched.recompute(req.table, req.start, req.end, now,
-                            f"backfill {req.backfill_id}: {req.reason}".strip().rstrip(":"))
-            return sched.handle(Tick(), now)  # recompute() returns nothing: a round starts its jobs
+            jobs = sched.handle(event, now)
         except FreshetError as e:
             log.warning("operator action not applied", extra={"action": req.action, "table": req.table,
                                                               "error": str(e)})
             return []
+        if self._record is not None:
+            self._record(now, event)
+        if req.action == "refresh":
+            self.settle(sched)
+        return jobs
 
     def restore(self, sched: Any, now: float) -> list[StartJob]:
         """Re-apply what the file keeps (on start): suspensions, refreshes, unfinished backfills."""
@@ -309,10 +322,12 @@ class OperatorActions:
         jobs: list[StartJob] = []
         for table in sorted(self.store.suspended()):
             if table in names:
-                jobs += sched.suspend(table, now)
+                jobs += self.apply(sched, ActionRequest("suspend", table), now)
         for table in self.store.refreshes():
             if table in names:
-                jobs += sched.refresh(table, now)
+                jobs += sched.handle(Refresh(table=table), now)
+                if self._record is not None:
+                    self._record(now, Refresh(table=table))
         for b in self.store.backfills():
             if b["table"] in names:
                 jobs += self.apply(sched, ActionRequest("backfill", b["table"], b["start"], b["end"],

@@ -49,10 +49,17 @@ from ops.logs import RepeatedFailure
 from ops.metrics import FreshetMetrics, SnapshotHolder, register_metrics
 from ops.notify import sd_notify, watchdog_interval
 from ops.workers import JobResult, TrackWorkers
-from sim.trace import Arrival, JobRecord, TraceWriter
+from sim.trace import ActionRecord, Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig, load_config
 from warehouse.errors import ConfigError, FreshetError, PartitionRefused
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import (
+    JobFailed,
+    JobFinished,
+    PartitionArrived,
+    Reconfigure,
+    StartJob,
+    Tick,
+)
 from warehouse.landing.intake import Submitted
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso
@@ -318,7 +325,7 @@ class Daemon:
         state = self._reconfigure_warehouse(new)
         self.config = new
         self.metrics.declare(new)
-        decisions = self.sched.reconfigure(new, now, state.recovered)
+        decisions = self.sched.handle(Reconfigure(config=new, recovered=state.recovered), now)
         self.metrics.reloads.labels(result="ok").inc()
         log.info("config reloaded", extra={"config": path, "added": sorted(new_tables - old_tables),
                                            "removed": sorted(old_tables - new_tables),
@@ -391,7 +398,8 @@ class Daemon:
         self.sched = Scheduler(self.config, now=now, recovered=self.state.recovered)
         self.actions = OperatorActions(
             ActionStore(store_path(self.config)), lambda: self.config, self.holder.get, self.events.put,
-            lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(), time.time)
+            lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(), time.time,
+            record=lambda at, ev: self._trace.action(ActionRecord.of(at, ev)) if self._trace else None)
         self._restored = self.actions.restore(self.sched, now)
         # one round before any event: maintenance already due per the Delta log (warehouse.upkeep)
         self._restored += self.sched.handle(Tick(), now)

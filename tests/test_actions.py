@@ -20,7 +20,7 @@ from ops import cli
 from ops.actions import RECOMPUTE_KIND, ActionRequest, ActionStore, OperatorActions, store_path
 from ops.api import ApiServer, create_app
 from ops.metrics import SnapshotHolder, register_metrics
-from warehouse.events import JobFinished, PartitionArrived, StartJob
+from warehouse.events import Backfill, JobFinished, PartitionArrived, StartJob
 from warehouse.scheduler import Scheduler
 
 TOKEN = "act-token"
@@ -28,15 +28,15 @@ T0 = conftest.T0
 
 
 class Recomputing(Scheduler):
-    """The engine with its `recompute` entry point recorded instead of run: these tests are about
+    """The engine with its `Backfill` handler recorded instead of run: these tests are about
     what the actions hand over (tests/test_recompute*.py run it)."""
 
     def __init__(self, *a: Any, **kw: Any) -> None:
-        super().__init__(*a, **kw)
         self.recomputed: list[tuple[str, float, float, str]] = []
+        super().__init__(*a, **kw)
 
-    def recompute(self, table: str, start: float, end: float, now: float, reason: str) -> None:
-        self.recomputed.append((table, start, end, reason))
+    def _backfill(self, ev: Backfill, now: float) -> None:
+        self.recomputed.append((ev.table, ev.start, ev.end, ev.reason))
 
 
 class Daemonish:

@@ -265,7 +265,7 @@ def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog):
 
     d.intake = BrokenIntake()
     d._reconfigure_warehouse = lambda new: types.SimpleNamespace(recovered={})
-    d.sched = types.SimpleNamespace(reconfigure=lambda new, now, recovered: [])
+    d.sched = types.SimpleNamespace(handle=lambda event, now: [])
     caplog.set_level(logging.INFO, logger="freshet")
     d._reload(time.time())  # does not raise
     assert any(r.getMessage().startswith("landing-zone scan after the reload failed") for r in caplog.records)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from warehouse.config import FreshetConfig, parse_config
 from warehouse.errors import PartitionRefused
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, Tick
 from warehouse.scheduler import Recovered, Scheduler
 
 
@@ -271,7 +271,7 @@ def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
                 if t.is_base and t.name not in {x.name for x in ev.tables} and t.stream in {x.name for x in ev.streams}:
                     partial.add(t.name)
             recovered = {n: Recovered(e["f"], e["safe"], 0.0) for n, e in log.items()}
-            started = s.reconfigure(ev, now, recovered)
+            started = s.handle(Reconfigure(config=ev, recovered=recovered), now)
             # a stream that comes back is rescanned: its partitions stayed in the landing zone
             for name in {x.name for x in ev.streams} - streams:
                 for a in arrived[name]:

@@ -1,18 +1,22 @@
 """The Scheduler: DataDepot's update scheduling framework (§2-§3) as a pure state machine.
 
-Events go in with the current time — `PartitionArrived`, `JobFinished`, `JobFailed`, `Tick` —
-and `StartJob` decisions come out. No clock, no I/O: the SimPy simulator and the daemon drive
-this same object (DESIGN.md §3). Same config, events and seed → same decisions.
+Events go in with the current time — `PartitionArrived`, `PartitionDropped`, `JobFinished`,
+`JobFailed`, `Tick` and the operator actions `Suspend`, `Resume`, `Refresh`, `Backfill`,
+`CancelBackfill` — through one door, `handle(event, now)`, and `StartJob` decisions come out.
+Everything else is a query and changes nothing. No clock, no I/O: the SimPy simulator and the
+daemon drive this same object (DESIGN.md §3). Same config, events and seed → same decisions.
 
-A table's job moves through four states (one transition table, `TRANSITIONS`):
+A table is in one job state and one operator mode; both move only by `TRANSITIONS`:
 
     idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
-                                         └──fail──▶ backoff ──retry──▶ idle
+                      │ ──slice──▶ slicing (a time slice of one partition, §3.4)
+                      │ ──recompute──▶ recomputing (rewrites committed windows, warehouse.recompute)
+                      └──hold──▶ held (a track waits for more valuable jobs, policies.reservation)
+    running | slicing | recomputing ──fail──▶ backoff ──retry──▶ idle
+    idle ──upkeep──▶ maintaining (OPTIMIZE/VACUUM, warehouse.upkeep) ──finish──▶ idle
 
-A maintenance job (OPTIMIZE/VACUUM, `warehouse.upkeep`, seed 002 §2.4) runs as the table's job —
-idle ──upkeep──▶ running ──finish──▶ idle — so it never overlaps the table's updates. Operator
-actions (`ops.actions`) enter as calls: `suspend`/`resume` (a suspended table is never
-released), `refresh` (its next job goes first), and part A's `recompute` (backfills).
+    active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
+    active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
 
 Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
 basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
@@ -39,7 +43,21 @@ from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
-from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import (
+    Backfill,
+    CancelBackfill,
+    Event,
+    JobFailed,
+    JobFinished,
+    PartitionArrived,
+    PartitionDropped,
+    Reconfigure,
+    Refresh,
+    Resume,
+    StartJob,
+    Suspend,
+    Tick,
+)
 from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
 from warehouse.recompute import (
     EVOLVE_SHARE,
@@ -54,29 +72,74 @@ from warehouse.sqltext import refresh_plan, sql_version
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
-__all__ = ["TRANSITIONS", "JobState", "Recovered", "Scheduler"]
+__all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
 
 
 class JobState(Enum):
+    """Where a table's job is (§3.1: released, running). `phase` is what stats show."""
+
     IDLE = "idle"
-    PENDING = "pending"
-    RUNNING = "running"
-    BACKOFF = "backoff"
+    PENDING = "pending"  # released, waits in its group's queue
+    HELD = "held"  # released; a track it could take waits for more valuable jobs (policies.reservation)
+    RUNNING = "running"  # an update job
+    SLICING = "slicing"  # an update job loading a time slice of one long partition (§3.4)
+    RECOMPUTING = "recomputing"  # a recompute job rewriting committed windows (warehouse.recompute)
+    MAINTAINING = "maintaining"  # OPTIMIZE/VACUUM (warehouse.upkeep) as the table's one writer
+    BACKOFF = "backoff"  # the last job failed; retried after the back-off
+
+    @property
+    def phase(self) -> str:
+        """idle, pending, running or backoff (`TableStats.state`, the metrics' labels)."""
+        return _PHASE[self]
 
 
-_I, _P, _R, _B = JobState.IDLE, JobState.PENDING, JobState.RUNNING, JobState.BACKOFF
-TRANSITIONS: dict[tuple[JobState, str], JobState] = {
+class Mode(Enum):
+    """What an operator asked of a table (ops.actions)."""
+
+    ACTIVE = "active"
+    URGENT = "urgent"  # refresh: its next update job starts ahead of the queue
+    SUSPENDED = "suspended"  # no job starts; arrivals are kept
+
+
+_I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
+_R, _S, _C, _M = JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING
+_A, _U, _X = Mode.ACTIVE, Mode.URGENT, Mode.SUSPENDED
+QUEUED = frozenset({_P, _H})
+BUSY = frozenset({_R, _S, _C, _M})
+_PHASE = {_I: "idle", _P: "pending", _H: "pending", _R: "running", _S: "running", _C: "running", _M: "running",
+          _B: "backoff"}
+TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
+    # the job (§3.1)
     (_I, "work"): _P,  # a release (§3.1: r_i = now)
     (_P, "work"): _P,  # merged into the pending job (§2.4)
-    (_R, "work"): _R,  # waits for the running job
+    (_H, "work"): _H,
+    **{(b, "work"): b for b in BUSY},  # waits for the running job
     (_B, "work"): _B,  # waits for the back-off
-    (_P, "start"): _R,
-    (_R, "finish"): _I,
-    (_R, "fail"): _B,
+    (_P, "hold"): _H,  # reservation: the track it could take waits (held since now)
+    (_H, "hold"): _H,
+    **{(q, k): r for q in QUEUED for k, r in (("start", _R), ("slice", _S), ("recompute", _C))},
+    **{(b, "finish"): _I for b in BUSY},
+    **{(b, "fail"): _B for b in (_R, _S, _C)},  # (a failed maintenance job ends by "finish": upkeep retries it)
     (_B, "retry"): _I,
     (_P, "drain"): _I,  # a reconfigure took the pending work away, or the table was suspended
-    (_I, "upkeep"): _R,  # a maintenance job (warehouse.upkeep) runs as the table's job; ends by "finish"
+    (_H, "drain"): _I,
+    (_I, "upkeep"): _M,
+    # the operator (ops.actions)
+    (_A, "refresh"): _U,
+    (_U, "refresh"): _U,
+    (_X, "refresh"): _X,  # no job while suspended, even asked
+    (_A, "served"): _A,
+    (_U, "served"): _A,  # its job started, or it has nothing to load
+    (_A, "suspend"): _X,
+    (_U, "suspend"): _X,
+    (_X, "suspend"): _X,
+    (_A, "resume"): _A,
+    (_U, "resume"): _U,
+    (_X, "resume"): _A,
 }
+
+
+_ADOPT = {"recompute": _C, OPTIMIZE: _M, VACUUM: _M}  # a running job's state by its kind
 
 
 @lru_cache(maxsize=4096)
@@ -158,6 +221,7 @@ class _Table:
     rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
     ids: set[str] = field(default_factory=set)  # pending or running partition ids
     state: JobState = JobState.IDLE
+    mode: Mode = Mode.ACTIVE
     release: float = 0.0
     last_arrival: float | None = None
     seq: int = 0
@@ -166,7 +230,7 @@ class _Table:
     group: int = 0
     plan_e: float = 0.0
     benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
-    held_since: float | None = None  # reservation: its pending job first left a track waiting then
+    held_since: float = 0.0  # HELD: when its job first left a track waiting (policies.reservation)
     running: StartJob | None = None
     running_parts: list[_Partition] = field(default_factory=list)
     running_slice: _Partition | None = None  # the partition the running job loads a time slice of
@@ -187,7 +251,6 @@ class _Table:
     mode_reason: str = ""
     settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
     running_taken: list[Piece] = field(default_factory=list)  # what the running job took out of rc.dirty
-    next_recompute: bool = False  # _candidate chose the recompute job (the next _start runs it)
     running_full: bool = False
 
 
@@ -230,8 +293,20 @@ class Scheduler:
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
         self._ripe: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
-        self._suspended: set[str] = set()  # operator: no jobs (ops.actions)
-        self._urgent: dict[str, None] = {}  # operator: refresh now — the next job starts ahead of the queue
+        self._urgent: dict[str, None] = {}  # the tables in Mode.URGENT, in the order asked: served first
+        self._handlers = {
+            PartitionArrived: self._arrived,
+            PartitionDropped: self._dropped,
+            JobFinished: self._finished,
+            JobFailed: self._failed_job,
+            Tick: lambda ev, now: None,
+            Reconfigure: self._reconfigure,
+            Suspend: self._suspend,
+            Resume: self._resume,
+            Refresh: self._refresh,
+            Backfill: self._backfill,
+            CancelBackfill: self._cancel_backfill,
+        }
         self._build(config, recovered or {}, now)
 
     # ---- construction and reconfiguration ------------------------------------------------------
@@ -252,7 +327,7 @@ class Scheduler:
         for i, name in enumerate(dag.order):
             tc: TableConfig = configs[name]
             prior = config.cost_prior(tc)
-            t = old.get(name)
+            t = was = old.get(name)
             if t is None or t.base != tc.is_base or t.removed:
                 t = _Table(
                     name=name,
@@ -266,6 +341,7 @@ class Scheduler:
                     stream=tc.stream,
                     cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
                     meter=StalenessMeter(target=tc.target_staleness),
+                    mode=was.mode if was is not None else Mode.ACTIVE,  # an operator's word outlives a reload
                 )
                 self._adopt_running(t)
                 rec = recovered.get(name)
@@ -311,7 +387,7 @@ class Scheduler:
         for t in self._by_idx:  # derived edges in topological order
             if not t.base:
                 self._update_edge(t)
-            if t.state is JobState.PENDING and not self._has_work(t):
+            if t.state in QUEUED and not self._has_work(t):
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
@@ -350,7 +426,7 @@ class Scheduler:
         job = next((j for j in self.running.values() if j.table == t.name), None)
         if job is None:
             return
-        t.state, t.running = JobState.RUNNING, job
+        t.state, t.running = _ADOPT.get(job.kind, JobState.RUNNING), job
         for a in job.arrivals:
             self._seq += 1
             t.running_parts.append(_Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
@@ -377,38 +453,28 @@ class Scheduler:
         self._queued = [0] * n_groups
         for t in self._by_idx:
             t.group = self.plan.group_of[t.name]
-            if t.state is JobState.PENDING:
+            if t.state in QUEUED:
                 self._queued[t.group] += 1
                 self._push(t)
         self._plan_dirty = False
         self._last_plan_event = self._events
 
-    def reconfigure(
-        self, config: FreshetConfig, now: float, recovered: dict[str, Recovered] | None = None
-    ) -> list[StartJob]:
+    def _reconfigure(self, ev: Reconfigure, now: float) -> None:
         """Apply a new config: added/removed tables, changed priorities; repartition (§3.2).
-
-        `recovered` is what storage holds for the tables (the Delta log in the daemon): a table
-        added over existing data starts from there, not as never loaded. Tables that stay keep
-        their run state — during a run the Scheduler owns it.
-        """
-        now = self._clock(now)
-        self._build(config, recovered or {}, now)
-        return self._dispatch(now)
+        Tables that stay keep their run state — during a run the Scheduler owns it; a table added
+        over existing data starts from what storage holds (`ev.recovered`), not as never loaded."""
+        self._build(ev.config, dict(ev.recovered or {}), now)
 
     # ---- the event interface ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[StartJob]:
-        """Apply one event at time `now`; return the jobs to start now."""
+        """Apply one event at time `now`; return the jobs to start now. The only way the
+        Scheduler's state changes (DESIGN.md §3)."""
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            raise SchedulerMisuse(f"unknown event {event!r}")
         now = self._clock(now)
         self._events += 1
-        if isinstance(event, PartitionArrived):
-            self._arrived(event, now)
-        elif isinstance(event, JobFinished):
-            self._finished(event, now)
-        elif isinstance(event, JobFailed):
-            self._failed_job(event, now)
-        elif not isinstance(event, Tick):
-            raise SchedulerMisuse(f"unknown event {event!r}")
+        handler(event, now)
         self._expire_backoffs(now)
         for name in self._upkeep.ripe(now):
             self._ripe[name] = None
@@ -436,52 +502,58 @@ class Scheduler:
             raise SchedulerMisuse(f"unknown table {table!r}")
         return t
 
-    def suspend(self, table: str, now: float) -> list[StartJob]:
-        """No job of `table` starts until `resume` (a running one finishes). Arrivals are still
+    def _suspend(self, ev: Suspend, now: float) -> None:
+        """No job of the table starts until `Resume` (a running one finishes). Arrivals are still
         taken; dependents wait at their trailing edge, which stops at the table's freshness."""
-        now = self._clock(now)
-        t = self._named(table)
-        self._suspended.add(table)
-        self._urgent.pop(table, None)
-        if t.state is JobState.PENDING:  # out of the queue (its heap entry is dropped lazily)
+        t = self._named(ev.table)
+        self._mode(t, "suspend")
+        if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
             self._transition(t, "drain")
             t.version += 1
             self._queued[t.group] -= 1
-        return self._dispatch(now)
 
-    def resume(self, table: str, now: float) -> list[StartJob]:
-        """Undo `suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
-        now = self._clock(now)
-        t = self._named(table)
-        self._suspended.discard(table)
+    def _resume(self, ev: Resume, now: float) -> None:
+        """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
+        t = self._named(ev.table)
+        self._mode(t, "resume")
         self._work_changed(t, now)
-        if self._upkeep.due(table, now) is not None:
-            self._ripe[table] = None
-        return self._dispatch(now)
+        if self._upkeep.due(t.name, now) is not None:
+            self._ripe[t.name] = None
 
-    def refresh(self, table: str, now: float) -> list[StartJob]:
+    def _refresh(self, ev: Refresh, now: float) -> None:
         """Trigger an update now: the table's next update job goes ahead of every waiting job, on
         the first track free (its own tracks first). A table in back-off is retried now. Nothing
         happens to a table with nothing to load, or a suspended one."""
-        now = self._clock(now)
-        t = self._named(table)
-        if table in self._suspended:
-            return []
+        t = self._named(ev.table)
+        if t.mode is Mode.SUSPENDED:
+            self._mode(t, "refresh")
+            return
         if t.state is JobState.BACKOFF:
             t.backoff_until = now
             self._transition(t, "retry")
             self._work_changed(t, now)
         if t.state is JobState.IDLE and not self._has_work(t):
-            return []
-        self._urgent[table] = None
-        return self._dispatch(now)
+            return
+        self._mode(t, "refresh")
+
+    def _mode(self, t: _Table, kind: str) -> None:
+        new = TRANSITIONS.get((t.mode, kind))
+        if new is None:
+            raise SchedulerMisuse(f"table {t.name!r} is {t.mode.value} and cannot take '{kind}'")
+        t.mode = new  # type: ignore[assignment]
+        if new is Mode.URGENT:
+            self._urgent[t.name] = None
+        else:
+            self._urgent.pop(t.name, None)
 
     def is_suspended(self, table: str) -> bool:
-        return table in self._suspended
+        t = self._tables.get(table)
+        return t is not None and t.mode is Mode.SUSPENDED
 
     def refresh_pending(self, table: str) -> bool:
         """A refresh of `table` waits for its job to start."""
-        return table in self._urgent
+        t = self._tables.get(table)
+        return t is not None and t.mode is Mode.URGENT
 
     def _clock(self, now: float) -> float:
         if now < self._now:  # a wall clock stepped back: never let time run backwards inside
@@ -519,6 +591,32 @@ class Scheduler:
                     heapq.heappop(h)
                 heapq.heappush(h, (now + t.period, self._seq, t))
             self._work_changed(t, now)
+
+    def _dropped(self, ev: PartitionDropped, now: float) -> None:
+        """An accepted partition was quarantined: it leaves every table of its stream at once —
+        pending work, `arrived`, backlog (DESIGN.md §4.5). A job loading it fails and drops it."""
+        for t in self._by_stream.get(ev.stream, ()):
+            if ev.partition_id in t.ids and all(p.pid != ev.partition_id for p in t.running_parts):
+                self._drop(t, {ev.partition_id})
+                if t.state in QUEUED and not self._has_work(t):
+                    self._transition(t, "drain")
+                    t.version += 1
+                    self._queued[t.group] -= 1
+                elif t.state in QUEUED:
+                    self._push(t)
+
+    def _drop(self, t: _Table, bad: set[str]) -> None:
+        """Partitions `bad` leave base table t's backlog (not a running job's: its end drops them)."""
+        t.pending = [p for p in t.pending if p.pid not in bad]
+        t.pending_rows = sum(p.arrival.rows for p in t.pending)
+        t.ids.difference_update(bad)
+        if t.partial is not None and t.partial.pid in bad:
+            t.partial = None
+        if t.running_slice is not None and t.running_slice.pid in bad:
+            t.running_slice = None
+        t.arrived = max((p.end for p in chain(t.pending, t.running_parts)), default=t.freshness)
+        if t.freshness is not None and t.arrived is not None:
+            t.arrived = max(t.arrived, t.freshness)
 
     def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
         job = self.running.pop(job_id, None)
@@ -587,8 +685,8 @@ class Scheduler:
         for d in t.dependents:
             self._sources_changed(d, now)
         self._work_changed(t, now)
-        if t.state is JobState.IDLE:  # a refresh asked while it ran: it loaded everything
-            self._urgent.pop(t.name, None)
+        if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
+            self._mode(t, "served")
 
     def _is_upkeep(self, job_id: int) -> bool:
         job = self.running.get(job_id)
@@ -691,11 +789,7 @@ class Scheduler:
                 # was committed, and the retry reads its sources anew
                 t.rc.dirty.remove(t.freshness, math.inf)
         if bad:
-            t.pending = [p for p in t.pending if p.pid not in bad]
-            t.pending_rows = sum(p.arrival.rows for p in t.pending)
-            t.ids.difference_update(bad)
-            if t.partial is not None and t.partial.pid in bad:
-                t.partial = None
+            self._drop(t, bad)
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -753,7 +847,7 @@ class Scheduler:
         return t.edge is not None and start is not None and t.edge > start
 
     def _work_changed(self, t: _Table, now: float) -> None:
-        if t.name in self._suspended or not self._has_work(t):
+        if t.mode is Mode.SUSPENDED or not self._has_work(t):
             return
         was = t.state
         self._transition(t, "work")
@@ -765,7 +859,7 @@ class Scheduler:
             self._released += 1
             self._queued[t.group] += 1
             self._push(t)
-        elif was is JobState.PENDING:
+        elif was in QUEUED:
             self._push(t)
 
     # ---- the next job of a table -----------------------------------------------------------------
@@ -827,25 +921,27 @@ class Scheduler:
         return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
 
     def _candidate(self, t: _Table) -> Candidate:
-        """t's next job as the basic algorithm sees it: its update job, or — when it ranks first —
+        """t's next job as the basic algorithm sees it (§3.1)."""
+        return self._next(t)[0]
+
+    def _next(self, t: _Table) -> tuple[Candidate, bool]:
+        """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
         its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
         upd = self._update_candidate(t) if t.base or self._has_update(t) else None
-        t.next_recompute = False
         if upd is not None and t.full_mode:  # a full update rewrites every window anyway
-            return upd
+            return upd, False
         plan = self._recompute_plan(t)
         if plan is None:
             assert upd is not None
-            return upd
+            return upd, False
         piece, full, share = plan
         cost = t.cost.estimate(piece.hi - piece.lo)
         rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
                         release=t.release, period=t.period, seq=t.seq, rand=t.rand)
         if upd is None or full and t.rc is not None and t.rc.full or self._key(rec) < self._key(upd):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows)
-            t.next_recompute = True
-            return rec
-        return upd
+            return rec, True
+        return upd, False
 
     def _update_candidate(self, t: _Table) -> Candidate:
         start, _, new_f, _, _, n = self._shape(t)
@@ -897,7 +993,7 @@ class Scheduler:
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[2]]
-        return t.version == entry[1] and t.state is JobState.PENDING and t.group == g
+        return t.version == entry[1] and t.state in QUEUED and t.group == g
 
     def _top(self, g: int) -> tuple | None:
         """The group's best valid entry (lazy deletion)."""
@@ -932,7 +1028,7 @@ class Scheduler:
             if t is None or t.removed:
                 del self._urgent[name]
                 continue
-            if t.state is not JobState.PENDING:
+            if t.state not in QUEUED:
                 continue  # running (its next job goes first) or waiting for its sources
             track = self.plan.place(name, available, lambda g: self._queued[g] > 0)
             if track is None:
@@ -954,7 +1050,7 @@ class Scheduler:
             if t is None or kind is None:
                 del self._ripe[name]
                 continue
-            if t.state is not JobState.IDLE or name in self._suspended or t.freshness is None:
+            if t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
                 continue
             if kind == VACUUM and any(d.running is not None and d.running.kind not in MAINTENANCE_KINDS
                                       for d in t.dependents):
@@ -1024,7 +1120,9 @@ class Scheduler:
             heapq.heappop(self._heaps[g])
             t = self._by_idx[entry[2]]
             track = plan.place(t.name, available, has_remaining)
-            if track is not None and self._reserve and self._holds(t, -entry[0][0], track, now):
+            until = self._holds(t, -entry[0][0], track, now) if track is not None and self._reserve else None
+            if until is not None:
+                self._hold(t, until, now)
                 aside.append((g, entry))  # the track waits for valuable jobs; the next may be short
                 aside_n[g] += 1
                 nxt = self._top(g)
@@ -1070,7 +1168,7 @@ class Scheduler:
             for t in self._by_idx
             if t.base
             and t.state is JobState.IDLE
-            and t.name not in self._suspended
+            and t.mode is not Mode.SUSPENDED
             and t.last_arrival is not None
             and now < t.last_arrival + t.period <= horizon
         ]
@@ -1087,21 +1185,22 @@ class Scheduler:
 
     _SCAN = 16  # expected releases looked at per check: the decision stays O(log n)
 
-    def _holds(self, t: _Table, benefit: float, track: int, now: float) -> bool:
-        """Track reservation by lookahead (policies.reservation): should `track` wait for jobs of
-        higher marginal benefit expected before t's long job would end? Checked only for a job
-        longer than the shortest period of the tables more valuable than it."""
+    def _holds(self, t: _Table, benefit: float, track: int, now: float) -> float | None:
+        """Track reservation by lookahead (policies.reservation): until when should `track` wait
+        for jobs of higher marginal benefit expected before t's long job would end? None: start
+        it. Checked only for a job longer than the shortest period of the tables more valuable
+        than it. A query: `_hold` applies the answer."""
         more = bisect_left(self._ranked_benefit, -benefit)  # tables with a higher regular benefit
         if not more:
-            return False
+            return None
         pace, p_min = self._pace.now, self._ranked_pmin[more - 1]
         start, _, new_f, _, _, n = self._shape(t)
         cost = t.cost.estimate(n) * pace
         if cost <= p_min:
-            return False
+            return None
         upcoming = self._upcoming(now, now + cost, benefit, pace)
         if not upcoming:
-            return False
+            return None
         free_at = []
         for i in range(self._n_tracks):
             if i == track:
@@ -1111,12 +1210,17 @@ class Scheduler:
             free_at.append(now if job is None else max(now, self._track_since[i] + job.estimate * pace))
         delta = new_f - (t.freshness if t.freshness is not None else start)
         until = hold_for(now, cost, t.ip * delta, upcoming, free_at)
-        since = now if t.held_since is None else t.held_since
+        since = t.held_since if t.state is JobState.HELD else now
         if until is None or until - since > cost:  # never kept waiting longer than it will run
-            return False
-        t.held_since = since
+            return None
+        return until
+
+    def _hold(self, t: _Table, until: float, now: float) -> None:
+        """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
+        if t.state is not JobState.HELD:
+            t.held_since = now
+        self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
-        return True
 
     def _upcoming(self, now: float, horizon: float, benefit: float, pace: float) -> list[Upcoming]:
         """Idle base tables of higher regular benefit whose next arrival (last + P_i, §2.4) falls
@@ -1145,17 +1249,13 @@ class Scheduler:
         return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == entry[0]
 
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
-        if t.rc is not None and t.freshness is not None and t.rc.has_work():
-            self._candidate(t)  # which of its jobs ranks first now
-        else:
-            t.next_recompute = False
-        if t.next_recompute:
-            return self._start_recompute(t, track, now)
+        if t.rc is not None and t.freshness is not None and t.rc.has_work() and self._next(t)[1]:
+            return self._start_recompute(t, track, now)  # its recompute job ranks first now
         start, end, new_f, count, sliced, n = self._shape(t)
-        self._transition(t, "start")
-        self._urgent.pop(t.name, None)
+        self._transition(t, "slice" if sliced and t.base else "start")
+        if t.mode is Mode.URGENT:
+            self._mode(t, "served")
         t.version += 1
-        t.held_since = None
         self._queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
         parts: list[_Partition] = []
@@ -1208,7 +1308,7 @@ class Scheduler:
         plan = self._recompute_plan(t)
         assert plan is not None and t.rc is not None and t.freshness is not None
         piece, full, _ = plan
-        self._transition(t, "start")
+        self._transition(t, "recompute")
         t.version += 1
         self._queued[t.group] -= 1
         t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
@@ -1260,24 +1360,46 @@ class Scheduler:
         return "incremental", (f"{t.mode_reason}; rewrites by replaceWhere (one full pass when the learned "
                                "E(n) says it is cheaper)")
 
-    def recompute(self, table: str, start: float, end: float, now: float, reason: str) -> None:
-        """Queue a recompute of the committed windows `(start, end]` of derived `table` (a
-        backfill): benefit-ranked jobs like late data; what depends on it follows when each piece
-        is rewritten. Windows not computed yet are left to the update jobs. Jobs start at the next
-        `handle` (e.g. `handle(Tick(), now)`). RecomputeRefused for an unknown or base table."""
-        now = self._clock(now)
+    def _recomputable(self, table: str) -> _Table:
         t = self._tables.get(table)
         if t is None:
             raise RecomputeRefused(table, f"no such table (known: {', '.join(sorted(self._tables))})")
         if t.base or t.rc is None:
             raise RecomputeRefused(table, "a base table holds what arrived: recompute a derived table "
                                           f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
-        if not (end > start):
-            raise RecomputeRefused(table, f"empty range: end {end} is not after start {start}")
-        r = touched(start, end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
-        if r is not None:
-            t.rc.dirty.add(r[0], r[1], (reason or "backfill",))
-            self._work_changed(t, now)
+        return t
+
+    def _backfill(self, ev: Backfill, now: float) -> None:
+        """Queue a recompute of the committed windows `(start, end]` of a derived table:
+        benefit-ranked jobs like late data; what depends on it follows when each piece is
+        rewritten. RecomputeRefused for an unknown or base table, an empty range, or a range
+        with no committed window (the update jobs will compute it)."""
+        t = self._recomputable(ev.table)
+        if not (ev.end > ev.start):
+            raise RecomputeRefused(ev.table, f"empty range: end {ev.end} is not after start {ev.start}")
+        r = touched(ev.start, ev.end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
+        if r is None:
+            raise RecomputeRefused(ev.table, f"nothing computed in ({ev.start}, {ev.end}]: the table covers "
+                                             f"({t.origin}, {t.freshness}]")
+        assert t.rc is not None
+        t.rc.dirty.add(r[0], r[1], (ev.reason or "backfill",))
+        self._work_changed(t, now)
+
+    def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:
+        """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
+        ranges also wrong for another reason stay, without it."""
+        t = self._recomputable(ev.table)
+        assert t.rc is not None
+        for p in t.rc.dirty.remove(ev.start, ev.end):
+            left = p.reasons - {ev.reason}
+            if left:
+                t.rc.dirty.add(p.lo, p.hi, left, p.late)
+        if t.state in QUEUED and not self._has_work(t):
+            self._transition(t, "drain")
+            t.version += 1
+            self._queued[t.group] -= 1
+        elif t.state in QUEUED:
+            self._push(t)
 
     # ---- observation -----------------------------------------------------------------------------
     def weighted_staleness(self, now: float) -> float:
@@ -1314,14 +1436,14 @@ class Scheduler:
         tables = []
         pending_jobs = 0
         for t in self._by_idx:
-            pending_jobs += t.state is JobState.PENDING
+            pending_jobs += t.state in QUEUED
             backlog, pending_delta = self._backlog(t)
             within, observed = t.meter.time_within(now)
             tables.append(
                 TableStats(
                     name=t.name,
                     kind="base" if t.base else "derived",
-                    state=t.state.value,
+                    state=t.state.phase,
                     priority=t.priority,
                     inherited_priority=t.ip,
                     period=t.period,
@@ -1349,8 +1471,8 @@ class Scheduler:
                     time_within_target=within,
                     observed_time=observed,
                     home_tracks=self.plan.home[t.group],
-                    suspended=t.name in self._suspended,
-                    refresh_requested=t.name in self._urgent,
+                    suspended=t.mode is Mode.SUSPENDED,
+                    refresh_requested=t.mode is Mode.URGENT,
                     upkeep=self._upkeep.stats(t.name),
                     **self._recompute_stats(t),
                 )
