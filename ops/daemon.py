@@ -56,6 +56,7 @@ from warehouse.events import (
     JobFailed,
     JobFinished,
     PartitionArrived,
+    PartitionDropped,
     Reconfigure,
     StartJob,
     Tick,
@@ -256,6 +257,7 @@ class Daemon:
 
     def _on_result(self, r: JobResult, now: float) -> None:
         job, ev = r.job, r.event
+        dropped: list[PartitionDropped] = []
         self._dispatched.pop(job.job_id, None)
         if job.job_id not in self.sched.running:
             log.warning("result for a job the scheduler no longer runs (table removed?)",
@@ -282,7 +284,10 @@ class Daemon:
             for pid, why in self._unloadable.pop(job.job_id, {}).items():
                 if stream is not None:  # quarantined and counted like any bad partition; the rest is retried
                     self.intake.refuse(stream, pid, why)
+                    dropped.append(PartitionDropped(stream=stream, partition_id=pid, reason=why))
         self._dispatch(self._handle(ev, now))
+        for drop in dropped:  # gone from every table of the stream, its arrived and backlog too
+            self._dispatch(self._handle(drop, now))
 
     def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
         if self._trace and job.kind not in MAINTENANCE_KINDS:  # a replay maps (table, window) to update jobs

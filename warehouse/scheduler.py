@@ -645,6 +645,9 @@ class Scheduler:
             return
         self._transition(t, "finish")
         t.running = None
+        # what the job loaded of each partition: from where earlier slices stopped (`loaded`)
+        spans = [(p, p.start if p.loaded is None else p.loaded, min(p.end, job.end))
+                 for p in (t.running_parts if t.running_slice is None else [t.running_slice])]
         for p in t.running_parts:
             t.ids.discard(p.pid)
         t.running_parts = []
@@ -674,9 +677,9 @@ class Scheduler:
         t.delta_total += job.delta_f
         t.failures = 0
         t.last_result = "ok"
-        if t.base:  # each loaded partition may fall in windows dependents computed already
-            for a in job.arrivals:
-                self._touch(t, a.start, min(a.end, job.end), "late", (a.partition_id,), now)
+        if t.base:  # what each partition loaded may fall in windows dependents computed already
+            for p, lo, hi in spans:  # (a time slice touches only its slice)
+                self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
             assert t.rc is not None
             t.rc.versions.set(job.start, job.end, job.sql_version)
