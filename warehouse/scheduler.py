@@ -1452,6 +1452,7 @@ class Scheduler:
                     period=t.period,
                     freshness=t.freshness,
                     safe_freshness=t.safe,
+                    origin=t.origin,
                     arrived=t.arrived if t.base else t.edge,
                     staleness=t.meter.staleness(now),
                     weighted_staleness=t.priority * t.meter.integral(now),

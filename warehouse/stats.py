@@ -43,6 +43,7 @@ class TableStats:
     time_within_target: float  # seconds spent with staleness ≤ target
     observed_time: float  # seconds since the table's first load
     home_tracks: tuple[int, ...]
+    origin: float | None = None  # the earliest event time it covers (the start of its first load)
     suspended: bool = False  # an operator suspended it: no jobs start (ops.actions)
     refresh_requested: bool = False  # an operator's refresh waits for the table's job to start
     upkeep: UpkeepStats | None = None  # maintenance: OPTIMIZE/VACUUM counts and times (warehouse.upkeep)
