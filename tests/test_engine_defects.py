@@ -87,3 +87,28 @@ def test_a_partition_a_failed_job_found_unloadable_leaves_arrived_and_the_backlo
     s.handle(JobFailed(job_id=job.job_id, reason="file changed", bad_partitions=("p1",)), 23)
     a = {t.name: t for t in s.stats(23).tables}["a"]
     assert (a.arrived, a.backlog, a.pending_partitions) == (10, 10, 1)
+
+
+def test_lookahead_walks_the_heads_of_the_queues_not_every_entry() -> None:
+    """Defect 13: Max Benefit with Lookahead (§3.1) took its first ten jobs by scanning every heap
+    entry (and every table for the expected releases): O(n) per round. A walk of the heads
+    looks at a few dozen entries whatever n is."""
+    n = 2000
+    streams = [{"name": f"s{i}", "period": 60 + i % 7} for i in range(n)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "priority": 1 + i % 5, "cost": {"alpha": 1, "beta": 0.1}}
+              for i in range(n)]
+    s = Scheduler(config(streams, tables, policy="lookahead"), now=0, initial_freshness=0.0)
+    (first,) = s.handle(PartitionArrived(stream="s0", partition_id="p0", start=0, end=60), 60)
+    for i in range(1, n):
+        s.handle(PartitionArrived(stream=f"s{i}", partition_id=f"p{i}", start=0, end=60), 60 + i * 0.001)
+    looked = 0
+    valid = s._valid
+
+    def counting(entry: tuple, g: int) -> bool:
+        nonlocal looked
+        looked += 1
+        return valid(entry, g)
+
+    s._valid = counting  # type: ignore[method-assign]
+    (nxt,) = s.handle(JobFinished(job_id=first.job_id, duration=1.0), 62)
+    assert nxt.kind == "base" and looked < 100, looked

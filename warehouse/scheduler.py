@@ -20,7 +20,8 @@ A table is in one job state and one operator mode; both move only by `TRANSITION
 
 Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
 basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
-(§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue.
+(§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue
+(Lookahead and reservation walk the heads of their heaps the same way, a bounded number of entries).
 """
 
 from __future__ import annotations
@@ -318,6 +319,7 @@ class Scheduler:
         self._chop = sc.chop
         self._auto_chop = sc.chop == "auto"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
+        self._expects = self._reserve or self._lookahead  # both look at the releases expected next
         dag = Dag.from_config(config)
         periods = dag.periods()
         streams = {s.name: s for s in config.streams}
@@ -584,7 +586,7 @@ class Scheduler:
             t.pending_rows += ev.rows
             t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
             t.last_arrival = now
-            if self._reserve:  # its next arrival is expected a period from now (§2.4)
+            if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._seq += 1
                 h = self._expected
                 while h and h[0][0] <= now:  # past: memory stays at about one entry per table
@@ -1153,27 +1155,33 @@ class Scheduler:
         for g, entry in aside:
             heapq.heappush(self._heaps[g], entry)
 
+    _LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
+
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Max Benefit with Lookahead (§3.1) picks the first job of the round."""
-        valid = heapq.nsmallest(10, (e for g, h in enumerate(self._heaps) for e in h if self._valid(e, g)))
+        """Max Benefit with Lookahead (§3.1) picks the first job of the round: its best `_LOOK`
+        released jobs against the releases expected before the best one would end (at most
+        `_SCAN` of them). Both are walked best-first in their heaps, none popped: the cost is
+        O((k + s) log n) for k entries taken and s stale entries passed on the way (compaction,
+        `_push`, keeps s below the queue's length + 64), not a scan of every table."""
+        frontier = [(h[0], g, 0) for g, h in enumerate(self._heaps) if h]
+        heapq.heapify(frontier)
+        valid: list[tuple] = []
+        while frontier and len(valid) < self._LOOK:
+            e, g, i = heapq.heappop(frontier)
+            if self._valid(e, g):
+                valid.append(e)
+            h = self._heaps[g]
+            for c in (2 * i + 1, 2 * i + 2):
+                if c < len(h):
+                    heapq.heappush(frontier, (h[c], g, c))
         if not valid:
             return
         ordered = [self._candidate(self._by_idx[e[2]]) for e in valid]
         horizon = now + ordered[0].cost
         expected = [
-            Expected(
-                table=t.name,
-                release=t.last_arrival + t.period,
-                priority=t.ip,
-                delta_f=t.period,
-                cost=t.cost.estimate(t.period),
-            )
-            for t in self._by_idx
-            if t.base
-            and t.state is JobState.IDLE
-            and t.mode is not Mode.SUSPENDED
-            and t.last_arrival is not None
-            and now < t.last_arrival + t.period <= horizon
+            Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
+            for when, t in self._expected_in(now, horizon)
+            if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
         ]
         if not expected:
             return
@@ -1185,6 +1193,27 @@ class Scheduler:
         if track is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
+
+    def _expected_in(self, now: float, horizon: float) -> list[tuple[float, _Table]]:
+        """(next arrival, table) of the base tables expected in (now, horizon] (last arrival + P_i,
+        §2.4), in time order; at most `_SCAN` heap entries are looked at (best-first, none popped)."""
+        h = self._expected
+        while h and (h[0][0] <= now or not self._expecting(h[0])):
+            heapq.heappop(h)
+        out: list[tuple[float, _Table]] = []
+        frontier = [(h[0][0], 0)] if h else []
+        for _ in range(self._SCAN):
+            if not frontier:
+                break
+            when, i = heapq.heappop(frontier)
+            if when > horizon:
+                break
+            if self._expecting(h[i]):
+                out.append((when, h[i][2]))
+            for c in (2 * i + 1, 2 * i + 2):
+                if c < len(h):
+                    heapq.heappush(frontier, (h[c][0], c))
+        return out
 
     _SCAN = 16  # expected releases looked at per check: the decision stays O(log n)
 
