@@ -112,3 +112,15 @@ def test_lookahead_walks_the_heads_of_the_queues_not_every_entry() -> None:
     s._valid = counting  # type: ignore[method-assign]
     (nxt,) = s.handle(JobFinished(job_id=first.job_id, duration=1.0), 62)
     assert nxt.kind == "base" and looked < 100, looked
+
+
+def test_a_tracks_busy_time_counts_its_jobs_not_the_idle_gaps() -> None:
+    """Found on the way (the track board): starting a job added the idle gap before it to the
+    track's busy time, so a track running 1 s every 10 s was shown busy all the time."""
+    s = Scheduler(config([{"name": "s", "period": 10}], [{"name": "t", "stream": "s", "cost": {"alpha": 1, "beta": 0}}]),
+                  now=0, initial_freshness=0.0)
+    for k in range(10):
+        (j,) = s.handle(PartitionArrived(stream="s", partition_id=f"p{k}", start=10 * k, end=10 * k + 10), 10 * k + 10)
+        s.handle(JobFinished(job_id=j.job_id, duration=1.0), 10 * k + 11)
+    (j,) = s.handle(PartitionArrived(stream="s", partition_id="p10", start=100, end=110), 110)
+    assert s.stats(110.5).tracks[0].busy_time == 10.5

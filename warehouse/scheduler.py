@@ -40,6 +40,7 @@ from policies.chopping import AUTO_C, Pace, chop_count, chop_pays, chop_window, 
 from policies.inheritance import inherit
 from policies.reservation import Upcoming, hold_for
 from tracks.plan import JobProfile, TrackPlan, make_plan
+from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
@@ -232,7 +233,6 @@ class _Table:
     plan_e: float = 0.0
     benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
     held_since: float = 0.0  # HELD: when its job first left a track waiting (policies.reservation)
-    running: StartJob | None = None
     running_parts: list[_Partition] = field(default_factory=list)
     running_slice: _Partition | None = None  # the partition the running job loads a time slice of
     partial: _Partition | None = None  # a pending partition partly loaded by time slices
@@ -274,7 +274,7 @@ class Scheduler:
         self._by_idx: list[_Table] = []
         self._by_stream: dict[str, list[_Table]] = {}
         self._rates: dict[str, RowRate] = {}  # per stream: the typical rows per second (§2.4 n)
-        self.running: dict[int, StartJob] = {}
+        self._board = TrackBoard()  # which job runs on which track (and for which table)
         self._next_job = 1
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
@@ -285,9 +285,6 @@ class Scheduler:
         self._duplicates = 0
         self._late = 0
         self._backoffs: list[tuple[float, int, str]] = []  # (until, seq, table name): indices move on reconfigure
-        self._track_job: list[int | None] = []
-        self._track_since: list[float] = []
-        self._track_busy: list[float] = []
         self._expected: list[tuple[float, int, _Table]] = []  # (next arrival, seq, table): reservation
         self._hold_until: float | None = None
         self._plan_dirty = False
@@ -379,13 +376,8 @@ class Scheduler:
             if t.stream is not None:
                 self._by_stream.setdefault(t.stream, []).append(t)
                 t.rate = self._rates.setdefault(t.stream, RowRate())
-        n_tracks = sc.tracks
-        while len(self._track_job) < n_tracks:
-            self._track_job.append(None)
-            self._track_since.append(now)
-            self._track_busy.append(0.0)
-        self._n_tracks = n_tracks
-        self._idle_tracks = {i for i in range(n_tracks) if self._track_job[i] is None}
+        self._board.resize(sc.tracks, now)
+        self._n_tracks = sc.tracks
         for t in self._by_idx:  # derived edges in topological order
             if not t.base:
                 self._update_edge(t)
@@ -425,10 +417,10 @@ class Scheduler:
     def _adopt_running(self, t: _Table) -> None:
         """A table that returns while its previous incarnation's job still runs takes that job
         over: one writer per table at a time, whatever the reloads (§4.4)."""
-        job = next((j for j in self.running.values() if j.table == t.name), None)
+        job = self._board.by_table.get(t.name)
         if job is None:
             return
-        t.state, t.running = _ADOPT.get(job.kind, JobState.RUNNING), job
+        t.state = _ADOPT.get(job.kind, JobState.RUNNING)
         for a in job.arrivals:
             self._seq += 1
             t.running_parts.append(_Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
@@ -621,21 +613,18 @@ class Scheduler:
             t.arrived = max(t.arrived, t.freshness)
 
     def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
-        job = self.running.pop(job_id, None)
+        job = self._board.release(job_id, self._now)
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
-        self._busy_until(job.track, now=self._now)
-        self._track_job[job.track] = None
-        if job.track < self._n_tracks:
-            self._idle_tracks.add(job.track)
         t = self._tables.get(job.table)
-        if t is None or t.running is not job:
-            return job, None  # the table was removed or replaced by a reconfigure
+        if t is None or t.removed:
+            return job, None  # the table was removed by a reconfigure
         return job, t
 
-    def _busy_until(self, track: int, now: float) -> None:
-        self._track_busy[track] += now - self._track_since[track]
-        self._track_since[track] = now
+    @property
+    def running(self) -> dict[int, StartJob]:
+        """The jobs running now, by id (read only: the track board's)."""
+        return self._board.jobs
 
     def _finished(self, ev: JobFinished, now: float) -> None:
         if self._is_upkeep(ev.job_id):
@@ -646,7 +635,6 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        t.running = None
         # what the job loaded of each partition: from where earlier slices stopped (`loaded`)
         spans = [(p, p.start if p.loaded is None else p.loaded, min(p.end, job.end))
                  for p in (t.running_parts if t.running_slice is None else [t.running_slice])]
@@ -694,7 +682,7 @@ class Scheduler:
             self._mode(t, "served")
 
     def _is_upkeep(self, job_id: int) -> bool:
-        job = self.running.get(job_id)
+        job = self._board.jobs.get(job_id)
         return job is not None and job.kind in MAINTENANCE_KINDS
 
     def _maintained(self, ev: JobFinished | JobFailed, now: float) -> None:
@@ -704,7 +692,6 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        t.running = None
         if isinstance(ev, JobFinished):
             self._upkeep.finished(t.name, job.kind, now, through=job.end, files=ev.files,
                                   reclaimed=ev.bytes_reclaimed)
@@ -736,8 +723,9 @@ class Scheduler:
             if d.rc is None or d.freshness is None:
                 continue
             taken = d.freshness
-            if d.running is not None and d.running.kind != "recompute":
-                taken = max(taken, d.running.new_freshness)  # its running job may have read the old rows
+            job = self._board.by_table.get(d.name)
+            if job is not None and job.kind != "recompute":
+                taken = max(taken, job.new_freshness)  # its running job may have read the old rows
             r = touched(lo, hi, lookback=d.lookback, granularity=d.granularity, taken=taken, origin=d.origin)
             if r is not None:
                 d.rc.dirty.add(r[0], r[1], (reason,), late)
@@ -774,7 +762,6 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "fail")
-        t.running = None
         bad = set(ev.bad_partitions)
         for p in t.running_parts:  # the data stays pending: nothing valid is ever dropped
             if p.pid in bad:  # unloadable since acceptance: the shell quarantines it
@@ -1013,9 +1000,9 @@ class Scheduler:
     def _dispatch(self, now: float) -> list[StartJob]:
         """One round: refreshes asked by an operator first, then the update jobs by the basic
         algorithm and the track plan (§3.1-§3.2), then due maintenance on the tracks left idle."""
-        if not self._idle_tracks:
+        if not self._board.idle:
             return []
-        available = set(self._idle_tracks)
+        available = set(self._board.idle)
         out: list[StartJob] = []
         if self._urgent:
             self._refresh_first(now, available, out)
@@ -1057,8 +1044,8 @@ class Scheduler:
                 continue
             if t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
                 continue
-            if kind == VACUUM and any(d.running is not None and d.running.kind not in MAINTENANCE_KINDS
-                                      for d in t.dependents):
+            if kind == VACUUM and any((j := self._board.by_table.get(d.name)) is not None
+                                      and j.kind not in MAINTENANCE_KINDS for d in t.dependents):
                 continue
             est = self._upkeep_estimate(t, kind)
             ranked.append((-t.ip * self._upkeep.urgency(name, kind, now) / max(est, 1e-9), t.idx, kind))
@@ -1233,13 +1220,7 @@ class Scheduler:
         upcoming = self._upcoming(now, now + cost, benefit, pace)
         if not upcoming:
             return None
-        free_at = []
-        for i in range(self._n_tracks):
-            if i == track:
-                continue
-            job_id = self._track_job[i]
-            job = self.running.get(job_id) if job_id is not None else None
-            free_at.append(now if job is None else max(now, self._track_since[i] + job.estimate * pace))
+        free_at = self._board.free_at(now, pace, but=track)
         delta = new_f - (t.freshness if t.freshness is not None else start)
         until = hold_for(now, cost, t.ip * delta, upcoming, free_at)
         since = t.held_since if t.state is JobState.HELD else now
@@ -1373,12 +1354,8 @@ class Scheduler:
     def _occupy(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
         """`job` (numbered `_next_job`) runs on `track` from `now`."""
         self._next_job += 1
-        t.running, t.running_parts = job, parts
-        self.running[job.job_id] = job
-        self._track_job[track] = job.job_id
-        self._idle_tracks.discard(track)
-        self._busy_until(track, now)
-        self._track_since[track] = now
+        t.running_parts = parts
+        self._board.occupy(job, now)
         return job
 
     # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
@@ -1457,7 +1434,8 @@ class Scheduler:
         if head is None or floor is None:
             return 0.0, 0.0
         backlog = max(0.0, head - floor)
-        taken = floor if t.running is None else max(floor, t.running.new_freshness)
+        job = self._board.by_table.get(t.name)
+        taken = floor if job is None else max(floor, job.new_freshness)
         if t.base:
             head = t.pending[-1].end if t.pending else taken
         return backlog, max(0.0, head - taken)
@@ -1489,8 +1467,8 @@ class Scheduler:
                     pending_delta=pending_delta,
                     pending_partitions=len(t.pending) + len(t.running_parts),
                     running_partitions=len(t.running_parts),
-                    running_job=t.running.job_id if t.running else None,
-                    running_track=t.running.track if t.running else None,
+                    running_job=job.job_id if (job := self._board.by_table.get(t.name)) else None,
+                    running_track=job.track if job else None,
                     jobs_released=t.released,
                     jobs_completed=t.completed,
                     jobs_failed=t.failed,
@@ -1512,14 +1490,13 @@ class Scheduler:
             )
         tracks = []
         for i in range(self._n_tracks):
-            job_id = self._track_job[i]
-            busy = self._track_busy[i] + (now - self._track_since[i] if job_id is not None else 0.0)
+            on = self._board.on(i)
             tracks.append(
                 TrackStats(
                     track=i,
-                    running_job=job_id,
-                    running_table=self.running[job_id].table if job_id is not None else None,
-                    busy_time=busy,
+                    running_job=on.job_id if on is not None else None,
+                    running_table=on.table if on is not None else None,
+                    busy_time=self._board.busy_time(i, now),
                     clusters=self.plan.owners.get(i, ()),
                     free=i in self.plan.free,
                 )
@@ -1534,7 +1511,7 @@ class Scheduler:
             jobs_completed=self._completed,
             jobs_failed=self._failed,
             pending_jobs=pending_jobs,
-            running_jobs=len(self.running),
+            running_jobs=len(self._board.jobs),
             events=self._events,
         )
 
