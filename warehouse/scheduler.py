@@ -29,17 +29,18 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
-from itertools import accumulate, chain
+from itertools import accumulate
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
-from policies.chopping import AUTO_C, Pace, chop_count, chop_pays, chop_window, time_slice
+from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
 from policies.inheritance import inherit
 from policies.reservation import Upcoming, hold_for
 from tracks.plan import JobProfile, TrackPlan, make_plan
+from warehouse.backlog import Backlog, Partition
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel, RowRate
@@ -172,31 +173,6 @@ class Recovered:
     dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
 
 
-@dataclass(slots=True)
-class _Partition:
-    end: float
-    start: float
-    seq: int
-    late: bool
-    arrival: PartitionArrived  # handed on in the StartJob that loads it
-    loaded: float | None = None  # time-sliced: rows up to here are loaded already
-
-    @property
-    def pid(self) -> str:
-        return self.arrival.partition_id
-
-    @property
-    def safe_through(self) -> float | None:
-        return self.arrival.safe_through
-
-    def key(self) -> tuple[float, float, int]:
-        return (self.end, self.start, self.seq)
-
-    @staticmethod
-    def end_of(p: _Partition) -> float:
-        return p.end
-
-
 @dataclass(slots=True, eq=False)
 class _Table:
     name: str
@@ -217,11 +193,8 @@ class _Table:
     safe: float | None = None
     origin: float | None = None
     edge: float | None = None  # derived: safe trailing edge of the sources, floored (§2.2)
-    arrived: float | None = None  # base: largest end arrived
-    pending: list[_Partition] = field(default_factory=list)  # base, sorted chronologically
-    pending_rows: int = 0  # base: the rows of `pending`
+    log: Backlog | None = None  # base: the partitions arrived and not loaded (warehouse.backlog)
     rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
-    ids: set[str] = field(default_factory=set)  # pending or running partition ids
     state: JobState = JobState.IDLE
     mode: Mode = Mode.ACTIVE
     release: float = 0.0
@@ -233,9 +206,6 @@ class _Table:
     plan_e: float = 0.0
     benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
     held_since: float = 0.0  # HELD: when its job first left a track waiting (policies.reservation)
-    running_parts: list[_Partition] = field(default_factory=list)
-    running_slice: _Partition | None = None  # the partition the running job loads a time slice of
-    partial: _Partition | None = None  # a pending partition partly loaded by time slices
     backoff_until: float = 0.0
     failures: int = 0
     released: int = 0
@@ -340,6 +310,7 @@ class Scheduler:
                     stream=tc.stream,
                     cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
                     meter=StalenessMeter(target=tc.target_staleness),
+                    log=Backlog() if tc.is_base else None,
                     mode=was.mode if was is not None else Mode.ACTIVE,  # an operator's word outlives a reload
                 )
                 self._adopt_running(t)
@@ -421,10 +392,12 @@ class Scheduler:
         if job is None:
             return
         t.state = _ADOPT.get(job.kind, JobState.RUNNING)
-        for a in job.arrivals:
-            self._seq += 1
-            t.running_parts.append(_Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
-            t.ids.add(a.partition_id)
+        if t.log is not None:
+            parts = []
+            for a in job.arrivals:
+                self._seq += 1
+                parts.append(Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
+            t.log.adopt(parts)
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
@@ -560,23 +533,16 @@ class Scheduler:
         tables = self._by_stream.get(ev.stream)
         if not tables:
             raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
-        if any(ev.partition_id not in t.ids for t in tables):  # once per new partition, before its jobs are costed
+        if any(ev.partition_id not in t.log for t in tables):  # once per new partition, before its jobs are costed
             self._rates[ev.stream].observe(ev.rows, ev.end - ev.start)
         for t in tables:
-            if ev.partition_id in t.ids:
+            if ev.partition_id in t.log:
                 self._duplicates += 1
                 continue
             late = t.safe is not None and ev.end <= t.safe
             self._late += late
             self._seq += 1
-            insort(
-                t.pending,
-                _Partition(ev.end, ev.start, self._seq, late, ev),
-                key=_Partition.key,
-            )
-            t.ids.add(ev.partition_id)
-            t.pending_rows += ev.rows
-            t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
+            t.log.add(Partition(ev.end, ev.start, self._seq, late, ev))
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._seq += 1
@@ -590,27 +556,14 @@ class Scheduler:
         """An accepted partition was quarantined: it leaves every table of its stream at once —
         pending work, `arrived`, backlog (DESIGN.md §4.5). A job loading it fails and drops it."""
         for t in self._by_stream.get(ev.stream, ()):
-            if ev.partition_id in t.ids and all(p.pid != ev.partition_id for p in t.running_parts):
-                self._drop(t, {ev.partition_id})
+            if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
+                t.log.drop({ev.partition_id}, t.freshness)
                 if t.state in QUEUED and not self._has_work(t):
                     self._transition(t, "drain")
                     t.version += 1
                     self._queued[t.group] -= 1
                 elif t.state in QUEUED:
                     self._push(t)
-
-    def _drop(self, t: _Table, bad: set[str]) -> None:
-        """Partitions `bad` leave base table t's backlog (not a running job's: its end drops them)."""
-        t.pending = [p for p in t.pending if p.pid not in bad]
-        t.pending_rows = sum(p.arrival.rows for p in t.pending)
-        t.ids.difference_update(bad)
-        if t.partial is not None and t.partial.pid in bad:
-            t.partial = None
-        if t.running_slice is not None and t.running_slice.pid in bad:
-            t.running_slice = None
-        t.arrived = max((p.end for p in chain(t.pending, t.running_parts)), default=t.freshness)
-        if t.freshness is not None and t.arrived is not None:
-            t.arrived = max(t.arrived, t.freshness)
 
     def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
         job = self._board.release(job_id, self._now)
@@ -635,15 +588,7 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        # what the job loaded of each partition: from where earlier slices stopped (`loaded`)
-        spans = [(p, p.start if p.loaded is None else p.loaded, min(p.end, job.end))
-                 for p in (t.running_parts if t.running_slice is None else [t.running_slice])]
-        for p in t.running_parts:
-            t.ids.discard(p.pid)
-        t.running_parts = []
-        if t.running_slice is not None:
-            t.running_slice.loaded, t.partial = job.end, t.running_slice
-            t.running_slice = None
+        spans = t.log.finished(job.end) if t.log is not None else []  # what it loaded of each partition
         if job.kind == "recompute":
             self._recomputed(t, job, ev, now)
             return
@@ -762,15 +707,8 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "fail")
-        bad = set(ev.bad_partitions)
-        for p in t.running_parts:  # the data stays pending: nothing valid is ever dropped
-            if p.pid in bad:  # unloadable since acceptance: the shell quarantines it
-                t.ids.discard(p.pid)
-                continue
-            insort(t.pending, p, key=_Partition.key)
-            t.pending_rows += p.arrival.rows
-        t.running_parts = []
-        t.running_slice = None  # a failed slice: its partition never left the pending list
+        if t.log is not None:  # the data stays pending, but what the shell quarantines (bad_partitions)
+            t.log.failed(set(ev.bad_partitions), t.freshness)
         if t.rc is not None:  # the windows it took stay to recompute
             for p in t.running_taken:
                 t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
@@ -780,8 +718,6 @@ class Scheduler:
                 # changes marked up to the failed update's new freshness (_touch): nothing above F
                 # was committed, and the retry reads its sources anew
                 t.rc.dirty.remove(t.freshness, math.inf)
-        if bad:
-            self._drop(t, bad)
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -824,8 +760,8 @@ class Scheduler:
         return changed
 
     def _has_work(self, t: _Table) -> bool:
-        if t.base:
-            return bool(t.pending)
+        if t.log is not None:
+            return bool(t.log.pending)
         if t.rc is not None and t.freshness is not None and t.rc.has_work():
             return True
         if t.edge is None:
@@ -859,23 +795,11 @@ class Scheduler:
         """(start, end, new freshness, partitions, time slice?, n of E(n)) of the job t would run
         now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in
         time slices (`policies.chopping.time_slice`); a full refresh starts at the origin."""
-        if t.base:  # pending is sorted by end: O(log n) however long the backlog
-            f = t.freshness
-            first = t.pending[0]
-            first_start = first.start if first.loaded is None else first.loaded
-            ref = f if f is not None else first_start
-            c = self._chop_c(t)
-            count = chop_count(t.pending, ref, t.period, c, _Partition.end_of)
-            if t.partial is not None and t.partial is not first and count > 1:
-                # late data below a partly loaded partition: load it first, never across the slice
-                count = min(count, max(1, bisect_left(t.pending, t.partial.key(), key=_Partition.key)))
-            end = t.pending[count - 1].end
-            start = min(ref, first_start)  # the earliest data this job touches
-            cut = time_slice(max(ref, first_start), first.end, t.period, c) if count == 1 and self._auto_chop else None
-            if cut is not None:
-                end = cut
-            new_f = end if f is None else max(f, end)
-            return start, end, new_f, count, cut is not None, self._base_work(t, count, start, end)
+        if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
+            sh = t.log.shape(t.freshness, t.period, self._chop_c(t), self._auto_chop)
+            assert t.rate is not None
+            n = t.log.work(t.rate, sh.count, sh.start, sh.end)
+            return sh.start, sh.end, sh.new_freshness, sh.count, sh.sliced, n
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.edge is not None
         end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
@@ -883,30 +807,16 @@ class Scheduler:
             start = t.origin if t.origin is not None else start
         return start, end, end, 0, False, end - start
 
-    def _base_work(self, t: _Table, count: int, start: float, end: float) -> float:
-        """n of E(n) (§2.4) for loading `t.pending[:count]` through `end`: its rows at the stream's
-        typical rate (warehouse.cost.RowRate) — all pending rows are a running total, a chopped
-        job sums its few partitions — less the part of the first that time slices loaded already
-        or leave to a later slice."""
-        assert t.rate is not None
-        if t.rate.rate is None:
-            return end - start
-        first = t.pending[0]
-        rows = t.pending_rows if count == len(t.pending) else sum(p.arrival.rows for p in t.pending[:count])
-        lo = first.start if first.loaded is None else first.loaded
-        rows -= first.arrival.rows * (1.0 - (min(first.end, end) - lo) / (first.end - first.start))
-        return t.rate.work(rows, end - start)
-
     def _chop_c(self, t: _Table) -> float | None:
         """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
         (policies.chopping.chop_pays)."""
         if self._chop != "auto":
             return self._chop
         load = self.plan.utilization * self._pace.long / self._n_tracks
-        if t.base:
-            ref = t.freshness if t.freshness is not None else t.pending[0].start
-            delta = t.pending[-1].end - ref
-            n = self._base_work(t, len(t.pending), ref, t.pending[-1].end)
+        if t.log is not None:
+            assert t.rate is not None
+            ref, end = t.log.whole(t.freshness)
+            delta, n = end - ref, t.log.work(t.rate, len(t.log.pending), ref, end)
         else:
             delta = n = t.edge - (t.freshness if t.freshness is not None else t.origin)
         benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
@@ -1083,7 +993,7 @@ class Scheduler:
         job = StartJob(job_id=self._next_job, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                        new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
                        estimate=self._upkeep_estimate(t, kind))
-        return self._occupy(t, job, [], track, now)
+        return self._occupy(t, job, track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
@@ -1271,21 +1181,17 @@ class Scheduler:
         t.version += 1
         self._queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
-        parts: list[_Partition] = []
+        parts: list[Partition] = []
         arrivals: tuple[PartitionArrived, ...] = ()
-        if t.base and sliced:  # a time slice: the partition stays pending until its last slice
-            t.running_slice = t.pending[0]
-            arrivals = (t.running_slice.arrival,)
+        if t.log is not None and sliced:  # a time slice: the partition stays pending until its last slice
+            arrivals = (t.log.take_slice().arrival,)
             safe = safe_freshness(new_f, t.lateness, (), t.safe)
             chopped = True
-        elif t.base:
-            parts, t.pending = t.pending[:count], t.pending[count:]
-            t.pending_rows -= sum(p.arrival.rows for p in parts)
+        elif t.log is not None:
+            parts = t.log.take(count)
             arrivals = tuple(p.arrival for p in parts)
-            if t.partial is not None and any(p is t.partial for p in parts):
-                t.partial = None
             safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
-            chopped = bool(t.pending)
+            chopped = bool(t.log.pending)
         else:
             safe = new_f if t.settle is None else min(new_f, t.settle)  # max_skew: final only below the edge
             chopped = t.edge is not None and end < t.edge
@@ -1313,7 +1219,7 @@ class Scheduler:
             sql_version=t.rc.sql_version if t.rc is not None else "",
             work=n if t.base else None,
         )
-        return self._started(t, job, parts, track, now)
+        return self._started(t, job, track, now)
 
     def _start_recompute(self, t: _Table, track: int, now: float) -> StartJob:
         """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
@@ -1345,16 +1251,15 @@ class Scheduler:
             reasons=tuple(sorted(reasons)),
             sql_version=t.rc.sql_version,
         )
-        return self._started(t, job, [], track, now)
+        return self._started(t, job, track, now)
 
-    def _started(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
+    def _started(self, t: _Table, job: StartJob, track: int, now: float) -> StartJob:
         self._race = max(self._race, t.rand)
-        return self._occupy(t, job, parts, track, now)
+        return self._occupy(t, job, track, now)
 
-    def _occupy(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
+    def _occupy(self, t: _Table, job: StartJob, track: int, now: float) -> StartJob:
         """`job` (numbered `_next_job`) runs on `track` from `now`."""
         self._next_job += 1
-        t.running_parts = parts
         self._board.occupy(job, now)
         return job
 
@@ -1423,11 +1328,9 @@ class Scheduler:
         load), including what a running job is loading now. pending ΔF: the part of the backlog
         no job has taken yet (beyond the running job's new freshness). Both ≥ 0.
         """
-        if t.base:
-            head = t.arrived
-            floor = t.freshness
-            if floor is None:  # never loaded: from the earliest start waiting or running
-                floor = min((p.start for p in chain(t.pending, t.running_parts)), default=None)
+        if t.log is not None:
+            head = t.log.arrived
+            floor = t.freshness if t.freshness is not None else t.log.floor()  # never loaded: earliest start
         else:
             head = t.edge
             floor = t.freshness if t.freshness is not None else t.origin
@@ -1436,8 +1339,8 @@ class Scheduler:
         backlog = max(0.0, head - floor)
         job = self._board.by_table.get(t.name)
         taken = floor if job is None else max(floor, job.new_freshness)
-        if t.base:
-            head = t.pending[-1].end if t.pending else taken
+        if t.log is not None:
+            head = t.log.pending[-1].end if t.log.pending else taken
         return backlog, max(0.0, head - taken)
 
     def stats(self, now: float) -> SchedulerStats:
@@ -1460,13 +1363,13 @@ class Scheduler:
                     freshness=t.freshness,
                     safe_freshness=t.safe,
                     origin=t.origin,
-                    arrived=t.arrived if t.base else t.edge,
+                    arrived=t.log.arrived if t.log is not None else t.edge,
                     staleness=t.meter.staleness(now),
                     weighted_staleness=t.priority * t.meter.integral(now),
                     backlog=backlog,
                     pending_delta=pending_delta,
-                    pending_partitions=len(t.pending) + len(t.running_parts),
-                    running_partitions=len(t.running_parts),
+                    pending_partitions=len(t.log.pending) + len(t.log.running) if t.log is not None else 0,
+                    running_partitions=len(t.log.running) if t.log is not None else 0,
                     running_job=job.job_id if (job := self._board.by_table.get(t.name)) else None,
                     running_track=job.track if job else None,
                     jobs_released=t.released,
