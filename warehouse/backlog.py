@@ -50,15 +50,7 @@ class Partition:
         return p.end
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """The next base job: `(start, end]`, the new freshness, how many partitions, a time slice?"""
-
-    start: float
-    end: float
-    new_freshness: float
-    count: int
-    sliced: bool
+Shape = tuple[float, float, float, int, bool]  # the next job: start, end, new freshness, partitions, a slice?
 
 
 class Backlog:
@@ -92,8 +84,9 @@ class Backlog:
 
     # ---- the next job (§2.4, §3.4) ------------------------------------------------------------
     def shape(self, freshness: float | None, period: float, c: float | None, slicing: bool) -> Shape:
-        """The job that loads the backlog now: up to c·P_i of it (§3.4; c None: all), never across
-        a partly loaded partition; with `slicing` one partition longer than that in time slices."""
+        """The job that loads the backlog now — (start, end, new freshness, partitions, a time
+        slice?) — up to c·P_i of it (§3.4; c None: all), never across a partly loaded partition;
+        with `slicing` one partition longer than that in time slices."""
         first = self.pending[0]
         ref = freshness if freshness is not None else first.low
         count = chop_count(self.pending, ref, period, c, Partition.end_of)
@@ -106,7 +99,7 @@ class Backlog:
         if cut is not None:
             end = cut
         new_f = end if freshness is None else max(freshness, end)
-        return Shape(start, end, new_f, count, cut is not None)
+        return start, end, new_f, count, cut is not None
 
     def work(self, rate: RowRate, count: int, start: float, end: float) -> float:
         """n of E(n) (§2.4) for loading `pending[:count]` through `end`: its rows at the stream's

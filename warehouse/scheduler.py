@@ -90,6 +90,8 @@ class JobState(Enum):
     MAINTAINING = "maintaining"  # OPTIMIZE/VACUUM (warehouse.upkeep) as the table's one writer
     BACKOFF = "backoff"  # the last job failed; retried after the back-off
 
+    __hash__ = object.__hash__  # members are singletons: identity hashing, in C (the hot path looks them up)
+
     @property
     def phase(self) -> str:
         """idle, pending, running or backoff (`TableStats.state`, the metrics' labels)."""
@@ -102,6 +104,8 @@ class Mode(Enum):
     ACTIVE = "active"
     URGENT = "urgent"  # refresh: its next update job starts ahead of the queue
     SUSPENDED = "suspended"  # no job starts; arrivals are kept
+
+    __hash__ = object.__hash__
 
 
 _I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
@@ -796,10 +800,9 @@ class Scheduler:
         now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in
         time slices (`policies.chopping.time_slice`); a full refresh starts at the origin."""
         if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
-            sh = t.log.shape(t.freshness, t.period, self._chop_c(t), self._auto_chop)
+            start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, self._chop_c(t), self._auto_chop)
             assert t.rate is not None
-            n = t.log.work(t.rate, sh.count, sh.start, sh.end)
-            return sh.start, sh.end, sh.new_freshness, sh.count, sh.sliced, n
+            return start, end, new_f, count, sliced, t.log.work(t.rate, count, start, end)
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.edge is not None
         end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
