@@ -29,16 +29,14 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
-from itertools import accumulate
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
 from policies.inheritance import inherit
-from policies.reservation import Upcoming, hold_for
+from policies.reservation import Releases, Upcoming, ValueRanking, held_until
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.backlog import Backlog, Partition
 from warehouse.board import TrackBoard
@@ -259,7 +257,7 @@ class Scheduler:
         self._duplicates = 0
         self._late = 0
         self._backoffs: list[tuple[float, int, str]] = []  # (until, seq, table name): indices move on reconfigure
-        self._expected: list[tuple[float, int, _Table]] = []  # (next arrival, seq, table): reservation
+        self._releases = Releases(self._expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
         self._plan_dirty = False
         self._last_plan_event = 0
@@ -413,9 +411,7 @@ class Scheduler:
             profiles.append(JobProfile(t.name, t.period, t.plan_e, t.benefit))
         self._best_benefit = max((p.benefit for p in profiles), default=0.0)
         # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
-        ranked = sorted((t for t in self._by_idx if t.base), key=lambda t: -t.benefit)
-        self._ranked_benefit = [-t.benefit for t in ranked]
-        self._ranked_pmin = list(accumulate((t.period for t in ranked), min))
+        self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)
         self.plan: TrackPlan = make_plan(
             sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
@@ -549,11 +545,7 @@ class Scheduler:
             t.log.add(Partition(ev.end, ev.start, self._seq, late, ev))
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
-                self._seq += 1
-                h = self._expected
-                while h and h[0][0] <= now:  # past: memory stays at about one entry per table
-                    heapq.heappop(h)
-                heapq.heappush(h, (now + t.period, self._seq, t))
+                self._releases.expect(now + t.period, t, now)
             self._work_changed(t, now)
 
     def _dropped(self, ev: PartitionDropped, now: float) -> None:
@@ -1060,7 +1052,7 @@ class Scheduler:
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Max Benefit with Lookahead (§3.1) picks the first job of the round: its best `_LOOK`
         released jobs against the releases expected before the best one would end (at most
-        `_SCAN` of them). Both are walked best-first in their heaps, none popped: the cost is
+        `policies.reservation.SCAN` of them). Both are walked best-first in their heaps, none popped: the cost is
         O((k + s) log n) for k entries taken and s stale entries passed on the way (compaction,
         `_push`, keeps s below the queue's length + 64), not a scan of every table."""
         frontier = [(h[0], g, 0) for g, h in enumerate(self._heaps) if h]
@@ -1080,7 +1072,7 @@ class Scheduler:
         horizon = now + ordered[0].cost
         expected = [
             Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
-            for when, t in self._expected_in(now, horizon)
+            for when, t in self._releases.within(now, horizon, inclusive=True)
             if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
         ]
         if not expected:
@@ -1094,52 +1086,25 @@ class Scheduler:
             out.append(self._start(t, track, now))
             available.discard(track)
 
-    def _expected_in(self, now: float, horizon: float) -> list[tuple[float, _Table]]:
-        """(next arrival, table) of the base tables expected in (now, horizon] (last arrival + P_i,
-        §2.4), in time order; at most `_SCAN` heap entries are looked at (best-first, none popped)."""
-        h = self._expected
-        while h and (h[0][0] <= now or not self._expecting(h[0])):
-            heapq.heappop(h)
-        out: list[tuple[float, _Table]] = []
-        frontier = [(h[0][0], 0)] if h else []
-        for _ in range(self._SCAN):
-            if not frontier:
-                break
-            when, i = heapq.heappop(frontier)
-            if when > horizon:
-                break
-            if self._expecting(h[i]):
-                out.append((when, h[i][2]))
-            for c in (2 * i + 1, 2 * i + 2):
-                if c < len(h):
-                    heapq.heappush(frontier, (h[c][0], c))
-        return out
-
-    _SCAN = 16  # expected releases looked at per check: the decision stays O(log n)
-
     def _holds(self, t: _Table, benefit: float, track: int, now: float) -> float | None:
         """Track reservation by lookahead (policies.reservation): until when should `track` wait
         for jobs of higher marginal benefit expected before t's long job would end? None: start
-        it. Checked only for a job longer than the shortest period of the tables more valuable
-        than it. A query: `_hold` applies the answer."""
-        more = bisect_left(self._ranked_benefit, -benefit)  # tables with a higher regular benefit
-        if not more:
+        it. A query: `_hold` applies the answer."""
+        p_min = self._ranking.shortest_period_above(benefit)
+        if p_min is None:
             return None
-        pace, p_min = self._pace.now, self._ranked_pmin[more - 1]
+        pace = self._pace.now
         start, _, new_f, _, _, n = self._shape(t)
-        cost = t.cost.estimate(n) * pace
-        if cost <= p_min:
-            return None
-        upcoming = self._upcoming(now, now + cost, benefit, pace)
-        if not upcoming:
-            return None
-        free_at = self._board.free_at(now, pace, but=track)
         delta = new_f - (t.freshness if t.freshness is not None else start)
-        until = hold_for(now, cost, t.ip * delta, upcoming, free_at)
-        since = t.held_since if t.state is JobState.HELD else now
-        if until is None or until - since > cost:  # never kept waiting longer than it will run
-            return None
-        return until
+
+        def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
+            return [Upcoming(when, k.ip * k.period, k.plan_e * pace)
+                    for when, k in self._releases.within(now, horizon, inclusive=False)
+                    if k.benefit > benefit and k.state is JobState.IDLE]
+
+        return held_until(now, t.cost.estimate(n) * pace, t.ip * delta,
+                          t.held_since if t.state is JobState.HELD else now, p_min, upcoming,
+                          lambda: self._board.free_at(now, pace, but=track))
 
     def _hold(self, t: _Table, until: float, now: float) -> None:
         """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
@@ -1148,31 +1113,10 @@ class Scheduler:
         self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
 
-    def _upcoming(self, now: float, horizon: float, benefit: float, pace: float) -> list[Upcoming]:
-        """Idle base tables of higher regular benefit whose next arrival (last + P_i, §2.4) falls
-        in (now, horizon), in time order; at most _SCAN heap entries are looked at."""
-        h = self._expected
-        while h and (h[0][0] <= now or not self._expecting(h[0])):
-            heapq.heappop(h)
-        out: list[Upcoming] = []
-        frontier = [(h[0][0], 0)] if h else []
-        for _ in range(self._SCAN):  # best-first walk of the heap: entries in time order, none popped
-            if not frontier:
-                break
-            when, i = heapq.heappop(frontier)
-            if when >= horizon:
-                break
-            k = h[i][2]
-            if k.benefit > benefit and k.state is JobState.IDLE and self._expecting(h[i]):
-                out.append(Upcoming(when, k.ip * k.period, k.plan_e * pace))
-            for c in (2 * i + 1, 2 * i + 2):
-                if c < len(h):
-                    heapq.heappush(frontier, (h[c][0], c))
-        return out
-
-    def _expecting(self, entry: tuple[float, int, _Table]) -> bool:
-        k = entry[2]
-        return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == entry[0]
+    @staticmethod
+    def _expecting(when: float, k: _Table) -> bool:
+        """The release expected of k at `when` is still its latest (§2.4)."""
+        return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
         if t.rc is not None and t.freshness is not None and t.rc.has_work() and self._next(t)[1]:
