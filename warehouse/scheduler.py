@@ -60,6 +60,7 @@ from warehouse.events import (
     Tick,
 )
 from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
+from warehouse.queues import ReadyQueues
 from warehouse.recompute import (
     EVOLVE_SHARE,
     Piece,
@@ -263,7 +264,7 @@ class Scheduler:
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
         self._ripe: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
-        self._urgent: dict[str, None] = {}  # the tables in Mode.URGENT, in the order asked: served first
+        self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
         self._handlers = {
             PartitionArrived: self._arrived,
             PartitionDropped: self._dropped,
@@ -416,12 +417,11 @@ class Scheduler:
             sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
         n_groups = len(self.plan.groups)
-        self._heaps: list[list[tuple]] = [[] for _ in range(n_groups)]
-        self._queued = [0] * n_groups
+        self._q.reset(n_groups)
         for t in self._by_idx:
             t.group = self.plan.group_of[t.name]
             if t.state in QUEUED:
-                self._queued[t.group] += 1
+                self._q.queued[t.group] += 1
                 self._push(t)
         self._plan_dirty = False
         self._last_plan_event = self._events
@@ -477,7 +477,7 @@ class Scheduler:
         if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
             self._transition(t, "drain")
             t.version += 1
-            self._queued[t.group] -= 1
+            self._q.queued[t.group] -= 1
 
     def _resume(self, ev: Resume, now: float) -> None:
         """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
@@ -509,9 +509,9 @@ class Scheduler:
             raise SchedulerMisuse(f"table {t.name!r} is {t.mode.value} and cannot take '{kind}'")
         t.mode = new  # type: ignore[assignment]
         if new is Mode.URGENT:
-            self._urgent[t.name] = None
+            self._q.urgent[t.name] = None
         else:
-            self._urgent.pop(t.name, None)
+            self._q.urgent.pop(t.name, None)
 
     def is_suspended(self, table: str) -> bool:
         t = self._tables.get(table)
@@ -557,7 +557,7 @@ class Scheduler:
                 if t.state in QUEUED and not self._has_work(t):
                     self._transition(t, "drain")
                     t.version += 1
-                    self._queued[t.group] -= 1
+                    self._q.queued[t.group] -= 1
                 elif t.state in QUEUED:
                     self._push(t)
 
@@ -781,7 +781,7 @@ class Scheduler:
             t.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
             t.released += 1
             self._released += 1
-            self._queued[t.group] += 1
+            self._q.queued[t.group] += 1
             self._push(t)
         elif was in QUEUED:
             self._push(t)
@@ -882,24 +882,11 @@ class Scheduler:
 
     def _push(self, t: _Table) -> None:
         t.version += 1
-        h = self._heaps[t.group]
-        heapq.heappush(h, (self._key(self._candidate(t)), t.version, t.idx))
-        if len(h) > 2 * self._queued[t.group] + 64:  # compact stale entries: memory stays flat
-            h[:] = [e for e in h if self._valid(e, t.group)]
-            heapq.heapify(h)
+        self._q.push(t.group, (self._key(self._candidate(t)), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[2]]
         return t.version == entry[1] and t.state in QUEUED and t.group == g
-
-    def _top(self, g: int) -> tuple | None:
-        """The group's best valid entry (lazy deletion)."""
-        h = self._heaps[g]
-        while h:
-            if self._valid(h[0], g):
-                return h[0]
-            heapq.heappop(h)
-        return None
 
     # ---- a scheduling round (§3.2) ---------------------------------------------------------------
     def _dispatch(self, now: float) -> list[StartJob]:
@@ -909,25 +896,25 @@ class Scheduler:
             return []
         available = set(self._board.idle)
         out: list[StartJob] = []
-        if self._urgent:
+        if self._q.urgent:
             self._refresh_first(now, available, out)
-        if available and any(self._queued):
+        if available and any(self._q.queued):
             self._round(now, available, out)
         if available and self._ripe:
             self._maintain(now, available, out)
         return out
 
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        for name in list(self._urgent):
+        for name in list(self._q.urgent):
             if not available:
                 return
             t = self._tables.get(name)
             if t is None or t.removed:
-                del self._urgent[name]
+                del self._q.urgent[name]
                 continue
             if t.state not in QUEUED:
                 continue  # running (its next job goes first) or waiting for its sources
-            track = self.plan.place(name, available, lambda g: self._queued[g] > 0)
+            track = self.plan.place(name, available, self._q.waiting)
             if track is None:
                 track = min(available)  # "now": any free track
             out.append(self._start(t, track, now))
@@ -959,7 +946,7 @@ class Scheduler:
             if not available:
                 return
             t = self._by_idx[idx]
-            track = self.plan.place(t.name, available, lambda g: self._queued[g] > 0)
+            track = self.plan.place(t.name, available, self._q.waiting)
             if track is not None:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
@@ -997,24 +984,24 @@ class Scheduler:
         if self._lookahead:
             self._lookahead_first(now, available, out)
         aside: list[tuple[int, tuple]] = []
-        aside_n = [0] * len(self._heaps)
+        aside_n = [0] * len(self._q.heaps)
         blocked: set[int] = set()
 
         def has_remaining(g: int) -> bool:
-            return self._queued[g] - aside_n[g] > 0
+            return self._q.queued[g] - aside_n[g] > 0
 
         merge: list[tuple] = []
-        for g in range(len(self._heaps)):
-            top = self._top(g)
+        for g in range(len(self._q.heaps)):
+            top = self._q.top(g)
             if top is not None and plan.could_use(g, available):
                 merge.append((top[0], g))
         heapq.heapify(merge)
         while available and merge:
             _, g = heapq.heappop(merge)
-            entry = self._top(g)
+            entry = self._q.top(g)
             if entry is None:
                 continue
-            heapq.heappop(self._heaps[g])
+            self._q.pop(g)
             t = self._by_idx[entry[2]]
             track = plan.place(t.name, available, has_remaining)
             until = self._holds(t, -entry[0][0], track, now) if track is not None and self._reserve else None
@@ -1022,7 +1009,7 @@ class Scheduler:
                 self._hold(t, until, now)
                 aside.append((g, entry))  # the track waits for valuable jobs; the next may be short
                 aside_n[g] += 1
-                nxt = self._top(g)
+                nxt = self._q.top(g)
             elif track is None:
                 aside.append((g, entry))
                 aside_n[g] += 1
@@ -1030,22 +1017,22 @@ class Scheduler:
                     blocked.add(g)
                     nxt = None
                 else:
-                    nxt = self._top(g)
+                    nxt = self._q.top(g)
             else:
                 out.append(self._start(t, track, now))
                 available.discard(track)
-                nxt = self._top(g)
+                nxt = self._q.top(g)
             if nxt is not None and plan.could_use(g, available):
                 heapq.heappush(merge, (nxt[0], g))
             elif blocked and not has_remaining(g):
                 # a group ran out: non-aggressive checks may now pass for the blocked ones
                 for b in sorted(blocked):
-                    top = self._top(b)
+                    top = self._q.top(b)
                     if top is not None and plan.could_use(b, available):
                         heapq.heappush(merge, (top[0], b))
                 blocked.clear()
         for g, entry in aside:
-            heapq.heappush(self._heaps[g], entry)
+            self._q.push(g, entry)
 
     _LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
 
@@ -1055,17 +1042,7 @@ class Scheduler:
         `policies.reservation.SCAN` of them). Both are walked best-first in their heaps, none popped: the cost is
         O((k + s) log n) for k entries taken and s stale entries passed on the way (compaction,
         `_push`, keeps s below the queue's length + 64), not a scan of every table."""
-        frontier = [(h[0], g, 0) for g, h in enumerate(self._heaps) if h]
-        heapq.heapify(frontier)
-        valid: list[tuple] = []
-        while frontier and len(valid) < self._LOOK:
-            e, g, i = heapq.heappop(frontier)
-            if self._valid(e, g):
-                valid.append(e)
-            h = self._heaps[g]
-            for c in (2 * i + 1, 2 * i + 2):
-                if c < len(h):
-                    heapq.heappush(frontier, (h[c], g, c))
+        valid = self._q.heads(self._LOOK)
         if not valid:
             return
         ordered = [self._candidate(self._by_idx[e[2]]) for e in valid]
@@ -1081,7 +1058,7 @@ class Scheduler:
         if chosen.table == ordered[0].table:
             return
         t = self._tables[chosen.table]
-        track = self.plan.place(t.name, available, lambda g: self._queued[g] > 0)
+        track = self.plan.place(t.name, available, self._q.waiting)
         if track is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
@@ -1126,7 +1103,7 @@ class Scheduler:
         if t.mode is Mode.URGENT:
             self._mode(t, "served")
         t.version += 1
-        self._queued[t.group] -= 1
+        self._q.queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
         parts: list[Partition] = []
         arrivals: tuple[PartitionArrived, ...] = ()
@@ -1176,7 +1153,7 @@ class Scheduler:
         piece, full, _ = plan
         self._transition(t, "recompute")
         t.version += 1
-        self._queued[t.group] -= 1
+        self._q.queued[t.group] -= 1
         t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
         t.running_taken = taken = t.rc.dirty.remove(piece.lo, piece.hi)
         # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
@@ -1258,7 +1235,7 @@ class Scheduler:
         if t.state in QUEUED and not self._has_work(t):
             self._transition(t, "drain")
             t.version += 1
-            self._queued[t.group] -= 1
+            self._q.queued[t.group] -= 1
         elif t.state in QUEUED:
             self._push(t)
 
