@@ -27,11 +27,9 @@ basic algorithm (§3.1); each round merges the group heads in key order and asks
 from __future__ import annotations
 
 import heapq
-import math
 import random
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import lru_cache
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
@@ -43,6 +41,7 @@ from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
+from warehouse.derived import Derived
 from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
 from warehouse.events import (
     Backfill,
@@ -59,18 +58,13 @@ from warehouse.events import (
     Suspend,
     Tick,
 )
-from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
+from warehouse.freshness import StalenessMeter, safe_freshness
 from warehouse.queues import ReadyQueues
 from warehouse.recompute import (
-    EVOLVE_SHARE,
     Piece,
-    TableRecompute,
-    VersionMap,
-    full_pays,
     touched,
     window_count,
 )
-from warehouse.sqltext import refresh_plan, sql_version
 from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
@@ -148,11 +142,6 @@ TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
 _ADOPT = {"recompute": _C, OPTIMIZE: _M, VACUUM: _M}  # a running job's state by its kind
 
 
-@lru_cache(maxsize=4096)
-def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
-    return refresh_plan(sql, time_columns)
-
-
 @dataclass(frozen=True, slots=True)
 class Recovered:
     """A table's state read back from storage on start (DESIGN.md §4.4).
@@ -217,15 +206,7 @@ class _Table:
     delta_total: float = 0.0
     last_result: str | None = None
     removed: bool = False
-    # derived tables: rewriting committed windows (warehouse.recompute) and bounded skew (seed 000)
-    rc: TableRecompute | None = None
-    lookback: float = 0.0
-    max_skew: float = 0.0
-    full_mode: bool = False  # refresh_mode full (or auto and the SQL is not window-local)
-    mode_reason: str = ""
-    settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
-    running_taken: list[Piece] = field(default_factory=list)  # what the running job took out of rc.dirty
-    running_full: bool = False
+    dv: Derived | None = None  # derived: edge, refresh mode, what to recompute (warehouse.derived)
 
 
 class Scheduler:
@@ -367,26 +348,11 @@ class Scheduler:
 
     def _derived_config(self, t: _Table, tc: TableConfig, configs: dict[str, TableConfig], streams: dict,
                         rec: Recovered | None) -> None:
-        """A derived table's refresh mode (full or incremental), skew bound and SQL version; a
-        changed SQL makes the windows of the old one stale (seed 001), or, with `rebuild`, asks for
-        one full rewrite."""
-        t.lookback, t.max_skew = tc.lookback, tc.max_skew
+        """A derived table's refresh mode, skew bound and SQL version (warehouse.derived)."""
+        if t.dv is None:
+            t.dv = Derived(tc.sql, rec.sql_versions if rec else (), rec.dirty if rec else ())
         tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
-        local, why = _plan(tc.sql or "", tcols) if tc.sql else (True, "no SQL")
-        if tc.refresh_mode == "auto":
-            t.full_mode, t.mode_reason = not local, why
-        else:
-            t.full_mode, t.mode_reason = tc.refresh_mode == "full", f"refresh_mode: {tc.refresh_mode} in the config"
-        version = sql_version(tc.sql)
-        if t.rc is None:
-            t.rc = TableRecompute(version, VersionMap(rec.sql_versions if rec else ()))
-            for lo, hi in rec.dirty if rec else ():  # late data loaded before a restart (lake.recovery)
-                t.rc.dirty.add(lo, hi, ("late",))
-        elif t.rc.sql_version != version:
-            t.rc.sql_version = version
-            t.rc.full = t.rc.full or t.full_mode
-        if tc.rebuild and t.rc.old():  # rebuild: the old windows go in one full rewrite, not piece by piece
-            t.rc.full = True
+        t.dv.configure(tc.sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild)
 
     def _adopt_running(self, t: _Table) -> None:
         """A table that returns while its previous incarnation's job still runs takes that job
@@ -612,9 +578,8 @@ class Scheduler:
             for p, lo, hi in spans:  # (a time slice touches only its slice)
                 self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
-            assert t.rc is not None
-            t.rc.versions.set(job.start, job.end, job.sql_version)
-            t.running_taken, t.running_full = [], False
+            assert t.dv is not None
+            t.dv.committed(job.start, job.end, job.sql_version, None)
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             self._sources_changed(d, now)
@@ -644,11 +609,11 @@ class Scheduler:
 
     def _recomputed(self, t: _Table, job: StartJob, ev: JobFinished, now: float) -> None:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
-        assert t.rc is not None
+        assert t.dv is not None
         if ev.committed:
             t.cost.observe(job.n, ev.duration)
-        t.rc.done(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
-        t.running_taken, t.running_full = [], False  # (counted in rc.recompute_jobs, not in update jobs)
+        # (counted in the recompute jobs, not in update jobs)
+        t.dv.committed(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
         t.failures = 0
         t.last_result = "ok"
         self._touch(t, job.start, job.end, "upstream", job.late, now)
@@ -661,15 +626,13 @@ class Scheduler:
         """x's rows in `(lo, hi]` changed: the windows its dependents computed from them are wrong
         (late data, a rewritten source, a dependent that ran ahead by max_skew)."""
         for d in x.dependents:
-            if d.rc is None or d.freshness is None:
+            if d.dv is None or d.freshness is None:
                 continue
             taken = d.freshness
             job = self._board.by_table.get(d.name)
             if job is not None and job.kind != "recompute":
                 taken = max(taken, job.new_freshness)  # its running job may have read the old rows
-            r = touched(lo, hi, lookback=d.lookback, granularity=d.granularity, taken=taken, origin=d.origin)
-            if r is not None:
-                d.rc.dirty.add(r[0], r[1], (reason,), late)
+            if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=d.origin):
                 self._work_changed(d, now)
 
     def _sources_changed(self, d: _Table, now: float) -> None:
@@ -684,11 +647,8 @@ class Scheduler:
     def _raise_safe(self, d: _Table) -> bool:
         """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
         safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute."""
-        if d.base or d.freshness is None or d.settle is None:
+        if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
             return False
-        cand = min(d.freshness, d.settle)
-        if d.rc is not None and (low := d.rc.dirty.lowest()) is not None:
-            cand = min(cand, low)
         if d.safe is None or cand > d.safe:
             d.safe = cand
             return True
@@ -705,15 +665,8 @@ class Scheduler:
         self._transition(t, "fail")
         if t.log is not None:  # the data stays pending, but what the shell quarantines (bad_partitions)
             t.log.failed(set(ev.bad_partitions), t.freshness)
-        if t.rc is not None:  # the windows it took stay to recompute
-            for p in t.running_taken:
-                t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
-            t.rc.full = t.rc.full or t.running_full
-            t.running_taken, t.running_full = [], False
-            if job.kind != "recompute" and t.freshness is not None:
-                # changes marked up to the failed update's new freshness (_touch): nothing above F
-                # was committed, and the retry reads its sources anew
-                t.rc.dirty.remove(t.freshness, math.inf)
+        if t.dv is not None:  # the windows it took stay to recompute
+            t.dv.failed(job.kind != "recompute", t.freshness)
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -743,32 +696,20 @@ class Scheduler:
 
     def _update_edge(self, d: _Table) -> bool:
         """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
-        te = trailing_edge(s.safe for s in d.sources)
-        edge = None if te is None else floor_to(te, d.granularity)
-        d.settle = edge
-        if edge is not None and d.max_skew > 0:  # seed 000 bound_inconsistency: run ahead by ≤ max_skew
-            lead = max(s.safe for s in d.sources if s.safe is not None)
-            edge = max(edge, floor_to(min(lead, te + d.max_skew), d.granularity))
-        if d.origin is None and edge is not None:  # never loaded: start where the sources start
+        assert d.dv is not None
+        changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
+        if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
+            edge = d.dv.edge
             d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
-        changed = edge != d.edge
-        d.edge = edge
         return changed
 
     def _has_work(self, t: _Table) -> bool:
         if t.log is not None:
             return bool(t.log.pending)
-        if t.rc is not None and t.freshness is not None and t.rc.has_work():
+        assert t.dv is not None
+        if t.freshness is not None and t.dv.rc.has_work():
             return True
-        if t.edge is None:
-            return False
-        start = t.freshness if t.freshness is not None else t.origin
-        return start is not None and t.edge > start
-
-    def _has_update(self, t: _Table) -> bool:
-        """Derived: the sources' edge is past its freshness (an update job, §2.2)."""
-        start = t.freshness if t.freshness is not None else t.origin
-        return t.edge is not None and start is not None and t.edge > start
+        return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
 
     def _work_changed(self, t: _Table, now: float) -> None:
         if t.mode is Mode.SUSPENDED or not self._has_work(t):
@@ -796,9 +737,9 @@ class Scheduler:
             assert t.rate is not None
             return start, end, new_f, count, sliced, t.log.work(t.rate, count, start, end)
         start = t.freshness if t.freshness is not None else t.origin
-        assert start is not None and t.edge is not None
-        end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
-        if t.full_mode:  # a full refresh computes the table from its origin (docs/warehouse.md)
+        assert start is not None and t.dv is not None and t.dv.edge is not None
+        end = chop_window(start, t.dv.edge, t.period, self._chop_c(t), t.granularity)
+        if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md)
             start = t.origin if t.origin is not None else start
         return start, end, end, 0, False, end - start
 
@@ -813,7 +754,8 @@ class Scheduler:
             ref, end = t.log.whole(t.freshness)
             delta, n = end - ref, t.log.work(t.rate, len(t.log.pending), ref, end)
         else:
-            delta = n = t.edge - (t.freshness if t.freshness is not None else t.origin)
+            assert t.dv is not None and t.dv.edge is not None
+            delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
         benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
         return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
 
@@ -824,8 +766,10 @@ class Scheduler:
     def _next(self, t: _Table) -> tuple[Candidate, bool]:
         """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
         its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
-        upd = self._update_candidate(t) if t.base or self._has_update(t) else None
-        if upd is not None and t.full_mode:  # a full update rewrites every window anyway
+        dv = t.dv
+        upd = self._update_candidate(t) if dv is None or dv.has_update(
+            t.freshness if t.freshness is not None else t.origin) else None
+        if upd is not None and (dv is None or dv.full):  # a full update rewrites every window anyway
             return upd, False
         plan = self._recompute_plan(t)
         if plan is None:
@@ -835,7 +779,7 @@ class Scheduler:
         cost = t.cost.estimate(piece.hi - piece.lo)
         rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
                         release=t.release, period=t.period, seq=t.seq, rand=t.rand)
-        if upd is None or full and t.rc is not None and t.rc.full or self._key(rec) < self._key(upd):
+        if upd is None or full and dv is not None and dv.rc.full or self._key(rec) < self._key(upd):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows)
             return rec, True
         return upd, False
@@ -856,29 +800,12 @@ class Scheduler:
         )
 
     def _recompute_plan(self, t: _Table) -> tuple[Piece, bool, float] | None:
-        """(the range, full?, priority share) of t's next recompute job, or None.
-
-        Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
-        then windows on an old SQL version at EVOLVE_SHARE of it (seed 001: in the background),
-        newest first, in pieces of at most c·P_i (§3.4). One full overwrite instead, from the
-        table's origin, when the table refreshes in full, a rebuild is asked for, or the learned
-        E(n) says it is cheaper than the pieces (`recompute.full_pays`, seed 000 §6).
-        """
-        rc = t.rc
-        if rc is None or t.freshness is None or not rc.has_work():
+        """(the range, full?, priority share) of t's next recompute job, or None
+        (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
+        if t.dv is None:
             return None
-        origin = t.origin if t.origin is not None else t.freshness
         span = max((self._chop if isinstance(self._chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
-        dirty, old = rc.dirty.total(), rc.old_length()
-        share = 1.0 if rc.full or dirty > 0 else EVOLVE_SHARE
-        whole = t.freshness - origin
-        if rc.full or t.full_mode or full_pays(t.cost.alpha, t.cost.beta, dirty + old, span, whole, AUTO_C):
-            reasons = set().union(*(p.reasons for p in rc.dirty.items)) | ({"sql"} if old > 0 or rc.full else set())
-            late = set().union(*(p.late for p in rc.dirty.items))
-            return Piece(origin, t.freshness, reasons, late), True, share
-        piece = rc.dirty.newest(span, t.granularity) if dirty > 0 else rc.newest_old(span, t.granularity)
-        assert piece is not None
-        return piece, False, share
+        return t.dv.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)
 
     def _push(self, t: _Table) -> None:
         t.version += 1
@@ -1096,7 +1023,7 @@ class Scheduler:
         return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
     def _start(self, t: _Table, track: int, now: float) -> StartJob:
-        if t.rc is not None and t.freshness is not None and t.rc.has_work() and self._next(t)[1]:
+        if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._next(t)[1]:
             return self._start_recompute(t, track, now)  # its recompute job ranks first now
         start, end, new_f, count, sliced, n = self._shape(t)
         self._transition(t, "slice" if sliced and t.base else "start")
@@ -1117,13 +1044,14 @@ class Scheduler:
             safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
             chopped = bool(t.log.pending)
         else:
-            safe = new_f if t.settle is None else min(new_f, t.settle)  # max_skew: final only below the edge
-            chopped = t.edge is not None and end < t.edge
-        full = t.full_mode and not t.base
+            assert t.dv is not None
+            settle, edge = t.dv.settle, t.dv.edge
+            safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
+            chopped = edge is not None and end < edge
+        full = t.dv is not None and t.dv.full
         if full:  # a full refresh: the SQL over (origin, end] overwrites the table (`_shape`)
-            assert t.rc is not None
-            t.running_full, t.rc.full = t.rc.full, False
-            t.running_taken = t.rc.dirty.remove(start, end)
+            assert t.dv is not None
+            t.dv.take(start, end, full=True)
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1140,7 +1068,7 @@ class Scheduler:
             chopped=chopped,
             late=tuple(p.pid for p in parts if p.late),
             full=full,
-            sql_version=t.rc.sql_version if t.rc is not None else "",
+            sql_version=t.dv.rc.sql_version if t.dv is not None else "",
             work=n if t.base else None,
         )
         return self._started(t, job, track, now)
@@ -1149,16 +1077,15 @@ class Scheduler:
         """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
         change that arrives while it runs is recomputed again after it."""
         plan = self._recompute_plan(t)
-        assert plan is not None and t.rc is not None and t.freshness is not None
+        assert plan is not None and t.dv is not None and t.freshness is not None
         piece, full, _ = plan
         self._transition(t, "recompute")
         t.version += 1
         self._q.queued[t.group] -= 1
-        t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
-        t.running_taken = taken = t.rc.dirty.remove(piece.lo, piece.hi)
+        reasons, late = t.dv.take(piece.lo, piece.hi, full)
         # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
-        reasons = set(piece.reasons).union(*(p.reasons for p in taken))
-        late = set(piece.late).union(*(p.late for p in taken))
+        reasons |= piece.reasons
+        late |= piece.late
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1173,7 +1100,7 @@ class Scheduler:
             late=tuple(sorted(late)),
             full=full,
             reasons=tuple(sorted(reasons)),
-            sql_version=t.rc.sql_version,
+            sql_version=t.dv.rc.sql_version,
         )
         return self._started(t, job, track, now)
 
@@ -1191,18 +1118,15 @@ class Scheduler:
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
-        if t.base:
+        if t.dv is None:
             return "append", "a base table appends what arrives"
-        if t.full_mode:
-            return "full", f"full recompute (idempotent overwrite) each job: {t.mode_reason}"
-        return "incremental", (f"{t.mode_reason}; rewrites by replaceWhere (one full pass when the learned "
-                               "E(n) says it is cheaper)")
+        return t.dv.describe()
 
     def _recomputable(self, table: str) -> _Table:
         t = self._tables.get(table)
         if t is None:
             raise RecomputeRefused(table, f"no such table (known: {', '.join(sorted(self._tables))})")
-        if t.base or t.rc is None:
+        if t.dv is None:
             raise RecomputeRefused(table, "a base table holds what arrived: recompute a derived table "
                                           f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
         return t
@@ -1219,19 +1143,16 @@ class Scheduler:
         if r is None:
             raise RecomputeRefused(ev.table, f"nothing computed in ({ev.start}, {ev.end}]: the table covers "
                                              f"({t.origin}, {t.freshness}]")
-        assert t.rc is not None
-        t.rc.dirty.add(r[0], r[1], (ev.reason or "backfill",))
+        assert t.dv is not None
+        t.dv.rc.dirty.add(r[0], r[1], (ev.reason or "backfill",))
         self._work_changed(t, now)
 
     def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:
         """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
         ranges also wrong for another reason stay, without it."""
         t = self._recomputable(ev.table)
-        assert t.rc is not None
-        for p in t.rc.dirty.remove(ev.start, ev.end):
-            left = p.reasons - {ev.reason}
-            if left:
-                t.rc.dirty.add(p.lo, p.hi, left, p.late)
+        assert t.dv is not None
+        t.dv.cancel(ev.start, ev.end, ev.reason)
         if t.state in QUEUED and not self._has_work(t):
             self._transition(t, "drain")
             t.version += 1
@@ -1256,7 +1177,7 @@ class Scheduler:
             head = t.log.arrived
             floor = t.freshness if t.freshness is not None else t.log.floor()  # never loaded: earliest start
         else:
-            head = t.edge
+            head = t.dv.edge if t.dv is not None else None
             floor = t.freshness if t.freshness is not None else t.origin
         if head is None or floor is None:
             return 0.0, 0.0
@@ -1287,7 +1208,7 @@ class Scheduler:
                     freshness=t.freshness,
                     safe_freshness=t.safe,
                     origin=t.origin,
-                    arrived=t.log.arrived if t.log is not None else t.edge,
+                    arrived=t.log.arrived if t.log is not None else t.dv.edge if t.dv is not None else None,
                     staleness=t.meter.staleness(now),
                     weighted_staleness=t.priority * t.meter.integral(now),
                     backlog=backlog,
@@ -1312,7 +1233,7 @@ class Scheduler:
                     suspended=t.mode is Mode.SUSPENDED,
                     refresh_requested=t.mode is Mode.URGENT,
                     upkeep=self._upkeep.stats(t.name),
-                    **self._recompute_stats(t),
+                    **(t.dv.stats(t.granularity, t.period) if t.dv is not None else {}),
                 )
             )
         tracks = []
@@ -1341,20 +1262,6 @@ class Scheduler:
             running_jobs=len(self._board.jobs),
             events=self._events,
         )
-
-    def _recompute_stats(self, t: _Table) -> dict:
-        rc = t.rc
-        if rc is None:
-            return {}
-        old = rc.old_length()
-        return {
-            "refresh_mode": "full" if t.full_mode else "incremental",
-            "sql_version": rc.sql_version,
-            "windows_old_sql": window_count(old, t.granularity, t.period),
-            "recompute_pending": rc.dirty.total() + old + sum(p.hi - p.lo for p in t.running_taken),
-            "windows_recomputed": rc.windows_recomputed,
-            "recompute_jobs": rc.recompute_jobs,
-        }
 
     def plan_stats(self) -> TrackPlanStats:
         p = self.plan
