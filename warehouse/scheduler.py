@@ -244,7 +244,6 @@ class Scheduler:
         self._plan_dirty = False
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
-        self._ripe: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
         self._handlers = {
             PartitionArrived: self._arrived,
@@ -341,8 +340,7 @@ class Scheduler:
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
         for t in self._by_idx:  # recovered (or re-configured) tables already due
-            if self._upkeep.due(t.name, now) is not None:
-                self._ripe[t.name] = None
+            self._upkeep.check(t.name, now)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
@@ -409,8 +407,7 @@ class Scheduler:
         self._events += 1
         handler(event, now)
         self._expire_backoffs(now)
-        for name in self._upkeep.ripe(now):
-            self._ripe[name] = None
+        self._upkeep.ripe(now)
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
@@ -450,8 +447,7 @@ class Scheduler:
         t = self._named(ev.table)
         self._mode(t, "resume")
         self._work_changed(t, now)
-        if self._upkeep.due(t.name, now) is not None:
-            self._ripe[t.name] = None
+        self._upkeep.check(t.name, now)
 
     def _refresh(self, ev: Refresh, now: float) -> None:
         """Trigger an update now: the table's next update job goes ahead of every waiting job, on
@@ -558,8 +554,7 @@ class Scheduler:
             t.cost.observe(job.n, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
             self._upkeep.committed(t.name, now)
-            if self._upkeep.due(t.name, now) is not None:
-                self._ripe[t.name] = None
+            self._upkeep.check(t.name, now)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         if t.freshness is None:
@@ -604,8 +599,7 @@ class Scheduler:
         else:
             self._upkeep.failed(t.name, job.kind, now, self.config.scheduler.retry_backoff_max)
         self._work_changed(t, now)
-        if self._upkeep.due(t.name, now) is not None:
-            self._ripe[t.name] = None
+        self._upkeep.check(t.name, now)
 
     def _recomputed(self, t: _Table, job: StartJob, ev: JobFinished, now: float) -> None:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
@@ -827,7 +821,7 @@ class Scheduler:
             self._refresh_first(now, available, out)
         if available and any(self._q.queued):
             self._round(now, available, out)
-        if available and self._ripe:
+        if available and self._upkeep.waiting:
             self._maintain(now, available, out)
         return out
 
@@ -854,21 +848,16 @@ class Scheduler:
         A table's maintenance waits while the table has update work (one writer per table), and
         its VACUUM while a dependent's job runs: that job read a pinned version whose files a
         VACUUM could delete (seed 002 §2.4: garbage collection respects the consumers' cursors)."""
-        ranked = []
-        for name in list(self._ripe):
+        def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
             t = self._tables.get(name)
-            kind = self._upkeep.due(name, now) if t is not None else None
-            if t is None or kind is None:
-                del self._ripe[name]
-                continue
-            if t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
-                continue
+            if t is None or t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
+                return None
             if kind == VACUUM and any((j := self._board.by_table.get(d.name)) is not None
                                       and j.kind not in MAINTENANCE_KINDS for d in t.dependents):
-                continue
-            est = self._upkeep_estimate(t, kind)
-            ranked.append((-t.ip * self._upkeep.urgency(name, kind, now) / max(est, 1e-9), t.idx, kind))
-        ranked.sort()
+                return None
+            return t.ip, self._upkeep_estimate(t, kind), t.idx
+
+        ranked = self._upkeep.ranked(now, eligible)
         for _, idx, kind in ranked:
             if not available:
                 return
@@ -878,27 +867,16 @@ class Scheduler:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
 
-    def _upkeep_start(self, t: _Table) -> float:
-        """Where the data an OPTIMIZE rewrites begins: the freshness at the last one, else the origin."""
-        u = self._upkeep.tables[t.name]
-        assert t.freshness is not None
-        start = u.optimized_through if u.optimized_through is not None else t.origin
-        return t.freshness if start is None else min(start, t.freshness)
-
     def _upkeep_estimate(self, t: _Table, kind: str) -> float:
-        """E of a maintenance job from the table's own E(n) (§2.4): an OPTIMIZE rewrites the data
-        loaded since the last one, once (E(n) over that span); a VACUUM lists files (α)."""
         assert t.freshness is not None
-        if kind == OPTIMIZE:
-            return t.cost.estimate(t.freshness - self._upkeep_start(t))
-        return t.cost.alpha
+        return self._upkeep.estimate(t.name, kind, t.freshness, t.origin, t.cost.estimate, t.cost.alpha)
 
     def _start_upkeep(self, t: _Table, kind: str, track: int, now: float) -> StartJob:
         assert t.freshness is not None
         self._transition(t, "upkeep")
         t.version += 1
-        self._ripe.pop(t.name, None)
-        start = self._upkeep_start(t) if kind == OPTIMIZE else t.freshness
+        self._upkeep.started(t.name)
+        start = self._upkeep.span(t.name, kind, t.freshness, t.origin)
         job = StartJob(job_id=self._next_job, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                        new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
                        estimate=self._upkeep_estimate(t, kind))
