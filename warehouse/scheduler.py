@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import heapq
 import random
-from dataclasses import dataclass, field
-from enum import Enum
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
@@ -65,49 +63,16 @@ from warehouse.recompute import (
     touched,
     window_count,
 )
-from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
+from warehouse.stats import SchedulerStats, TrackPlanStats, TrackStats, table_stats
+from warehouse.table import BUSY, QUEUED, JobState, Mode, Recovered, Table
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
 __all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
 
 
-class JobState(Enum):
-    """Where a table's job is (§3.1: released, running). `phase` is what stats show."""
-
-    IDLE = "idle"
-    PENDING = "pending"  # released, waits in its group's queue
-    HELD = "held"  # released; a track it could take waits for more valuable jobs (policies.reservation)
-    RUNNING = "running"  # an update job
-    SLICING = "slicing"  # an update job loading a time slice of one long partition (§3.4)
-    RECOMPUTING = "recomputing"  # a recompute job rewriting committed windows (warehouse.recompute)
-    MAINTAINING = "maintaining"  # OPTIMIZE/VACUUM (warehouse.upkeep) as the table's one writer
-    BACKOFF = "backoff"  # the last job failed; retried after the back-off
-
-    __hash__ = object.__hash__  # members are singletons: identity hashing, in C (the hot path looks them up)
-
-    @property
-    def phase(self) -> str:
-        """idle, pending, running or backoff (`TableStats.state`, the metrics' labels)."""
-        return _PHASE[self]
-
-
-class Mode(Enum):
-    """What an operator asked of a table (ops.actions)."""
-
-    ACTIVE = "active"
-    URGENT = "urgent"  # refresh: its next update job starts ahead of the queue
-    SUSPENDED = "suspended"  # no job starts; arrivals are kept
-
-    __hash__ = object.__hash__
-
-
 _I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
 _R, _S, _C, _M = JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING
 _A, _U, _X = Mode.ACTIVE, Mode.URGENT, Mode.SUSPENDED
-QUEUED = frozenset({_P, _H})
-BUSY = frozenset({_R, _S, _C, _M})
-_PHASE = {_I: "idle", _P: "pending", _H: "pending", _R: "running", _S: "running", _C: "running", _M: "running",
-          _B: "backoff"}
 TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
     # the job (§3.1)
     (_I, "work"): _P,  # a release (§3.1: r_i = now)
@@ -142,73 +107,6 @@ TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
 _ADOPT = {"recompute": _C, OPTIMIZE: _M, VACUUM: _M}  # a running job's state by its kind
 
 
-@dataclass(frozen=True, slots=True)
-class Recovered:
-    """A table's state read back from storage on start (DESIGN.md §4.4).
-
-    `origin` is the earliest event time the table covers (the start of its first load): a new
-    derived table over recovered sources is computed from there, not from their freshness.
-    The rest is the maintenance history (`warehouse.upkeep`): Freshet commits since the last
-    OPTIMIZE, the freshness it compacted through, when it and the last VACUUM ran, and the time
-    of the first retained commit (the vacuum clock's start before any VACUUM).
-    """
-
-    freshness: float | None
-    safe_freshness: float | None = None
-    origin: float | None = None
-    commits_since_optimize: int = 0
-    optimized_through: float | None = None
-    last_optimize: float | None = None
-    last_vacuum: float | None = None
-    first_commit: float | None = None
-    sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
-    dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
-
-
-@dataclass(slots=True, eq=False)
-class _Table:
-    name: str
-    idx: int
-    base: bool
-    priority: float
-    period: float
-    lateness: float
-    granularity: float | None
-    target: float | None
-    stream: str | None
-    cost: CostModel
-    meter: StalenessMeter
-    ip: float = 0.0
-    sources: list[_Table] = field(default_factory=list)
-    dependents: list[_Table] = field(default_factory=list)
-    freshness: float | None = None
-    safe: float | None = None
-    origin: float | None = None
-    edge: float | None = None  # derived: safe trailing edge of the sources, floored (§2.2)
-    log: Backlog | None = None  # base: the partitions arrived and not loaded (warehouse.backlog)
-    rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
-    state: JobState = JobState.IDLE
-    mode: Mode = Mode.ACTIVE
-    release: float = 0.0
-    last_arrival: float | None = None
-    seq: int = 0
-    rand: float = 0.0
-    version: int = 0
-    group: int = 0
-    plan_e: float = 0.0
-    benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
-    held_since: float = 0.0  # HELD: when its job first left a track waiting (policies.reservation)
-    backoff_until: float = 0.0
-    failures: int = 0
-    released: int = 0
-    completed: int = 0
-    failed: int = 0
-    delta_total: float = 0.0
-    last_result: str | None = None
-    removed: bool = False
-    dv: Derived | None = None  # derived: edge, refresh mode, what to recompute (warehouse.derived)
-
-
 class Scheduler:
     """One object per warehouse; see the module docstring. Not thread-safe: one caller at a time."""
 
@@ -224,9 +122,9 @@ class Scheduler:
         self._now = now
         self._initial = initial_freshness
         self._rng = random.Random(config.scheduler.seed)
-        self._tables: dict[str, _Table] = {}
-        self._by_idx: list[_Table] = []
-        self._by_stream: dict[str, list[_Table]] = {}
+        self._tables: dict[str, Table] = {}
+        self._by_idx: list[Table] = []
+        self._by_stream: dict[str, list[Table]] = {}
         self._rates: dict[str, RowRate] = {}  # per stream: the typical rows per second (§2.4 n)
         self._board = TrackBoard()  # which job runs on which track (and for which table)
         self._next_job = 1
@@ -275,13 +173,13 @@ class Scheduler:
         streams = {s.name: s for s in config.streams}
         configs = {t.name: t for t in config.tables}  # config.table() is a scan: O(n²) at 100,000 tables
         old = self._tables
-        tables: dict[str, _Table] = {}
+        tables: dict[str, Table] = {}
         for i, name in enumerate(dag.order):
             tc: TableConfig = configs[name]
             prior = config.cost_prior(tc)
             t = was = old.get(name)
             if t is None or t.base != tc.is_base or t.removed:
-                t = _Table(
+                t = Table(
                     name=name,
                     idx=i,
                     base=tc.is_base,
@@ -344,7 +242,7 @@ class Scheduler:
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
-    def _derived_config(self, t: _Table, tc: TableConfig, configs: dict[str, TableConfig], streams: dict,
+    def _derived_config(self, t: Table, tc: TableConfig, configs: dict[str, TableConfig], streams: dict,
                         rec: Recovered | None) -> None:
         """A derived table's refresh mode, skew bound and SQL version (warehouse.derived)."""
         if t.dv is None:
@@ -352,7 +250,7 @@ class Scheduler:
         tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
         t.dv.configure(tc.sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild)
 
-    def _adopt_running(self, t: _Table) -> None:
+    def _adopt_running(self, t: Table) -> None:
         """A table that returns while its previous incarnation's job still runs takes that job
         over: one writer per table at a time, whatever the reloads (§4.4)."""
         job = self._board.by_table.get(t.name)
@@ -426,7 +324,7 @@ class Scheduler:
         return wake
 
     # ---- operator actions (ops.actions): suspend, resume, refresh now ------------------------------
-    def _named(self, table: str) -> _Table:
+    def _named(self, table: str) -> Table:
         t = self._tables.get(table)
         if t is None:
             raise SchedulerMisuse(f"unknown table {table!r}")
@@ -465,7 +363,7 @@ class Scheduler:
             return
         self._mode(t, "refresh")
 
-    def _mode(self, t: _Table, kind: str) -> None:
+    def _mode(self, t: Table, kind: str) -> None:
         new = TRANSITIONS.get((t.mode, kind))
         if new is None:
             raise SchedulerMisuse(f"table {t.name!r} is {t.mode.value} and cannot take '{kind}'")
@@ -523,7 +421,7 @@ class Scheduler:
                 elif t.state in QUEUED:
                     self._push(t)
 
-    def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
+    def _job(self, job_id: int) -> tuple[StartJob, Table | None]:
         job = self._board.release(job_id, self._now)
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
@@ -601,7 +499,7 @@ class Scheduler:
         self._work_changed(t, now)
         self._upkeep.check(t.name, now)
 
-    def _recomputed(self, t: _Table, job: StartJob, ev: JobFinished, now: float) -> None:
+    def _recomputed(self, t: Table, job: StartJob, ev: JobFinished, now: float) -> None:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
         assert t.dv is not None
         if ev.committed:
@@ -616,7 +514,7 @@ class Scheduler:
                 self._sources_changed(d, now)
         self._work_changed(t, now)
 
-    def _touch(self, x: _Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
+    def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
         """x's rows in `(lo, hi]` changed: the windows its dependents computed from them are wrong
         (late data, a rewritten source, a dependent that ran ahead by max_skew)."""
         for d in x.dependents:
@@ -629,7 +527,7 @@ class Scheduler:
             if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=d.origin):
                 self._work_changed(d, now)
 
-    def _sources_changed(self, d: _Table, now: float) -> None:
+    def _sources_changed(self, d: Table, now: float) -> None:
         """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
         moved = self._update_edge(d)
         if self._raise_safe(d):
@@ -638,7 +536,7 @@ class Scheduler:
         if moved:
             self._work_changed(d, now)
 
-    def _raise_safe(self, d: _Table) -> bool:
+    def _raise_safe(self, d: Table) -> bool:
         """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
         safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute."""
         if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
@@ -669,7 +567,7 @@ class Scheduler:
         self._seq += 1
         heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.name))
 
-    def _backing_off(self, name: str, until: float) -> _Table | None:
+    def _backing_off(self, name: str, until: float) -> Table | None:
         """The table if this heap entry is still its current back-off (lazy deletion)."""
         t = self._tables.get(name)
         return t if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until else None
@@ -682,13 +580,13 @@ class Scheduler:
                 self._work_changed(t, now)
 
     # ---- table state ---------------------------------------------------------------------------
-    def _transition(self, t: _Table, kind: str) -> None:
+    def _transition(self, t: Table, kind: str) -> None:
         new = TRANSITIONS.get((t.state, kind))
         if new is None:
             raise SchedulerMisuse(f"table {t.name!r} is {t.state.value} and cannot take '{kind}'")
         t.state = new
 
-    def _update_edge(self, d: _Table) -> bool:
+    def _update_edge(self, d: Table) -> bool:
         """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
         assert d.dv is not None
         changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
@@ -697,7 +595,7 @@ class Scheduler:
             d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
         return changed
 
-    def _has_work(self, t: _Table) -> bool:
+    def _has_work(self, t: Table) -> bool:
         if t.log is not None:
             return bool(t.log.pending)
         assert t.dv is not None
@@ -705,7 +603,7 @@ class Scheduler:
             return True
         return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
 
-    def _work_changed(self, t: _Table, now: float) -> None:
+    def _work_changed(self, t: Table, now: float) -> None:
         if t.mode is Mode.SUSPENDED or not self._has_work(t):
             return
         was = t.state
@@ -722,7 +620,7 @@ class Scheduler:
             self._push(t)
 
     # ---- the next job of a table -----------------------------------------------------------------
-    def _shape(self, t: _Table) -> tuple[float, float, float, int, bool, float]:
+    def _shape(self, t: Table) -> tuple[float, float, float, int, bool, float]:
         """(start, end, new freshness, partitions, time slice?, n of E(n)) of the job t would run
         now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in
         time slices (`policies.chopping.time_slice`); a full refresh starts at the origin."""
@@ -737,7 +635,7 @@ class Scheduler:
             start = t.origin if t.origin is not None else start
         return start, end, end, 0, False, end - start
 
-    def _chop_c(self, t: _Table) -> float | None:
+    def _chop_c(self, t: Table) -> float | None:
         """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
         (policies.chopping.chop_pays)."""
         if self._chop != "auto":
@@ -753,11 +651,11 @@ class Scheduler:
         benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
         return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
 
-    def _candidate(self, t: _Table) -> Candidate:
+    def _candidate(self, t: Table) -> Candidate:
         """t's next job as the basic algorithm sees it (§3.1)."""
         return self._next(t)[0]
 
-    def _next(self, t: _Table) -> tuple[Candidate, bool]:
+    def _next(self, t: Table) -> tuple[Candidate, bool]:
         """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
         its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
         dv = t.dv
@@ -778,7 +676,7 @@ class Scheduler:
             return rec, True
         return upd, False
 
-    def _update_candidate(self, t: _Table) -> Candidate:
+    def _update_candidate(self, t: Table) -> Candidate:
         start, _, new_f, _, _, n = self._shape(t)
         ref = t.freshness if t.freshness is not None else start
         delta = new_f - ref
@@ -793,7 +691,7 @@ class Scheduler:
             rand=t.rand,
         )
 
-    def _recompute_plan(self, t: _Table) -> tuple[Piece, bool, float] | None:
+    def _recompute_plan(self, t: Table) -> tuple[Piece, bool, float] | None:
         """(the range, full?, priority share) of t's next recompute job, or None
         (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
         if t.dv is None:
@@ -801,7 +699,7 @@ class Scheduler:
         span = max((self._chop if isinstance(self._chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
         return t.dv.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)
 
-    def _push(self, t: _Table) -> None:
+    def _push(self, t: Table) -> None:
         t.version += 1
         self._q.push(t.group, (self._key(self._candidate(t)), t.version, t.idx))
 
@@ -867,11 +765,11 @@ class Scheduler:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
 
-    def _upkeep_estimate(self, t: _Table, kind: str) -> float:
+    def _upkeep_estimate(self, t: Table, kind: str) -> float:
         assert t.freshness is not None
         return self._upkeep.estimate(t.name, kind, t.freshness, t.origin, t.cost.estimate, t.cost.alpha)
 
-    def _start_upkeep(self, t: _Table, kind: str, track: int, now: float) -> StartJob:
+    def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
         assert t.freshness is not None
         self._transition(t, "upkeep")
         t.version += 1
@@ -968,7 +866,7 @@ class Scheduler:
             out.append(self._start(t, track, now))
             available.discard(track)
 
-    def _holds(self, t: _Table, benefit: float, track: int, now: float) -> float | None:
+    def _holds(self, t: Table, benefit: float, track: int, now: float) -> float | None:
         """Track reservation by lookahead (policies.reservation): until when should `track` wait
         for jobs of higher marginal benefit expected before t's long job would end? None: start
         it. A query: `_hold` applies the answer."""
@@ -988,7 +886,7 @@ class Scheduler:
                           t.held_since if t.state is JobState.HELD else now, p_min, upcoming,
                           lambda: self._board.free_at(now, pace, but=track))
 
-    def _hold(self, t: _Table, until: float, now: float) -> None:
+    def _hold(self, t: Table, until: float, now: float) -> None:
         """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
         if t.state is not JobState.HELD:
             t.held_since = now
@@ -996,11 +894,11 @@ class Scheduler:
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
 
     @staticmethod
-    def _expecting(when: float, k: _Table) -> bool:
+    def _expecting(when: float, k: Table) -> bool:
         """The release expected of k at `when` is still its latest (§2.4)."""
         return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
-    def _start(self, t: _Table, track: int, now: float) -> StartJob:
+    def _start(self, t: Table, track: int, now: float) -> StartJob:
         if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._next(t)[1]:
             return self._start_recompute(t, track, now)  # its recompute job ranks first now
         start, end, new_f, count, sliced, n = self._shape(t)
@@ -1051,7 +949,7 @@ class Scheduler:
         )
         return self._started(t, job, track, now)
 
-    def _start_recompute(self, t: _Table, track: int, now: float) -> StartJob:
+    def _start_recompute(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
         change that arrives while it runs is recomputed again after it."""
         plan = self._recompute_plan(t)
@@ -1082,11 +980,11 @@ class Scheduler:
         )
         return self._started(t, job, track, now)
 
-    def _started(self, t: _Table, job: StartJob, track: int, now: float) -> StartJob:
+    def _started(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
         self._race = max(self._race, t.rand)
         return self._occupy(t, job, track, now)
 
-    def _occupy(self, t: _Table, job: StartJob, track: int, now: float) -> StartJob:
+    def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
         """`job` (numbered `_next_job`) runs on `track` from `now`."""
         self._next_job += 1
         self._board.occupy(job, now)
@@ -1100,7 +998,7 @@ class Scheduler:
             return "append", "a base table appends what arrives"
         return t.dv.describe()
 
-    def _recomputable(self, table: str) -> _Table:
+    def _recomputable(self, table: str) -> Table:
         t = self._tables.get(table)
         if t is None:
             raise RecomputeRefused(table, f"no such table (known: {', '.join(sorted(self._tables))})")
@@ -1143,29 +1041,6 @@ class Scheduler:
         """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
         return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
 
-    def _backlog(self, t: _Table) -> tuple[float, float]:
-        """(backlog, pending ΔF) of a table in event-time seconds, neither chopped (§3.4).
-
-        backlog: everything arrived (base: the newest partition's end; derived: the sources' safe
-        trailing edge) minus what is committed (F, or where the table starts before its first
-        load), including what a running job is loading now. pending ΔF: the part of the backlog
-        no job has taken yet (beyond the running job's new freshness). Both ≥ 0.
-        """
-        if t.log is not None:
-            head = t.log.arrived
-            floor = t.freshness if t.freshness is not None else t.log.floor()  # never loaded: earliest start
-        else:
-            head = t.dv.edge if t.dv is not None else None
-            floor = t.freshness if t.freshness is not None else t.origin
-        if head is None or floor is None:
-            return 0.0, 0.0
-        backlog = max(0.0, head - floor)
-        job = self._board.by_table.get(t.name)
-        taken = floor if job is None else max(floor, job.new_freshness)
-        if t.log is not None:
-            head = t.log.pending[-1].end if t.log.pending else taken
-        return backlog, max(0.0, head - taken)
-
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
         now = max(now, self._now)
@@ -1173,47 +1048,9 @@ class Scheduler:
         pending_jobs = 0
         for t in self._by_idx:
             pending_jobs += t.state in QUEUED
-            backlog, pending_delta = self._backlog(t)
-            within, observed = t.meter.time_within(now)
-            tables.append(
-                TableStats(
-                    name=t.name,
-                    kind="base" if t.base else "derived",
-                    state=t.state.phase,
-                    priority=t.priority,
-                    inherited_priority=t.ip,
-                    period=t.period,
-                    freshness=t.freshness,
-                    safe_freshness=t.safe,
-                    origin=t.origin,
-                    arrived=t.log.arrived if t.log is not None else t.dv.edge if t.dv is not None else None,
-                    staleness=t.meter.staleness(now),
-                    weighted_staleness=t.priority * t.meter.integral(now),
-                    backlog=backlog,
-                    pending_delta=pending_delta,
-                    pending_partitions=len(t.log.pending) + len(t.log.running) if t.log is not None else 0,
-                    running_partitions=len(t.log.running) if t.log is not None else 0,
-                    running_job=job.job_id if (job := self._board.by_table.get(t.name)) else None,
-                    running_track=job.track if job else None,
-                    jobs_released=t.released,
-                    jobs_completed=t.completed,
-                    jobs_failed=t.failed,
-                    consecutive_failures=t.failures,
-                    delta_f_total=t.delta_total,
-                    alpha=t.cost.alpha,
-                    beta=t.cost.beta,
-                    last_result=t.last_result if t.last_result is not None or t.freshness is None
-                    or self._initial is not None else "ok (recovered)",
-                    target_staleness=t.target,
-                    time_within_target=within,
-                    observed_time=observed,
-                    home_tracks=self.plan.home[t.group],
-                    suspended=t.mode is Mode.SUSPENDED,
-                    refresh_requested=t.mode is Mode.URGENT,
-                    upkeep=self._upkeep.stats(t.name),
-                    **(t.dv.stats(t.granularity, t.period) if t.dv is not None else {}),
-                )
-            )
+            job = self._board.by_table.get(t.name)
+            tables.append(table_stats(t, now, job, self.plan.home[t.group], self._upkeep.stats(t.name),
+                                      recovered=self._initial is None))
         tracks = []
         for i in range(self._n_tracks):
             on = self._board.on(i)
