@@ -30,7 +30,7 @@ import heapq
 import random
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
-from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
+from policies.chopping import Pace
 from policies.inheritance import inherit
 from policies.reservation import Releases, Upcoming, ValueRanking, held_until
 from tracks.plan import JobProfile, TrackPlan, make_plan
@@ -57,9 +57,9 @@ from warehouse.events import (
     Tick,
 )
 from warehouse.freshness import StalenessMeter, safe_freshness
+from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
 from warehouse.recompute import (
-    Piece,
     touched,
     window_count,
 )
@@ -131,7 +131,6 @@ class Scheduler:
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
-        self._best_benefit = 0.0
         self._events = 0
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
@@ -163,9 +162,8 @@ class Scheduler:
         sc = config.scheduler
         self.config = config
         self._key = policy_key(sc.policy)
+        self._nj = NextJob(sc.chop, self._key, self._pace)
         self._lookahead = sc.policy == "lookahead"
-        self._chop = sc.chop
-        self._auto_chop = sc.chop == "auto"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
         dag = Dag.from_config(config)
@@ -272,12 +270,13 @@ class Scheduler:
             t.plan_e = t.cost.estimate(t.period)
             t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
             profiles.append(JobProfile(t.name, t.period, t.plan_e, t.benefit))
-        self._best_benefit = max((p.benefit for p in profiles), default=0.0)
+        self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
         # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
         self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)
         self.plan: TrackPlan = make_plan(
             sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
+        self._nj.load_share = self.plan.utilization / sc.tracks
         n_groups = len(self.plan.groups)
         self._q.reset(n_groups)
         for t in self._by_idx:
@@ -619,85 +618,13 @@ class Scheduler:
         elif was in QUEUED:
             self._push(t)
 
-    # ---- the next job of a table -----------------------------------------------------------------
+    # ---- the next job of a table (warehouse.nextjob) -------------------------------------------------
     def _shape(self, t: Table) -> tuple[float, float, float, int, bool, float]:
-        """(start, end, new freshness, partitions, time slice?, n of E(n)) of the job t would run
-        now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in
-        time slices (`policies.chopping.time_slice`); a full refresh starts at the origin."""
-        if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
-            start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, self._chop_c(t), self._auto_chop)
-            assert t.rate is not None
-            return start, end, new_f, count, sliced, t.log.work(t.rate, count, start, end)
-        start = t.freshness if t.freshness is not None else t.origin
-        assert start is not None and t.dv is not None and t.dv.edge is not None
-        end = chop_window(start, t.dv.edge, t.period, self._chop_c(t), t.granularity)
-        if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md)
-            start = t.origin if t.origin is not None else start
-        return start, end, end, 0, False, end - start
-
-    def _chop_c(self, t: Table) -> float | None:
-        """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
-        (policies.chopping.chop_pays)."""
-        if self._chop != "auto":
-            return self._chop
-        load = self.plan.utilization * self._pace.long / self._n_tracks
-        if t.log is not None:
-            assert t.rate is not None
-            ref, end = t.log.whole(t.freshness)
-            delta, n = end - ref, t.log.work(t.rate, len(t.log.pending), ref, end)
-        else:
-            assert t.dv is not None and t.dv.edge is not None
-            delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
-        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
-        return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
+        return self._nj.shape(t)
 
     def _candidate(self, t: Table) -> Candidate:
         """t's next job as the basic algorithm sees it (§3.1)."""
-        return self._next(t)[0]
-
-    def _next(self, t: Table) -> tuple[Candidate, bool]:
-        """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
-        its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
-        dv = t.dv
-        upd = self._update_candidate(t) if dv is None or dv.has_update(
-            t.freshness if t.freshness is not None else t.origin) else None
-        if upd is not None and (dv is None or dv.full):  # a full update rewrites every window anyway
-            return upd, False
-        plan = self._recompute_plan(t)
-        if plan is None:
-            assert upd is not None
-            return upd, False
-        piece, full, share = plan
-        cost = t.cost.estimate(piece.hi - piece.lo)
-        rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
-                        release=t.release, period=t.period, seq=t.seq, rand=t.rand)
-        if upd is None or full and dv is not None and dv.rc.full or self._key(rec) < self._key(upd):
-            # (a rebuild goes first: the new SQL's schema may not fit the old windows)
-            return rec, True
-        return upd, False
-
-    def _update_candidate(self, t: Table) -> Candidate:
-        start, _, new_f, _, _, n = self._shape(t)
-        ref = t.freshness if t.freshness is not None else start
-        delta = new_f - ref
-        return Candidate(
-            table=t.name,
-            priority=t.ip,
-            delta_f=delta,
-            cost=t.cost.estimate(n),
-            release=t.release,
-            period=t.period,
-            seq=t.seq,
-            rand=t.rand,
-        )
-
-    def _recompute_plan(self, t: Table) -> tuple[Piece, bool, float] | None:
-        """(the range, full?, priority share) of t's next recompute job, or None
-        (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
-        if t.dv is None:
-            return None
-        span = max((self._chop if isinstance(self._chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
-        return t.dv.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)
+        return self._nj.candidate(t)[0]
 
     def _push(self, t: Table) -> None:
         t.version += 1
@@ -899,7 +826,7 @@ class Scheduler:
         return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
     def _start(self, t: Table, track: int, now: float) -> StartJob:
-        if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._next(t)[1]:
+        if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._nj.candidate(t)[1]:
             return self._start_recompute(t, track, now)  # its recompute job ranks first now
         start, end, new_f, count, sliced, n = self._shape(t)
         self._transition(t, "slice" if sliced and t.base else "start")
@@ -952,7 +879,7 @@ class Scheduler:
     def _start_recompute(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
         change that arrives while it runs is recomputed again after it."""
-        plan = self._recompute_plan(t)
+        plan = self._nj.recompute(t)
         assert plan is not None and t.dv is not None and t.freshness is not None
         piece, full, _ = plan
         self._transition(t, "recompute")
