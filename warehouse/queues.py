@@ -14,6 +14,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
+from tracks.plan import TrackPlan
+
 __all__ = ["ReadyQueues"]
 
 Entry = tuple  # (key, version, table index)
@@ -72,3 +74,54 @@ class ReadyQueues:
 
     def waiting(self, g: int) -> bool:
         return self.queued[g] > 0
+
+    def serve(self, plan: TrackPlan, available: set[int], name_of: Callable[[int], str],
+              take: Callable[[Entry, int], bool]) -> None:
+        """One round (§3.2): the group heads merged in key order, each asking the plan for one of
+        the `available` tracks; `take(entry, track)` starts the job there (True: the track is
+        taken) or holds the track for more valuable jobs expected (False: the job waits, the
+        next one may be short). A job the plan has no track for waits too; with a uniform plan
+        its group is blocked until another group runs out (non-aggressive checks, §3.2.3)."""
+        aside: list[tuple[int, Entry]] = []
+        aside_n = [0] * len(self.heaps)
+        blocked: set[int] = set()
+
+        def has_remaining(g: int) -> bool:
+            return self.queued[g] - aside_n[g] > 0
+
+        merge: list[tuple] = []
+        for g in range(len(self.heaps)):
+            top = self.top(g)
+            if top is not None and plan.could_use(g, available):
+                merge.append((top[0], g))
+        heapq.heapify(merge)
+        while available and merge:
+            _, g = heapq.heappop(merge)
+            entry = self.top(g)
+            if entry is None:
+                continue
+            self.pop(g)
+            track = plan.place(name_of(entry[2]), available, has_remaining)
+            nxt: Entry | None
+            if track is not None and take(entry, track):
+                available.discard(track)
+                nxt = self.top(g)
+            else:
+                aside.append((g, entry))
+                aside_n[g] += 1
+                if track is None and plan.uniform:
+                    blocked.add(g)
+                    nxt = None
+                else:
+                    nxt = self.top(g)
+            if nxt is not None and plan.could_use(g, available):
+                heapq.heappush(merge, (nxt[0], g))
+            elif blocked and not has_remaining(g):
+                # a group ran out: non-aggressive checks may now pass for the blocked ones
+                for b in sorted(blocked):
+                    top = self.top(b)
+                    if top is not None and plan.could_use(b, available):
+                        heapq.heappush(merge, (top[0], b))
+                blocked.clear()
+        for g, entry in aside:
+            self.push(g, entry)

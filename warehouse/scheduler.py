@@ -710,59 +710,19 @@ class Scheduler:
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
             self._plan_tables()
-        plan = self.plan
         if self._lookahead:
             self._lookahead_first(now, available, out)
-        aside: list[tuple[int, tuple]] = []
-        aside_n = [0] * len(self._q.heaps)
-        blocked: set[int] = set()
 
-        def has_remaining(g: int) -> bool:
-            return self._q.queued[g] - aside_n[g] > 0
-
-        merge: list[tuple] = []
-        for g in range(len(self._q.heaps)):
-            top = self._q.top(g)
-            if top is not None and plan.could_use(g, available):
-                merge.append((top[0], g))
-        heapq.heapify(merge)
-        while available and merge:
-            _, g = heapq.heappop(merge)
-            entry = self._q.top(g)
-            if entry is None:
-                continue
-            self._q.pop(g)
+        def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[2]]
-            track = plan.place(t.name, available, has_remaining)
-            until = self._holds(t, -entry[0][0], track, now) if track is not None and self._reserve else None
+            until = self._holds(t, -entry[0][0], track, now) if self._reserve else None
             if until is not None:
-                self._hold(t, until, now)
-                aside.append((g, entry))  # the track waits for valuable jobs; the next may be short
-                aside_n[g] += 1
-                nxt = self._q.top(g)
-            elif track is None:
-                aside.append((g, entry))
-                aside_n[g] += 1
-                if plan.uniform:
-                    blocked.add(g)
-                    nxt = None
-                else:
-                    nxt = self._q.top(g)
-            else:
-                out.append(self._start(t, track, now))
-                available.discard(track)
-                nxt = self._q.top(g)
-            if nxt is not None and plan.could_use(g, available):
-                heapq.heappush(merge, (nxt[0], g))
-            elif blocked and not has_remaining(g):
-                # a group ran out: non-aggressive checks may now pass for the blocked ones
-                for b in sorted(blocked):
-                    top = self._q.top(b)
-                    if top is not None and plan.could_use(b, available):
-                        heapq.heappush(merge, (top[0], b))
-                blocked.clear()
-        for g, entry in aside:
-            self._q.push(g, entry)
+                self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short
+                return False
+            out.append(self._start(t, track, now))
+            return True
+
+        self._q.serve(self.plan, available, lambda idx: self._by_idx[idx].name, take)
 
     _LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
 
