@@ -75,9 +75,10 @@ class ReadyQueues:
     def waiting(self, g: int) -> bool:
         return self.queued[g] > 0
 
-    def serve(self, plan: TrackPlan, available: set[int], name_of: Callable[[int], str],
+    def serve(self, plan: TrackPlan, available: set[int], names: list[str],
               take: Callable[[Entry, int], bool]) -> None:
-        """One round (§3.2): the group heads merged in key order, each asking the plan for one of
+        """One round (§3.2): the group heads merged in key order (`names`: the tables by the
+        index in an entry), each asking the plan for one of
         the `available` tracks; `take(entry, track)` starts the job there (True: the track is
         taken) or holds the track for more valuable jobs expected (False: the job waits, the
         next one may be short). A job the plan has no track for waits too; with a uniform plan
@@ -101,7 +102,7 @@ class ReadyQueues:
             if entry is None:
                 continue
             self.pop(g)
-            track = plan.place(name_of(entry[2]), available, has_remaining)
+            track = plan.place(names[entry[2]], available, has_remaining)
             nxt: Entry | None
             if track is not None and take(entry, track):
                 available.discard(track)

@@ -221,6 +221,7 @@ class Scheduler:
             t.ip = ip[n]
         self._tables = tables
         self._by_idx = [tables[n] for n in dag.order]
+        self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
         self._by_stream = {}
         for t in self._by_idx:
             if t.stream is not None:
@@ -619,16 +620,13 @@ class Scheduler:
             self._push(t)
 
     # ---- the next job of a table (warehouse.nextjob) -------------------------------------------------
-    def _shape(self, t: Table) -> tuple[float, float, float, int, bool, float]:
-        return self._nj.shape(t)
-
     def _candidate(self, t: Table) -> Candidate:
         """t's next job as the basic algorithm sees it (§3.1)."""
         return self._nj.candidate(t)[0]
 
     def _push(self, t: Table) -> None:
         t.version += 1
-        self._q.push(t.group, (self._key(self._candidate(t)), t.version, t.idx))
+        self._q.push(t.group, (self._key(self._nj.candidate(t)[0]), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[2]]
@@ -722,7 +720,7 @@ class Scheduler:
             out.append(self._start(t, track, now))
             return True
 
-        self._q.serve(self.plan, available, lambda idx: self._by_idx[idx].name, take)
+        self._q.serve(self.plan, available, self._names, take)
 
     _LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
 
@@ -761,7 +759,7 @@ class Scheduler:
         if p_min is None:
             return None
         pace = self._pace.now
-        start, _, new_f, _, _, n = self._shape(t)
+        start, _, new_f, _, _, n = self._nj.shape(t)
         delta = new_f - (t.freshness if t.freshness is not None else start)
 
         def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
@@ -788,7 +786,7 @@ class Scheduler:
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._nj.candidate(t)[1]:
             return self._start_recompute(t, track, now)  # its recompute job ranks first now
-        start, end, new_f, count, sliced, n = self._shape(t)
+        start, end, new_f, count, sliced, n = self._nj.shape(t)
         self._transition(t, "slice" if sliced and t.base else "start")
         if t.mode is Mode.URGENT:
             self._mode(t, "served")
