@@ -75,7 +75,7 @@ from warehouse.recompute import (
     touched,
     window_count,
 )
-from warehouse.stats import SchedulerStats, TrackPlanStats, TrackStats, table_stats
+from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, table_stats, track_rows
 from warehouse.table import BUSY, QUEUED, JobState, Mode, Recovered, Table
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
@@ -948,23 +948,10 @@ class Scheduler:
             job = self._board.by_table.get(t.name)
             tables.append(table_stats(t, now, job, self.plan.home[t.group], self._upkeep.stats(t.name),
                                       recovered=self._initial is None))
-        tracks = []
-        for i in range(self._n_tracks):
-            on = self._board.on(i)
-            tracks.append(
-                TrackStats(
-                    track=i,
-                    running_job=on.job_id if on is not None else None,
-                    running_table=on.table if on is not None else None,
-                    busy_time=self._board.busy_time(i, now),
-                    clusters=self.plan.owners.get(i, ()),
-                    free=i in self.plan.free,
-                )
-            )
         return SchedulerStats(
             now=now,
             tables=tuple(tables),
-            tracks=tuple(tracks),
+            tracks=track_rows(self._board, self.plan, now),
             plan=self.plan_stats(),
             weighted_staleness=self.weighted_staleness(now),
             jobs_released=self._released,
@@ -976,17 +963,7 @@ class Scheduler:
         )
 
     def plan_stats(self) -> TrackPlanStats:
-        p = self.plan
-        return TrackPlanStats(
-            partitioner=p.partitioner,
-            tracks=p.n_tracks,
-            clusters=tuple(tuple(g) for g in p.groups),
-            home_tracks=tuple(p.home),
-            free_tracks=p.free,
-            utilization=p.utilization,
-            feasible=p.feasible,
-            note=p.note,
-        )
+        return plan_row(self.plan)
 
     @property
     def late_partitions(self) -> int:

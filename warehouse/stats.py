@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracks.plan import TrackPlan
+from warehouse.board import TrackBoard
 from warehouse.events import StartJob
 from warehouse.table import Mode, Table
 from warehouse.upkeep import UpkeepStats
 
-__all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats", "backlog", "table_stats"]
+__all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats", "backlog", "plan_row", "table_stats",
+           "track_rows"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,3 +166,22 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
         upkeep=upkeep,
         **(t.dv.stats(t.granularity, t.period) if t.dv is not None else {}),
     )
+
+
+def track_rows(board: TrackBoard, plan: TrackPlan, now: float) -> tuple[TrackStats, ...]:
+    """One row per track: its job, busy time so far, the clusters it serves (§3.2)."""
+    rows = []
+    for i in range(board.n):
+        on = board.on(i)
+        rows.append(TrackStats(track=i, running_job=on.job_id if on is not None else None,
+                               running_table=on.table if on is not None else None,
+                               busy_time=board.busy_time(i, now), clusters=plan.owners.get(i, ()),
+                               free=i in plan.free))
+    return tuple(rows)
+
+
+def plan_row(p: TrackPlan) -> TrackPlanStats:
+    """The track plan (§3.2) as shown."""
+    return TrackPlanStats(partitioner=p.partitioner, tracks=p.n_tracks, clusters=tuple(tuple(g) for g in p.groups),
+                          home_tracks=tuple(p.home), free_tracks=p.free, utilization=p.utilization,
+                          feasible=p.feasible, note=p.note)
