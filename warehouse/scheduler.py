@@ -43,15 +43,13 @@ import random
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
 from policies.chopping import Pace
-from policies.inheritance import inherit
 from policies.reservation import Releases, Upcoming, ValueRanking, held_until
 from tracks.plan import JobProfile, TrackPlan, make_plan
-from warehouse.backlog import Backlog, Partition
+from warehouse.backlog import Partition
 from warehouse.board import TrackBoard
-from warehouse.config import FreshetConfig, TableConfig
-from warehouse.cost import CostModel, RowRate
+from warehouse.config import FreshetConfig
+from warehouse.cost import RowRate
 from warehouse.dag import Dag
-from warehouse.derived import Derived
 from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
 from warehouse.events import (
     Backfill,
@@ -68,7 +66,7 @@ from warehouse.events import (
     Suspend,
     Tick,
 )
-from warehouse.freshness import StalenessMeter, safe_freshness
+from warehouse.freshness import safe_freshness
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
 from warehouse.recompute import (
@@ -76,7 +74,7 @@ from warehouse.recompute import (
     window_count,
 )
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, table_stats, track_rows
-from warehouse.table import BUSY, QUEUED, JobState, Mode, Recovered, Table
+from warehouse.table import BUSY, QUEUED, JobState, Mode, Recovered, Table, build_tables
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
 __all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
@@ -179,58 +177,9 @@ class Scheduler:
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
         dag = Dag.from_config(config)
-        periods = dag.periods()
-        streams = {s.name: s for s in config.streams}
-        configs = {t.name: t for t in config.tables}  # config.table() is a scan: O(n²) at 100,000 tables
-        old = self._tables
-        tables: dict[str, Table] = {}
-        for i, name in enumerate(dag.order):
-            tc: TableConfig = configs[name]
-            prior = config.cost_prior(tc)
-            t = was = old.get(name)
-            if t is None or t.base != tc.is_base or t.removed:
-                t = Table(
-                    name=name,
-                    idx=i,
-                    base=tc.is_base,
-                    priority=tc.priority,
-                    period=periods[name],
-                    lateness=streams[tc.stream].lateness if tc.stream else 0.0,
-                    granularity=tc.granularity,
-                    target=tc.target_staleness,
-                    stream=tc.stream,
-                    cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
-                    meter=StalenessMeter(target=tc.target_staleness),
-                    log=Backlog() if tc.is_base else None,
-                    mode=was.mode if was is not None else Mode.ACTIVE,  # an operator's word outlives a reload
-                )
-                self._adopt_running(t)
-                rec = recovered.get(name)
-                f = rec.freshness if rec else self._initial
-                if f is not None:
-                    t.freshness = f
-                    t.origin = rec.origin if rec and rec.origin is not None else f
-                    t.safe = safe_freshness(f, t.lateness, (rec.safe_freshness if rec else None,))
-                    t.meter.start(f, now)
-            else:
-                t.idx, t.priority, t.period = i, tc.priority, periods[name]
-                t.lateness = streams[tc.stream].lateness if tc.stream else 0.0
-                t.granularity, t.target, t.stream = tc.granularity, tc.target_staleness, tc.stream
-                t.meter.target = tc.target_staleness
-                t.cost.learn = sc.learn_costs
-            t.sources, t.dependents = [], []
-            if not t.base:
-                self._derived_config(t, tc, configs, streams, recovered.get(name))
-            tables[name] = t
-        for name, t in tables.items():
-            t.sources = [tables[s] for s in dag.sources[name]]
-            t.dependents = [tables[d] for d in dag.dependents[name]]
-        for name, t in old.items():
-            if name not in tables:
-                t.removed = True
-        ip = inherit({n: t.priority for n, t in tables.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)
-        for n, t in tables.items():
-            t.ip = ip[n]
+        tables, new = build_tables(config, dag, self._tables, recovered, self._initial, now)
+        for t in new:
+            self._adopt_running(t)
         self._tables = tables
         self._by_idx = [tables[n] for n in dag.order]
         self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
@@ -252,14 +201,6 @@ class Scheduler:
             self._upkeep.check(t.name, now)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
-
-    def _derived_config(self, t: Table, tc: TableConfig, configs: dict[str, TableConfig], streams: dict,
-                        rec: Recovered | None) -> None:
-        """A derived table's refresh mode, skew bound and SQL version (warehouse.derived)."""
-        if t.dv is None:
-            t.dv = Derived(tc.sql, rec.sql_versions if rec else (), rec.dirty if rec else ())
-        tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
-        t.dv.configure(tc.sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild)
 
     def _adopt_running(self, t: Table) -> None:
         """A table that returns while its previous incarnation's job still runs takes that job
