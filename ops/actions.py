@@ -6,7 +6,10 @@ and Airflow/Dagster backfills give their users:
 - **resume** it: what arrived meanwhile is loaded, as one job (§2.4) or chopped (§3.4).
 - **refresh** it now: its next update job goes ahead of every waiting job, on the first free
   track. With a time range (`--from/--to`, derived tables only) it is a **backfill**: the range
-  is recomputed as benefit-ranked recompute jobs, like late data (`Scheduler.recompute`).
+  is recomputed as benefit-ranked recompute jobs, like late data. The range is cut to what the
+  table holds (its origin to its freshness, the answer says about how many windows); one with
+  none of it is refused, naming the range. `--cancel ID` (`{"cancel": ID}`) cancels an unfinished
+  backfill: what it has not rewritten yet is forgotten (`CancelBackfill`).
 
 Each request comes in through the HTTP API (`POST /v1/tables/{table}/{suspend|resume|refresh}`,
 the same bearer token as `POST /v1/streams/{stream}/partitions`) or the CLI (`freshet suspend|
@@ -20,9 +23,11 @@ every suspension, pending refresh and unfinished backfill (`OperatorActions.rest
 door (`Scheduler.handle`): `Suspend`, `Resume`, `Refresh` and — for a backfill — `Backfill(table,
 start, end, reason)` (warehouse.events); each one the engine took is recorded in the trace
 (sim.trace `action` lines), so a replay applies it too.
-A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`) have
-covered its range; until then a restart hands it to the engine again (recompute is idempotent:
-`replaceWhere`, DESIGN.md §4.4).
+A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`), or its
+full-refresh jobs (`full`), have covered its range, or when the engine refuses it; until then a
+restart hands it to the engine again (recompute is idempotent: `replaceWhere`, DESIGN.md §4.4).
+The file is written before memory changes; a write the scheduler loop cannot make (a full disk)
+is logged, counted (`ActionStore.write_errors`) and retried, and the daemon keeps running.
 """
 
 from __future__ import annotations
