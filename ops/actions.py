@@ -6,7 +6,10 @@ and Airflow/Dagster backfills give their users:
 - **resume** it: what arrived meanwhile is loaded, as one job (§2.4) or chopped (§3.4).
 - **refresh** it now: its next update job goes ahead of every waiting job, on the first free
   track. With a time range (`--from/--to`, derived tables only) it is a **backfill**: the range
-  is recomputed as benefit-ranked recompute jobs, like late data (`Scheduler.recompute`).
+  is recomputed as benefit-ranked recompute jobs, like late data. The range is cut to what the
+  table holds (its origin to its freshness, the answer says about how many windows); one with
+  none of it is refused, naming the range. `--cancel ID` (`{"cancel": ID}`) cancels an unfinished
+  backfill: what it has not rewritten yet is forgotten (`CancelBackfill`).
 
 Each request comes in through the HTTP API (`POST /v1/tables/{table}/{suspend|resume|refresh}`,
 the same bearer token as `POST /v1/streams/{stream}/partitions`) or the CLI (`freshet suspend|
@@ -16,19 +19,25 @@ counted (`freshet_operator_actions_total{table,action}`) and **kept with the war
 it is handed to the scheduler loop — so it survives a restart: on start the daemon re-applies
 every suspension, pending refresh and unfinished backfill (`OperatorActions.restore`).
 
-`OperatorActions.apply` is the one place that calls the engine for them: `Scheduler.suspend`,
-`resume`, `refresh` and — for a backfill — `Scheduler.recompute(table, start, end, now, reason)`.
-A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`) have
-covered its range; until then a restart hands it to the engine again (recompute is idempotent:
-`replaceWhere`, DESIGN.md §4.4).
+`OperatorActions.apply` is the one place that hands them to the engine, as events through its one
+door (`Scheduler.handle`): `Suspend`, `Resume`, `Refresh` and — for a backfill — `Backfill(table,
+start, end, reason)` (warehouse.events); each one the engine took is recorded in the trace
+(sim.trace `action` lines), so a replay applies it too.
+A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`), or its
+full-refresh jobs (`full`), have covered its range, or when the engine refuses it; until then a
+restart hands it to the engine again (recompute is idempotent: `replaceWhere`, DESIGN.md §4.4).
+The file is written before memory changes; a write the scheduler loop cannot make (a full disk)
+is logged, counted (`ActionStore.write_errors`) and retried, and the daemon keeps running.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import logging
+import math
 import os
 import tempfile
 import threading
@@ -40,7 +49,7 @@ from typing import Any
 
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
-from warehouse.events import StartJob, Tick
+from warehouse.events import Backfill, CancelBackfill, OperatorAction, Refresh, Resume, StartJob, Suspend
 from warehouse.paths import local_path
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso, parse_time
@@ -50,7 +59,7 @@ __all__ = ["ACTIONS", "RECOMPUTE_KIND", "ActionRejected", "ActionRequest", "Acti
 
 log = logging.getLogger("freshet")
 
-ACTIONS = ("suspend", "resume", "refresh", "backfill")  # the `action` label of the counter
+ACTIONS = ("suspend", "resume", "refresh", "backfill", "cancel_backfill")  # the `action` label of the counter
 RECOMPUTE_KIND = "recompute"  # StartJob.kind of the engine's recompute jobs (issue 13 part A)
 HISTORY = 200  # actions kept in the file's history
 
@@ -73,6 +82,21 @@ class ActionRequest:
     end: float | None = None
     reason: str = ""
     backfill_id: str | None = None
+    windows: int | None = None  # a backfill: about how many windows it rewrites (the answer says so)
+
+    @property
+    def label(self) -> str:
+        """A backfill's reason as its recompute jobs carry it (StartJob.reasons)."""
+        return f"backfill {self.backfill_id}: {self.reason}".strip().rstrip(":")
+
+    def event(self) -> OperatorAction:
+        """The engine event for this action (warehouse.events)."""
+        if self.action in ("backfill", "cancel_backfill"):
+            assert self.start is not None and self.end is not None
+            kind = Backfill if self.action == "backfill" else CancelBackfill
+            return kind(table=self.table, start=self.start, end=self.end, reason=self.label)
+        return {"suspend": Suspend, "resume": Resume, "refresh": Refresh}[self.action](table=self.table,
+                                                                                        reason=self.reason)
 
 
 def store_path(config: FreshetConfig) -> Path:
@@ -93,12 +117,20 @@ class _State:
 
 
 class ActionStore:
-    """The actions' state, one small JSON file written atomically; thread-safe."""
+    """The actions' state, one small JSON file written atomically; thread-safe.
+
+    Every change is written first and kept in memory only once the file holds it, so memory and
+    file never disagree. A change the scheduler loop makes (a refresh served, a backfill covered)
+    that cannot be written is logged, counted (`write_errors`) and owed: the next write carries
+    it (`retry`), and the daemon keeps running.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._state = _State()
+        self._owed: list[Callable[[_State], Any]] = []  # loop-side changes not written yet
+        self.write_errors = 0
         try:
             raw = json.loads(path.read_text())
         except FileNotFoundError:
@@ -108,8 +140,7 @@ class ActionStore:
         self._state = _State(suspended=dict(raw.get("suspended", {})), refresh=dict(raw.get("refresh", {})),
                              backfills=list(raw.get("backfills", [])), history=list(raw.get("history", [])))
 
-    def _write(self) -> None:
-        s = self._state
+    def _write(self, s: _State) -> None:
         body = json.dumps({"version": 1, "suspended": s.suspended, "refresh": s.refresh, "backfills": s.backfills,
                            "history": s.history[-HISTORY:]}, indent=1, sort_keys=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,11 +156,40 @@ class ActionStore:
                 os.unlink(tmp)
             raise
 
-    def record(self, req: ActionRequest, now: float) -> dict[str, Any]:
-        """Apply `req` to the kept state and write it; the history entry."""
-        entry = {"action": req.action, "table": req.table, "time": now, "reason": req.reason}
+    def _commit(self, change: Callable[[_State], Any]) -> Any:
+        """Apply what is owed and `change` to a copy of the state, write it, then keep it; the
+        change's result. OSError: nothing changed (memory and file as before)."""
         with self._lock:
-            s = self._state
+            new = copy.deepcopy(self._state)
+            for owed in self._owed:
+                owed(new)
+            result = change(new)
+            self._write(new)
+            self._state, self._owed = new, []
+            return result
+
+    def _commit_or_owe(self, change: Callable[[_State], Any], what: str) -> Any:
+        """For the scheduler loop: `_commit`, or on OSError log, count and owe it (None)."""
+        try:
+            return self._commit(change)
+        except OSError as e:
+            with self._lock:
+                self._owed.append(change)
+                self.write_errors += 1
+            log.warning("cannot write the operator actions file; will retry", extra={
+                "path": str(self.path), "change": what, "error": str(e)})
+            return None
+
+    def retry(self) -> None:
+        """Write what is owed, if anything (called by the scheduler loop)."""
+        if self._owed:
+            self._commit_or_owe(lambda s: None, "retry")
+
+    def record(self, req: ActionRequest, now: float) -> dict[str, Any]:
+        """Apply `req` to the kept state and write it; the history entry. OSError: not kept."""
+        entry = {"action": req.action, "table": req.table, "time": now, "reason": req.reason}
+
+        def change(s: _State) -> None:
             if req.action == "suspend":
                 s.suspended.setdefault(req.table, {"since": now, "reason": req.reason})
                 s.refresh.pop(req.table, None)
@@ -137,12 +197,16 @@ class ActionStore:
                 s.suspended.pop(req.table, None)
             elif req.action == "refresh":
                 s.refresh[req.table] = {"requested": now}
+            elif req.action == "cancel_backfill":
+                entry.update(id=req.backfill_id)
+                s.backfills = [b for b in s.backfills if b["id"] != req.backfill_id]
             else:
                 entry.update(id=req.backfill_id, start=req.start, end=req.end)
                 s.backfills.append({"id": req.backfill_id, "table": req.table, "start": req.start, "end": req.end,
                                     "requested": now, "reason": req.reason, "covered": []})
             s.history.append(entry)
-            self._write()
+
+        self._commit(change)
         return entry
 
     def suspended(self) -> dict[str, dict[str, Any]]:
@@ -158,29 +222,40 @@ class ActionStore:
             return [dict(b) for b in self._state.backfills if table is None or b["table"] == table]
 
     def refresh_done(self, tables: list[str]) -> None:
+        def change(s: _State) -> None:
+            for t in tables:
+                s.refresh.pop(t, None)
+
         with self._lock:
-            if any(t in self._state.refresh for t in tables):
-                for t in tables:
-                    self._state.refresh.pop(t, None)
-                self._write()
+            if not any(t in self._state.refresh for t in tables):
+                return
+        self._commit_or_owe(change, "refresh done")
 
     def covered(self, table: str, start: float, end: float) -> list[str]:
-        """A recompute job of `table` rewrote `(start, end]`: the ids of the backfills now done."""
-        done = []
-        with self._lock:
-            keep, changed = [], False
-            for b in self._state.backfills:
+        """A job of `table` rewrote `(start, end]`: the ids of the backfills now done (and gone)."""
+        def change(s: _State) -> list[str]:
+            done, keep = [], []
+            for b in s.backfills:
                 if b["table"] == table and start < b["end"] and end > b["start"]:
-                    changed = True
                     b["covered"] = _merge([*b["covered"], [start, end]])
                     if any(lo <= b["start"] and hi >= b["end"] for lo, hi in b["covered"]):
                         done.append(b["id"])
                         continue
                 keep.append(b)
-            if changed:
-                self._state.backfills = keep
-                self._write()
-        return done
+            s.backfills = keep
+            return done
+
+        with self._lock:
+            if not any(b["table"] == table and start < b["end"] and end > b["start"] for b in self._state.backfills):
+                return []
+        return self._commit_or_owe(change, f"backfill of {table} covered") or []
+
+    def forget(self, backfill_id: str, why: str) -> None:
+        """A backfill the engine refused (e.g. nothing computed in its range any more) is dropped."""
+        def change(s: _State) -> None:
+            s.backfills = [b for b in s.backfills if b["id"] != backfill_id]
+
+        self._commit_or_owe(change, f"backfill {backfill_id} dropped: {why}")
 
 
 def _merge(intervals: list[list[float]]) -> list[list[float]]:
@@ -210,10 +285,13 @@ class OperatorActions:
 
     def __init__(self, store: ActionStore, config: Callable[[], FreshetConfig],
                  snapshot: Callable[[], SchedulerStats | None], enqueue: Callable[[ActionRequest], None],
-                 count: Callable[[str, str], None], clock: Callable[[], float]) -> None:
+                 count: Callable[[str, str], None], clock: Callable[[], float],
+                 record: Callable[[float, OperatorAction], None] | None = None) -> None:
         self.store = store
         self._config, self._snapshot, self._enqueue = config, snapshot, enqueue
         self._count, self._clock = count, clock
+        self._record = record  # the trace (sim.trace ActionRecord): every action the engine took
+        self._handed: set[str] = set()  # refreshes handed to the engine (a queued one is not settled)
 
     # ---- in an HTTP worker thread -----------------------------------------------------------------
     def request(self, table: str, action: str, body: Any) -> dict[str, Any]:
@@ -226,7 +304,7 @@ class OperatorActions:
             body = {}
         if not isinstance(body, dict):
             raise ActionRejected(422, "the body must be a JSON object such as {\"reason\": \"…\"}", "bad_action")
-        allowed = {"reason"} | ({"from", "to"} if action == "refresh" else set())
+        allowed = {"reason"} | ({"from", "to", "cancel"} if action == "refresh" else set())
         extra = sorted(set(body) - allowed)
         if extra:
             raise ActionRejected(422, f"{action}: unknown field(s) {', '.join(extra)} (allowed: "
@@ -241,13 +319,23 @@ class OperatorActions:
             status = "already suspended"
         elif action == "resume" and not suspended:
             status = "not suspended"
+        elif action == "refresh" and "cancel" in body:
+            req = self._cancel(table, body, reason)
+            status = "backfill cancelled"
         elif action == "refresh":
             if suspended:
                 raise ActionRejected(409, f"table {table!r} is suspended; resume it first", "suspended")
             if "from" in body or "to" in body:
                 req = self._backfill(cfg, table, body, reason)
                 status = "backfill requested"
-        entry = self.store.record(req, self._clock())
+        try:
+            entry = self.store.record(req, self._clock())
+        except OSError as e:
+            self.store.write_errors += 1
+            log.error("cannot keep an operator action", extra={"action": req.action, "table": table,
+                                                               "path": str(self.store.path), "error": str(e)})
+            raise ActionRejected(503, f"cannot keep the action in {self.store.path}: {e.strerror or e}; nothing "
+                                      "was changed, try again", "store_unwritable") from None
         self._count(table, req.action)
         log.info("operator action", extra={k: v for k, v in {
             "action": req.action, "table": table, "reason": reason or None, "status": status,
@@ -256,10 +344,25 @@ class OperatorActions:
             if v is not None})
         self._enqueue(req)
         out = {"table": table, "action": req.action, "status": status, "time": entry["time"]}
-        if req.action == "backfill":
+        if req.action in ("backfill", "cancel_backfill"):
             out.update(id=req.backfill_id, start=req.start, end=req.end, start_iso=iso(req.start),
                        end_iso=iso(req.end))
+        if req.action == "backfill":
+            out["windows"] = req.windows
         return out
+
+    def _cancel(self, table: str, body: dict[str, Any], reason: str) -> ActionRequest:
+        extra = sorted(set(body) - {"cancel", "reason"})
+        if extra:
+            raise ActionRejected(422, f"cancel: no other field than `reason` goes with it (got {', '.join(extra)})",
+                                 "bad_action")
+        bid = body["cancel"]
+        b = next((b for b in self.store.backfills(table) if b["id"] == bid), None)
+        if b is None:
+            known = ", ".join(b["id"] for b in self.store.backfills(table)) or "none"
+            raise ActionRejected(404, f"no unfinished backfill {bid!r} of table {table!r} (unfinished: {known})",
+                                 "unknown_backfill")
+        return ActionRequest("cancel_backfill", table, b["start"], b["end"], b.get("reason", ""), bid)
 
     def _backfill(self, cfg: FreshetConfig, table: str, body: dict[str, Any], reason: str) -> ActionRequest:
         tc = cfg.table(table)
@@ -280,28 +383,36 @@ class OperatorActions:
         if fresh is None or start >= fresh:
             raise ActionRejected(422, f"table {table!r} is computed through {iso(fresh) or 'nothing yet'}; "
                                       f"nothing to recompute from {iso(start)}", "bad_action")
-        return ActionRequest("backfill", table, start, min(end, fresh), reason, uuid.uuid4().hex[:12])
+        origin = row.origin if row is not None and row.origin is not None else start
+        if end <= origin:
+            raise ActionRejected(422, f"table {table!r} holds windows from {iso(origin)} to {iso(fresh)}; the range "
+                                      f"{iso(start)} .. {iso(end)} has none of them: nothing to recompute",
+                                 "bad_action")
+        # cut to what the table holds, as the engine does: a range the store can see covered
+        start, end = max(start, origin), min(end, fresh)
+        step = tc.granularity or row.period if row is not None else None
+        windows = max(1, math.ceil((end - start) / step - 1e-9)) if step else None
+        return ActionRequest("backfill", table, start, end, reason, uuid.uuid4().hex[:12], windows)
 
     # ---- in the scheduler loop: the one place that calls the engine --------------------------------
     def apply(self, sched: Any, req: ActionRequest, now: float) -> list[StartJob]:
-        """Hand one kept action to the engine. A table removed by a reload meanwhile is logged,
-        not raised: input never stops the daemon."""
+        """Hand one kept action to the engine (`handle`, its one door). A table removed by a
+        reload meanwhile is logged, not raised: input never stops the daemon."""
+        event = req.event()
         try:
-            if req.action == "suspend":
-                return sched.suspend(req.table, now)
-            if req.action == "resume":
-                return sched.resume(req.table, now)
-            if req.action == "refresh":
-                jobs = sched.refresh(req.table, now)
-                self.settle(sched)
-                return jobs
-            sched.recompute(req.table, req.start, req.end, now,
-                            f"backfill {req.backfill_id}: {req.reason}".strip().rstrip(":"))
-            return sched.handle(Tick(), now)  # recompute() returns nothing: a round starts its jobs
+            jobs = sched.handle(event, now)
         except FreshetError as e:
             log.warning("operator action not applied", extra={"action": req.action, "table": req.table,
                                                               "error": str(e)})
+            if req.action == "backfill" and req.backfill_id is not None:  # never left in the file for ever
+                self.store.forget(req.backfill_id, str(e))
             return []
+        if self._record is not None:
+            self._record(now, event)
+        if req.action == "refresh":
+            self._handed.add(req.table)
+            self.settle(sched)
+        return jobs
 
     def restore(self, sched: Any, now: float) -> list[StartJob]:
         """Re-apply what the file keeps (on start): suspensions, refreshes, unfinished backfills."""
@@ -309,10 +420,13 @@ class OperatorActions:
         jobs: list[StartJob] = []
         for table in sorted(self.store.suspended()):
             if table in names:
-                jobs += sched.suspend(table, now)
+                jobs += self.apply(sched, ActionRequest("suspend", table), now)
         for table in self.store.refreshes():
             if table in names:
-                jobs += sched.refresh(table, now)
+                jobs += sched.handle(Refresh(table=table), now)
+                self._handed.add(table)
+                if self._record is not None:
+                    self._record(now, Refresh(table=table))
         for b in self.store.backfills():
             if b["table"] in names:
                 jobs += self.apply(sched, ActionRequest("backfill", b["table"], b["start"], b["end"],
@@ -325,13 +439,19 @@ class OperatorActions:
         return jobs
 
     def settle(self, sched: Any) -> None:
-        """Forget refreshes the engine no longer holds (their job started, or nothing to load)."""
-        done = [t for t in self.store.refreshes() if not sched.refresh_pending(t)]
+        """Forget refreshes handed to the engine that it no longer holds (their job started, or
+        nothing to load). One still queued for the scheduler loop is not the engine's yet."""
+        self.store.retry()
+        done = sorted(t for t in self._handed if not sched.refresh_pending(t))
         if done:
+            self._handed.difference_update(done)
             self.store.refresh_done(done)
 
     def job_finished(self, job: StartJob) -> None:
-        if job.kind == RECOMPUTE_KIND:
+        """A recompute job, or a full refresh (a derived job that overwrites the table from its
+        origin), rewrote `(start, end]`: the backfills it covers are done."""
+        self.store.retry()
+        if job.kind == RECOMPUTE_KIND or job.full:
             for bid in self.store.covered(job.table, job.start, job.end):
                 log.info("backfill done", extra={"table": job.table, "backfill": bid})
 
@@ -353,6 +473,7 @@ def _add(parser: argparse.ArgumentParser, backfill: bool) -> None:
     if backfill:
         parser.add_argument("--from", dest="start", help="backfill: recompute from this time (ISO 8601 or epoch)")
         parser.add_argument("--to", dest="end", help="backfill: up to this time")
+        parser.add_argument("--cancel", metavar="ID", help="cancel the unfinished backfill ID (its jobs not started)")
     parser.add_argument("--url", default=os.environ.get("FRESHET_URL", DEFAULT_URL),
                         help=f"the daemon's HTTP API (default $FRESHET_URL or {DEFAULT_URL})")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the daemon")
@@ -366,6 +487,8 @@ def _main(action: str, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"reason": args.reason} if args.reason else {}
     if getattr(args, "start", None) is not None or getattr(args, "end", None) is not None:
         body.update({"from": args.start, "to": args.end})
+    if getattr(args, "cancel", None):
+        body["cancel"] = args.cancel
     token = load_token()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     url = f"{args.url.rstrip('/')}/v1/tables/{args.table}/{action}"
@@ -380,6 +503,8 @@ def _main(action: str, args: argparse.Namespace) -> int:
     if r.status_code >= 300:
         raise FreshetError(f"{action} {args.table}: {answer.get('error', r.text)} (HTTP {r.status_code})")
     extra = f" {answer['start_iso']} .. {answer['end_iso']} (id {answer['id']})" if answer.get("id") else ""
+    if answer.get("windows"):
+        extra += f", about {answer['windows']} window(s)"
     print(f"{args.table}: {answer.get('status', 'accepted')}{extra}")
     return 0
 

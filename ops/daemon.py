@@ -32,7 +32,7 @@ from ops.logs import RepeatedFailure
 from ops.loop import Options, SchedulerLoop
 from ops.notify import sd_notify
 from ops.reload import start_parts
-from sim.trace import TraceWriter
+from sim.trace import ActionRecord, TraceWriter
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
 from warehouse.events import Tick
@@ -106,7 +106,8 @@ class Daemon(SchedulerLoop):
         now = time.time()
         self.actions = OperatorActions(
             ActionStore(store_path(self.config)), lambda: self.config, self.holder.get, self.events.put,
-            lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(), time.time)
+            lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(), time.time,
+            record=lambda at, ev: self._trace.action(ActionRecord.of(at, ev)) if self._trace else None)
         self._restored = self.actions.restore(self.sched, now) + self.sched.handle(Tick(), now)
         self.holder.publish(self.sched.stats(now))
         return True

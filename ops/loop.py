@@ -42,7 +42,7 @@ from ops.workers import JobResult, TrackWorkers
 from sim.trace import Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError, PartitionRefused
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, PartitionDropped, StartJob, Tick
 from warehouse.times import iso
 from warehouse.upkeep import MAINTENANCE_KINDS
 
@@ -191,6 +191,7 @@ class SchedulerLoop:
 
     def _on_result(self, r: JobResult, now: float) -> None:
         job, ev = r.job, r.event
+        dropped: list[PartitionDropped] = []
         self._dispatched.pop(job.job_id, None)
         self.history.record(r, self.holder.get(), now)
         self.lineage.ended(job, ev, now)  # COMPLETE or FAIL (ops.lineage); never blocks
@@ -219,7 +220,10 @@ class SchedulerLoop:
             for pid, why in self._unloadable.pop(job.job_id, {}).items():
                 if stream is not None:  # quarantined and counted like any bad partition; the rest is retried
                     self.intake.refuse(stream, pid, why)  # a failed move: the intake retries it
+                    dropped.append(PartitionDropped(stream=stream, partition_id=pid, reason=why))
         self._dispatch(self._handle(ev, now))
+        for drop in dropped:  # gone from every table of the stream, its arrived and backlog too
+            self._dispatch(self._handle(drop, now))
 
     def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
         if self._trace and job.kind not in MAINTENANCE_KINDS:  # a replay maps (table, window) to update jobs

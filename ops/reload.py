@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, load_config
 from warehouse.errors import ConfigError
+from warehouse.events import Reconfigure
 from warehouse.times import iso
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class Reloader:
             return self._kept(now, "failed", f"{type(e).__name__}: {e}")
         new, state = prepared.config, prepared.state
         # the switch: nothing below reads a file or Spark, so it cannot half happen for I/O reasons
-        decisions = parts.sched.reconfigure(new, now, state.recovered)
+        decisions = parts.sched.handle(Reconfigure(config=new, recovered=state.recovered), now)
         parts.intake.reconfigure(new, state)
         parts.executor.reconfigure(new, state)
         parts.state = state

@@ -22,10 +22,15 @@ itself, the ski-rental compromise between Lookahead's never-idle rule (§3.1) an
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
 
-__all__ = ["Upcoming", "hold_for"]
+__all__ = ["Releases", "Upcoming", "ValueRanking", "hold_for", "held_until"]
+
+SCAN = 16  # expected releases looked at per check: a decision stays O(log n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +74,76 @@ def _waits(upcoming: Sequence[Upcoming], tracks: list[float]) -> list[float]:
         out.append(start - k.release)
         heapq.heappush(tracks, start + k.cost)
     return out
+
+
+def held_until(now: float, cost: float, weight: float, since: float, p_min: float | None,
+               upcoming: Callable[[float], Sequence[Upcoming]], free_at: Callable[[], Sequence[float]]) -> float | None:
+    """Hold a track from the long job J (E_J = `cost` at the current pace, p_J·ΔF_J = `weight`)?
+    Checked only when J runs longer than `p_min`, the shortest period of the tables more valuable
+    than it; `upcoming(horizon)` and `free_at()` are asked only then. Never longer, in all, than
+    J will run (`since`: when it was first held). Until when, or None: start J."""
+    if p_min is None or cost <= p_min:
+        return None
+    ks = upcoming(now + cost)
+    if not ks:
+        return None
+    until = hold_for(now, cost, weight, ks, free_at())
+    if until is None or until - since > cost:  # never kept waiting longer than it will run
+        return None
+    return until
+
+
+class ValueRanking:
+    """Base tables by regular marginal benefit Ip_i·P_i / E_i(P_i) (§3.1), for the question "the
+    shortest period among the tables worth more than this job" (who is *long*)."""
+
+    __slots__ = ("_neg", "_pmin")
+
+    def __init__(self, tables: Iterable[tuple[float, float]]) -> None:
+        ranked = sorted(tables, key=lambda bp: -bp[0])  # (benefit, period)
+        self._neg = [-b for b, _ in ranked]
+        self._pmin = list(accumulate((p for _, p in ranked), min))
+
+    def shortest_period_above(self, benefit: float) -> float | None:
+        more = bisect_left(self._neg, -benefit)  # tables with a higher regular benefit
+        return self._pmin[more - 1] if more else None
+
+
+class Releases:
+    """The next release expected of each base table — its last arrival + P_i (§2.4) — in one heap,
+    walked best-first in time order without popping, at most `SCAN` entries per question.
+    `current(when, item)` says whether an entry still stands (the table's latest expectation)."""
+
+    __slots__ = ("_current", "_seq", "heap")
+
+    def __init__(self, current: Callable[[float, Any], bool]) -> None:
+        self.heap: list[tuple[float, int, Any]] = []
+        self._seq = 0
+        self._current = current
+
+    def expect(self, when: float, item: Any, now: float) -> None:
+        h = self.heap
+        while h and h[0][0] <= now:  # past: memory stays at about one entry per table
+            heapq.heappop(h)
+        self._seq += 1
+        heapq.heappush(h, (when, self._seq, item))
+
+    def within(self, now: float, horizon: float, *, inclusive: bool) -> list[tuple[float, Any]]:
+        """(when, item) expected in (now, horizon) — `inclusive`: (now, horizon] — in time order."""
+        h, current = self.heap, self._current
+        while h and (h[0][0] <= now or not current(h[0][0], h[0][2])):
+            heapq.heappop(h)
+        out: list[tuple[float, Any]] = []
+        frontier = [(h[0][0], 0)] if h else []
+        for _ in range(SCAN):
+            if not frontier:
+                break
+            when, i = heapq.heappop(frontier)
+            if when > horizon or (when == horizon and not inclusive):
+                break
+            if current(when, h[i][2]):
+                out.append((when, h[i][2]))
+            for c in (2 * i + 1, 2 * i + 2):
+                if c < len(h):
+                    heapq.heappush(frontier, (h[c][0], c))
+        return out

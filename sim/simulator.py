@@ -27,16 +27,16 @@ import contextlib
 import heapq
 import math
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
-from sim.trace import Arrival, JobRecord, Trace, TraceWriter
+from sim.trace import ActionRecord, Arrival, JobRecord, Trace, TraceWriter
 from sim.workload import periods, true_costs, utilization
 from warehouse.config import FreshetConfig, SimConfig, StreamConfig
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, FreshetError
 from warehouse.events import Event, JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.scheduler import Scheduler
 from warehouse.upkeep import MAINTENANCE_KINDS
@@ -221,6 +221,8 @@ class Simulation:
         for s in config.streams:
             if s.name in fed and s.name in sources:
                 _Stream(self, iter(sources[s.name]))
+        if trace is not None and trace.actions:  # operator actions replay at their times (sim.trace)
+            self.env.process(self._actions(trace.actions))
 
     # ---- the event callbacks -------------------------------------------------------------------
     def _arrive(self, time: float, a: Arrival | PartitionArrived) -> None:
@@ -237,6 +239,15 @@ class Simulation:
             self.writer.arrival(a)
         self._handle(PartitionArrived(stream=a.stream, partition_id=a.partition, start=a.start,
                                       end=a.end, rows=a.rows, safe_through=a.safe_through))
+
+    def _actions(self, actions: list[ActionRecord]) -> Generator[simpy.Event, None, None]:
+        """The operator actions of a trace, handed to the Scheduler at their times; one the replayed
+        state refuses (a backfill of windows not computed in this run) is skipped."""
+        for a in actions:
+            if a.time > self.env.now:
+                yield self.env.timeout(a.time - self.env.now)
+            with contextlib.suppress(FreshetError):
+                self._handle(a.event(), count=False)
 
     def _factor(self, now: float) -> float:
         if self.slow == 1.0:

@@ -8,6 +8,10 @@ One JSON object per line; blank lines and lines starting with `#` are skipped.
   "duration": 10.8}`; optional `"rows"`, `"work"` (n of E(n), `StartJob.n`: for a base job its
   rows at the stream's typical rate, warehouse.cost.RowRate; default `end − start`), `"track"`,
   `"status"` (`"ok"` default; other values are ignored on replay).
+- **action** — an operator action the engine took (warehouse.events: Suspend, Resume, Refresh,
+  Backfill, CancelBackfill): `{"time": 150.0, "action": "suspend", "table": "t0"}`; a backfill or
+  its cancel adds `"start"`, `"end"` and `"reason"` (the label its recompute jobs carry). A replay
+  hands each to the engine at its time, like arrivals.
 - **header** (optional, first line) — `{"freshet_trace": 1, ...}` with any metadata.
 
 `time` is when the event happened, on any clock (epoch seconds from the daemon, simulated seconds
@@ -20,13 +24,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from warehouse.errors import ConfigError
+from warehouse.errors import ConfigError, SchedulerMisuse
+from warehouse.events import ACTION_EVENTS, Backfill, CancelBackfill, OperatorAction
 
-__all__ = ["Arrival", "JobRecord", "Trace", "TraceWriter", "read_trace"]
+__all__ = ["ActionRecord", "Arrival", "JobRecord", "Trace", "TraceWriter", "read_trace"]
 
 TRACE_VERSION = 1
 
@@ -79,13 +84,48 @@ class JobRecord:
         return d
 
 
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """An operator action (warehouse.events.OperatorAction) handed to the engine at `time`."""
+
+    time: float
+    action: str  # a key of warehouse.events.ACTION_EVENTS
+    table: str
+    start: float | None = None
+    end: float | None = None
+    reason: str = ""
+
+    @classmethod
+    def of(cls, time: float, ev: OperatorAction) -> ActionRecord:
+        name = next(k for k, v in ACTION_EVENTS.items() if isinstance(ev, v))
+        if isinstance(ev, Backfill | CancelBackfill):
+            return cls(time, name, ev.table, ev.start, ev.end, ev.reason)
+        return cls(time, name, ev.table, reason=ev.reason)
+
+    def event(self) -> OperatorAction:
+        kind = ACTION_EVENTS[self.action]
+        if kind in (Backfill, CancelBackfill):
+            return kind(table=self.table, start=self.start, end=self.end, reason=self.reason)
+        return kind(table=self.table, reason=self.reason)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"time": self.time, "action": self.action, "table": self.table}
+        if self.start is not None:
+            d.update(start=self.start, end=self.end)
+        if self.reason:
+            d["reason"] = self.reason
+        return d
+
+
 @dataclass
 class Trace:
-    """A parsed trace: arrivals per stream (in time order) and measured durations by window."""
+    """A parsed trace: arrivals per stream (in time order), measured durations by window and the
+    operator actions (in time order)."""
 
     arrivals: dict[str, list[Arrival]]
     durations: dict[tuple[str, float, float], float]
     jobs: list[JobRecord]
+    actions: list[ActionRecord] = field(default_factory=list)
 
     def fitted_costs(self, priors: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
         """(α, β) per table with recorded jobs: the cost model (§2.4) fitted to their measured
@@ -130,6 +170,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
     arrivals: dict[str, list[Arrival]] = {}
     durations: dict[tuple[str, float, float], float] = {}
     jobs: list[JobRecord] = []
+    actions: list[ActionRecord] = []
     problems: list[str] = []
     counts: dict[str, int] = {}
     for lineno, line in enumerate(lines, 1):
@@ -166,6 +207,8 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
                     raise ConfigError(f"{where}: arrivals of stream {stream!r} go back in time "
                                       f"({a.time} after {seq[-1].time})")
                 seq.append(a)
+            elif "action" in obj:
+                actions.append(_action(obj, where))
             elif "table" in obj:
                 rec = JobRecord(time=_num(obj, "time", where), table=str(obj["table"]),
                                 start=_num(obj, "start", where), end=_num(obj, "end", where),
@@ -181,7 +224,25 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
             problems.extend(e.problems)
     if problems:
         raise ConfigError(problems, source=source)
-    return Trace(arrivals=arrivals, durations=durations, jobs=jobs)
+    actions.sort(key=lambda a: a.time)
+    return Trace(arrivals=arrivals, durations=durations, jobs=jobs, actions=actions)
+
+
+def _action(obj: dict[str, Any], where: str) -> ActionRecord:
+    name = obj["action"]
+    if name not in ACTION_EVENTS:
+        raise ConfigError(f"{where}: unknown action {name!r} (known: {', '.join(ACTION_EVENTS)})")
+    if not isinstance(obj.get("table"), str):
+        raise ConfigError(f"{where}: an action needs a `table`")
+    ranged = ACTION_EVENTS[name] in (Backfill, CancelBackfill)
+    rec = ActionRecord(time=_num(obj, "time", where), action=name, table=obj["table"],
+                       start=_num(obj, "start", where) if ranged else None,
+                       end=_num(obj, "end", where) if ranged else None, reason=str(obj.get("reason", "")))
+    try:
+        rec.event()
+    except SchedulerMisuse as e:  # the event's own check (a finite range), reported by line
+        raise ConfigError(f"{where}: {e}") from None
+    return rec
 
 
 class TraceWriter:
@@ -222,17 +283,21 @@ class TraceWriter:
     def job(self, rec: JobRecord) -> None:
         self._write(rec.to_json())
 
+    def action(self, rec: ActionRecord) -> None:
+        self._write(rec.to_json())
+
     def close(self) -> None:
         with self._lock:
             self._fh.close()
 
 
-def iter_records(trace: Trace) -> Iterator[Arrival | JobRecord]:
-    """Every record in time order (arrivals before jobs at equal times)."""
-    items: list[tuple[float, int, Arrival | JobRecord]] = []
+def iter_records(trace: Trace) -> Iterator[Arrival | ActionRecord | JobRecord]:
+    """Every record in time order (arrivals, then actions, then jobs at equal times)."""
+    items: list[tuple[float, int, Arrival | ActionRecord | JobRecord]] = []
     for seq in trace.arrivals.values():
         items.extend((a.time, 0, a) for a in seq)
-    items.extend((j.time, 1, j) for j in trace.jobs)
+    items.extend((a.time, 1, a) for a in trace.actions)
+    items.extend((j.time, 2, j) for j in trace.jobs)
     items.sort(key=lambda x: (x[0], x[1]))
     for _, _, rec in items:
         yield rec

@@ -5,6 +5,7 @@ from the file alone. No Spark: the engine's side is what the actions change."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import time
 from pathlib import Path
@@ -20,36 +21,39 @@ from ops import cli
 from ops.actions import RECOMPUTE_KIND, ActionRequest, ActionStore, OperatorActions, store_path
 from ops.api import ApiServer, create_app
 from ops.metrics import SnapshotHolder, register_metrics
-from warehouse.events import JobFinished, PartitionArrived, StartJob
-from warehouse.scheduler import Scheduler
+from warehouse.config import parse_config
+from warehouse.events import Backfill, JobFinished, PartitionArrived, StartJob
+from warehouse.scheduler import Recovered, Scheduler
 
 TOKEN = "act-token"
 T0 = conftest.T0
 
 
 class Recomputing(Scheduler):
-    """The engine with its `recompute` entry point recorded instead of run: these tests are about
+    """The engine with its `Backfill` handler recorded instead of run: these tests are about
     what the actions hand over (tests/test_recompute*.py run it)."""
 
     def __init__(self, *a: Any, **kw: Any) -> None:
-        super().__init__(*a, **kw)
         self.recomputed: list[tuple[str, float, float, str]] = []
+        super().__init__(*a, **kw)
 
-    def recompute(self, table: str, start: float, end: float, now: float, reason: str) -> None:
-        self.recomputed.append((table, start, end, reason))
+    def _backfill(self, ev: Backfill, now: float) -> None:
+        self.recomputed.append((ev.table, ev.start, ev.end, ev.reason))
 
 
 class Daemonish:
     """The daemon's part in actions: its queue, the scheduler loop's apply, the published snapshot."""
 
-    def __init__(self, tmp: Path, sched_cls: type[Scheduler] = Scheduler) -> None:
-        self.config = conftest.make_config(tmp)
+    def __init__(self, tmp: Path, sched_cls: type[Scheduler] = Scheduler, config: Any = None) -> None:
+        self.config = config or conftest.make_config(tmp)
         self.holder = SnapshotHolder()
         self.registry = CollectorRegistry()
         self.metrics = register_metrics(self.registry, self.holder.get)
         self.metrics.declare(self.config)
         self.queue: queue.Queue[ActionRequest] = queue.Queue()
-        self.sched = sched_cls(self.config, now=T0, initial_freshness=T0)
+        # m_5m holds a day of windows before T0 (a backfill recomputes what a table holds)
+        self.sched = sched_cls(self.config, now=T0, initial_freshness=T0,
+                               recovered={"m_5m": Recovered(T0, T0, origin=T0 - 86400)})
         self.actions = OperatorActions(
             ActionStore(store_path(self.config)), lambda: self.config, self.holder.get, self.queue.put,
             lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(), time.time)
@@ -90,8 +94,8 @@ class Daemonish:
 def served(tmp_path: Path):
     made: list[ApiServer] = []
 
-    def serve(sched_cls: type[Scheduler] = Scheduler) -> tuple[Daemonish, httpx.Client]:
-        d = Daemonish(tmp_path, sched_cls)
+    def serve(sched_cls: type[Scheduler] = Scheduler, config: Any = None) -> tuple[Daemonish, httpx.Client]:
+        d = Daemonish(tmp_path, sched_cls, config)
         srv = ApiServer(create_app(d, d.registry, token=TOKEN), "127.0.0.1", 0)
         port = srv.start()
         made.append(srv)
@@ -217,3 +221,130 @@ def test_cli_suspend_and_refresh_talk_to_the_api_with_the_token(served, monkeypa
     assert "suspended: a_raw (maintenance window)" in out
     assert any(line.startswith("a_raw") and " suspended " in line for line in out.splitlines())
 
+
+
+# ---- issue 19: every accepted backfill finishes and leaves the store; refreshes and writes kept right ----
+def run_jobs(d: Daemonish, jobs: list[StartJob], now: float) -> tuple[float, list[StartJob]]:
+    """Finish every job (and what it releases) as the daemon does: the actions see it, then the engine."""
+    done: list[StartJob] = []
+    while jobs:
+        job = jobs.pop(0)
+        now += 1.0
+        d.actions.job_finished(job)
+        done.append(job)
+        jobs += d.sched.handle(JobFinished(job_id=job.job_id, duration=1.0), now)
+    return now, done
+
+
+def test_a_backfill_from_before_the_origin_is_cut_to_it_finishes_and_leaves_the_store(served, tmp_path) -> None:
+    d, client = served()
+    r = client.post("/v1/tables/m_5m/refresh", json={"from": T0 - 90000, "to": T0 - 86400 + 600})
+    assert r.status_code == 202, r.json()
+    assert (r.json()["start"], r.json()["end"], r.json()["windows"]) == (T0 - 86400, T0 - 85800, 2)
+    _, done = run_jobs(d, d.loop_once(), T0 + 500)
+    assert {j.kind for j in done if j.table == "m_5m"} == {"recompute"}
+    assert min(j.start for j in done if j.table == "m_5m") == T0 - 86400
+    assert d.actions.store.backfills() == []
+    assert json.loads(store_path(d.config).read_text())["backfills"] == []
+    assert Daemonish(tmp_path).sched.stats(T0).tables[2].recompute_pending == 0  # nothing re-applied
+
+
+def test_a_backfill_of_a_full_refresh_table_is_done_by_its_full_update_job(served, tmp_path) -> None:
+    raw = conftest.warehouse_dict(tmp_path)
+    next(t for t in raw["tables"] if t["name"] == "m_5m")["refresh_mode"] = "full"
+    d, client = served(config=parse_config(raw))
+    now, held = T0 + 400, None
+
+    def arrive(ks: range) -> None:  # run every job but m_5m's, which stays running until told
+        nonlocal now, held
+        todo: list[StartJob] = []
+        for k in ks:
+            todo += d.sched.handle(PartitionArrived(stream="m", partition_id=f"m-{k}", start=T0 + 60 * k,
+                                                    end=T0 + 60 * (k + 1)), now)
+        while todo:
+            job = todo.pop(0)
+            if job.table == "m_5m":
+                held = job
+                continue
+            now += 1.0
+            todo += d.sched.handle(JobFinished(job_id=job.job_id, duration=1.0), now)
+
+    arrive(range(5))
+    assert held is not None and (held.kind, held.full) == ("derived", True)
+    r = client.post("/v1/tables/m_5m/refresh", json={"from": T0 - 3600, "to": T0, "reason": "fix"})
+    assert r.status_code == 202, r.json()
+    assert d.loop_once() == []  # m_5m runs: the backfill waits for its next job
+    arrive(range(5, 10))  # and that next job is an update: a full one, which rewrites the range too
+    first, held = held, None
+    d.actions.job_finished(first)
+    now, done = run_jobs(d, d.sched.handle(JobFinished(job_id=first.job_id, duration=1.0), now + 1), now + 1)
+    assert [(j.kind, j.full, j.start) for j in done if j.table == "m_5m"] == [("derived", True, T0 - 86400)]
+    assert d.actions.store.backfills() == []
+
+
+def test_a_backfill_over_no_data_is_refused_naming_the_range(served) -> None:
+    d, client = served()
+    r = client.post("/v1/tables/m_5m/refresh", json={"from": T0 - 200000, "to": T0 - 100000})
+    assert r.status_code == 422
+    assert "2025-11-23T16:00:00Z" in r.json()["error"] and "has none of them" in r.json()["error"]
+    assert d.actions.store.backfills() == []
+
+
+def test_a_backfill_can_be_cancelled_by_the_api_and_the_cli(served, monkeypatch, capsys) -> None:
+    d, client = served()
+    body = client.post("/v1/tables/m_5m/refresh", json={"from": T0 - 3600, "to": T0}).json()
+    r = client.post("/v1/tables/m_5m/refresh", json={"cancel": "nope"})
+    assert r.status_code == 404 and body["id"] in r.json()["error"]
+    r = client.post("/v1/tables/m_5m/refresh", json={"cancel": body["id"], "reason": "wrong range"})
+    assert r.status_code == 202 and r.json()["status"] == "backfill cancelled"
+    assert d.actions.store.backfills() == []
+    # the backfill, then its cancel, reach the engine: the piece already running finishes, no other
+    now, done = run_jobs(d, d.loop_once(), T0 + 500)
+    assert [(j.kind, j.end - j.start) for j in done if j.table == "m_5m"] == [("recompute", 300)]  # not 12
+    m5 = next(t for t in d.sched.stats(now).tables if t.name == "m_5m")
+    assert m5.recompute_pending == 0 and m5.state == "idle"
+    # the CLI
+    b2 = client.post("/v1/tables/m_5m/refresh", json={"from": T0 - 600, "to": T0}).json()
+    monkeypatch.setenv("FRESHET_API_TOKEN", TOKEN)
+    assert cli.main(["refresh", "m_5m", "--url", str(client.base_url), "--cancel", b2["id"]]) == 0
+    assert "m_5m: backfill cancelled" in capsys.readouterr().out
+    assert d.actions.store.backfills() == []
+
+
+def test_a_refresh_still_queued_is_not_settled_away_and_survives_a_restart(served, tmp_path) -> None:
+    d, client = served()
+    d.sched.handle(PartitionArrived(stream="a", partition_id="a-1", start=T0, end=T0 + 60), T0 + 61)
+    d.sched.handle(PartitionArrived(stream="m", partition_id="m-1", start=T0, end=T0 + 60), T0 + 61)
+    assert client.post("/v1/tables/m_raw/refresh").status_code == 202  # queued for the loop
+    d.actions.settle(d.sched)  # the daemon settles after any round that started jobs
+    assert d.actions.store.refreshes() == ["m_raw"]
+    assert json.loads(store_path(d.config).read_text())["refresh"].keys() == {"m_raw"}  # a restart has it
+    d.loop_once()  # now the engine holds it: m_raw runs, its next job goes first
+    assert d.sched.refresh_pending("m_raw") and d.actions.store.refreshes() == ["m_raw"]
+
+
+def test_an_unwritable_actions_file_changes_nothing_and_is_retried(served, monkeypatch) -> None:
+    import ops.actions as actions_mod
+
+    d, client = served()
+    body = client.post("/v1/tables/m_5m/refresh", json={"from": T0 - 600, "to": T0}).json()
+    kept, queued = store_path(d.config).read_text(), d.queue.qsize()
+    real = os.replace
+
+    def full_disk(*a: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(actions_mod.os, "replace", full_disk)
+    r = client.post("/v1/tables/a_raw/suspend")
+    assert r.status_code == 503 and "No space left" in r.json()["error"]
+    assert d.actions.store.suspended() == {} and store_path(d.config).read_text() == kept  # memory = file
+    assert d.queue.qsize() == queued  # not handed to the engine either
+    # the scheduler loop: a covered backfill cannot be written — logged, counted, owed, not raised
+    d.actions.job_finished(StartJob(job_id=9, table="m_5m", track=0, kind=RECOMPUTE_KIND, start=T0 - 600, end=T0,
+                                    new_freshness=T0, new_safe_freshness=T0))
+    assert d.actions.store.write_errors == 2
+    assert [b["id"] for b in d.actions.store.backfills()] == [body["id"]]  # as the file says
+    monkeypatch.setattr(actions_mod.os, "replace", real)
+    d.actions.settle(d.sched)  # the next round retries
+    assert d.actions.store.backfills() == []
+    assert json.loads(store_path(d.config).read_text())["backfills"] == []

@@ -283,7 +283,7 @@ def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog, monkeypatch)
     from ops.reload import Parts
 
     d.parts = Parts(state=None, intake=Intake(), executor=Unchanged(),
-                    sched=types.SimpleNamespace(reconfigure=lambda new, now, recovered: []))
+                    sched=types.SimpleNamespace(handle=lambda event, now: []))
     monkeypatch.setattr(warehouse.lake.recovery, "recover", lambda new, log: types.SimpleNamespace(recovered={}))
     caplog.set_level(logging.INFO, logger="freshet")
     d._reload(time.time())  # does not raise

@@ -7,7 +7,7 @@ import pytest
 from tests.helpers_engine import config
 from warehouse.cost import CostModel, RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, Tick
 from warehouse.freshness import StalenessMeter
 from warehouse.scheduler import Recovered, Scheduler
 
@@ -105,7 +105,7 @@ def test_reconfigure_adds_and_removes_tables_and_changes_priorities():
     s = Scheduler(config(STREAMS, TABLES, tracks=2), now=0, initial_freshness=0.0)
     (jb,) = arrive(s, "b", "b1", 0, 60, 60)
     tables = [TABLES[0], {**TABLES[1], "priority": 7}, {"name": "rb2", "sources": ["rb"], "priority": 3}]
-    s.reconfigure(config(STREAMS, tables, tracks=3), 61)
+    s.handle(Reconfigure(config=config(STREAMS, tables, tracks=3)), 61)
     st = {t.name: t for t in s.stats(61).tables}
     assert set(st) == {"ra", "rb", "rb2"} and st["rb"].priority == 7 and st["rb"].running_job == jb.job_id
     assert len(s.stats(61).tracks) == 3
@@ -118,12 +118,12 @@ def test_reconfigure_starts_a_re_added_table_from_its_recovered_state():
     s = Scheduler(config(STREAMS, TABLES, tracks=2), now=1000, recovered={"ra": Recovered(600, 570, 0),
                                                                             "rb": Recovered(600, 600, 0)})
     tables = [*TABLES, {"name": "rb2", "sources": ["rb"], "granularity": 60}]
-    jobs = s.reconfigure(config(STREAMS, tables, tracks=2), 1001, {"rb2": Recovered(600, 600, 0)})
+    jobs = s.handle(Reconfigure(config=config(STREAMS, tables, tracks=2), recovered={"rb2": Recovered(600, 600, 0)}), 1001)
     st = {t.name: t for t in s.stats(1001).tables}
     assert st["rb2"].freshness == 600 and not any(j.table == "rb2" for j in jobs)
     # without the recovered state it would replay its history from the sources' origin
     fresh = Scheduler(config(STREAMS, TABLES, tracks=2), now=1000, recovered={"rb": Recovered(600, 600, 0)})
-    (replay,) = [j for j in fresh.reconfigure(config(STREAMS, tables, tracks=2), 1001) if j.table == "rb2"]
+    (replay,) = [j for j in fresh.handle(Reconfigure(config=config(STREAMS, tables, tracks=2)), 1001) if j.table == "rb2"]
     assert (replay.start, replay.end) == (0, 600)
 
 
@@ -292,7 +292,7 @@ def test_reconfigure_that_removes_pending_work_keeps_the_queue_consistent():
     assert s.stats(1000).pending_jobs == 1  # j is released, not started yet
     streams = [*STREAMS, {"name": "c", "period": 60}]
     tables = [TABLES[0], TABLES[1], {"name": "rc", "stream": "c"}, {**TABLES[2], "sources": ["rc"]}]
-    assert s.reconfigure(config(streams, tables, tracks=1), 1001) == []  # rc has no data: nothing for j
-    assert s.stats(1001).pending_jobs == 0 and sum(s._queued) == 0
+    assert s.handle(Reconfigure(config=config(streams, tables, tracks=1)), 1001) == []  # rc has no data: nothing for j
+    assert s.stats(1001).pending_jobs == 0 and sum(s._q.queued) == 0
     (j,) = s.handle(PartitionArrived(stream="c", partition_id="c1", start=0, end=60), 1002)
     assert j.table == "rc"

@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers_engine import config
 from warehouse.errors import RecomputeRefused
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import Backfill, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.recompute import Ranges, VersionMap, full_pays, touched
 from warehouse.scheduler import Scheduler
 from warehouse.sqltext import refresh_plan, sql_version
@@ -91,7 +91,7 @@ def test_a_changed_sql_takes_effect_at_once_and_old_windows_are_rewritten_newest
     v1, v2 = sql_version(ROLLUP), sql_version(ROLLUP2)
     assert _table(s, "roll", now).sql_version == v1
     log.clear()
-    now = _run(s, s.reconfigure(_cfg(ROLLUP2), now), now, log)
+    now = _run(s, s.handle(Reconfigure(config=_cfg(ROLLUP2)), now), now, log)
     roll = _table(s, "roll", now)
     assert roll.sql_version == v2
     # the rewrites ran (nothing else to do), newest first, in pieces of at most c·P = 3 minutes → a granule each
@@ -105,7 +105,7 @@ def test_a_changed_sql_takes_effect_at_once_and_old_windows_are_rewritten_newest
     now = 0.0
     for i in range(0, 30):
         now = _run(s2, _arrive(s2, i, now), now, [])
-    assert s2.reconfigure(_cfg(ROLLUP2), now) == [
+    assert s2.handle(Reconfigure(config=_cfg(ROLLUP2)), now) == [
         j for j in s2.running.values()]  # started what ranks first
     stats = _table(s2, "roll", now)
     assert stats.windows_old_sql == 6
@@ -117,7 +117,7 @@ def test_sql_rewrites_yield_to_update_jobs_of_the_same_priority():
     now = 0.0
     for i in range(0, 30):
         now = _run(s, _arrive(s, i, now), now, [])
-    started = s.reconfigure(_cfg(ROLLUP2), now)
+    started = s.handle(Reconfigure(config=_cfg(ROLLUP2)), now)
     assert [(j.table, j.kind) for j in started] == [("roll", "recompute")]
     # while it runs, five minutes arrive: the next roll job is the update, not the next rewrite
     jobs = []
@@ -135,7 +135,7 @@ def test_rebuild_rewrites_the_whole_table_first():
     now = 0.0
     for i in range(0, 30):
         now = _run(s, _arrive(s, i, now), now, [])
-    (job,) = s.reconfigure(_cfg(ROLLUP2, rebuild=True), now)
+    (job,) = s.handle(Reconfigure(config=_cfg(ROLLUP2, rebuild=True)), now)
     assert (job.table, job.kind, job.full, job.start, job.end) == ("roll", "recompute", True, 0, 1800)
 
 
@@ -146,18 +146,18 @@ def test_backfill_queues_a_recompute_and_refuses_base_and_unknown_tables():
     for i in range(0, 20):
         now = _run(s, _arrive(s, i, now), now, log)
     with pytest.raises(RecomputeRefused, match="'nope'.*no such table"):
-        s.recompute("nope", 0, 100, now, "backfill")
+        s.handle(Backfill(table="nope", start=0, end=100, reason="backfill"), now)
     with pytest.raises(RecomputeRefused, match="'raw'.*base table.*roll"):
-        s.recompute("raw", 0, 100, now, "backfill")
+        s.handle(Backfill(table="raw", start=0, end=100, reason="backfill"), now)
     with pytest.raises(RecomputeRefused, match="empty range"):
-        s.recompute("roll", 100, 100, now, "backfill")
+        s.handle(Backfill(table="roll", start=100, end=100, reason="backfill"), now)
     log.clear()
-    assert s.recompute("roll", 310, 590, now, "backfill by ops") is None
-    now = _run(s, s.handle(Tick(), now), now, log)
+    now = _run(s, s.handle(Backfill(table="roll", start=310, end=590, reason="backfill by ops"), now), now, log)
     assert [(j.table, j.kind, j.start, j.end, j.reasons) for j in log] == [
         ("roll", "recompute", 300, 600, ("backfill by ops",)), ("top", "recompute", 0, 600, ("upstream",))]
-    log.clear()  # beyond what is committed: nothing to do (update jobs will compute it)
-    s.recompute("roll", 5000, 6000, now, "backfill")
+    log.clear()  # beyond what is committed: refused, naming the range (update jobs will compute it)
+    with pytest.raises(RecomputeRefused, match=r"nothing computed in \(5000.*6000"):
+        s.handle(Backfill(table="roll", start=5000, end=6000, reason="backfill"), now)
     assert s.handle(Tick(), now) == []
 
 

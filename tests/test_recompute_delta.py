@@ -14,7 +14,7 @@ from test_delta import sql_over_full_sources, table_rows
 
 from ops.testing import run_until_idle
 from warehouse.config import parse_config
-from warehouse.events import JobFailed
+from warehouse.events import JobFailed, Reconfigure
 from warehouse.lake.delta import table_path
 from warehouse.lake.executor import Executor
 from warehouse.lake.recovery import recover
@@ -49,7 +49,7 @@ class Warehouse:
         self.cfg = cfg
         self.intake.reconfigure(cfg, state)
         self.executor.reconfigure(cfg, state)
-        todo = self.sched.reconfigure(cfg, time.time(), state.recovered)
+        todo = self.sched.handle(Reconfigure(config=cfg, recovered=state.recovered), time.time())
         while todo:  # what the reload starts (one at a time here; the daemon hands them to its tracks)
             job = todo.pop(0)
             self.events.append(ev := self.executor.execute(job))

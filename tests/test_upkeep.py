@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from warehouse.config import parse_config
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import (
+    JobFailed,
+    JobFinished,
+    PartitionArrived,
+    Refresh,
+    Resume,
+    StartJob,
+    Suspend,
+    Tick,
+)
 from warehouse.scheduler import Recovered, Scheduler
 
 
@@ -146,14 +155,14 @@ def test_per_table_override_disables_maintenance_for_one_table() -> None:
 # ---- operator actions --------------------------------------------------------------------------------
 def test_suspend_stops_jobs_keeps_arrivals_and_dependents_wait_then_resume_loads_all_in_one_job() -> None:
     s = Scheduler(cfg(), now=0.0, initial_freshness=0.0)
-    assert s.suspend("raw", 1.0) == []
+    assert s.handle(Suspend(table="raw"), 1.0) == []
     assert arrive(s, "s", 0, 10.0) == [] and arrive(s, "s", 1, 20.0) == []
     raw = next(t for t in s.stats(20.0).tables if t.name == "raw")
     assert raw.suspended and raw.state == "idle" and raw.pending_partitions == 2
     roll = next(t for t in s.stats(20.0).tables if t.name == "roll")
     assert roll.freshness == 0.0 and roll.state == "idle"  # at its trailing edge
-    assert s.refresh("raw", 21.0) == []  # no job while suspended, even asked
-    jobs = s.resume("raw", 22.0)
+    assert s.handle(Refresh(table="raw"), 21.0) == []  # no job while suspended, even asked
+    jobs = s.handle(Resume(table="raw"), 22.0)
     assert [(j.table, j.start, j.end, len(j.arrivals)) for j in jobs] == [("raw", 0.0, 20.0, 2)]
     assert not next(t for t in s.stats(22.0).tables if t.name == "raw").suspended
 
@@ -162,10 +171,10 @@ def test_suspending_a_pending_table_takes_it_out_of_the_queue() -> None:
     s = Scheduler(cfg(), now=0.0, initial_freshness=0.0)
     (job,) = arrive(s, "u", 0, 10.0)  # other runs on the one track
     arrive(s, "s", 0, 11.0)  # raw pending
-    s.suspend("raw", 12.0)
+    s.handle(Suspend(table="raw"), 12.0)
     assert s.stats(12.0).pending_jobs == 0
     assert finish(s, job, 13.0) == []
-    assert [j.table for j in s.resume("raw", 14.0)] == ["raw"]
+    assert [j.table for j in s.handle(Resume(table="raw"), 14.0)] == ["raw"]
 
 
 def test_refresh_puts_the_tables_next_job_ahead_of_the_queue() -> None:
@@ -175,17 +184,17 @@ def test_refresh_puts_the_tables_next_job_ahead_of_the_queue() -> None:
     for k in range(3):
         arrive(s, "u", 2 + k, 12.0)
     arrive(s, "s", 0, 12.0)
-    assert s.refresh("raw", 13.0) == [] and s.refresh_pending("raw")
+    assert s.handle(Refresh(table="raw"), 13.0) == [] and s.refresh_pending("raw")
     nxt = finish(s, job, 14.0)
     assert [j.table for j in nxt] == ["raw"] and not s.refresh_pending("raw")
 
 
 def test_refresh_of_an_up_to_date_table_is_a_no_op_and_of_a_backoff_retries_now() -> None:
     s = Scheduler(cfg(), now=0.0, initial_freshness=0.0)
-    assert s.refresh("raw", 1.0) == [] and not s.refresh_pending("raw")
+    assert s.handle(Refresh(table="raw"), 1.0) == [] and not s.refresh_pending("raw")
     (job,) = arrive(s, "s", 0, 10.0)
     s.handle(JobFailed(job_id=job.job_id, reason="x"), 11.0)  # back-off until 12
-    (again,) = s.refresh("raw", 11.5)
+    (again,) = s.handle(Refresh(table="raw"), 11.5)
     assert again.table == "raw" and again.kind == "base"
 
 

@@ -7,16 +7,27 @@ simulated seconds in the simulator. The Scheduler never reads a clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from warehouse.errors import SchedulerMisuse
 
 __all__ = [
+    "ACTION_EVENTS",
+    "Backfill",
+    "CancelBackfill",
     "Event",
     "JobFailed",
     "JobFinished",
+    "OperatorAction",
     "PartitionArrived",
+    "PartitionDropped",
+    "Reconfigure",
+    "Refresh",
+    "Resume",
     "StartJob",
+    "Suspend",
     "Tick",
 ]
 
@@ -101,7 +112,87 @@ class Tick:
     """Nothing happened but time passed (back-offs may have expired)."""
 
 
-Event = PartitionArrived | JobFinished | JobFailed | Tick
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionDropped:
+    """Partition `partition_id` of `stream`, accepted earlier, was found unloadable (its files
+    changed or vanished) and quarantined: it leaves every table's pending work, `arrived` and
+    backlog at once (DESIGN.md §4.5). A partition already loaded is not affected."""
+
+    stream: str
+    partition_id: str
+    reason: str = ""
+
+
+# ---- operator actions (ops.actions): they enter by the same door as arrivals and finishes ----------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suspend:
+    """No job of `table` starts until `Resume` (a running one finishes); arrivals are still taken."""
+
+    table: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resume:
+    """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4)."""
+
+    table: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refresh:
+    """Run `table`'s next update job ahead of every waiting job, on the first free track."""
+
+    table: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backfill:
+    """Recompute the committed windows `(start, end]` of derived `table` (warehouse.recompute):
+    benefit-ranked recompute jobs, like late data; `reason` goes into their commits."""
+
+    table: str
+    start: float
+    end: float
+    reason: str = "backfill"
+
+    def __post_init__(self) -> None:
+        _finite("start", self.start)
+        _finite("end", self.end)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelBackfill:
+    """Forget the part of a `Backfill` (the one whose `reason` it names) not rewritten yet in
+    `(start, end]`; a recompute job already running finishes. Windows also wrong for another
+    reason (late data, old SQL) stay to recompute."""
+
+    table: str
+    start: float
+    end: float
+    reason: str
+
+    def __post_init__(self) -> None:
+        _finite("start", self.start)
+        _finite("end", self.end)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reconfigure:
+    """A new configuration (a reload, §3.2: repartition when tables are added or removed or their
+    parameters change). `recovered` (name → warehouse.scheduler.Recovered) is what storage holds
+    for the tables: one added over existing data starts from there."""
+
+    config: Any  # warehouse.config.FreshetConfig (not imported: events stay a leaf module)
+    recovered: Mapping[str, Any] | None = None
+
+
+OperatorAction = Suspend | Resume | Refresh | Backfill | CancelBackfill
+ACTION_EVENTS: dict[str, type] = {"suspend": Suspend, "resume": Resume, "refresh": Refresh, "backfill": Backfill,
+                                  "cancel_backfill": CancelBackfill}  # the trace's `action` names
+Event = PartitionArrived | PartitionDropped | JobFinished | JobFailed | Tick | OperatorAction | Reconfigure
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,194 +1,120 @@
 """The Scheduler: DataDepot's update scheduling framework (§2-§3) as a pure state machine.
 
-Events go in with the current time — `PartitionArrived`, `JobFinished`, `JobFailed`, `Tick` —
-and `StartJob` decisions come out. No clock, no I/O: the SimPy simulator and the daemon drive
-this same object (DESIGN.md §3). Same config, events and seed → same decisions.
+Events go in with the current time — `PartitionArrived`, `PartitionDropped`, `JobFinished`,
+`JobFailed`, `Tick` and the operator actions `Suspend`, `Resume`, `Refresh`, `Backfill`,
+`CancelBackfill` — through one door, `handle(event, now)`, and `StartJob` decisions come out.
+Everything else is a query and changes nothing. No clock, no I/O: the SimPy simulator and the
+daemon drive this same object (DESIGN.md §3). Same config, events and seed → same decisions.
 
-A table's job moves through four states (one transition table, `TRANSITIONS`):
+A table is in one job state and one operator mode; both move only by `TRANSITIONS`:
 
     idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
-                                         └──fail──▶ backoff ──retry──▶ idle
+                      │ ──slice──▶ slicing (a time slice of one partition, §3.4)
+                      │ ──recompute──▶ recomputing (rewrites committed windows, warehouse.recompute)
+                      └──hold──▶ held (a track waits for more valuable jobs, policies.reservation)
+    running | slicing | recomputing ──fail──▶ backoff ──retry──▶ idle
+    idle ──upkeep──▶ maintaining (OPTIMIZE/VACUUM, warehouse.upkeep) ──finish──▶ idle
 
-A maintenance job (OPTIMIZE/VACUUM, `warehouse.upkeep`, seed 002 §2.4) runs as the table's job —
-idle ──upkeep──▶ running ──finish──▶ idle — so it never overlaps the table's updates. Operator
-actions (`ops.actions`) enter as calls: `suspend`/`resume` (a suspended table is never
-released), `refresh` (its next job goes first), and part A's `recompute` (backfills).
+    active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
+    active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
 
 Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
 basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
-(§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue.
+(§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue
+(Lookahead and reservation walk the heads of their heaps the same way, a bounded number of entries).
+
+The engine, by noun (each knows nothing of the Scheduler; only this module imports them):
+
+    warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin)
+    warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)
+    warehouse.derived   a derived table's edge and settle point (§2.2), refresh mode, recompute ranges
+    warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
+    warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
+    warehouse.board     the track board: which job runs where since when, busy time
+    warehouse.upkeep    maintenance due, waiting and ranked (seed 002 §2.4)
+    warehouse.stats     the frozen snapshot rows
+    policies.reservation  expected releases and the hold decision
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import random
-from bisect import bisect_left, insort
-from dataclasses import dataclass, field
-from enum import Enum
-from functools import lru_cache
-from itertools import accumulate, chain
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
-from policies.chopping import AUTO_C, Pace, chop_count, chop_pays, chop_window, time_slice
-from policies.inheritance import inherit
-from policies.reservation import Upcoming, hold_for
+from policies.chopping import Pace
+from policies.reservation import Releases, Upcoming, ValueRanking, held_until
 from tracks.plan import JobProfile, TrackPlan, make_plan
-from warehouse.config import FreshetConfig, TableConfig
-from warehouse.cost import CostModel, RowRate
+from warehouse.backlog import Partition
+from warehouse.board import TrackBoard
+from warehouse.config import FreshetConfig
+from warehouse.cost import RowRate
 from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
-from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, StartJob, Tick
-from warehouse.freshness import StalenessMeter, floor_to, safe_freshness, trailing_edge
+from warehouse.events import (
+    Backfill,
+    CancelBackfill,
+    Event,
+    JobFailed,
+    JobFinished,
+    PartitionArrived,
+    PartitionDropped,
+    Reconfigure,
+    Refresh,
+    Resume,
+    StartJob,
+    Suspend,
+    Tick,
+)
+from warehouse.freshness import safe_freshness
+from warehouse.nextjob import NextJob
+from warehouse.queues import ReadyQueues
 from warehouse.recompute import (
-    EVOLVE_SHARE,
-    Piece,
-    TableRecompute,
-    VersionMap,
-    full_pays,
     touched,
     window_count,
 )
-from warehouse.sqltext import refresh_plan, sql_version
-from warehouse.stats import SchedulerStats, TableStats, TrackPlanStats, TrackStats
+from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, table_stats, track_rows
+from warehouse.table import BUSY, QUEUED, JobState, Mode, Recovered, Table, build_tables
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
-__all__ = ["TRANSITIONS", "JobState", "Recovered", "Scheduler"]
+__all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
 
 
-class JobState(Enum):
-    IDLE = "idle"
-    PENDING = "pending"
-    RUNNING = "running"
-    BACKOFF = "backoff"
-
-
-_I, _P, _R, _B = JobState.IDLE, JobState.PENDING, JobState.RUNNING, JobState.BACKOFF
-TRANSITIONS: dict[tuple[JobState, str], JobState] = {
+_I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
+_R, _S, _C, _M = JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING
+_A, _U, _X = Mode.ACTIVE, Mode.URGENT, Mode.SUSPENDED
+TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
+    # the job (§3.1)
     (_I, "work"): _P,  # a release (§3.1: r_i = now)
     (_P, "work"): _P,  # merged into the pending job (§2.4)
-    (_R, "work"): _R,  # waits for the running job
+    (_H, "work"): _H,
+    **{(b, "work"): b for b in BUSY},  # waits for the running job
     (_B, "work"): _B,  # waits for the back-off
-    (_P, "start"): _R,
-    (_R, "finish"): _I,
-    (_R, "fail"): _B,
+    (_P, "hold"): _H,  # reservation: the track it could take waits (held since now)
+    (_H, "hold"): _H,
+    **{(q, k): r for q in QUEUED for k, r in (("start", _R), ("slice", _S), ("recompute", _C))},
+    **{(b, "finish"): _I for b in BUSY},
+    **{(b, "fail"): _B for b in (_R, _S, _C)},  # (a failed maintenance job ends by "finish": upkeep retries it)
     (_B, "retry"): _I,
     (_P, "drain"): _I,  # a reconfigure took the pending work away, or the table was suspended
-    (_I, "upkeep"): _R,  # a maintenance job (warehouse.upkeep) runs as the table's job; ends by "finish"
+    (_H, "drain"): _I,
+    (_I, "upkeep"): _M,
+    # the operator (ops.actions)
+    (_A, "refresh"): _U,
+    (_U, "refresh"): _U,
+    (_X, "refresh"): _X,  # no job while suspended, even asked
+    (_A, "served"): _A,
+    (_U, "served"): _A,  # its job started, or it has nothing to load
+    (_A, "suspend"): _X,
+    (_U, "suspend"): _X,
+    (_X, "suspend"): _X,
+    (_A, "resume"): _A,
+    (_U, "resume"): _U,
+    (_X, "resume"): _A,
 }
 
 
-@lru_cache(maxsize=4096)
-def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
-    return refresh_plan(sql, time_columns)
-
-
-@dataclass(frozen=True, slots=True)
-class Recovered:
-    """A table's state read back from storage on start (DESIGN.md §4.4).
-
-    `origin` is the earliest event time the table covers (the start of its first load): a new
-    derived table over recovered sources is computed from there, not from their freshness.
-    The rest is the maintenance history (`warehouse.upkeep`): Freshet commits since the last
-    OPTIMIZE, the freshness it compacted through, when it and the last VACUUM ran, and the time
-    of the first retained commit (the vacuum clock's start before any VACUUM).
-    """
-
-    freshness: float | None
-    safe_freshness: float | None = None
-    origin: float | None = None
-    commits_since_optimize: int = 0
-    optimized_through: float | None = None
-    last_optimize: float | None = None
-    last_vacuum: float | None = None
-    first_commit: float | None = None
-    sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
-    dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
-
-
-@dataclass(slots=True)
-class _Partition:
-    end: float
-    start: float
-    seq: int
-    late: bool
-    arrival: PartitionArrived  # handed on in the StartJob that loads it
-    loaded: float | None = None  # time-sliced: rows up to here are loaded already
-
-    @property
-    def pid(self) -> str:
-        return self.arrival.partition_id
-
-    @property
-    def safe_through(self) -> float | None:
-        return self.arrival.safe_through
-
-    def key(self) -> tuple[float, float, int]:
-        return (self.end, self.start, self.seq)
-
-    @staticmethod
-    def end_of(p: _Partition) -> float:
-        return p.end
-
-
-@dataclass(slots=True, eq=False)
-class _Table:
-    name: str
-    idx: int
-    base: bool
-    priority: float
-    period: float
-    lateness: float
-    granularity: float | None
-    target: float | None
-    stream: str | None
-    cost: CostModel
-    meter: StalenessMeter
-    ip: float = 0.0
-    sources: list[_Table] = field(default_factory=list)
-    dependents: list[_Table] = field(default_factory=list)
-    freshness: float | None = None
-    safe: float | None = None
-    origin: float | None = None
-    edge: float | None = None  # derived: safe trailing edge of the sources, floored (§2.2)
-    arrived: float | None = None  # base: largest end arrived
-    pending: list[_Partition] = field(default_factory=list)  # base, sorted chronologically
-    pending_rows: int = 0  # base: the rows of `pending`
-    rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
-    ids: set[str] = field(default_factory=set)  # pending or running partition ids
-    state: JobState = JobState.IDLE
-    release: float = 0.0
-    last_arrival: float | None = None
-    seq: int = 0
-    rand: float = 0.0
-    version: int = 0
-    group: int = 0
-    plan_e: float = 0.0
-    benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
-    held_since: float | None = None  # reservation: its pending job first left a track waiting then
-    running: StartJob | None = None
-    running_parts: list[_Partition] = field(default_factory=list)
-    running_slice: _Partition | None = None  # the partition the running job loads a time slice of
-    partial: _Partition | None = None  # a pending partition partly loaded by time slices
-    backoff_until: float = 0.0
-    failures: int = 0
-    released: int = 0
-    completed: int = 0
-    failed: int = 0
-    delta_total: float = 0.0
-    last_result: str | None = None
-    removed: bool = False
-    # derived tables: rewriting committed windows (warehouse.recompute) and bounded skew (seed 000)
-    rc: TableRecompute | None = None
-    lookback: float = 0.0
-    max_skew: float = 0.0
-    full_mode: bool = False  # refresh_mode full (or auto and the SQL is not window-local)
-    mode_reason: str = ""
-    settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
-    running_taken: list[Piece] = field(default_factory=list)  # what the running job took out of rc.dirty
-    next_recompute: bool = False  # _candidate chose the recompute job (the next _start runs it)
-    running_full: bool = False
+_ADOPT = {"recompute": _C, OPTIMIZE: _M, VACUUM: _M}  # a running job's state by its kind
 
 
 class Scheduler:
@@ -206,32 +132,39 @@ class Scheduler:
         self._now = now
         self._initial = initial_freshness
         self._rng = random.Random(config.scheduler.seed)
-        self._tables: dict[str, _Table] = {}
-        self._by_idx: list[_Table] = []
-        self._by_stream: dict[str, list[_Table]] = {}
+        self._tables: dict[str, Table] = {}
+        self._by_idx: list[Table] = []
+        self._by_stream: dict[str, list[Table]] = {}
         self._rates: dict[str, RowRate] = {}  # per stream: the typical rows per second (§2.4 n)
-        self.running: dict[int, StartJob] = {}
+        self._board = TrackBoard()  # which job runs on which track (and for which table)
         self._next_job = 1
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
-        self._best_benefit = 0.0
         self._events = 0
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
         self._late = 0
         self._backoffs: list[tuple[float, int, str]] = []  # (until, seq, table name): indices move on reconfigure
-        self._track_job: list[int | None] = []
-        self._track_since: list[float] = []
-        self._track_busy: list[float] = []
-        self._expected: list[tuple[float, int, _Table]] = []  # (next arrival, seq, table): reservation
+        self._releases = Releases(self._expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
         self._plan_dirty = False
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
-        self._ripe: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
-        self._suspended: set[str] = set()  # operator: no jobs (ops.actions)
-        self._urgent: dict[str, None] = {}  # operator: refresh now — the next job starts ahead of the queue
+        self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
+        self._handlers = {
+            PartitionArrived: self._arrived,
+            PartitionDropped: self._dropped,
+            JobFinished: self._finished,
+            JobFailed: self._failed_job,
+            Tick: lambda ev, now: None,
+            Reconfigure: self._reconfigure,
+            Suspend: self._suspend,
+            Resume: self._resume,
+            Refresh: self._refresh,
+            Backfill: self._backfill,
+            CancelBackfill: self._cancel_backfill,
+        }
         self._build(config, recovered or {}, now)
 
     # ---- construction and reconfiguration ------------------------------------------------------
@@ -239,122 +172,49 @@ class Scheduler:
         sc = config.scheduler
         self.config = config
         self._key = policy_key(sc.policy)
+        self._nj = NextJob(sc.chop, self._key, self._pace)
         self._lookahead = sc.policy == "lookahead"
-        self._chop = sc.chop
-        self._auto_chop = sc.chop == "auto"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
+        self._expects = self._reserve or self._lookahead  # both look at the releases expected next
         dag = Dag.from_config(config)
-        periods = dag.periods()
-        streams = {s.name: s for s in config.streams}
-        configs = {t.name: t for t in config.tables}  # config.table() is a scan: O(n²) at 100,000 tables
-        old = self._tables
-        tables: dict[str, _Table] = {}
-        for i, name in enumerate(dag.order):
-            tc: TableConfig = configs[name]
-            prior = config.cost_prior(tc)
-            t = old.get(name)
-            if t is None or t.base != tc.is_base or t.removed:
-                t = _Table(
-                    name=name,
-                    idx=i,
-                    base=tc.is_base,
-                    priority=tc.priority,
-                    period=periods[name],
-                    lateness=streams[tc.stream].lateness if tc.stream else 0.0,
-                    granularity=tc.granularity,
-                    target=tc.target_staleness,
-                    stream=tc.stream,
-                    cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
-                    meter=StalenessMeter(target=tc.target_staleness),
-                )
-                self._adopt_running(t)
-                rec = recovered.get(name)
-                f = rec.freshness if rec else self._initial
-                if f is not None:
-                    t.freshness = f
-                    t.origin = rec.origin if rec and rec.origin is not None else f
-                    t.safe = safe_freshness(f, t.lateness, (rec.safe_freshness if rec else None,))
-                    t.meter.start(f, now)
-            else:
-                t.idx, t.priority, t.period = i, tc.priority, periods[name]
-                t.lateness = streams[tc.stream].lateness if tc.stream else 0.0
-                t.granularity, t.target, t.stream = tc.granularity, tc.target_staleness, tc.stream
-                t.meter.target = tc.target_staleness
-                t.cost.learn = sc.learn_costs
-            t.sources, t.dependents = [], []
-            if not t.base:
-                self._derived_config(t, tc, configs, streams, recovered.get(name))
-            tables[name] = t
-        for name, t in tables.items():
-            t.sources = [tables[s] for s in dag.sources[name]]
-            t.dependents = [tables[d] for d in dag.dependents[name]]
-        for name, t in old.items():
-            if name not in tables:
-                t.removed = True
-        ip = inherit({n: t.priority for n, t in tables.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)
-        for n, t in tables.items():
-            t.ip = ip[n]
+        tables, new = build_tables(config, dag, self._tables, recovered, self._initial, now)
+        for t in new:
+            self._adopt_running(t)
         self._tables = tables
         self._by_idx = [tables[n] for n in dag.order]
+        self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
         self._by_stream = {}
         for t in self._by_idx:
             if t.stream is not None:
                 self._by_stream.setdefault(t.stream, []).append(t)
                 t.rate = self._rates.setdefault(t.stream, RowRate())
-        n_tracks = sc.tracks
-        while len(self._track_job) < n_tracks:
-            self._track_job.append(None)
-            self._track_since.append(now)
-            self._track_busy.append(0.0)
-        self._n_tracks = n_tracks
-        self._idle_tracks = {i for i in range(n_tracks) if self._track_job[i] is None}
+        self._board.resize(sc.tracks, now)
+        self._n_tracks = sc.tracks
         for t in self._by_idx:  # derived edges in topological order
             if not t.base:
                 self._update_edge(t)
-            if t.state is JobState.PENDING and not self._has_work(t):
+            if t.state in QUEUED and not self._has_work(t):
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
         for t in self._by_idx:  # recovered (or re-configured) tables already due
-            if self._upkeep.due(t.name, now) is not None:
-                self._ripe[t.name] = None
+            self._upkeep.check(t.name, now)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
-    def _derived_config(self, t: _Table, tc: TableConfig, configs: dict[str, TableConfig], streams: dict,
-                        rec: Recovered | None) -> None:
-        """A derived table's refresh mode (full or incremental), skew bound and SQL version; a
-        changed SQL makes the windows of the old one stale (seed 001), or, with `rebuild`, asks for
-        one full rewrite."""
-        t.lookback, t.max_skew = tc.lookback, tc.max_skew
-        tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
-        local, why = _plan(tc.sql or "", tcols) if tc.sql else (True, "no SQL")
-        if tc.refresh_mode == "auto":
-            t.full_mode, t.mode_reason = not local, why
-        else:
-            t.full_mode, t.mode_reason = tc.refresh_mode == "full", f"refresh_mode: {tc.refresh_mode} in the config"
-        version = sql_version(tc.sql)
-        if t.rc is None:
-            t.rc = TableRecompute(version, VersionMap(rec.sql_versions if rec else ()))
-            for lo, hi in rec.dirty if rec else ():  # late data loaded before a restart (lake.recovery)
-                t.rc.dirty.add(lo, hi, ("late",))
-        elif t.rc.sql_version != version:
-            t.rc.sql_version = version
-            t.rc.full = t.rc.full or t.full_mode
-        if tc.rebuild and t.rc.old():  # rebuild: the old windows go in one full rewrite, not piece by piece
-            t.rc.full = True
-
-    def _adopt_running(self, t: _Table) -> None:
+    def _adopt_running(self, t: Table) -> None:
         """A table that returns while its previous incarnation's job still runs takes that job
         over: one writer per table at a time, whatever the reloads (§4.4)."""
-        job = next((j for j in self.running.values() if j.table == t.name), None)
+        job = self._board.by_table.get(t.name)
         if job is None:
             return
-        t.state, t.running = JobState.RUNNING, job
-        for a in job.arrivals:
-            self._seq += 1
-            t.running_parts.append(_Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
-            t.ids.add(a.partition_id)
+        t.state = _ADOPT.get(job.kind, JobState.RUNNING)
+        if t.log is not None:
+            parts = []
+            for a in job.arrivals:
+                self._seq += 1
+                parts.append(Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
+            t.log.adopt(parts)
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
@@ -364,54 +224,41 @@ class Scheduler:
             t.plan_e = t.cost.estimate(t.period)
             t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
             profiles.append(JobProfile(t.name, t.period, t.plan_e, t.benefit))
-        self._best_benefit = max((p.benefit for p in profiles), default=0.0)
+        self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
         # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
-        ranked = sorted((t for t in self._by_idx if t.base), key=lambda t: -t.benefit)
-        self._ranked_benefit = [-t.benefit for t in ranked]
-        self._ranked_pmin = list(accumulate((t.period for t in ranked), min))
+        self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)
         self.plan: TrackPlan = make_plan(
             sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
         )
+        self._nj.load_share = self.plan.utilization / sc.tracks
         n_groups = len(self.plan.groups)
-        self._heaps: list[list[tuple]] = [[] for _ in range(n_groups)]
-        self._queued = [0] * n_groups
+        self._q.reset(n_groups)
         for t in self._by_idx:
             t.group = self.plan.group_of[t.name]
-            if t.state is JobState.PENDING:
-                self._queued[t.group] += 1
+            if t.state in QUEUED:
+                self._q.queued[t.group] += 1
                 self._push(t)
         self._plan_dirty = False
         self._last_plan_event = self._events
 
-    def reconfigure(
-        self, config: FreshetConfig, now: float, recovered: dict[str, Recovered] | None = None
-    ) -> list[StartJob]:
+    def _reconfigure(self, ev: Reconfigure, now: float) -> None:
         """Apply a new config: added/removed tables, changed priorities; repartition (§3.2).
-
-        `recovered` is what storage holds for the tables (the Delta log in the daemon): a table
-        added over existing data starts from there, not as never loaded. Tables that stay keep
-        their run state — during a run the Scheduler owns it.
-        """
-        now = self._clock(now)
-        self._build(config, recovered or {}, now)
-        return self._dispatch(now)
+        Tables that stay keep their run state — during a run the Scheduler owns it; a table added
+        over existing data starts from what storage holds (`ev.recovered`), not as never loaded."""
+        self._build(ev.config, dict(ev.recovered or {}), now)
 
     # ---- the event interface ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[StartJob]:
-        """Apply one event at time `now`; return the jobs to start now."""
+        """Apply one event at time `now`; return the jobs to start now. The only way the
+        Scheduler's state changes (DESIGN.md §3)."""
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            raise SchedulerMisuse(f"unknown event {event!r}")
         now = self._clock(now)
         self._events += 1
-        if isinstance(event, PartitionArrived):
-            self._arrived(event, now)
-        elif isinstance(event, JobFinished):
-            self._finished(event, now)
-        elif isinstance(event, JobFailed):
-            self._failed_job(event, now)
-        elif not isinstance(event, Tick):
-            raise SchedulerMisuse(f"unknown event {event!r}")
+        handler(event, now)
         self._expire_backoffs(now)
-        for name in self._upkeep.ripe(now):
-            self._ripe[name] = None
+        self._upkeep.ripe(now)
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
@@ -430,58 +277,63 @@ class Scheduler:
         return wake
 
     # ---- operator actions (ops.actions): suspend, resume, refresh now ------------------------------
-    def _named(self, table: str) -> _Table:
+    def _named(self, table: str) -> Table:
         t = self._tables.get(table)
         if t is None:
             raise SchedulerMisuse(f"unknown table {table!r}")
         return t
 
-    def suspend(self, table: str, now: float) -> list[StartJob]:
-        """No job of `table` starts until `resume` (a running one finishes). Arrivals are still
+    def _suspend(self, ev: Suspend, now: float) -> None:
+        """No job of the table starts until `Resume` (a running one finishes). Arrivals are still
         taken; dependents wait at their trailing edge, which stops at the table's freshness."""
-        now = self._clock(now)
-        t = self._named(table)
-        self._suspended.add(table)
-        self._urgent.pop(table, None)
-        if t.state is JobState.PENDING:  # out of the queue (its heap entry is dropped lazily)
+        t = self._named(ev.table)
+        self._mode(t, "suspend")
+        if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
             self._transition(t, "drain")
             t.version += 1
-            self._queued[t.group] -= 1
-        return self._dispatch(now)
+            self._q.queued[t.group] -= 1
 
-    def resume(self, table: str, now: float) -> list[StartJob]:
-        """Undo `suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
-        now = self._clock(now)
-        t = self._named(table)
-        self._suspended.discard(table)
+    def _resume(self, ev: Resume, now: float) -> None:
+        """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
+        t = self._named(ev.table)
+        self._mode(t, "resume")
         self._work_changed(t, now)
-        if self._upkeep.due(table, now) is not None:
-            self._ripe[table] = None
-        return self._dispatch(now)
+        self._upkeep.check(t.name, now)
 
-    def refresh(self, table: str, now: float) -> list[StartJob]:
+    def _refresh(self, ev: Refresh, now: float) -> None:
         """Trigger an update now: the table's next update job goes ahead of every waiting job, on
         the first track free (its own tracks first). A table in back-off is retried now. Nothing
         happens to a table with nothing to load, or a suspended one."""
-        now = self._clock(now)
-        t = self._named(table)
-        if table in self._suspended:
-            return []
+        t = self._named(ev.table)
+        if t.mode is Mode.SUSPENDED:
+            self._mode(t, "refresh")
+            return
         if t.state is JobState.BACKOFF:
             t.backoff_until = now
             self._transition(t, "retry")
             self._work_changed(t, now)
         if t.state is JobState.IDLE and not self._has_work(t):
-            return []
-        self._urgent[table] = None
-        return self._dispatch(now)
+            return
+        self._mode(t, "refresh")
+
+    def _mode(self, t: Table, kind: str) -> None:
+        new = TRANSITIONS.get((t.mode, kind))
+        if new is None:
+            raise SchedulerMisuse(f"table {t.name!r} is {t.mode.value} and cannot take '{kind}'")
+        t.mode = new  # type: ignore[assignment]
+        if new is Mode.URGENT:
+            self._q.urgent[t.name] = None
+        else:
+            self._q.urgent.pop(t.name, None)
 
     def is_suspended(self, table: str) -> bool:
-        return table in self._suspended
+        t = self._tables.get(table)
+        return t is not None and t.mode is Mode.SUSPENDED
 
     def refresh_pending(self, table: str) -> bool:
         """A refresh of `table` waits for its job to start."""
-        return table in self._urgent
+        t = self._tables.get(table)
+        return t is not None and t.mode is Mode.URGENT
 
     def _clock(self, now: float) -> float:
         if now < self._now:  # a wall clock stepped back: never let time run backwards inside
@@ -494,48 +346,47 @@ class Scheduler:
         tables = self._by_stream.get(ev.stream)
         if not tables:
             raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
-        if any(ev.partition_id not in t.ids for t in tables):  # once per new partition, before its jobs are costed
+        if any(ev.partition_id not in t.log for t in tables):  # once per new partition, before its jobs are costed
             self._rates[ev.stream].observe(ev.rows, ev.end - ev.start)
         for t in tables:
-            if ev.partition_id in t.ids:
+            if ev.partition_id in t.log:
                 self._duplicates += 1
                 continue
             late = t.safe is not None and ev.end <= t.safe
             self._late += late
             self._seq += 1
-            insort(
-                t.pending,
-                _Partition(ev.end, ev.start, self._seq, late, ev),
-                key=_Partition.key,
-            )
-            t.ids.add(ev.partition_id)
-            t.pending_rows += ev.rows
-            t.arrived = ev.end if t.arrived is None else max(t.arrived, ev.end)
+            t.log.add(Partition(ev.end, ev.start, self._seq, late, ev))
             t.last_arrival = now
-            if self._reserve:  # its next arrival is expected a period from now (§2.4)
-                self._seq += 1
-                h = self._expected
-                while h and h[0][0] <= now:  # past: memory stays at about one entry per table
-                    heapq.heappop(h)
-                heapq.heappush(h, (now + t.period, self._seq, t))
+            if self._expects:  # its next arrival is expected a period from now (§2.4)
+                self._releases.expect(now + t.period, t, now)
             self._work_changed(t, now)
 
-    def _job(self, job_id: int) -> tuple[StartJob, _Table | None]:
-        job = self.running.pop(job_id, None)
+    def _dropped(self, ev: PartitionDropped, now: float) -> None:
+        """An accepted partition was quarantined: it leaves every table of its stream at once —
+        pending work, `arrived`, backlog (DESIGN.md §4.5). A job loading it fails and drops it."""
+        for t in self._by_stream.get(ev.stream, ()):
+            if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
+                t.log.drop({ev.partition_id}, t.freshness)
+                if t.state in QUEUED and not self._has_work(t):
+                    self._transition(t, "drain")
+                    t.version += 1
+                    self._q.queued[t.group] -= 1
+                elif t.state in QUEUED:
+                    self._push(t)
+
+    def _job(self, job_id: int) -> tuple[StartJob, Table | None]:
+        job = self._board.release(job_id, self._now)
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
-        self._busy_until(job.track, now=self._now)
-        self._track_job[job.track] = None
-        if job.track < self._n_tracks:
-            self._idle_tracks.add(job.track)
         t = self._tables.get(job.table)
-        if t is None or t.running is not job:
-            return job, None  # the table was removed or replaced by a reconfigure
+        if t is None or t.removed:
+            return job, None  # the table was removed by a reconfigure
         return job, t
 
-    def _busy_until(self, track: int, now: float) -> None:
-        self._track_busy[track] += now - self._track_since[track]
-        self._track_since[track] = now
+    @property
+    def running(self) -> dict[int, StartJob]:
+        """The jobs running now, by id (read only: the track board's)."""
+        return self._board.jobs
 
     def _finished(self, ev: JobFinished, now: float) -> None:
         if self._is_upkeep(ev.job_id):
@@ -546,13 +397,7 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        t.running = None
-        for p in t.running_parts:
-            t.ids.discard(p.pid)
-        t.running_parts = []
-        if t.running_slice is not None:
-            t.running_slice.loaded, t.partial = job.end, t.running_slice
-            t.running_slice = None
+        spans = t.log.finished(job.end) if t.log is not None else []  # what it loaded of each partition
         if job.kind == "recompute":
             self._recomputed(t, job, ev, now)
             return
@@ -560,8 +405,7 @@ class Scheduler:
             t.cost.observe(job.n, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
             self._upkeep.committed(t.name, now)
-            if self._upkeep.due(t.name, now) is not None:
-                self._ripe[t.name] = None
+            self._upkeep.check(t.name, now)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         if t.freshness is None:
@@ -576,22 +420,21 @@ class Scheduler:
         t.delta_total += job.delta_f
         t.failures = 0
         t.last_result = "ok"
-        if t.base:  # each loaded partition may fall in windows dependents computed already
-            for a in job.arrivals:
-                self._touch(t, a.start, min(a.end, job.end), "late", (a.partition_id,), now)
+        if t.base:  # what each partition loaded may fall in windows dependents computed already
+            for p, lo, hi in spans:  # (a time slice touches only its slice)
+                self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
-            assert t.rc is not None
-            t.rc.versions.set(job.start, job.end, job.sql_version)
-            t.running_taken, t.running_full = [], False
+            assert t.dv is not None
+            t.dv.committed(job.start, job.end, job.sql_version, None)
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             self._sources_changed(d, now)
         self._work_changed(t, now)
-        if t.state is JobState.IDLE:  # a refresh asked while it ran: it loaded everything
-            self._urgent.pop(t.name, None)
+        if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
+            self._mode(t, "served")
 
     def _is_upkeep(self, job_id: int) -> bool:
-        job = self.running.get(job_id)
+        job = self._board.jobs.get(job_id)
         return job is not None and job.kind in MAINTENANCE_KINDS
 
     def _maintained(self, ev: JobFinished | JobFailed, now: float) -> None:
@@ -601,23 +444,21 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        t.running = None
         if isinstance(ev, JobFinished):
             self._upkeep.finished(t.name, job.kind, now, through=job.end, files=ev.files,
                                   reclaimed=ev.bytes_reclaimed)
         else:
             self._upkeep.failed(t.name, job.kind, now, self.config.scheduler.retry_backoff_max)
         self._work_changed(t, now)
-        if self._upkeep.due(t.name, now) is not None:
-            self._ripe[t.name] = None
+        self._upkeep.check(t.name, now)
 
-    def _recomputed(self, t: _Table, job: StartJob, ev: JobFinished, now: float) -> None:
+    def _recomputed(self, t: Table, job: StartJob, ev: JobFinished, now: float) -> None:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
-        assert t.rc is not None
+        assert t.dv is not None
         if ev.committed:
             t.cost.observe(job.n, ev.duration)
-        t.rc.done(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
-        t.running_taken, t.running_full = [], False  # (counted in rc.recompute_jobs, not in update jobs)
+        # (counted in the recompute jobs, not in update jobs)
+        t.dv.committed(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
         t.failures = 0
         t.last_result = "ok"
         self._touch(t, job.start, job.end, "upstream", job.late, now)
@@ -626,21 +467,20 @@ class Scheduler:
                 self._sources_changed(d, now)
         self._work_changed(t, now)
 
-    def _touch(self, x: _Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
+    def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
         """x's rows in `(lo, hi]` changed: the windows its dependents computed from them are wrong
         (late data, a rewritten source, a dependent that ran ahead by max_skew)."""
         for d in x.dependents:
-            if d.rc is None or d.freshness is None:
+            if d.dv is None or d.freshness is None:
                 continue
             taken = d.freshness
-            if d.running is not None and d.running.kind != "recompute":
-                taken = max(taken, d.running.new_freshness)  # its running job may have read the old rows
-            r = touched(lo, hi, lookback=d.lookback, granularity=d.granularity, taken=taken, origin=d.origin)
-            if r is not None:
-                d.rc.dirty.add(r[0], r[1], (reason,), late)
+            job = self._board.by_table.get(d.name)
+            if job is not None and job.kind != "recompute":
+                taken = max(taken, job.new_freshness)  # its running job may have read the old rows
+            if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=d.origin):
                 self._work_changed(d, now)
 
-    def _sources_changed(self, d: _Table, now: float) -> None:
+    def _sources_changed(self, d: Table, now: float) -> None:
         """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
         moved = self._update_edge(d)
         if self._raise_safe(d):
@@ -649,14 +489,11 @@ class Scheduler:
         if moved:
             self._work_changed(d, now)
 
-    def _raise_safe(self, d: _Table) -> bool:
+    def _raise_safe(self, d: Table) -> bool:
         """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
         safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute."""
-        if d.base or d.freshness is None or d.settle is None:
+        if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
             return False
-        cand = min(d.freshness, d.settle)
-        if d.rc is not None and (low := d.rc.dirty.lowest()) is not None:
-            cand = min(cand, low)
         if d.safe is None or cand > d.safe:
             d.safe = cand
             return True
@@ -671,31 +508,10 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "fail")
-        t.running = None
-        bad = set(ev.bad_partitions)
-        for p in t.running_parts:  # the data stays pending: nothing valid is ever dropped
-            if p.pid in bad:  # unloadable since acceptance: the shell quarantines it
-                t.ids.discard(p.pid)
-                continue
-            insort(t.pending, p, key=_Partition.key)
-            t.pending_rows += p.arrival.rows
-        t.running_parts = []
-        t.running_slice = None  # a failed slice: its partition never left the pending list
-        if t.rc is not None:  # the windows it took stay to recompute
-            for p in t.running_taken:
-                t.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
-            t.rc.full = t.rc.full or t.running_full
-            t.running_taken, t.running_full = [], False
-            if job.kind != "recompute" and t.freshness is not None:
-                # changes marked up to the failed update's new freshness (_touch): nothing above F
-                # was committed, and the retry reads its sources anew
-                t.rc.dirty.remove(t.freshness, math.inf)
-        if bad:
-            t.pending = [p for p in t.pending if p.pid not in bad]
-            t.pending_rows = sum(p.arrival.rows for p in t.pending)
-            t.ids.difference_update(bad)
-            if t.partial is not None and t.partial.pid in bad:
-                t.partial = None
+        if t.log is not None:  # the data stays pending, but what the shell quarantines (bad_partitions)
+            t.log.failed(set(ev.bad_partitions), t.freshness)
+        if t.dv is not None:  # the windows it took stay to recompute
+            t.dv.failed(job.kind != "recompute", t.freshness)
         t.failures += 1
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -704,7 +520,7 @@ class Scheduler:
         self._seq += 1
         heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.name))
 
-    def _backing_off(self, name: str, until: float) -> _Table | None:
+    def _backing_off(self, name: str, until: float) -> Table | None:
         """The table if this heap entry is still its current back-off (lazy deletion)."""
         t = self._tables.get(name)
         return t if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until else None
@@ -717,43 +533,31 @@ class Scheduler:
                 self._work_changed(t, now)
 
     # ---- table state ---------------------------------------------------------------------------
-    def _transition(self, t: _Table, kind: str) -> None:
+    def _transition(self, t: Table, kind: str) -> None:
         new = TRANSITIONS.get((t.state, kind))
         if new is None:
             raise SchedulerMisuse(f"table {t.name!r} is {t.state.value} and cannot take '{kind}'")
         t.state = new
 
-    def _update_edge(self, d: _Table) -> bool:
+    def _update_edge(self, d: Table) -> bool:
         """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
-        te = trailing_edge(s.safe for s in d.sources)
-        edge = None if te is None else floor_to(te, d.granularity)
-        d.settle = edge
-        if edge is not None and d.max_skew > 0:  # seed 000 bound_inconsistency: run ahead by ≤ max_skew
-            lead = max(s.safe for s in d.sources if s.safe is not None)
-            edge = max(edge, floor_to(min(lead, te + d.max_skew), d.granularity))
-        if d.origin is None and edge is not None:  # never loaded: start where the sources start
+        assert d.dv is not None
+        changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
+        if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
+            edge = d.dv.edge
             d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
-        changed = edge != d.edge
-        d.edge = edge
         return changed
 
-    def _has_work(self, t: _Table) -> bool:
-        if t.base:
-            return bool(t.pending)
-        if t.rc is not None and t.freshness is not None and t.rc.has_work():
+    def _has_work(self, t: Table) -> bool:
+        if t.log is not None:
+            return bool(t.log.pending)
+        assert t.dv is not None
+        if t.freshness is not None and t.dv.rc.has_work():
             return True
-        if t.edge is None:
-            return False
-        start = t.freshness if t.freshness is not None else t.origin
-        return start is not None and t.edge > start
+        return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
 
-    def _has_update(self, t: _Table) -> bool:
-        """Derived: the sources' edge is past its freshness (an update job, §2.2)."""
-        start = t.freshness if t.freshness is not None else t.origin
-        return t.edge is not None and start is not None and t.edge > start
-
-    def _work_changed(self, t: _Table, now: float) -> None:
-        if t.name in self._suspended or not self._has_work(t):
+    def _work_changed(self, t: Table, now: float) -> None:
+        if t.mode is Mode.SUSPENDED or not self._has_work(t):
             return
         was = t.state
         self._transition(t, "work")
@@ -763,178 +567,51 @@ class Scheduler:
             t.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
             t.released += 1
             self._released += 1
-            self._queued[t.group] += 1
+            self._q.queued[t.group] += 1
             self._push(t)
-        elif was is JobState.PENDING:
+        elif was in QUEUED:
             self._push(t)
 
-    # ---- the next job of a table -----------------------------------------------------------------
-    def _shape(self, t: _Table) -> tuple[float, float, float, int, bool, float]:
-        """(start, end, new freshness, partitions, time slice?, n of E(n)) of the job t would run
-        now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound is loaded in
-        time slices (`policies.chopping.time_slice`); a full refresh starts at the origin."""
-        if t.base:  # pending is sorted by end: O(log n) however long the backlog
-            f = t.freshness
-            first = t.pending[0]
-            first_start = first.start if first.loaded is None else first.loaded
-            ref = f if f is not None else first_start
-            c = self._chop_c(t)
-            count = chop_count(t.pending, ref, t.period, c, _Partition.end_of)
-            if t.partial is not None and t.partial is not first and count > 1:
-                # late data below a partly loaded partition: load it first, never across the slice
-                count = min(count, max(1, bisect_left(t.pending, t.partial.key(), key=_Partition.key)))
-            end = t.pending[count - 1].end
-            start = min(ref, first_start)  # the earliest data this job touches
-            cut = time_slice(max(ref, first_start), first.end, t.period, c) if count == 1 and self._auto_chop else None
-            if cut is not None:
-                end = cut
-            new_f = end if f is None else max(f, end)
-            return start, end, new_f, count, cut is not None, self._base_work(t, count, start, end)
-        start = t.freshness if t.freshness is not None else t.origin
-        assert start is not None and t.edge is not None
-        end = chop_window(start, t.edge, t.period, self._chop_c(t), t.granularity)
-        if t.full_mode:  # a full refresh computes the table from its origin (docs/warehouse.md)
-            start = t.origin if t.origin is not None else start
-        return start, end, end, 0, False, end - start
+    # ---- the next job of a table (warehouse.nextjob) -------------------------------------------------
+    def _candidate(self, t: Table) -> Candidate:
+        """t's next job as the basic algorithm sees it (§3.1)."""
+        return self._nj.candidate(t)[0]
 
-    def _base_work(self, t: _Table, count: int, start: float, end: float) -> float:
-        """n of E(n) (§2.4) for loading `t.pending[:count]` through `end`: its rows at the stream's
-        typical rate (warehouse.cost.RowRate) — all pending rows are a running total, a chopped
-        job sums its few partitions — less the part of the first that time slices loaded already
-        or leave to a later slice."""
-        assert t.rate is not None
-        if t.rate.rate is None:
-            return end - start
-        first = t.pending[0]
-        rows = t.pending_rows if count == len(t.pending) else sum(p.arrival.rows for p in t.pending[:count])
-        lo = first.start if first.loaded is None else first.loaded
-        rows -= first.arrival.rows * (1.0 - (min(first.end, end) - lo) / (first.end - first.start))
-        return t.rate.work(rows, end - start)
-
-    def _chop_c(self, t: _Table) -> float | None:
-        """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
-        (policies.chopping.chop_pays)."""
-        if self._chop != "auto":
-            return self._chop
-        load = self.plan.utilization * self._pace.long / self._n_tracks
-        if t.base:
-            ref = t.freshness if t.freshness is not None else t.pending[0].start
-            delta = t.pending[-1].end - ref
-            n = self._base_work(t, len(t.pending), ref, t.pending[-1].end)
-        else:
-            delta = n = t.edge - (t.freshness if t.freshness is not None else t.origin)
-        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
-        return chop_pays(self._pace, load, benefit, self._best_benefit, t.cost.alpha, t.cost.beta * t.period)
-
-    def _candidate(self, t: _Table) -> Candidate:
-        """t's next job as the basic algorithm sees it: its update job, or — when it ranks first —
-        its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
-        upd = self._update_candidate(t) if t.base or self._has_update(t) else None
-        t.next_recompute = False
-        if upd is not None and t.full_mode:  # a full update rewrites every window anyway
-            return upd
-        plan = self._recompute_plan(t)
-        if plan is None:
-            assert upd is not None
-            return upd
-        piece, full, share = plan
-        cost = t.cost.estimate(piece.hi - piece.lo)
-        rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
-                        release=t.release, period=t.period, seq=t.seq, rand=t.rand)
-        if upd is None or full and t.rc is not None and t.rc.full or self._key(rec) < self._key(upd):
-            # (a rebuild goes first: the new SQL's schema may not fit the old windows)
-            t.next_recompute = True
-            return rec
-        return upd
-
-    def _update_candidate(self, t: _Table) -> Candidate:
-        start, _, new_f, _, _, n = self._shape(t)
-        ref = t.freshness if t.freshness is not None else start
-        delta = new_f - ref
-        return Candidate(
-            table=t.name,
-            priority=t.ip,
-            delta_f=delta,
-            cost=t.cost.estimate(n),
-            release=t.release,
-            period=t.period,
-            seq=t.seq,
-            rand=t.rand,
-        )
-
-    def _recompute_plan(self, t: _Table) -> tuple[Piece, bool, float] | None:
-        """(the range, full?, priority share) of t's next recompute job, or None.
-
-        Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
-        then windows on an old SQL version at EVOLVE_SHARE of it (seed 001: in the background),
-        newest first, in pieces of at most c·P_i (§3.4). One full overwrite instead, from the
-        table's origin, when the table refreshes in full, a rebuild is asked for, or the learned
-        E(n) says it is cheaper than the pieces (`recompute.full_pays`, seed 000 §6).
-        """
-        rc = t.rc
-        if rc is None or t.freshness is None or not rc.has_work():
-            return None
-        origin = t.origin if t.origin is not None else t.freshness
-        span = max((self._chop if isinstance(self._chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
-        dirty, old = rc.dirty.total(), rc.old_length()
-        share = 1.0 if rc.full or dirty > 0 else EVOLVE_SHARE
-        whole = t.freshness - origin
-        if rc.full or t.full_mode or full_pays(t.cost.alpha, t.cost.beta, dirty + old, span, whole, AUTO_C):
-            reasons = set().union(*(p.reasons for p in rc.dirty.items)) | ({"sql"} if old > 0 or rc.full else set())
-            late = set().union(*(p.late for p in rc.dirty.items))
-            return Piece(origin, t.freshness, reasons, late), True, share
-        piece = rc.dirty.newest(span, t.granularity) if dirty > 0 else rc.newest_old(span, t.granularity)
-        assert piece is not None
-        return piece, False, share
-
-    def _push(self, t: _Table) -> None:
+    def _push(self, t: Table) -> None:
         t.version += 1
-        h = self._heaps[t.group]
-        heapq.heappush(h, (self._key(self._candidate(t)), t.version, t.idx))
-        if len(h) > 2 * self._queued[t.group] + 64:  # compact stale entries: memory stays flat
-            h[:] = [e for e in h if self._valid(e, t.group)]
-            heapq.heapify(h)
+        self._q.push(t.group, (self._key(self._nj.candidate(t)[0]), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[2]]
-        return t.version == entry[1] and t.state is JobState.PENDING and t.group == g
-
-    def _top(self, g: int) -> tuple | None:
-        """The group's best valid entry (lazy deletion)."""
-        h = self._heaps[g]
-        while h:
-            if self._valid(h[0], g):
-                return h[0]
-            heapq.heappop(h)
-        return None
+        return t.version == entry[1] and t.state in QUEUED and t.group == g
 
     # ---- a scheduling round (§3.2) ---------------------------------------------------------------
     def _dispatch(self, now: float) -> list[StartJob]:
         """One round: refreshes asked by an operator first, then the update jobs by the basic
         algorithm and the track plan (§3.1-§3.2), then due maintenance on the tracks left idle."""
-        if not self._idle_tracks:
+        if not self._board.idle:
             return []
-        available = set(self._idle_tracks)
+        available = set(self._board.idle)
         out: list[StartJob] = []
-        if self._urgent:
+        if self._q.urgent:
             self._refresh_first(now, available, out)
-        if available and any(self._queued):
+        if available and any(self._q.queued):
             self._round(now, available, out)
-        if available and self._ripe:
+        if available and self._upkeep.waiting:
             self._maintain(now, available, out)
         return out
 
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        for name in list(self._urgent):
+        for name in list(self._q.urgent):
             if not available:
                 return
             t = self._tables.get(name)
             if t is None or t.removed:
-                del self._urgent[name]
+                del self._q.urgent[name]
                 continue
-            if t.state is not JobState.PENDING:
+            if t.state not in QUEUED:
                 continue  # running (its next job goes first) or waiting for its sources
-            track = self.plan.place(name, available, lambda g: self._queued[g] > 0)
+            track = self.plan.place(name, available, self._q.waiting)
             if track is None:
                 track = min(available)  # "now": any free track
             out.append(self._start(t, track, now))
@@ -947,132 +624,74 @@ class Scheduler:
         A table's maintenance waits while the table has update work (one writer per table), and
         its VACUUM while a dependent's job runs: that job read a pinned version whose files a
         VACUUM could delete (seed 002 §2.4: garbage collection respects the consumers' cursors)."""
-        ranked = []
-        for name in list(self._ripe):
+        def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
             t = self._tables.get(name)
-            kind = self._upkeep.due(name, now) if t is not None else None
-            if t is None or kind is None:
-                del self._ripe[name]
-                continue
-            if t.state is not JobState.IDLE or name in self._suspended or t.freshness is None:
-                continue
-            if kind == VACUUM and any(d.running is not None and d.running.kind not in MAINTENANCE_KINDS
-                                      for d in t.dependents):
-                continue
-            est = self._upkeep_estimate(t, kind)
-            ranked.append((-t.ip * self._upkeep.urgency(name, kind, now) / max(est, 1e-9), t.idx, kind))
-        ranked.sort()
+            if t is None or t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
+                return None
+            if kind == VACUUM and any((j := self._board.by_table.get(d.name)) is not None
+                                      and j.kind not in MAINTENANCE_KINDS for d in t.dependents):
+                return None
+            return t.ip, self._upkeep_estimate(t, kind), t.idx
+
+        ranked = self._upkeep.ranked(now, eligible)
         for _, idx, kind in ranked:
             if not available:
                 return
             t = self._by_idx[idx]
-            track = self.plan.place(t.name, available, lambda g: self._queued[g] > 0)
+            track = self.plan.place(t.name, available, self._q.waiting)
             if track is not None:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
 
-    def _upkeep_start(self, t: _Table) -> float:
-        """Where the data an OPTIMIZE rewrites begins: the freshness at the last one, else the origin."""
-        u = self._upkeep.tables[t.name]
+    def _upkeep_estimate(self, t: Table, kind: str) -> float:
         assert t.freshness is not None
-        start = u.optimized_through if u.optimized_through is not None else t.origin
-        return t.freshness if start is None else min(start, t.freshness)
+        return self._upkeep.estimate(t.name, kind, t.freshness, t.origin, t.cost.estimate, t.cost.alpha)
 
-    def _upkeep_estimate(self, t: _Table, kind: str) -> float:
-        """E of a maintenance job from the table's own E(n) (§2.4): an OPTIMIZE rewrites the data
-        loaded since the last one, once (E(n) over that span); a VACUUM lists files (α)."""
-        assert t.freshness is not None
-        if kind == OPTIMIZE:
-            return t.cost.estimate(t.freshness - self._upkeep_start(t))
-        return t.cost.alpha
-
-    def _start_upkeep(self, t: _Table, kind: str, track: int, now: float) -> StartJob:
+    def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
         assert t.freshness is not None
         self._transition(t, "upkeep")
         t.version += 1
-        self._ripe.pop(t.name, None)
-        start = self._upkeep_start(t) if kind == OPTIMIZE else t.freshness
+        self._upkeep.started(t.name)
+        start = self._upkeep.span(t.name, kind, t.freshness, t.origin)
         job = StartJob(job_id=self._next_job, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                        new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
                        estimate=self._upkeep_estimate(t, kind))
-        return self._occupy(t, job, [], track, now)
+        return self._occupy(t, job, track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
             self._plan_tables()
-        plan = self.plan
         if self._lookahead:
             self._lookahead_first(now, available, out)
-        aside: list[tuple[int, tuple]] = []
-        aside_n = [0] * len(self._heaps)
-        blocked: set[int] = set()
 
-        def has_remaining(g: int) -> bool:
-            return self._queued[g] - aside_n[g] > 0
-
-        merge: list[tuple] = []
-        for g in range(len(self._heaps)):
-            top = self._top(g)
-            if top is not None and plan.could_use(g, available):
-                merge.append((top[0], g))
-        heapq.heapify(merge)
-        while available and merge:
-            _, g = heapq.heappop(merge)
-            entry = self._top(g)
-            if entry is None:
-                continue
-            heapq.heappop(self._heaps[g])
+        def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[2]]
-            track = plan.place(t.name, available, has_remaining)
-            if track is not None and self._reserve and self._holds(t, -entry[0][0], track, now):
-                aside.append((g, entry))  # the track waits for valuable jobs; the next may be short
-                aside_n[g] += 1
-                nxt = self._top(g)
-            elif track is None:
-                aside.append((g, entry))
-                aside_n[g] += 1
-                if plan.uniform:
-                    blocked.add(g)
-                    nxt = None
-                else:
-                    nxt = self._top(g)
-            else:
-                out.append(self._start(t, track, now))
-                available.discard(track)
-                nxt = self._top(g)
-            if nxt is not None and plan.could_use(g, available):
-                heapq.heappush(merge, (nxt[0], g))
-            elif blocked and not has_remaining(g):
-                # a group ran out: non-aggressive checks may now pass for the blocked ones
-                for b in sorted(blocked):
-                    top = self._top(b)
-                    if top is not None and plan.could_use(b, available):
-                        heapq.heappush(merge, (top[0], b))
-                blocked.clear()
-        for g, entry in aside:
-            heapq.heappush(self._heaps[g], entry)
+            until = self._holds(t, -entry[0][0], track, now) if self._reserve else None
+            if until is not None:
+                self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short
+                return False
+            out.append(self._start(t, track, now))
+            return True
+
+        self._q.serve(self.plan, available, self._names, take)
+
+    _LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Max Benefit with Lookahead (§3.1) picks the first job of the round."""
-        valid = heapq.nsmallest(10, (e for g, h in enumerate(self._heaps) for e in h if self._valid(e, g)))
+        """Max Benefit with Lookahead (§3.1) picks the first job of the round: its best `_LOOK`
+        released jobs against the releases expected before the best one would end (at most
+        `policies.reservation.SCAN` of them). Both are walked best-first in their heaps, none popped: the cost is
+        O((k + s) log n) for k entries taken and s stale entries passed on the way (compaction,
+        `_push`, keeps s below the queue's length + 64), not a scan of every table."""
+        valid = self._q.heads(self._LOOK)
         if not valid:
             return
         ordered = [self._candidate(self._by_idx[e[2]]) for e in valid]
         horizon = now + ordered[0].cost
         expected = [
-            Expected(
-                table=t.name,
-                release=t.last_arrival + t.period,
-                priority=t.ip,
-                delta_f=t.period,
-                cost=t.cost.estimate(t.period),
-            )
-            for t in self._by_idx
-            if t.base
-            and t.state is JobState.IDLE
-            and t.name not in self._suspended
-            and t.last_arrival is not None
-            and now < t.last_arrival + t.period <= horizon
+            Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
+            for when, t in self._releases.within(now, horizon, inclusive=True)
+            if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
         ]
         if not expected:
             return
@@ -1080,107 +699,73 @@ class Scheduler:
         if chosen.table == ordered[0].table:
             return
         t = self._tables[chosen.table]
-        track = self.plan.place(t.name, available, lambda g: self._queued[g] > 0)
+        track = self.plan.place(t.name, available, self._q.waiting)
         if track is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
 
-    _SCAN = 16  # expected releases looked at per check: the decision stays O(log n)
-
-    def _holds(self, t: _Table, benefit: float, track: int, now: float) -> bool:
-        """Track reservation by lookahead (policies.reservation): should `track` wait for jobs of
-        higher marginal benefit expected before t's long job would end? Checked only for a job
-        longer than the shortest period of the tables more valuable than it."""
-        more = bisect_left(self._ranked_benefit, -benefit)  # tables with a higher regular benefit
-        if not more:
-            return False
-        pace, p_min = self._pace.now, self._ranked_pmin[more - 1]
-        start, _, new_f, _, _, n = self._shape(t)
-        cost = t.cost.estimate(n) * pace
-        if cost <= p_min:
-            return False
-        upcoming = self._upcoming(now, now + cost, benefit, pace)
-        if not upcoming:
-            return False
-        free_at = []
-        for i in range(self._n_tracks):
-            if i == track:
-                continue
-            job_id = self._track_job[i]
-            job = self.running.get(job_id) if job_id is not None else None
-            free_at.append(now if job is None else max(now, self._track_since[i] + job.estimate * pace))
+    def _holds(self, t: Table, benefit: float, track: int, now: float) -> float | None:
+        """Track reservation by lookahead (policies.reservation): until when should `track` wait
+        for jobs of higher marginal benefit expected before t's long job would end? None: start
+        it. A query: `_hold` applies the answer."""
+        p_min = self._ranking.shortest_period_above(benefit)
+        if p_min is None:
+            return None
+        pace = self._pace.now
+        start, _, new_f, _, _, n = self._nj.shape(t)
         delta = new_f - (t.freshness if t.freshness is not None else start)
-        until = hold_for(now, cost, t.ip * delta, upcoming, free_at)
-        since = now if t.held_since is None else t.held_since
-        if until is None or until - since > cost:  # never kept waiting longer than it will run
-            return False
-        t.held_since = since
+
+        def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
+            return [Upcoming(when, k.ip * k.period, k.plan_e * pace)
+                    for when, k in self._releases.within(now, horizon, inclusive=False)
+                    if k.benefit > benefit and k.state is JobState.IDLE]
+
+        return held_until(now, t.cost.estimate(n) * pace, t.ip * delta,
+                          t.held_since if t.state is JobState.HELD else now, p_min, upcoming,
+                          lambda: self._board.free_at(now, pace, but=track))
+
+    def _hold(self, t: Table, until: float, now: float) -> None:
+        """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
+        if t.state is not JobState.HELD:
+            t.held_since = now
+        self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
-        return True
 
-    def _upcoming(self, now: float, horizon: float, benefit: float, pace: float) -> list[Upcoming]:
-        """Idle base tables of higher regular benefit whose next arrival (last + P_i, §2.4) falls
-        in (now, horizon), in time order; at most _SCAN heap entries are looked at."""
-        h = self._expected
-        while h and (h[0][0] <= now or not self._expecting(h[0])):
-            heapq.heappop(h)
-        out: list[Upcoming] = []
-        frontier = [(h[0][0], 0)] if h else []
-        for _ in range(self._SCAN):  # best-first walk of the heap: entries in time order, none popped
-            if not frontier:
-                break
-            when, i = heapq.heappop(frontier)
-            if when >= horizon:
-                break
-            k = h[i][2]
-            if k.benefit > benefit and k.state is JobState.IDLE and self._expecting(h[i]):
-                out.append(Upcoming(when, k.ip * k.period, k.plan_e * pace))
-            for c in (2 * i + 1, 2 * i + 2):
-                if c < len(h):
-                    heapq.heappush(frontier, (h[c][0], c))
-        return out
+    @staticmethod
+    def _expecting(when: float, k: Table) -> bool:
+        """The release expected of k at `when` is still its latest (§2.4)."""
+        return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
-    def _expecting(self, entry: tuple[float, int, _Table]) -> bool:
-        k = entry[2]
-        return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == entry[0]
-
-    def _start(self, t: _Table, track: int, now: float) -> StartJob:
-        if t.rc is not None and t.freshness is not None and t.rc.has_work():
-            self._candidate(t)  # which of its jobs ranks first now
-        else:
-            t.next_recompute = False
-        if t.next_recompute:
-            return self._start_recompute(t, track, now)
-        start, end, new_f, count, sliced, n = self._shape(t)
-        self._transition(t, "start")
-        self._urgent.pop(t.name, None)
+    def _start(self, t: Table, track: int, now: float) -> StartJob:
+        if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._nj.candidate(t)[1]:
+            return self._start_recompute(t, track, now)  # its recompute job ranks first now
+        start, end, new_f, count, sliced, n = self._nj.shape(t)
+        self._transition(t, "slice" if sliced and t.base else "start")
+        if t.mode is Mode.URGENT:
+            self._mode(t, "served")
         t.version += 1
-        t.held_since = None
-        self._queued[t.group] -= 1
+        self._q.queued[t.group] -= 1
         ref = t.freshness if t.freshness is not None else start
-        parts: list[_Partition] = []
+        parts: list[Partition] = []
         arrivals: tuple[PartitionArrived, ...] = ()
-        if t.base and sliced:  # a time slice: the partition stays pending until its last slice
-            t.running_slice = t.pending[0]
-            arrivals = (t.running_slice.arrival,)
+        if t.log is not None and sliced:  # a time slice: the partition stays pending until its last slice
+            arrivals = (t.log.take_slice().arrival,)
             safe = safe_freshness(new_f, t.lateness, (), t.safe)
             chopped = True
-        elif t.base:
-            parts, t.pending = t.pending[:count], t.pending[count:]
-            t.pending_rows -= sum(p.arrival.rows for p in parts)
+        elif t.log is not None:
+            parts = t.log.take(count)
             arrivals = tuple(p.arrival for p in parts)
-            if t.partial is not None and any(p is t.partial for p in parts):
-                t.partial = None
             safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
-            chopped = bool(t.pending)
+            chopped = bool(t.log.pending)
         else:
-            safe = new_f if t.settle is None else min(new_f, t.settle)  # max_skew: final only below the edge
-            chopped = t.edge is not None and end < t.edge
-        full = t.full_mode and not t.base
+            assert t.dv is not None
+            settle, edge = t.dv.settle, t.dv.edge
+            safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
+            chopped = edge is not None and end < edge
+        full = t.dv is not None and t.dv.full
         if full:  # a full refresh: the SQL over (origin, end] overwrites the table (`_shape`)
-            assert t.rc is not None
-            t.running_full, t.rc.full = t.rc.full, False
-            t.running_taken = t.rc.dirty.remove(start, end)
+            assert t.dv is not None
+            t.dv.take(start, end, full=True)
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1197,25 +782,24 @@ class Scheduler:
             chopped=chopped,
             late=tuple(p.pid for p in parts if p.late),
             full=full,
-            sql_version=t.rc.sql_version if t.rc is not None else "",
+            sql_version=t.dv.rc.sql_version if t.dv is not None else "",
             work=n if t.base else None,
         )
-        return self._started(t, job, parts, track, now)
+        return self._started(t, job, track, now)
 
-    def _start_recompute(self, t: _Table, track: int, now: float) -> StartJob:
+    def _start_recompute(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
         change that arrives while it runs is recomputed again after it."""
-        plan = self._recompute_plan(t)
-        assert plan is not None and t.rc is not None and t.freshness is not None
+        plan = self._nj.recompute(t)
+        assert plan is not None and t.dv is not None and t.freshness is not None
         piece, full, _ = plan
-        self._transition(t, "start")
+        self._transition(t, "recompute")
         t.version += 1
-        self._queued[t.group] -= 1
-        t.running_full, t.rc.full = t.rc.full, False if full else t.rc.full
-        t.running_taken = taken = t.rc.dirty.remove(piece.lo, piece.hi)
+        self._q.queued[t.group] -= 1
+        reasons, late = t.dv.take(piece.lo, piece.hi, full)
         # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
-        reasons = set(piece.reasons).union(*(p.reasons for p in taken))
-        late = set(piece.late).union(*(p.late for p in taken))
+        reasons |= piece.reasons
+        late |= piece.late
         job = StartJob(
             job_id=self._next_job,
             table=t.name,
@@ -1230,83 +814,70 @@ class Scheduler:
             late=tuple(sorted(late)),
             full=full,
             reasons=tuple(sorted(reasons)),
-            sql_version=t.rc.sql_version,
+            sql_version=t.dv.rc.sql_version,
         )
-        return self._started(t, job, [], track, now)
+        return self._started(t, job, track, now)
 
-    def _started(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
+    def _started(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
         self._race = max(self._race, t.rand)
-        return self._occupy(t, job, parts, track, now)
+        return self._occupy(t, job, track, now)
 
-    def _occupy(self, t: _Table, job: StartJob, parts: list[_Partition], track: int, now: float) -> StartJob:
+    def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
         """`job` (numbered `_next_job`) runs on `track` from `now`."""
         self._next_job += 1
-        t.running, t.running_parts = job, parts
-        self.running[job.job_id] = job
-        self._track_job[track] = job.job_id
-        self._idle_tracks.discard(track)
-        self._busy_until(track, now)
-        self._track_since[track] = now
+        self._board.occupy(job, now)
         return job
 
     # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
-        if t.base:
+        if t.dv is None:
             return "append", "a base table appends what arrives"
-        if t.full_mode:
-            return "full", f"full recompute (idempotent overwrite) each job: {t.mode_reason}"
-        return "incremental", (f"{t.mode_reason}; rewrites by replaceWhere (one full pass when the learned "
-                               "E(n) says it is cheaper)")
+        return t.dv.describe()
 
-    def recompute(self, table: str, start: float, end: float, now: float, reason: str) -> None:
-        """Queue a recompute of the committed windows `(start, end]` of derived `table` (a
-        backfill): benefit-ranked jobs like late data; what depends on it follows when each piece
-        is rewritten. Windows not computed yet are left to the update jobs. Jobs start at the next
-        `handle` (e.g. `handle(Tick(), now)`). RecomputeRefused for an unknown or base table."""
-        now = self._clock(now)
+    def _recomputable(self, table: str) -> Table:
         t = self._tables.get(table)
         if t is None:
             raise RecomputeRefused(table, f"no such table (known: {', '.join(sorted(self._tables))})")
-        if t.base or t.rc is None:
+        if t.dv is None:
             raise RecomputeRefused(table, "a base table holds what arrived: recompute a derived table "
                                           f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
-        if not (end > start):
-            raise RecomputeRefused(table, f"empty range: end {end} is not after start {start}")
-        r = touched(start, end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
-        if r is not None:
-            t.rc.dirty.add(r[0], r[1], (reason or "backfill",))
-            self._work_changed(t, now)
+        return t
+
+    def _backfill(self, ev: Backfill, now: float) -> None:
+        """Queue a recompute of the committed windows `(start, end]` of a derived table:
+        benefit-ranked jobs like late data; what depends on it follows when each piece is
+        rewritten. RecomputeRefused for an unknown or base table, an empty range, or a range
+        with no committed window (the update jobs will compute it)."""
+        t = self._recomputable(ev.table)
+        if not (ev.end > ev.start):
+            raise RecomputeRefused(ev.table, f"empty range: end {ev.end} is not after start {ev.start}")
+        r = touched(ev.start, ev.end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
+        if r is None:
+            raise RecomputeRefused(ev.table, f"nothing computed in ({ev.start}, {ev.end}]: the table covers "
+                                             f"({t.origin}, {t.freshness}]")
+        assert t.dv is not None
+        t.dv.rc.dirty.add(r[0], r[1], (ev.reason or "backfill",))
+        self._work_changed(t, now)
+
+    def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:
+        """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
+        ranges also wrong for another reason stay, without it."""
+        t = self._recomputable(ev.table)
+        assert t.dv is not None
+        t.dv.cancel(ev.start, ev.end, ev.reason)
+        if t.state in QUEUED and not self._has_work(t):
+            self._transition(t, "drain")
+            t.version += 1
+            self._q.queued[t.group] -= 1
+        elif t.state in QUEUED:
+            self._push(t)
 
     # ---- observation -----------------------------------------------------------------------------
     def weighted_staleness(self, now: float) -> float:
         """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
         return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
-
-    def _backlog(self, t: _Table) -> tuple[float, float]:
-        """(backlog, pending ΔF) of a table in event-time seconds, neither chopped (§3.4).
-
-        backlog: everything arrived (base: the newest partition's end; derived: the sources' safe
-        trailing edge) minus what is committed (F, or where the table starts before its first
-        load), including what a running job is loading now. pending ΔF: the part of the backlog
-        no job has taken yet (beyond the running job's new freshness). Both ≥ 0.
-        """
-        if t.base:
-            head = t.arrived
-            floor = t.freshness
-            if floor is None:  # never loaded: from the earliest start waiting or running
-                floor = min((p.start for p in chain(t.pending, t.running_parts)), default=None)
-        else:
-            head = t.edge
-            floor = t.freshness if t.freshness is not None else t.origin
-        if head is None or floor is None:
-            return 0.0, 0.0
-        backlog = max(0.0, head - floor)
-        taken = floor if t.running is None else max(floor, t.running.new_freshness)
-        if t.base:
-            head = t.pending[-1].end if t.pending else taken
-        return backlog, max(0.0, head - taken)
 
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
@@ -1314,101 +885,26 @@ class Scheduler:
         tables = []
         pending_jobs = 0
         for t in self._by_idx:
-            pending_jobs += t.state is JobState.PENDING
-            backlog, pending_delta = self._backlog(t)
-            within, observed = t.meter.time_within(now)
-            tables.append(
-                TableStats(
-                    name=t.name,
-                    kind="base" if t.base else "derived",
-                    state=t.state.value,
-                    priority=t.priority,
-                    inherited_priority=t.ip,
-                    period=t.period,
-                    freshness=t.freshness,
-                    safe_freshness=t.safe,
-                    arrived=t.arrived if t.base else t.edge,
-                    staleness=t.meter.staleness(now),
-                    weighted_staleness=t.priority * t.meter.integral(now),
-                    backlog=backlog,
-                    pending_delta=pending_delta,
-                    pending_partitions=len(t.pending) + len(t.running_parts),
-                    running_partitions=len(t.running_parts),
-                    running_job=t.running.job_id if t.running else None,
-                    running_track=t.running.track if t.running else None,
-                    jobs_released=t.released,
-                    jobs_completed=t.completed,
-                    jobs_failed=t.failed,
-                    consecutive_failures=t.failures,
-                    delta_f_total=t.delta_total,
-                    alpha=t.cost.alpha,
-                    beta=t.cost.beta,
-                    last_result=t.last_result if t.last_result is not None or t.freshness is None
-                    or self._initial is not None else "ok (recovered)",
-                    target_staleness=t.target,
-                    time_within_target=within,
-                    observed_time=observed,
-                    home_tracks=self.plan.home[t.group],
-                    suspended=t.name in self._suspended,
-                    refresh_requested=t.name in self._urgent,
-                    upkeep=self._upkeep.stats(t.name),
-                    **self._recompute_stats(t),
-                )
-            )
-        tracks = []
-        for i in range(self._n_tracks):
-            job_id = self._track_job[i]
-            busy = self._track_busy[i] + (now - self._track_since[i] if job_id is not None else 0.0)
-            tracks.append(
-                TrackStats(
-                    track=i,
-                    running_job=job_id,
-                    running_table=self.running[job_id].table if job_id is not None else None,
-                    busy_time=busy,
-                    clusters=self.plan.owners.get(i, ()),
-                    free=i in self.plan.free,
-                )
-            )
+            pending_jobs += t.state in QUEUED
+            job = self._board.by_table.get(t.name)
+            tables.append(table_stats(t, now, job, self.plan.home[t.group], self._upkeep.stats(t.name),
+                                      recovered=self._initial is None))
         return SchedulerStats(
             now=now,
             tables=tuple(tables),
-            tracks=tuple(tracks),
+            tracks=track_rows(self._board, self.plan, now),
             plan=self.plan_stats(),
             weighted_staleness=self.weighted_staleness(now),
             jobs_released=self._released,
             jobs_completed=self._completed,
             jobs_failed=self._failed,
             pending_jobs=pending_jobs,
-            running_jobs=len(self.running),
+            running_jobs=len(self._board.jobs),
             events=self._events,
         )
 
-    def _recompute_stats(self, t: _Table) -> dict:
-        rc = t.rc
-        if rc is None:
-            return {}
-        old = rc.old_length()
-        return {
-            "refresh_mode": "full" if t.full_mode else "incremental",
-            "sql_version": rc.sql_version,
-            "windows_old_sql": window_count(old, t.granularity, t.period),
-            "recompute_pending": rc.dirty.total() + old + sum(p.hi - p.lo for p in t.running_taken),
-            "windows_recomputed": rc.windows_recomputed,
-            "recompute_jobs": rc.recompute_jobs,
-        }
-
     def plan_stats(self) -> TrackPlanStats:
-        p = self.plan
-        return TrackPlanStats(
-            partitioner=p.partitioner,
-            tracks=p.n_tracks,
-            clusters=tuple(tuple(g) for g in p.groups),
-            home_tracks=tuple(p.home),
-            free_tracks=p.free,
-            utilization=p.utilization,
-            feasible=p.feasible,
-            note=p.note,
-        )
+        return plan_row(self.plan)
 
     @property
     def late_partitions(self) -> int:

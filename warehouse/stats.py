@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracks.plan import TrackPlan
+from warehouse.board import TrackBoard
+from warehouse.events import StartJob
+from warehouse.table import Mode, Table
 from warehouse.upkeep import UpkeepStats
 
-__all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats"]
+__all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats", "backlog", "plan_row", "table_stats",
+           "track_rows"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +48,7 @@ class TableStats:
     time_within_target: float  # seconds spent with staleness ≤ target
     observed_time: float  # seconds since the table's first load
     home_tracks: tuple[int, ...]
+    origin: float | None = None  # the earliest event time it covers (the start of its first load)
     suspended: bool = False  # an operator suspended it: no jobs start (ops.actions)
     refresh_requested: bool = False  # an operator's refresh waits for the table's job to start
     upkeep: UpkeepStats | None = None  # maintenance: OPTIMIZE/VACUUM counts and times (warehouse.upkeep)
@@ -90,3 +96,92 @@ class SchedulerStats:
     pending_jobs: int
     running_jobs: int
     events: int
+
+
+def backlog(t: Table, job: StartJob | None) -> tuple[float, float]:
+    """(backlog, pending ΔF) of a table in event-time seconds, neither chopped (§3.4); `job`: the
+    one it runs.
+
+    backlog: everything arrived (base: the newest partition's end; derived: the sources' safe
+    trailing edge) minus what is committed (F, or where the table starts before its first
+    load), including what a running job is loading now. pending ΔF: the part of the backlog
+    no job has taken yet (beyond the running job's new freshness). Both ≥ 0.
+    """
+    if t.log is not None:
+        head = t.log.arrived
+        floor = t.freshness if t.freshness is not None else t.log.floor()  # never loaded: earliest start
+    else:
+        head = t.dv.edge if t.dv is not None else None
+        floor = t.freshness if t.freshness is not None else t.origin
+    if head is None or floor is None:
+        return 0.0, 0.0
+    total = max(0.0, head - floor)
+    taken = floor if job is None else max(floor, job.new_freshness)
+    if t.log is not None:
+        head = t.log.pending[-1].end if t.log.pending else taken
+    return total, max(0.0, head - taken)
+
+
+def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...], upkeep: UpkeepStats | None,
+                *, recovered: bool) -> TableStats:
+    """A frozen row for table `t` at `now`; `job`: the one it runs; `recovered`: its freshness came
+    from storage (no job yet is then "ok (recovered)")."""
+    total, pending_delta = backlog(t, job)
+    within, observed = t.meter.time_within(now)
+    log = t.log
+    return TableStats(
+        name=t.name,
+        kind="base" if t.base else "derived",
+        state=t.state.phase,
+        priority=t.priority,
+        inherited_priority=t.ip,
+        period=t.period,
+        freshness=t.freshness,
+        safe_freshness=t.safe,
+        origin=t.origin,
+        arrived=log.arrived if log is not None else t.dv.edge if t.dv is not None else None,
+        staleness=t.meter.staleness(now),
+        weighted_staleness=t.priority * t.meter.integral(now),
+        backlog=total,
+        pending_delta=pending_delta,
+        pending_partitions=len(log.pending) + len(log.running) if log is not None else 0,
+        running_partitions=len(log.running) if log is not None else 0,
+        running_job=job.job_id if job else None,
+        running_track=job.track if job else None,
+        jobs_released=t.released,
+        jobs_completed=t.completed,
+        jobs_failed=t.failed,
+        consecutive_failures=t.failures,
+        delta_f_total=t.delta_total,
+        alpha=t.cost.alpha,
+        beta=t.cost.beta,
+        last_result=t.last_result if t.last_result is not None or t.freshness is None
+        or not recovered else "ok (recovered)",
+        target_staleness=t.target,
+        time_within_target=within,
+        observed_time=observed,
+        home_tracks=home,
+        suspended=t.mode is Mode.SUSPENDED,
+        refresh_requested=t.mode is Mode.URGENT,
+        upkeep=upkeep,
+        **(t.dv.stats(t.granularity, t.period) if t.dv is not None else {}),
+    )
+
+
+def track_rows(board: TrackBoard, plan: TrackPlan, now: float) -> tuple[TrackStats, ...]:
+    """One row per track: its job, busy time so far, the clusters it serves (§3.2)."""
+    rows = []
+    for i in range(board.n):
+        on = board.on(i)
+        rows.append(TrackStats(track=i, running_job=on.job_id if on is not None else None,
+                               running_table=on.table if on is not None else None,
+                               busy_time=board.busy_time(i, now), clusters=plan.owners.get(i, ()),
+                               free=i in plan.free))
+    return tuple(rows)
+
+
+def plan_row(p: TrackPlan) -> TrackPlanStats:
+    """The track plan (§3.2) as shown."""
+    return TrackPlanStats(partitioner=p.partitioner, tracks=p.n_tracks, clusters=tuple(tuple(g) for g in p.groups),
+                          home_tracks=tuple(p.home), free_tracks=p.free, utilization=p.utilization,
+                          feasible=p.feasible, note=p.note)

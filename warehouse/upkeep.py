@@ -19,6 +19,7 @@ themselves maintenance jobs are ranked by `urgency`. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from warehouse.config import FreshetConfig, MaintenancePolicy
@@ -74,6 +75,7 @@ class Upkeep:
     def __init__(self) -> None:
         self.tables: dict[str, TableUpkeep] = {}
         self._timers: list[tuple[float, str]] = []  # (vacuum due, table): lazy deletion
+        self.waiting: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
 
     def configure(self, config: FreshetConfig, recovered: dict[str, object]) -> None:
         """Policies from the config; a table seen for the first time starts from what the Delta
@@ -165,13 +167,54 @@ class Upkeep:
         every = u.policy.vacuum_every or 1.0
         return (now - (u.anchor if u.anchor is not None else now)) / every
 
-    def ripe(self, now: float) -> list[str]:
-        """Tables whose vacuum clock has run out by `now` (each once; the caller keeps them)."""
-        out = []
+    def ripe(self, now: float) -> None:
+        """Tables whose vacuum clock has run out by `now` wait for a track (`waiting`)."""
         while self._timers and self._timers[0][0] <= now:
             _, name = heapq.heappop(self._timers)
-            out.append(name)
+            self.waiting[name] = None
+
+    def check(self, table: str, now: float) -> None:
+        """`table` waits for a track if its maintenance is due now."""
+        if self.due(table, now) is not None:
+            self.waiting[table] = None
+
+    def ranked(self, now: float, eligible: Callable[[str, str], tuple[float, float, int] | None]) -> list[tuple]:
+        """The due jobs that may run now, best first: `eligible(table, kind)` gives (Ip, estimated
+        seconds, index) or None (not now); ranked by Ip · overdue (`urgency`) / estimate — a
+        maintenance job removes no staleness, so this only orders them among themselves.
+        A table no longer due leaves `waiting`. [(key, index, kind), …]"""
+        out = []
+        for name in list(self.waiting):
+            kind = self.due(name, now)
+            if kind is None:
+                del self.waiting[name]
+                continue
+            e = eligible(name, kind)
+            if e is not None:
+                ip, est, idx = e
+                out.append((-ip * self.urgency(name, kind, now) / max(est, 1e-9), idx, kind))
+        out.sort()
         return out
+
+    def started(self, table: str) -> None:
+        self.waiting.pop(table, None)
+
+    def span(self, table: str, kind: str, freshness: float, origin: float | None) -> float:
+        """Where the data a job of `kind` rewrites begins: an OPTIMIZE from the freshness at the
+        last one (else the origin), a VACUUM nothing (its freshness)."""
+        if kind != OPTIMIZE:
+            return freshness
+        u = self.tables[table]
+        start = u.optimized_through if u.optimized_through is not None else origin
+        return freshness if start is None else min(start, freshness)
+
+    def estimate(self, table: str, kind: str, freshness: float, origin: float | None,
+                 cost: Callable[[float], float], alpha: float) -> float:
+        """E of a maintenance job from the table's own E(n) (§2.4): an OPTIMIZE rewrites the data
+        loaded since the last one, once (E(n) over that span); a VACUUM lists files (α)."""
+        if kind == OPTIMIZE:
+            return cost(freshness - self.span(table, kind, freshness, origin))
+        return alpha
 
     def next_due(self) -> float | None:
         """The earliest vacuum due time still to come (lazy: stale entries are skipped)."""

@@ -1,0 +1,188 @@
+"""A derived table's state: its sources' trailing edge, how it refreshes, what to recompute.
+
+§2.2: a derived table is updated up to the safe trailing edge of its sources, floored to its
+granularity (`edge`); below that edge (`settle`) its windows are final — unless it may run ahead
+of its slowest source by `max_skew` (seed 000 §5), or late data, a backfill or a changed SQL
+(seed 001) made committed windows wrong: those ranges and the SQL version of each committed
+window are kept in `rc` (warehouse.recompute.TableRecompute) and rewritten by recompute jobs.
+Pure: no clock, no I/O; knows nothing of the Scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from warehouse.freshness import floor_to, trailing_edge
+from warehouse.recompute import (
+    EVOLVE_SHARE,
+    Piece,
+    TableRecompute,
+    VersionMap,
+    full_pays,
+    touched,
+    window_count,
+)
+from warehouse.sqltext import refresh_plan, sql_version
+
+__all__ = ["Derived"]
+
+
+@lru_cache(maxsize=4096)
+def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
+    return refresh_plan(sql, time_columns)
+
+
+class Derived:
+    """Edge, settle point, refresh mode and recompute state of one derived table."""
+
+    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "settle", "taken", "taken_full")
+
+    def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
+                 dirty: Iterable[tuple[float, float]] = ()) -> None:
+        self.rc = TableRecompute(sql_version(sql), VersionMap(tuple(versions)))
+        for lo, hi in dirty:  # late data loaded before a restart (lake.recovery)
+            self.rc.dirty.add(lo, hi, ("late",))
+        self.edge: float | None = None  # the sources' safe trailing edge, floored (+ max_skew)
+        self.settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
+        self.lookback = 0.0
+        self.max_skew = 0.0
+        self.full = False  # refresh_mode full (or auto and the SQL is not window-local)
+        self.reason = ""  # why that refresh mode
+        self.taken: list[Piece] = []  # what the running job took out of rc.dirty
+        self.taken_full = False  # … and whether it took the "rewrite all" request
+
+    def configure(self, sql: str | None, time_columns: tuple[str, ...], refresh_mode: str, lookback: float,
+                  max_skew: float, rebuild: bool) -> None:
+        """Refresh mode (full or incremental), skew bound and SQL version from the config; a changed
+        SQL makes the windows of the old one stale (seed 001), or, with `rebuild`, asks for one
+        full rewrite."""
+        self.lookback, self.max_skew = lookback, max_skew
+        local, why = _plan(sql or "", time_columns) if sql else (True, "no SQL")
+        if refresh_mode == "auto":
+            self.full, self.reason = not local, why
+        else:
+            self.full, self.reason = refresh_mode == "full", f"refresh_mode: {refresh_mode} in the config"
+        version = sql_version(sql)
+        if self.rc.sql_version != version:
+            self.rc.sql_version = version
+            self.rc.full = self.rc.full or self.full
+        if rebuild and self.rc.old():  # rebuild: the old windows go in one full rewrite, not piece by piece
+            self.rc.full = True
+
+    def describe(self) -> tuple[str, str]:
+        """("full" | "incremental", why) — `freshet validate` shows it."""
+        if self.full:
+            return "full", f"full recompute (idempotent overwrite) each job: {self.reason}"
+        return "incremental", (f"{self.reason}; rewrites by replaceWhere (one full pass when the learned "
+                               "E(n) says it is cheaper)")
+
+    # ---- §2.2: the trailing edge and safe freshness ---------------------------------------------
+    def update_edge(self, sources_safe: Sequence[float | None], granularity: float | None) -> bool:
+        """TE = safe trailing edge of the sources, floored to the granularity (§2.2), run ahead by
+        at most max_skew (seed 000 bound_inconsistency). True when the edge moved."""
+        te = trailing_edge(sources_safe)
+        edge = None if te is None else floor_to(te, granularity)
+        self.settle = edge
+        if edge is not None and te is not None and self.max_skew > 0:
+            lead = max(s for s in sources_safe if s is not None)
+            edge = max(edge, floor_to(min(lead, te + self.max_skew), granularity))
+        changed = edge != self.edge
+        self.edge = edge
+        return changed
+
+    def safe(self, freshness: float) -> float | None:
+        """Derived F' (§2.2): below it the windows are final — at most its freshness, the sources'
+        safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute."""
+        if self.settle is None:
+            return None
+        cand = min(freshness, self.settle)
+        low = self.rc.dirty.lowest()
+        return cand if low is None else min(cand, low)
+
+    def has_update(self, start: float | None) -> bool:
+        """The sources' edge is past `start` (its freshness, or origin): an update job (§2.2)."""
+        return self.edge is not None and start is not None and self.edge > start
+
+    # ---- recomputing committed windows (warehouse.recompute) --------------------------------------
+    def mark(self, lo: float, hi: float, reason: str, late: tuple[str, ...], *, granularity: float | None,
+             taken: float | None, origin: float | None) -> bool:
+        """A source's rows in `(lo, hi]` changed: the windows computed from them (up to `taken`) are
+        wrong. True when something was marked."""
+        r = touched(lo, hi, lookback=self.lookback, granularity=granularity, taken=taken, origin=origin)
+        if r is None:
+            return False
+        self.rc.dirty.add(r[0], r[1], (reason,), late)
+        return True
+
+    def plan(self, freshness: float | None, origin: float | None, span: float, alpha: float, beta: float,
+             granularity: float | None, c_full: float) -> tuple[Piece, bool, float] | None:
+        """(the range, full?, priority share) of the next recompute job, or None.
+
+        Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
+        then windows on an old SQL version at EVOLVE_SHARE of it (seed 001: in the background),
+        newest first, in pieces of at most `span` (c·P_i, §3.4). One full overwrite instead, from
+        the origin, when the table refreshes in full, a rebuild is asked for, or the learned E(n)
+        says it is cheaper than the pieces (`recompute.full_pays`, seed 000 §6).
+        """
+        rc = self.rc
+        if freshness is None or not rc.has_work():
+            return None
+        origin = origin if origin is not None else freshness
+        dirty, old = rc.dirty.total(), rc.old_length()
+        share = 1.0 if rc.full or dirty > 0 else EVOLVE_SHARE
+        if rc.full or self.full or full_pays(alpha, beta, dirty + old, span, freshness - origin, c_full):
+            reasons = set().union(*(p.reasons for p in rc.dirty.items)) | ({"sql"} if old > 0 or rc.full else set())
+            late = set().union(*(p.late for p in rc.dirty.items))
+            return Piece(origin, freshness, reasons, late), True, share
+        piece = rc.dirty.newest(span, granularity) if dirty > 0 else rc.newest_old(span, granularity)
+        assert piece is not None
+        return piece, False, share
+
+    def take(self, lo: float, hi: float, full: bool) -> tuple[set[str], set[str]]:
+        """A job starts that rewrites `(lo, hi]` (all of it when `full`): what it takes leaves
+        `dirty` now, so a change while it runs is recomputed again after it. (reasons, late ids)."""
+        self.taken_full, self.rc.full = self.rc.full, False if full else self.rc.full
+        self.taken = self.rc.dirty.remove(lo, hi)
+        reasons = set().union(*(p.reasons for p in self.taken))
+        late = set().union(*(p.late for p in self.taken))
+        return reasons, late
+
+    def committed(self, start: float, end: float, version: str, windows: int | None) -> None:
+        """A job rewrote `(start, end]` with SQL `version` (`windows`: a recompute job's count)."""
+        if windows is None:
+            self.rc.versions.set(start, end, version)
+        else:
+            self.rc.done(start, end, version, windows)
+        self.taken, self.taken_full = [], False
+
+    def failed(self, update: bool, freshness: float | None) -> None:
+        """The running job did not commit: the windows it took stay to recompute; after a failed
+        update, changes marked above F are dropped (nothing above F was committed, and the retry
+        reads its sources anew)."""
+        for p in self.taken:
+            self.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
+        self.rc.full = self.rc.full or self.taken_full
+        self.taken, self.taken_full = [], False
+        if update and freshness is not None:
+            self.rc.dirty.remove(freshness, math.inf)
+
+    def cancel(self, lo: float, hi: float, reason: str) -> None:
+        """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay."""
+        for p in self.rc.dirty.remove(lo, hi):
+            left = p.reasons - {reason}
+            if left:
+                self.rc.dirty.add(p.lo, p.hi, left, p.late)
+
+    def stats(self, granularity: float | None, period: float) -> dict:
+        rc = self.rc
+        old = rc.old_length()
+        return {
+            "refresh_mode": "full" if self.full else "incremental",
+            "sql_version": rc.sql_version,
+            "windows_old_sql": window_count(old, granularity, period),
+            "recompute_pending": rc.dirty.total() + old + sum(p.hi - p.lo for p in self.taken),
+            "windows_recomputed": rc.windows_recomputed,
+            "recompute_jobs": rc.recompute_jobs,
+        }

@@ -1,0 +1,104 @@
+"""What a table's next job is: its window, n of E(n), and how the basic algorithm sees it.
+
+A base job loads its backlog (warehouse.backlog), a derived job the window up to its sources'
+trailing edge (§2.2), each chopped to about c·P_i (§3.4; with `chop: auto`, c where chopping pays,
+policies.chopping.chop_pays) — or, for a derived table, a recompute job rewriting committed
+windows (warehouse.derived) when that ranks first. The Candidate is what the basic algorithm
+(§3.1, policies.basic) orders. Queries only: nothing here changes a table. Knows nothing of the
+Scheduler: it is handed the knobs and the pace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from policies.basic import Candidate, marginal_benefit
+from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
+from warehouse.recompute import Piece
+from warehouse.table import Table
+
+__all__ = ["NextJob", "Shape"]
+
+Shape = tuple[float, float, float, int, bool, float]  # start, end, new F, partitions, a time slice?, n of E(n)
+
+
+class NextJob:
+    """The next job of any table under one configuration (chopping, policy key)."""
+
+    __slots__ = ("auto", "best_benefit", "chop", "key", "load_share", "pace")
+
+    def __init__(self, chop: float | str | None, key: Callable[[Candidate], tuple], pace: Pace) -> None:
+        self.chop = chop
+        self.auto = chop == "auto"
+        self.key = key  # the basic algorithm's sort key (§3.1)
+        self.pace = pace  # observed / estimated durations (chop auto, §3.4)
+        self.load_share = 0.0  # the plan's utilisation per track (set on each (re)partition, §3.2)
+        self.best_benefit = 0.0  # the best regular marginal benefit of any table (§3.1)
+
+    def shape(self, t: Table) -> Shape:
+        """(start, end, new freshness, partitions, time slice?, n of E(n)) of the update job t
+        would run now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound
+        is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
+        origin."""
+        if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
+            start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, self.chop_c(t), self.auto)
+            assert t.rate is not None
+            return start, end, new_f, count, sliced, t.log.work(t.rate, count, start, end)
+        start = t.freshness if t.freshness is not None else t.origin
+        assert start is not None and t.dv is not None and t.dv.edge is not None
+        end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
+        if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md)
+            start = t.origin if t.origin is not None else start
+        return start, end, end, 0, False, end - start
+
+    def chop_c(self, t: Table) -> float | None:
+        """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
+        (policies.chopping.chop_pays)."""
+        if not self.auto:
+            return self.chop  # type: ignore[return-value]
+        load = self.load_share * self.pace.long
+        if t.log is not None:
+            assert t.rate is not None
+            ref, end = t.log.whole(t.freshness)
+            delta, n = end - ref, t.log.work(t.rate, len(t.log.pending), ref, end)
+        else:
+            assert t.dv is not None and t.dv.edge is not None
+            delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
+        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
+        return chop_pays(self.pace, load, benefit, self.best_benefit, t.cost.alpha, t.cost.beta * t.period)
+
+    def candidate(self, t: Table) -> tuple[Candidate, bool]:
+        """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
+        its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
+        dv = t.dv
+        upd = self.update(t) if dv is None or dv.has_update(
+            t.freshness if t.freshness is not None else t.origin) else None
+        if upd is not None and (dv is None or dv.full):  # a full update rewrites every window anyway
+            return upd, False
+        plan = self.recompute(t)
+        if plan is None:
+            assert upd is not None
+            return upd, False
+        piece, full, share = plan
+        cost = t.cost.estimate(piece.hi - piece.lo)
+        rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
+                        release=t.release, period=t.period, seq=t.seq, rand=t.rand)
+        if upd is None or full and dv is not None and dv.rc.full or self.key(rec) < self.key(upd):
+            # (a rebuild goes first: the new SQL's schema may not fit the old windows)
+            return rec, True
+        return upd, False
+
+    def update(self, t: Table) -> Candidate:
+        """t's update job as the basic algorithm sees it: ΔF over E(n) (§3.1)."""
+        start, _, new_f, _, _, n = self.shape(t)
+        ref = t.freshness if t.freshness is not None else start
+        return Candidate(table=t.name, priority=t.ip, delta_f=new_f - ref, cost=t.cost.estimate(n),
+                         release=t.release, period=t.period, seq=t.seq, rand=t.rand)
+
+    def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
+        """(the range, full?, priority share) of t's next recompute job, or None
+        (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
+        if t.dv is None:
+            return None
+        span = max((self.chop if isinstance(self.chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
+        return t.dv.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)

@@ -1,0 +1,128 @@
+"""The ready queues: released jobs waiting for a track (§3.1-§3.2).
+
+One heap per track-plan group (tracks.plan), keyed by the basic algorithm's key (§3.1,
+policies.basic.policy_key), with lazy deletion: an entry `(key, version, index)` stands while its
+table's version is the one it was pushed with (the caller's `valid`). A round merges the group
+heads in key order, so a decision costs O(log n) per started job, not a sort of the queue; stale
+entries are compacted away when they outnumber the live ones, so memory stays flat. Beside them,
+the operator's urgent queue (ops.actions refresh): tables whose next job goes first, in the order
+asked. Pure: no clock, no I/O; knows nothing of the Scheduler.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from tracks.plan import TrackPlan
+
+__all__ = ["ReadyQueues"]
+
+Entry = tuple  # (key, version, table index)
+
+
+class ReadyQueues:
+    """Heaps and counts of queued jobs per group, and the urgent queue."""
+
+    __slots__ = ("heaps", "queued", "urgent", "valid")
+
+    def __init__(self, valid: Callable[[Entry, int], bool]) -> None:
+        self.valid = valid  # does an entry of group g still stand?
+        self.heaps: list[list[Entry]] = []
+        self.queued: list[int] = []  # released jobs per group (valid entries)
+        self.urgent: dict[str, None] = {}  # tables whose next job an operator asked for now, in order
+
+    def reset(self, groups: int) -> None:
+        """A new track plan: empty queues for `groups` groups (the caller pushes what is pending)."""
+        self.heaps = [[] for _ in range(groups)]
+        self.queued = [0] * groups
+
+    def push(self, g: int, entry: Entry) -> None:
+        h = self.heaps[g]
+        heapq.heappush(h, entry)
+        if len(h) > 2 * self.queued[g] + 64:  # compact stale entries: memory stays flat
+            h[:] = [e for e in h if self.valid(e, g)]
+            heapq.heapify(h)
+
+    def top(self, g: int) -> Entry | None:
+        """The group's best valid entry (stale ones above it are dropped)."""
+        h = self.heaps[g]
+        while h:
+            if self.valid(h[0], g):
+                return h[0]
+            heapq.heappop(h)
+        return None
+
+    def pop(self, g: int) -> None:
+        heapq.heappop(self.heaps[g])
+
+    def heads(self, k: int) -> list[Entry]:
+        """The best `k` valid entries over all groups, in key order: a best-first walk of the
+        heaps, none popped — O((k + s) log n) for s stale entries passed on the way."""
+        frontier = [(h[0], g, 0) for g, h in enumerate(self.heaps) if h]
+        heapq.heapify(frontier)
+        out: list[Entry] = []
+        while frontier and len(out) < k:
+            e, g, i = heapq.heappop(frontier)
+            if self.valid(e, g):
+                out.append(e)
+            h = self.heaps[g]
+            for c in (2 * i + 1, 2 * i + 2):
+                if c < len(h):
+                    heapq.heappush(frontier, (h[c], g, c))
+        return out
+
+    def waiting(self, g: int) -> bool:
+        return self.queued[g] > 0
+
+    def serve(self, plan: TrackPlan, available: set[int], names: list[str],
+              take: Callable[[Entry, int], bool]) -> None:
+        """One round (§3.2): the group heads merged in key order (`names`: the tables by the
+        index in an entry), each asking the plan for one of
+        the `available` tracks; `take(entry, track)` starts the job there (True: the track is
+        taken) or holds the track for more valuable jobs expected (False: the job waits, the
+        next one may be short). A job the plan has no track for waits too; with a uniform plan
+        its group is blocked until another group runs out (non-aggressive checks, §3.2.3)."""
+        aside: list[tuple[int, Entry]] = []
+        aside_n = [0] * len(self.heaps)
+        blocked: set[int] = set()
+
+        def has_remaining(g: int) -> bool:
+            return self.queued[g] - aside_n[g] > 0
+
+        merge: list[tuple] = []
+        for g in range(len(self.heaps)):
+            top = self.top(g)
+            if top is not None and plan.could_use(g, available):
+                merge.append((top[0], g))
+        heapq.heapify(merge)
+        while available and merge:
+            _, g = heapq.heappop(merge)
+            entry = self.top(g)
+            if entry is None:
+                continue
+            self.pop(g)
+            track = plan.place(names[entry[2]], available, has_remaining)
+            nxt: Entry | None
+            if track is not None and take(entry, track):
+                available.discard(track)
+                nxt = self.top(g)
+            else:
+                aside.append((g, entry))
+                aside_n[g] += 1
+                if track is None and plan.uniform:
+                    blocked.add(g)
+                    nxt = None
+                else:
+                    nxt = self.top(g)
+            if nxt is not None and plan.could_use(g, available):
+                heapq.heappush(merge, (nxt[0], g))
+            elif blocked and not has_remaining(g):
+                # a group ran out: non-aggressive checks may now pass for the blocked ones
+                for b in sorted(blocked):
+                    top = self.top(b)
+                    if top is not None and plan.could_use(b, available):
+                        heapq.heappush(merge, (top[0], b))
+                blocked.clear()
+        for g, entry in aside:
+            self.push(g, entry)
