@@ -72,7 +72,9 @@ def _child(conn: Any, config: dict[str, Any], trace: str, rules: dict[str, Any],
         window = read_window(trace, cfg, cfg.scheduler.autotune_window)
         decision = evaluate(cfg, window, Rules(**rules), now=now, last_switch=last_switch)
         decision.cpu_seconds = time.process_time() - t0  # reading the trace included
-        conn.send(("ok", decision.to_json()))
+        bounds = {"pid": os.getpid(), "nice": os.nice(0), "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
+                  "cpu": resource.getrlimit(resource.RLIMIT_CPU)[0]}
+        conn.send(("ok", {**decision.to_json(), "process": bounds}))
     except BaseException as e:  # noqa: BLE001 — reported to the daemon, which goes on
         conn.send(("error", f"{type(e).__name__}: {e}"[:2000]))
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from sim.autotune import Rules, Score, current_setting, decide, evaluate, read_w
 from sim.simulator import simulate
 from sim.trace import TraceWriter, parse_trace
 from sim.workload import TableClass, build_workload, config_of, with_utilization
-from warehouse.config import FreshetConfig
+from warehouse.config import FreshetConfig, parse_config
+from warehouse.errors import ConfigError
 
 # two priority classes: six cheap tables of priority 10 every minute, three costly ones of
 # priority 1 every ten minutes, on two tracks at U = 1 (simulated seconds)
@@ -175,6 +177,9 @@ def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace
     assert new.scheduler.policy != "fifo" and new.scheduler.autotune == "apply"
     assert new.tables == cfg.tables and new.streams == cfg.streams
     st = tuner.status()
+    bounds = st["last_decision"]["process"]  # the evaluation ran in another process, niced and bounded
+    assert bounds["pid"] != os.getpid() and bounds["nice"] == 19 and bounds["memory"] == 2 << 30
+    assert 0 < bounds["cpu"] <= 302
     assert st["last_decision"]["result"] == "switch" and st["since"] == 1.0 and st["setting"] != before
     m = _metrics(reg)
     assert m[("freshet_autotune_runs_total", (("result", "switch"),))] == 1
@@ -234,3 +239,26 @@ def test_switch_validates_the_new_setting(fifo_trace):
     with pytest.raises(Exception, match="policy"):
         switch(cfg, {"policy": "fastest"}, got.append)
     assert got == []
+
+
+def test_autotune_is_on_when_the_algorithm_is_left_to_freshet_and_its_fields_are_checked():
+    base = {"streams": [{"name": "s", "period": 60}], "tables": [{"name": "t", "stream": "s"}]}
+
+    def sched(**kw):
+        return parse_config({**base, "scheduler": kw}).scheduler
+
+    assert sched().autotune == "apply"
+    assert sched(chop=None).autotune == "off" and sched(policy="edf-p").autotune == "off"
+    assert sched(partitioner="global", autotune="recommend").autotune == "recommend"
+    s = sched(autotune_every="5m", autotune_window="2h", autotune_cooldown="30m")
+    assert (s.autotune_every, s.autotune_window, s.autotune_cooldown, s.autotune_margin) == (300, 7200, 1800, 0.1)
+    tuned = switch(parse_config(base), {"policy": "max-benefit", "partitioner": "global", "chop": None},
+                   lambda c: None)
+    assert tuned.scheduler.autotune == "apply"  # a tuned config stays tuned
+    for bad, says in (({"autotune": "on"}, "scheduler.autotune: Input should be 'off', 'recommend' or 'apply'"),
+                      ({"autotune_every": "soon"}, "scheduler.autotune_every: bad duration 'soon'"),
+                      ({"autotune_margin": 1.5}, "scheduler.autotune_margin: Input should be less than 1"),
+                      ({"autotune_min_jobs": 0}, "scheduler.autotune_min_jobs: Input should be greater")):
+        with pytest.raises(ConfigError) as e:
+            parse_config({**base, "scheduler": bad})
+        assert says in str(e.value)
