@@ -16,6 +16,11 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
    at least `cooldown` ago. Otherwise keep, and say why.
 
 Pure but for the simulator: no clock (time comes in), no I/O except `read_window` (the trace file).
+
+Limits: the seeds vary the drawn durations, not the arrivals — a window's winner is the setting
+that would have done best on *that* hour; the margin and the cool-down bound what a wrong guess
+costs. Jobs running at the window's start are not replayed (their tracks start free), and a
+backlog older than what `read_window` reads (two spans) starts at the oldest partition read.
 """
 
 from __future__ import annotations
