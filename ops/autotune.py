@@ -14,6 +14,13 @@ It never hurts the daemon:
 Metrics (on the registry passed in): `freshet_autotune_runs_total{result}`,
 `freshet_autotune_predicted_staleness{setting}` (the last evaluation's mean over seeds) and
 `freshet_autotune_setting_info` (the setting in force). `status()` is what `/v1/status` shows.
+
+Wiring in the scheduler loop (ops.loop), the only caller of the Scheduler:
+    tuner = AutoTuner(config, opts.trace or config.warehouse.trace, registry, reconfigure, now=time.time())
+    every turn of the loop: tuner.poll(now); after a SIGHUP reload: tuner.reconfigured(config, now);
+    at stop: tuner.close(); in /v1/status: tuner.status().
+`reconfigure(new)` is the daemon's reconfigure path: hand `Reconfigure(config=new)` to
+`Scheduler.handle(event, now)`, dispatch the jobs it starts, and make `new` the loop's config.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from sim.autotune import current_setting
 from sim.tune import label
 from warehouse.config import FreshetConfig, parse_config
+from warehouse.paths import local_path
 from warehouse.times import iso
 
 __all__ = ["RESULTS", "AutoTuner", "switch"]
@@ -101,7 +109,8 @@ class AutoTuner:
         context: str = "forkserver",
     ) -> None:
         self.config = config
-        self.trace = trace
+        local = local_path(trace) if trace else None  # the path the daemon's TraceWriter appends to
+        self.trace = str(local) if local is not None else None
         self.reconfigure = reconfigure
         self.deadline, self.memory, self.busy, self.nice, self.seeds = deadline, memory, busy, nice, seeds
         self._ctx = mp.get_context(context if context in mp.get_all_start_methods() else "spawn")

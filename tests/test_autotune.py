@@ -262,3 +262,16 @@ def test_autotune_is_on_when_the_algorithm_is_left_to_freshet_and_its_fields_are
         with pytest.raises(ConfigError) as e:
             parse_config({**base, "scheduler": bad})
         assert says in str(e.value)
+
+
+def test_a_busy_machine_skips_the_evaluation(fifo_trace, tmp_path):
+    cfg, lines = fifo_trace
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got: list[FreshetConfig] = []
+    tuner = AutoTuner(cfg, str(path), CollectorRegistry(), got.append, now=0.0, busy=-1.0)  # any load is too much
+    tuner.poll(cfg.scheduler.autotune_every - 1)
+    assert tuner.last is None  # not due yet
+    tuner.poll(cfg.scheduler.autotune_every)
+    assert not tuner.running and tuner.last["result"] == "busy" and got == []
+    assert tuner.status()["next_evaluation"] == 2 * cfg.scheduler.autotune_every
