@@ -10,7 +10,8 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
    every run, sim.simulator); the score is the predicted weighted staleness Σ p_i ∫ S_i dτ (§2.3)
    over the window.
 3. **Screen, then confirm.** Every candidate runs with the first seed; those that beat the current
-   setting by the margin there (at most `finalists` of them, best first) run with the other seeds.
+   setting by the margin there (at most `finalists` of them, best first, one of each score: under
+   `auto` several settings behave alike) run with the other seeds.
 4. **Decide.** Switch to the best finalist (lowest mean) only if it beats the current setting by
    the margin with *every* seed, the window held at least `min_jobs` jobs, and the last switch is
    at least `cooldown` ago. Otherwise keep, and say why.
@@ -75,9 +76,10 @@ class Window:
     start: float
     end: float
     trace: Trace
-    recovered: dict[str, Recovered]
+    recovered: dict[str, Recovered]  # the state at `origin`
     costs: dict[str, tuple[float, float]]  # (α, β) per table fitted to its measured jobs (§2.4)
     jobs: int  # update jobs that finished ok inside the window
+    origin: float  # the replay starts here, a warm-up before `start`; it is scored from `start`
 
 
 def current_setting(config: FreshetConfig) -> dict[str, Any]:
@@ -85,13 +87,18 @@ def current_setting(config: FreshetConfig) -> dict[str, Any]:
     return {k: getattr(config.scheduler, k) for k in SETTINGS}
 
 
-def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | None = None) -> Window:
-    """Cut `(end − span, end]` out of `trace` (end: its last record) with the state at its start."""
+def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | None = None,
+              warmup: float = 0.0) -> Window:
+    """Cut `(end − span, end]` out of `trace` (end: its last record), with a warm-up of
+    `warmup × span` before it and the state at the warm-up's start. (Off by default: on the
+    inverted-hierarchy workload of docs/operations.md §8 a quarter-window warm-up doubled the
+    switches to settings that are no better in full runs.)"""
     last = max([trace.last_time, *(j.time for j in trace.jobs)])
     end = last if end is None else end
     start = end - span
-    before = [j for j in trace.jobs if j.status == "ok" and j.time <= start]
-    inside = [j for j in trace.jobs if j.status == "ok" and start < j.time <= end]
+    origin = start - warmup * span
+    before = [j for j in trace.jobs if j.status == "ok" and j.time <= origin]
+    replayed = [j for j in trace.jobs if j.status == "ok" and origin < j.time <= end]
     dag = Dag.from_config(config)
     fresh: dict[str, float] = {}
     for j in before:
@@ -103,27 +110,28 @@ def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | Non
         if name not in fresh:
             if t.stream is not None:  # nothing loaded in what we read: everything read is pending
                 seq = trace.arrivals.get(t.stream, [])
-                fresh[name] = min((a.start for a in seq), default=start)
+                fresh[name] = min((a.start for a in seq), default=origin)
             else:
                 fresh[name] = min(fresh[s] for s in t.sources)
         if t.stream is not None:  # a stream's partitions are pending for the least fresh of its tables
             by_stream[t.stream] = min(by_stream.get(t.stream, math.inf), fresh[name])
-    arrivals = {s: [a for a in seq if a.time <= end and (a.time > start or a.end > by_stream.get(s, -math.inf))]
+    arrivals = {s: [a for a in seq if a.time <= end and (a.time > origin or a.end > by_stream.get(s, -math.inf))]
                 for s, seq in trace.arrivals.items() if s in by_stream}
-    durations = {(j.table, j.start, j.end): j.duration for j in inside}
+    durations = {(j.table, j.start, j.end): j.duration for j in replayed}
     priors = {t.name: (config.cost_prior(t).alpha, config.cost_prior(t).beta) for t in config.tables}
     costs = {**priors, **Trace({}, {}, [j for j in trace.jobs if j.time <= end]).fitted_costs(priors)}
-    win = _Trace(arrivals=arrivals, durations=durations, jobs=inside, start=start)
-    recovered = {n: Recovered(freshness=min(f, start)) for n, f in fresh.items()}
-    return Window(start, end, win, recovered, costs, len(inside))
+    win = _Trace(arrivals=arrivals, durations=durations, jobs=replayed, start=origin)
+    recovered = {n: Recovered(freshness=min(f, origin)) for n, f in fresh.items()}
+    return Window(start, end, win, recovered, costs, sum(1 for j in replayed if j.time > start), origin)
 
 
-def read_window(path: str | Path, config: FreshetConfig, span: float, end: float | None = None) -> Window:
+def read_window(path: str | Path, config: FreshetConfig, span: float, end: float | None = None,
+                warmup: float = 0.0) -> Window:
     """`window_of` the trace file at `path`, reading from its end only as far back as it needs
-    (two spans: the window and the backlog before it), so a trace of months costs what an hour does.
-    Operator actions and a line still being written are skipped."""
-    lines = _tail(Path(path), span, end)
-    return window_of(parse_trace(lines, source=str(path)), config, span, end)
+    (the window and its warm-up, and as much again for the backlog before them), so a trace of
+    months costs what an hour does. Operator actions and a line still being written are skipped."""
+    lines = _tail(Path(path), 2 * (1 + warmup) * span, end)
+    return window_of(parse_trace(lines, source=str(path)), config, span, end, warmup)
 
 
 def _time(line: bytes) -> float | None:
@@ -135,7 +143,7 @@ def _time(line: bytes) -> float | None:
     return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
 
 
-def _tail(path: Path, span: float, end: float | None) -> list[str]:
+def _tail(path: Path, back: float, end: float | None) -> list[str]:
     with path.open("rb") as f:
         size = f.seek(0, 2)
         pos, buf, since = size, b"", None
@@ -148,7 +156,7 @@ def _tail(path: Path, span: float, end: float | None) -> list[str]:
             if since is None:
                 last = next((t for ln in reversed(whole) if (t := _time(ln)) is not None), None)
                 if last is not None:
-                    since = (last if end is None else end) - 2 * span
+                    since = (last if end is None else end) - back
             first = next((t for ln in whole if (t := _time(ln)) is not None), None)
             if since is not None and first is not None and first < since:
                 break
@@ -182,9 +190,10 @@ def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed
     """Predicted weighted staleness Σ p_i ∫ S_i dτ over the window under `settings` (§2.3)."""
     cfg = prepare(replay_config(config, window, settings), seed)
     sim = Simulation(cfg, seed=seed, trace=window.trace)
-    # the state at the window's start (hook: Simulation has no `recovered` argument yet)
-    sim.sched = Scheduler(cfg, now=window.start, recovered=window.recovered)
-    return sim.run(until=window.end).weighted_staleness
+    # the state at the warm-up's start (hook: Simulation has no `recovered` argument yet)
+    sim.sched = Scheduler(cfg, now=window.origin, recovered=window.recovered)
+    before = sim.run(until=window.start).weighted_staleness if window.start > window.origin else 0.0
+    return sim.run(until=window.end).weighted_staleness - before
 
 
 @dataclass
@@ -276,7 +285,11 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
     scores = [Score(s, [replay(config, window, s, seeds[0])]) for s in cands]
     scores.sort(key=lambda s: s.staleness[0])
     runs = 1 + len(scores)
-    finalists = [s for s in scores if all(beats(s, current, rules.margin))][:rules.finalists]
+    finalists: list[Score] = []
+    for s in scores:  # settings that behave alike (aliases under `auto`) score alike: confirm one of each
+        if len(finalists) < rules.finalists and all(beats(s, current, rules.margin)) and \
+                all(abs(s.staleness[0] - f.staleness[0]) > 1e-9 * f.staleness[0] for f in finalists):
+            finalists.append(s)
     if finalists:
         for seed in seeds[1:]:
             current.staleness.append(replay(config, window, mine, seed))
