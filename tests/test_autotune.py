@@ -275,3 +275,19 @@ def test_a_busy_machine_skips_the_evaluation(fifo_trace, tmp_path):
     tuner.poll(cfg.scheduler.autotune_every)
     assert not tuner.running and tuner.last["result"] == "busy" and got == []
     assert tuner.status()["next_evaluation"] == 2 * cfg.scheduler.autotune_every
+
+
+def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
+    """Inverted hierarchy (base tables priority 16, their rollups 4 and 1) at U = 1.05 on 3 tracks,
+    where chop 3 is no better than the default in full runs: scored only up to the window's end,
+    the replay switches to a chopping setting; with the run-out it keeps the default."""
+    chains = (TableClass(3, period=120, priorities=(16, 4, 1), alpha=1, beta=0.1, depth=3, name="h"),)
+    cfg = config_of(with_utilization(build_workload(chains, scheduler={"tracks": 3}, sim={"b": 0.5}), 1.05))
+    buf = io.StringIO()
+    simulate(cfg, seed=5, events=4000, writer=TraceWriter(buf))
+    trace = parse_trace(buf.getvalue().splitlines())
+    window = window_of(trace, cfg, HOUR, end=0.6 * trace.last_time)
+    blind = evaluate(cfg, window, Rules(runout=0.0), now=window.end)
+    assert blind.result == "switch" and blind.choice["chop"] == 3.0, blind.reason
+    d = evaluate(cfg, window, Rules(), now=window.end)
+    assert d.result == "keep", d.reason
