@@ -243,12 +243,12 @@ class AutoTuner:
 
     def _done(self, now: float, result: str, decision: dict[str, Any]) -> None:
         self.runs.labels(result=result).inc()
-        top = [(c["setting"], c["mean"]) for c in decision.get("candidates", [])[:5]]
+        predicted = {c["setting"]: c["mean"] for c in decision.get("candidates", [])}  # best first
         self.last = {**decision, "result": result, "time": now, "time_iso": iso(now)}
         extra = {"result": result, "reason": decision.get("reason", ""), "mode": self.mode,
                  "setting": label(_setting(self.config))}
         if "current" in decision:
-            extra.update(current=decision["current"]["mean"], best=top, jobs=decision.get("jobs"),
+            extra.update(current=decision["current"]["mean"], candidates=predicted, jobs=decision.get("jobs"),
                          cpu_seconds=decision.get("cpu_seconds"), runs=decision.get("runs"))
         level = logging.WARNING if result in ("timeout", "crashed", "error", "failed") else logging.INFO
         log.log(level, f"autotune evaluation: {result}", extra=extra)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -164,7 +165,8 @@ def _tuner(cfg: FreshetConfig, trace: Path | None, got: list, **kw) -> tuple[Aut
     return AutoTuner(cfg, str(trace) if trace else None, reg, got.append, now=-600.0, busy=None, **kw), reg
 
 
-def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace, tmp_path):
+def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="freshet")
     cfg, lines = fifo_trace
     path = tmp_path / "trace.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -176,6 +178,8 @@ def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace
     new = got[0]
     assert new.scheduler.policy != "fifo" and new.scheduler.autotune == "apply"
     assert new.tables == cfg.tables and new.streams == cfg.streams
+    (rec,) = [r for r in caplog.records if r.getMessage() == "autotune evaluation: switch"]
+    assert rec.result == "switch" and len(rec.candidates) > 90 and rec.current > 0 and "beats" in rec.reason
     st = tuner.status()
     bounds = st["last_decision"]["process"]  # the evaluation ran in another process, niced and bounded
     assert bounds["pid"] != os.getpid() and bounds["nice"] == 19 and bounds["memory"] == 2 << 30
