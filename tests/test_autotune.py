@@ -295,3 +295,32 @@ def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
     assert blind.result == "switch" and blind.choice["chop"] == 3.0, blind.reason
     d = evaluate(cfg, window, Rules(), now=window.end)
     assert d.result == "keep", d.reason
+
+
+def _reconfigure_path(sched, now: float):
+    """The daemon's reconfigure path: `Reconfigure` through `Scheduler.handle` (the engine's one
+    door); before that event existed, the Scheduler's `reconfigure` method."""
+    try:
+        from warehouse.events import Reconfigure
+    except ImportError:
+        return lambda new: sched.reconfigure(new, now)
+    return lambda new: sched.handle(Reconfigure(config=new), now)
+
+
+def test_a_switch_through_the_reconfigure_path_keeps_the_work_and_the_running_jobs(fifo_trace):
+    from warehouse.events import PartitionArrived
+    from warehouse.scheduler import Scheduler
+
+    cfg, _ = fifo_trace
+    sched = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    running = []
+    for i, s in enumerate(cfg.streams):
+        running += sched.handle(PartitionArrived(stream=s.name, partition_id=f"p{i}", start=0.0, end=60.0), 60.0)
+        sched.handle(PartitionArrived(stream=s.name, partition_id=f"q{i}", start=60.0, end=120.0), 120.0)
+    before = sched.stats(120.0)
+    new = switch(cfg, {"policy": "max-benefit", "partitioner": "global", "chop": 3.0}, _reconfigure_path(sched, 120.0))
+    after = sched.stats(120.0)
+    assert sched.config == new and sched.config.scheduler.policy == "max-benefit"
+    assert len(running) == 2 and set(sched.running) == {j.job_id for j in running}  # still running
+    assert [(t.name, t.pending_partitions, t.backlog) for t in after.tables] == \
+        [(t.name, t.pending_partitions, t.backlog) for t in before.tables]  # nothing lost
