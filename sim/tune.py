@@ -21,7 +21,7 @@ from sim.simulator import Simulation, horizon_for, ideal_config, prepare
 from sim.trace import read_trace
 from warehouse.config import FreshetConfig, parse_config
 
-__all__ = ["Candidate", "TuneResult", "candidates", "tune"]
+__all__ = ["SETTINGS", "Candidate", "TuneResult", "candidates", "label", "tune"]
 
 SETTINGS = ("policy", "partitioner", "k", "allocation", "aggressive", "chop", "tracks")
 
@@ -36,14 +36,18 @@ class Candidate:
     jobs: int
 
     def label(self) -> str:
-        s = self.settings
-        part = s["partitioner"]
-        if part == "proportional":
-            part += f" k={s['k']:g} {s['allocation']}{' aggr.' if s['aggressive'] else ''}"
-        elif part == "edf-partitioned":
-            part += " aggr." if s["aggressive"] else ""
-        chop = {None: "none"}.get(s["chop"], s["chop"])
-        return f"{s['policy']}, {part}, chop {chop}, {s['tracks']} tracks"
+        return label(self.settings)
+
+
+def label(s: dict[str, Any]) -> str:
+    """A setting as a reader names it: `max-benefit, global, chop none, 4 tracks`."""
+    part = s["partitioner"]
+    if part == "proportional":
+        part += f" k={s['k']:g} {s['allocation']}{' aggr.' if s['aggressive'] else ''}"
+    elif part == "edf-partitioned":
+        part += " aggr." if s["aggressive"] else ""
+    chop = {None: "none"}.get(s["chop"], s["chop"])
+    return f"{s['policy']}, {part}, chop {chop}, {s['tracks']} tracks"
 
 
 def candidates(cfg: FreshetConfig, tracks: Sequence[int] | None = None) -> list[dict[str, Any]]:

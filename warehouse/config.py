@@ -203,6 +203,26 @@ class SchedulerConfig(_Strict):
     retry_backoff_max: Duration = Field(600.0, gt=0, description="back-off ceiling")
     repartition_drift: float = Field(0.25, gt=0, description="repartition when an E(P) estimate moves this much")
     seed: int = Field(0, description="seed of the Random policy")
+    autotune: Literal["off", "recommend", "apply"] = Field(
+        "off", description="replay the daemon's own recent trace in the simulator under the `freshet sim tune` "
+                           "candidates and switch (apply) or only say (recommend) when one wins (ops.autotune); "
+                           "default: apply when policy, partitioner and chop are all left to auto, else off")
+    autotune_every: Duration = Field(600.0, gt=0, description="wall time between evaluations")
+    autotune_window: Duration = Field(3600.0, gt=0, description="how much of the recent trace is replayed")
+    autotune_margin: float = Field(0.1, gt=0, lt=1, description="a candidate must beat the setting in force by "
+                                                                "this share of its weighted staleness, every seed")
+    autotune_cooldown: Duration = Field(3600.0, ge=0, description="at least this long between two switches")
+    autotune_min_jobs: int = Field(50, ge=1, description="jobs the window must hold before it is judged")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _autotune_default(cls, data: Any) -> Any:
+        """`autotune` unset: `apply` when the algorithm is left to Freshet (policy, partitioner and
+        chop all `auto`), `off` when the user chose one. Resolved here, so a tuned config keeps it."""
+        if isinstance(data, Mapping) and data.get("autotune") is None:
+            auto = all(data.get(k, "auto") == "auto" for k in ("policy", "partitioner", "chop"))
+            return {**data, "autotune": "apply" if auto else "off"}
+        return data
 
 
 TIME_ZONE_KEY = "spark.sql.session.timeZone"

@@ -1,0 +1,308 @@
+"""The tuner (issue 20): replay the daemon's own recent trace in the simulator under the setting in
+force and under the `freshet sim tune` candidates (sim.tune.candidates), and decide whether to switch.
+
+1. **Window.** The last `span` seconds of the trace (default an hour): the arrivals in it, the jobs
+   that finished in it (their measured durations, and E(n) = α + β·n fitted to them, §2.4), and
+   the state at its start — each table's freshness then (the end of its last job before the
+   window) and the partitions that had arrived and were not loaded yet (the backlog).
+2. **Replay.** One simulation per setting and seed from that state over the window, the same
+   arrivals for all (common random numbers: a table's n-th drawn duration is the same uniform in
+   every run, sim.simulator); the score is the predicted weighted staleness Σ p_i ∫ S_i dτ (§2.3)
+   over the window and a run-out of half a window after it with no more arrivals. Without the
+   run-out a setting that defers work past the window's end (chopping a backlog, paying α more
+   often) is not charged for the backlog it leaves: on an inverted hierarchy at U = 1.05 the
+   replay then switched in 4 of 12 windows to chop 3, which full runs show is no better; with it,
+   in none (docs/operations.md §8).
+3. **Screen, then confirm.** Every candidate runs with the first seed; those that beat the current
+   setting by the margin there (at most `finalists` of them, best first, one of each score: under
+   `auto` several settings behave alike) run with the other seeds.
+4. **Decide.** Switch to the best finalist (lowest mean) only if it beats the current setting by
+   the margin with *every* seed, the window held at least `min_jobs` jobs, and the last switch is
+   at least `cooldown` ago. Otherwise keep, and say why.
+
+Pure but for the simulator: no clock (time comes in), no I/O except `read_window` (the trace file).
+
+Limits: the seeds vary the drawn durations, not the arrivals — a window's winner is the setting
+that would have done best on *that* hour; the margin and the cool-down bound what a wrong guess
+costs. Jobs running at the window's start are not replayed (their tracks start free), and a
+backlog older than what `read_window` reads (two spans) starts at the oldest partition read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.simulator import Simulation, prepare
+from sim.trace import Trace, parse_trace
+from sim.tune import SETTINGS, candidates, label
+from warehouse.config import CostPrior, FreshetConfig, SimConfig
+from warehouse.dag import Dag
+from warehouse.scheduler import Recovered, Scheduler
+
+__all__ = ["Decision", "Rules", "Score", "Window", "current_setting", "decide", "evaluate", "read_window",
+           "replay", "window_of"]
+
+BLOCK = 1 << 20  # bytes read at a time from the end of the trace file
+
+
+@dataclass(frozen=True)
+class Rules:
+    """When a candidate may replace the setting in force (config `scheduler.autotune_*`)."""
+
+    margin: float = 0.1  # better by at least this share of the current weighted staleness
+    cooldown: float = 3600.0  # seconds between switches
+    min_jobs: int = 50  # jobs the window must hold to judge
+    seeds: int = 3  # every seed must agree
+    finalists: int = 4  # candidates confirmed with every seed after the first-seed screen
+    runout: float = 0.5  # the replay runs on this share of the window after its end (step 2)
+
+
+@dataclass
+class _Trace(Trace):
+    """A trace window whose replay starts at `start`, not at its earliest partition's start."""
+
+    start: float = 0.0
+
+    @property
+    def origin(self) -> float:
+        return self.start
+
+
+@dataclass(frozen=True)
+class Window:
+    """The part of a trace the tuner replays: `(start, end]` and the state at `start`."""
+
+    start: float
+    end: float
+    trace: Trace
+    recovered: dict[str, Recovered]  # the state at `origin`
+    costs: dict[str, tuple[float, float]]  # (α, β) per table fitted to its measured jobs (§2.4)
+    jobs: int  # update jobs that finished ok inside the window
+    origin: float  # the replay starts here, a warm-up before `start`; it is scored from `start`
+
+
+def current_setting(config: FreshetConfig) -> dict[str, Any]:
+    """The scheduler settings `freshet sim tune` varies, as they are in `config`."""
+    return {k: getattr(config.scheduler, k) for k in SETTINGS}
+
+
+def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | None = None,
+              warmup: float = 0.0) -> Window:
+    """Cut `(end − span, end]` out of `trace` (end: its last record), with a warm-up of
+    `warmup × span` before it and the state at the warm-up's start. (Off by default: on the
+    inverted-hierarchy workload of docs/operations.md §8 a quarter-window warm-up doubled the
+    switches to settings that are no better in full runs.)"""
+    last = max([trace.last_time, *(j.time for j in trace.jobs)])
+    end = last if end is None else end
+    start = end - span
+    origin = start - warmup * span
+    before = [j for j in trace.jobs if j.status == "ok" and j.time <= origin]
+    replayed = [j for j in trace.jobs if j.status == "ok" and origin < j.time <= end]
+    dag = Dag.from_config(config)
+    fresh: dict[str, float] = {}
+    for j in before:
+        fresh[j.table] = max(fresh.get(j.table, -math.inf), j.end)
+    tables = {t.name: t for t in config.tables}
+    by_stream: dict[str, float] = {}
+    for name in dag.order:  # sources first
+        t = tables[name]
+        if name not in fresh:
+            if t.stream is not None:  # nothing loaded in what we read: everything read is pending
+                seq = trace.arrivals.get(t.stream, [])
+                fresh[name] = min((a.start for a in seq), default=origin)
+            else:
+                fresh[name] = min(fresh[s] for s in t.sources)
+        if t.stream is not None:  # a stream's partitions are pending for the least fresh of its tables
+            by_stream[t.stream] = min(by_stream.get(t.stream, math.inf), fresh[name])
+    arrivals = {s: [a for a in seq if a.time <= end and (a.time > origin or a.end > by_stream.get(s, -math.inf))]
+                for s, seq in trace.arrivals.items() if s in by_stream}
+    durations = {(j.table, j.start, j.end): j.duration for j in replayed}
+    priors = {t.name: (config.cost_prior(t).alpha, config.cost_prior(t).beta) for t in config.tables}
+    costs = {**priors, **Trace({}, {}, [j for j in trace.jobs if j.time <= end]).fitted_costs(priors)}
+    win = _Trace(arrivals=arrivals, durations=durations, jobs=replayed, start=origin)
+    recovered = {n: Recovered(freshness=min(f, origin)) for n, f in fresh.items()}
+    return Window(start, end, win, recovered, costs, sum(1 for j in replayed if j.time > start), origin)
+
+
+def read_window(path: str | Path, config: FreshetConfig, span: float, end: float | None = None,
+                warmup: float = 0.0) -> Window:
+    """`window_of` the trace file at `path`, reading from its end only as far back as it needs
+    (the window and its warm-up, and as much again for the backlog before them), so a trace of
+    months costs what an hour does. Operator actions and a line still being written are skipped."""
+    lines = _tail(Path(path), 2 * (1 + warmup) * span, end)
+    return window_of(parse_trace(lines, source=str(path)), config, span, end, warmup)
+
+
+def _time(line: bytes) -> float | None:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    t = obj.get("time") if isinstance(obj, dict) else None
+    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
+
+
+def _tail(path: Path, back: float, end: float | None) -> list[str]:
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        pos, buf, since = size, b"", None
+        while pos > 0:
+            step = min(BLOCK, pos)
+            pos -= step
+            f.seek(pos)
+            buf = f.read(step) + buf
+            whole = buf.split(b"\n")[1:-1] if pos > 0 else buf.split(b"\n")[:-1]
+            if since is None:
+                last = next((t for ln in reversed(whole) if (t := _time(ln)) is not None), None)
+                if last is not None:
+                    since = (last if end is None else end) - back
+            first = next((t for ln in whole if (t := _time(ln)) is not None), None)
+            if since is not None and first is not None and first < since:
+                break
+    complete = buf.split(b"\n")[:-1]  # the last piece has no newline yet: still being written
+    if pos > 0:
+        complete = complete[1:]  # cut mid-line
+    out = []
+    for ln in complete:
+        text = ln.decode("utf-8", "replace").strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "action" not in obj and ("stream" in obj or "table" in obj):
+            out.append(text)
+    return out
+
+
+def replay_config(config: FreshetConfig, window: Window, settings: dict[str, Any]) -> FreshetConfig:
+    """`config` under `settings`, each table's true cost its fitted one, durations drawn with
+    mean E(n) (b = ½) and no slow periods (measured durations already hold them)."""
+    tables = [t.model_copy(update={"cost": CostPrior(alpha=a, beta=b)})
+              for t in config.tables for a, b in (window.costs[t.name],)]
+    sc = config.scheduler.model_copy(update=settings)
+    return config.model_copy(update={"tables": tables, "scheduler": sc, "sim": SimConfig(b=0.5)})
+
+
+def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed: int, runout: float = 0.5) -> float:
+    """Predicted weighted staleness Σ p_i ∫ S_i dτ under `settings` (§2.3) over the window and a
+    run-out of `runout × span` after it with no more arrivals (module docstring, step 2)."""
+    cfg = prepare(replay_config(config, window, settings), seed)
+    sim = Simulation(cfg, seed=seed, trace=window.trace)
+    # the state at the warm-up's start (hook: Simulation has no `recovered` argument yet)
+    sim.sched = Scheduler(cfg, now=window.origin, recovered=window.recovered)
+    before = sim.run(until=window.start).weighted_staleness if window.start > window.origin else 0.0
+    return sim.run(until=window.end + runout * (window.end - window.start)).weighted_staleness - before
+
+
+@dataclass
+class Score:
+    """One setting's predicted weighted staleness, one value per seed it ran with."""
+
+    settings: dict[str, Any]
+    staleness: list[float] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return label(self.settings)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.staleness) / len(self.staleness) if self.staleness else math.nan
+
+    def to_json(self) -> dict[str, Any]:
+        return {"setting": self.label, "settings": self.settings, "weighted_staleness": self.staleness,
+                "mean": self.mean}
+
+
+@dataclass
+class Decision:
+    """What one evaluation found and chose (logged, and shown on `/v1/status`)."""
+
+    time: float
+    result: str  # switch | keep | cooldown | too_few_jobs
+    reason: str
+    current: Score
+    choice: dict[str, Any] | None = None  # the new setting when result == "switch"
+    scores: list[Score] = field(default_factory=list)  # candidates, best first by their first seed
+    window: tuple[float, float] = (0.0, 0.0)
+    jobs: int = 0
+    cpu_seconds: float = 0.0
+    runs: int = 0  # simulations run
+
+    def to_json(self) -> dict[str, Any]:
+        return {"time": self.time, "result": self.result, "reason": self.reason, "current": self.current.to_json(),
+                "choice": None if self.choice is None else label(self.choice), "choice_settings": self.choice,
+                "window": list(self.window), "jobs": self.jobs, "cpu_seconds": round(self.cpu_seconds, 3),
+                "runs": self.runs, "candidates": [s.to_json() for s in self.scores]}
+
+
+def beats(cand: Score, cur: Score, margin: float) -> list[bool]:
+    """Per seed both ran: is the candidate better than the current setting by the margin?"""
+    return [c <= (1.0 - margin) * b for c, b in zip(cand.staleness, cur.staleness, strict=False)]
+
+
+def decide(current: Score, scores: Sequence[Score], rules: Rules, *, now: float,
+           last_switch: float | None, jobs: int) -> tuple[str, dict[str, Any] | None, str]:
+    """(result, choice, reason) by the rules of the module docstring (steps 3-4)."""
+    full = [s for s in scores if len(s.staleness) >= rules.seeds and len(current.staleness) >= rules.seeds]
+    winners = sorted((s for s in full if all(beats(s, current, rules.margin))), key=lambda s: s.mean)
+    if not winners:
+        near = min(full or scores, key=lambda s: s.mean, default=None)
+        if near is None:
+            return "keep", None, "no candidate"
+        ok = beats(near, current, rules.margin)
+        if full and any(ok):
+            return "keep", None, (f"best candidate {near.label} beats the current setting by "
+                                  f"{rules.margin:.0%} with {sum(ok)} of {len(ok)} seeds only")
+        gain = 1.0 - near.mean / current.mean if current.mean > 0 else 0.0
+        return "keep", None, (f"no candidate beats the current setting by {rules.margin:.0%} "
+                              f"(best {near.label}: {gain:+.1%})")
+    best = winners[0]
+    gain = 1.0 - best.mean / current.mean
+    if last_switch is not None and now - last_switch < rules.cooldown:
+        return "cooldown", None, (f"{best.label} is {gain:.1%} better, but the last switch was "
+                                  f"{now - last_switch:.0f}s ago (cool-down {rules.cooldown:.0f}s)")
+    return "switch", best.settings, (f"{best.label} beats the current setting by {gain:.1%} "
+                                     f"(every one of {rules.seeds} seeds by at least {rules.margin:.0%}) "
+                                     f"over {jobs} jobs")
+
+
+def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, now: float,
+             last_switch: float | None = None, grid: Iterable[dict[str, Any]] | None = None) -> Decision:
+    """Replay the window under the current setting and each candidate; decide (module docstring)."""
+    t0 = time.process_time()
+    mine = current_setting(config)
+    current = Score(mine)
+    out = Decision(now, "too_few_jobs", f"{window.jobs} jobs in the window (at least {rules.min_jobs} needed)",
+                   current, window=(window.start, window.end), jobs=window.jobs)
+    if window.jobs < rules.min_jobs:
+        return out
+    seeds = list(range(1, rules.seeds + 1))
+    cands = [s for s in (candidates(config) if grid is None else grid) if s != mine]
+    current.staleness.append(replay(config, window, mine, seeds[0], rules.runout))
+    scores = [Score(s, [replay(config, window, s, seeds[0], rules.runout)]) for s in cands]
+    scores.sort(key=lambda s: s.staleness[0])
+    runs = 1 + len(scores)
+    finalists: list[Score] = []
+    for s in scores:  # settings that behave alike (aliases under `auto`) score alike: confirm one of each
+        if len(finalists) < rules.finalists and all(beats(s, current, rules.margin)) and \
+                all(abs(s.staleness[0] - f.staleness[0]) > 1e-9 * f.staleness[0] for f in finalists):
+            finalists.append(s)
+    if finalists:
+        for seed in seeds[1:]:
+            current.staleness.append(replay(config, window, mine, seed, rules.runout))
+            for s in finalists:
+                s.staleness.append(replay(config, window, s.settings, seed, rules.runout))
+            runs += 1 + len(finalists)
+    out.result, out.choice, out.reason = decide(current, scores, rules, now=now, last_switch=last_switch,
+                                                jobs=window.jobs)
+    out.scores, out.runs, out.cpu_seconds = scores, runs, time.process_time() - t0
+    return out
