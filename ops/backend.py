@@ -33,6 +33,7 @@ class Daemon(Protocol):
     config: FreshetConfig
     holder: SnapshotHolder
     history: Any  # ops.history.History
+    tuner: Any  # ops.autotune.AutoTuner
     registry: CollectorRegistry
     reloader: Reloader
     accepting: bool
@@ -98,7 +99,7 @@ class DaemonBackend:
                 "started": self.started, "started_iso": iso(self.started), "config": self.d.reloader.path,
                 "tables": len(cfg.tables), "streams": len(cfg.streams), "tracks": cfg.scheduler.tracks,
                 "policy": cfg.scheduler.policy, "spark": cfg.spark.where,
-                "reload": None if last is None else last.view()}
+                "reload": None if last is None else last.view(), "autotune": self.d.tuner.status()}
 
 
 def serve(daemon: Daemon, listen: str) -> tuple[ApiServer, str]:

@@ -176,6 +176,7 @@ class Daemon(SchedulerLoop):
             self.lease.release()
         self.workers.stop()
         self.lineage.close()  # drains for at most 2 s; what is left is not sent
+        self.tuner.close()
         server.stop()
         if self._trace:
             self._trace.close()

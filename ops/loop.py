@@ -32,6 +32,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ops.actions import ActionRequest, OperatorActions
+from ops.autotune import AutoTuner
 from ops.history import History
 from ops.lineage import LineageEmitter
 from ops.logs import RepeatedFailure
@@ -42,7 +43,15 @@ from ops.workers import JobResult, TrackWorkers
 from sim.trace import Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError, PartitionRefused
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, PartitionDropped, StartJob, Tick
+from warehouse.events import (
+    JobFailed,
+    JobFinished,
+    PartitionArrived,
+    PartitionDropped,
+    Reconfigure,
+    StartJob,
+    Tick,
+)
 from warehouse.times import iso
 from warehouse.upkeep import MAINTENANCE_KINDS
 
@@ -70,7 +79,6 @@ class Options:
     demo_options: dict[str, Any] = field(default_factory=dict)
 
 
-
 class SchedulerLoop:
     """The loop and its state; `ops.daemon.Daemon` builds the parts and runs it (`_loop()`)."""
 
@@ -84,6 +92,9 @@ class SchedulerLoop:
         self.metrics: FreshetMetrics = register_metrics(self.registry, self.holder.get)
         self.metrics.declare(config)
         self.lineage = LineageEmitter(config, self.registry)  # OpenLineage per job (ops.lineage); off without `lineage:`
+        # the scheduler that tunes itself (issue 20): replays the trace in a separate process
+        self.tuner = AutoTuner(config, opts.trace or config.warehouse.trace, self.registry, self._autotuned,
+                               now=time.time())
         self.reloader = Reloader(opts.config_path, lambda result: self.metrics.reloads.labels(result=result).inc())
         self.parts: Parts | None = None
         self.actions: OperatorActions | None = None
@@ -231,6 +242,12 @@ class SchedulerLoop:
                 time=at, table=job.table, start=job.start, end=job.end, duration=duration, rows=rows,
                 track=job.track, status=status, work=round(job.n, 3))))
 
+    def _autotuned(self, new: FreshetConfig) -> None:
+        """The tuner's switch (ops.autotune.switch): only the scheduler section changed, so the
+        Scheduler alone takes it, through its one door; running jobs finish, nothing pending is lost."""
+        self.config = new
+        self._dispatch(self._handle(Reconfigure(config=new), time.time()))
+
     def _reload(self, now: float) -> None:
         """SIGHUP (`ops.reload`): all parts switch to the new config, or none does."""
         if self.parts is None:
@@ -241,6 +258,7 @@ class SchedulerLoop:
         self.config, decisions = done
         self.metrics.declare(self.config)
         self.lineage.reconfigure(self.config)
+        self.tuner.reconfigured(self.config, now)  # the file's setting again
         self._dispatch(decisions)
         try:  # partitions waiting for a newly added table (a failing scan is retried by the intake loop)
             for ev in self.intake.scan():
@@ -280,6 +298,8 @@ class SchedulerLoop:
             if self._retries and now - last_retry >= self.opts.retry_every:
                 last_retry = now
                 self._retry_steps()
+            if self._stopping_since is None and self.parts is not None:
+                self.tuner.poll(now)  # never blocks: an evaluation runs in its own process
             wake = self.sched.next_wakeup()
             try:
                 item = self.events.get(timeout=LOOP_TIMEOUT if wake is None else min(LOOP_TIMEOUT, max(0.0, wake - now)))

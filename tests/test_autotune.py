@@ -298,12 +298,9 @@ def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
 
 
 def _reconfigure_path(sched, now: float):
-    """The daemon's reconfigure path: `Reconfigure` through `Scheduler.handle` (the engine's one
-    door); before that event existed, the Scheduler's `reconfigure` method."""
-    try:
-        from warehouse.events import Reconfigure
-    except ImportError:
-        return lambda new: sched.reconfigure(new, now)
+    """The daemon's reconfigure path: `Reconfigure` through `Scheduler.handle` (the engine's one door)."""
+    from warehouse.events import Reconfigure
+
     return lambda new: sched.handle(Reconfigure(config=new), now)
 
 
@@ -324,3 +321,35 @@ def test_a_switch_through_the_reconfigure_path_keeps_the_work_and_the_running_jo
     assert len(running) == 2 and set(sched.running) == {j.job_id for j in running}  # still running
     assert [(t.name, t.pending_partitions, t.backlog) for t in after.tables] == \
         [(t.name, t.pending_partitions, t.backlog) for t in before.tables]  # nothing lost
+
+
+def test_the_daemon_loop_takes_the_switch_through_the_schedulers_one_door(fifo_trace, tmp_path):
+    """The daemon's own tuner (ops.loop builds it from the config and the trace it writes): its
+    switch reaches the Scheduler as a `Reconfigure` event and becomes the loop's config, with the
+    pending work kept; `/v1/status` shows the setting in force (ops.backend)."""
+    from ops.backend import DaemonBackend
+    from ops.loop import Options, SchedulerLoop
+    from ops.reload import Parts
+    from warehouse.events import PartitionArrived
+    from warehouse.scheduler import Scheduler
+
+    cfg, lines = fifo_trace
+    cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"autotune_window": HOUR})})
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    loop = SchedulerLoop(cfg, Options(config_path=str(tmp_path / "unused.yaml"), trace=str(path)))
+    sched = Scheduler(cfg, now=0.0)
+    loop.parts = Parts(state=None, intake=None, executor=None, sched=sched)
+    loop.workers.submit = lambda job: None  # no tracks in this test: what starts is only counted
+    stream = cfg.streams[0].name
+    jobs = sched.handle(PartitionArrived(stream=stream, partition_id="p1", start=0.0, end=60.0), 1.0)
+    assert [a.partition_id for j in jobs for a in j.arrivals] == ["p1"]  # running on a track
+    loop.tuner.busy = None
+    loop.tuner.next_at = 0.0
+    _wait(loop.tuner)
+    assert loop.config.scheduler.policy != "fifo"
+    assert sched.config is loop.config  # the Scheduler took it through handle(Reconfigure)
+    assert [a.partition_id for j in sched.running.values() for a in j.arrivals] == ["p1"]  # still running
+    status = DaemonBackend(loop).status()["autotune"]
+    assert status["settings"]["policy"] == loop.config.scheduler.policy != "fifo"
+    assert status["last_decision"]["result"] == "switch"
