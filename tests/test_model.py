@@ -510,8 +510,9 @@ def _run(checks: set[type], triggers: set[str], examples: int, shrink: bool = Tr
 
 
 def test_the_scheduler_keeps_the_warehouse_right() -> None:
-    """Every rule and every check, strict; the inputs of the known defects left out."""
-    _run(CHECKS, set(), examples=150)
+    """Every rule and every check, strict; the inputs of the known defects left out (a refresh is
+    always an input: its defect's check is the directed test below)."""
+    _run(CHECKS - {c for c, (trigger, _) in KNOWN.items() if not trigger}, set(), examples=150)
 
 
 def test_the_warehouse_stays_right_with_every_input() -> None:
