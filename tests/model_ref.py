@@ -261,6 +261,7 @@ class Reference:
         self.dropped: set[str] = set()  # quarantined after acceptance (unloadable)
         self.backfills: list[tuple[str, float, float, int]] = []  # (table, start, end, seq) accepted
         self.failed: list[tuple[str, int, float, float]] = []  # (table, seq, lo, hi) jobs reported failed
+        self.sql_changes: list[tuple[str, int]] = []  # (table, seq) a reload changed its SQL (even back)
 
     def live(self, stream: str) -> list[Arrived]:
         return [a for a in self.arrived.values() if a.stream == stream and a.pid not in self.dropped]
@@ -298,7 +299,7 @@ class Reference:
                 continue
             a = e - g
             why = ""
-            if w.version != version:
+            if w.version != version or any(t == table and seq > w.read_seq for t, seq in self.sql_changes):
                 why = "sql"
             elif any(seq > w.read_seq and x < e and y > a for s in tc.sources
                      for seq, x, y in lake.touches.get(s, ())):

@@ -346,6 +346,7 @@ class Warehouse(RuleBasedStateMachine):
         """SIGHUP with a derived table's SQL changed (seed 001: its old windows are rewritten)."""
         self._step()
         self.sql[table] = version % len(SQL[table])
+        self.ref.sql_changes.append((table, self.lake.tick()))
         self._reconfigure()
         self.in_step = False
 
