@@ -1,0 +1,86 @@
+"""Defects the model-based test (tests/test_model.py, issue 19) found in today's engine and daemon,
+each replayed as the shortest run found — a strict xfail: remove the mark with the fix.
+
+The machine finds them with more examples than CI runs (1,000), or once the defect found before
+is fixed, so each is pinned here by its replay; what fails is the machine's own drain rule
+(WrongWindow, RefreshKept).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_model import CHECKS, KNOWN, RefreshKept, Warehouse, WrongWindow, kept
+
+
+def _machine() -> Warehouse:
+    return type("Checked", (Warehouse,), {"checks": frozenset(CHECKS)})()
+
+
+@pytest.mark.xfail(strict=True, raises=RefreshKept, reason=KNOWN[RefreshKept][1])
+def test_a_refresh_done_is_not_kept() -> None:
+    """The machine's drain rule found it only rarely; the shortest run it found, replayed."""
+    m = _machine()
+    try:
+        m.arrive(stream="s", length=10, gap=0, rows=0)  # a's job
+        m.end_job(i=0, outcome="ok")  # d1's and d3's jobs start
+        m.operator(kind="refresh", table="d1")  # while d1's job runs: kept until its job starts
+        assert kept(m.ops)[1] == ["d1"]
+    finally:
+        m.teardown()  # d1's job finishes, nothing else starts: the drain
+
+
+@pytest.mark.xfail(strict=True, raises=WrongWindow, reason="found here: a source change while a derived table's "
+                   "first job runs is lost (Scheduler._touch skips a dependent whose freshness is None, though its "
+                   "running job read the old rows); the table keeps the wrong windows for ever")
+def test_a_late_partition_under_a_first_running_job_is_recomputed() -> None:
+    """The machine found it with a SQL change of d1 while d2's first job ran; the same with late data."""
+    m = _machine()
+
+    def end(table: str) -> None:
+        job_id = next(i for i, (j, _) in m.running.items() if j.table == table)
+        m.end_job(i=sorted(m.running).index(job_id), outcome="ok")
+
+    try:
+        m.remove(table="d3")
+        m.remove(table="d1")  # (and d2)
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        end("a")
+        m.arrive(stream="s", length=10, gap=10, rows=0)  # (20, 30]: a hole (10, 20]
+        end("a")
+        m.readd()  # d1's first job (0, 30] starts: it reads a without (10, 20]
+        end("d3")
+        m.arrive_late(i=0, rows=1)  # (10, 20] loaded while d1's first job runs
+        end("a")
+    finally:
+        m.teardown()  # d1's job commits windows 20 without the late rows; nothing recomputes them
+
+
+@pytest.mark.xfail(strict=True, raises=WrongWindow, reason="found here: after an unknown outcome the retried job is "
+                   "a no-op (its windows are committed), yet the engine records them as computed by the job's SQL "
+                   "version — a SQL changed meanwhile never rewrites them")
+def test_a_no_op_retry_does_not_claim_the_new_sql() -> None:
+    m = _machine()
+    try:
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        m.end_job(i=0, outcome="ok")  # d1's job (0, 10] starts with SQL 0
+        m.change_sql(table="d1", version=1)
+        m.end_job(i=0, outcome="unknown")  # it committed (SQL 0) but was reported failed
+    finally:
+        m.teardown()  # the retry is a no-op that the engine records as SQL 1: window 10 stays on SQL 0
+
+
+@pytest.mark.xfail(strict=True, raises=WrongWindow, reason="found here: a change that lands while a recompute of "
+                   "the same windows runs is lost (warehouse.recompute.TableRecompute.done removes the job's range "
+                   "from `dirty` again, with what was marked while it ran); the window stays wrong")
+def test_a_change_during_a_recompute_is_recomputed_after_it() -> None:
+    m = _machine()
+    try:
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        m.arrive(stream="u", length=10, gap=20, rows=0)  # b: (20, 30], a hole (0, 20]
+        m.end_job(i=0, outcome="ok")
+        m.arrive_late(i=0, rows=1)  # b's (0, 20], waiting for a track
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        m.change_sql(table="d1", version=1)
+    finally:
+        m.teardown()  # d2's recompute (0, 20] (d1 rewritten) runs while b loads (0, 20]: its touch is lost
