@@ -180,6 +180,11 @@ class ActionStore:
                 "path": str(self.path), "change": what, "error": str(e)})
             return None
 
+    @property
+    def owed(self) -> bool:
+        """A change of the kept state is not written yet (a disk error): `retry` has work."""
+        return bool(self._owed)
+
     def retry(self) -> None:
         """Write what is owed, if anything (called by the scheduler loop)."""
         if self._owed:
@@ -414,9 +419,12 @@ class OperatorActions:
             self.settle(sched)
         return jobs
 
-    def restore(self, sched: Any, now: float) -> list[StartJob]:
-        """Re-apply what the file keeps (on start): suspensions, refreshes, unfinished backfills."""
+    def restore(self, sched: Any, now: float, tables: set[str] | None = None) -> list[StartJob]:
+        """Re-apply what the file keeps: on start, for every table; after a reload, for the tables
+        it added (`tables`) — a table removed and re-added is new to the engine, not to the file."""
         names = {t.name for t in self._config().tables}
+        if tables is not None:
+            names &= tables
         jobs: list[StartJob] = []
         for table in sorted(self.store.suspended()):
             if table in names:
@@ -437,6 +445,11 @@ class OperatorActions:
         if any(restored.values()):
             log.info("operator actions restored", extra=restored)
         return jobs
+
+    @property
+    def unsettled(self) -> bool:
+        """Refreshes handed to the engine that may have ended, or a write owed: `settle` has work."""
+        return bool(self._handed) or self.store.owed
 
     def settle(self, sched: Any) -> None:
         """Forget refreshes handed to the engine that it no longer holds (their job started, or

@@ -160,8 +160,8 @@ class SchedulerLoop:
             self._dispatched[job.job_id] = job.table
             self.lineage.started(job, time.time())  # never blocks: a bounded queue (ops.lineage)
             self.workers.submit(job)
-        if decisions and self.actions is not None:
-            self._step("actions_write", partial(self.actions.settle, self.sched))  # a refresh whose job started
+        if self.actions is not None and self.actions.unsettled:  # after every event: a refresh whose job
+            self._step("actions_write", partial(self.actions.settle, self.sched))  # started, or that ended
 
     def _execute(self, job: StartJob) -> Any:
         """A track worker's job: run it; if a base job failed, recheck its partitions' files (a
@@ -256,6 +256,8 @@ class SchedulerLoop:
         if done is None:
             return
         self.config, decisions = done
+        if self.actions is not None and self.reloader.last is not None and self.reloader.last.added:
+            decisions += self.actions.restore(self.sched, now, set(self.reloader.last.added))
         self.metrics.declare(self.config)
         self.lineage.reconfigure(self.config)
         self.tuner.reconfigured(self.config, now)  # the file's setting again

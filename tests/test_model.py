@@ -29,7 +29,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -43,7 +42,7 @@ from hypothesis.stateful import (
 from ops.actions import ActionRejected, ActionRequest, ActionStore, OperatorActions
 from tests.model_ref import Arrived, ModelLake, Plan, Reference, unjustified, window_ends
 from warehouse.config import FreshetConfig, parse_config
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.lake.recovery import recover
 from warehouse.scheduler import Scheduler
 
@@ -58,7 +57,7 @@ def handle(sched: Scheduler, event: Any, now: float) -> list[StartJob]:
 
 
 def reconfigure(sched: Scheduler, config: FreshetConfig, now: float, recovered: dict[str, Any]) -> list[StartJob]:
-    return sched.reconfigure(config, now, recovered)
+    return sched.handle(Reconfigure(config=config, recovered=recovered), now)
 
 
 def act(ops: OperatorActions, sched: Scheduler, kind: str, table: str, now: float, **kw: Any) -> list[StartJob] | None:
@@ -83,7 +82,7 @@ def restore(ops: OperatorActions, sched: Scheduler, now: float) -> list[StartJob
 
 
 def started(ops: OperatorActions, sched: Scheduler) -> None:
-    """The daemon's round after jobs started (ops.daemon._dispatch)."""
+    """The daemon's settling after every event it hands to the engine (ops.loop._dispatch)."""
     ops.settle(sched)
 
 
@@ -93,8 +92,9 @@ def job_finished(ops: OperatorActions, job: StartJob) -> None:
 
 def pending_rows(sched: Scheduler, table: str) -> tuple[int, int]:
     """(the engine's running total of pending rows, the sum over its pending partitions)."""
-    t = sched._tables[table]
-    return t.pending_rows, sum(p.arrival.rows for p in t.pending)
+    log = sched._tables[table].log
+    assert log is not None, table
+    return log.rows, sum(p.arrival.rows for p in log.pending)
 
 
 def kept(ops: OperatorActions) -> tuple[list[dict[str, Any]], list[str]]:
@@ -164,10 +164,13 @@ class WrongWindow(AssertionError):
 CHECKS = {RecomputeUntouched, BackfillKept, BackfillForgotten, RefreshKept, DroppedCounts}
 
 
+TRIGGERS = frozenset({"slices", "backfill_outside", "quarantine", "reload_backfill"})  # every input
+
+
 class Warehouse(RuleBasedStateMachine):
     """One warehouse: the engine, the modelled lake, the reference and the operator's store.
 
-    `triggers` turns on the inputs that set off a known defect (KNOWN below): "slices"
+    `triggers` turns on the inputs that once set off a defect (issue 19): "slices"
     (partitions longer than c·P, §3.4), "backfill_outside" (backfills from before a table's
     origin, and of the full-refresh table), "quarantine" (partitions found unloadable after acceptance),
     "reload_backfill" (a table removed while a backfill of it is kept)."""
@@ -235,8 +238,7 @@ class Warehouse(RuleBasedStateMachine):
                 edge = math.floor(min(safe) / g) * g
                 assert job.end <= edge, f"{job.table} computed past its sources' safe trailing edge {edge} (§2.2)"
             self.running[job.job_id] = (job, self.lake.plan(job))
-        if jobs:
-            started(self.ops, self.sched)
+        started(self.ops, self.sched)
 
     def _check_recompute(self, job: StartJob) -> None:
         why = self.ref.reasons(self.config, self.lake, job.table, job.start, job.end)
@@ -282,7 +284,10 @@ class Warehouse(RuleBasedStateMachine):
         state = recover(self.config, self.lake)
         self.lake.config = self.config
         self.ops._config = lambda: self.config
-        self._took(reconfigure(self.sched, self.config, self.now, state.recovered))
+        before = {t.name for t in self.sched.config.tables}
+        jobs = reconfigure(self.sched, self.config, self.now, state.recovered)
+        added = {t.name for t in self.config.tables} - before
+        self._took(jobs + (self.ops.restore(self.sched, self.now, added) if added else []))
 
     # ---- rules --------------------------------------------------------------------------------------
     def _step(self) -> None:
@@ -488,19 +493,6 @@ class Warehouse(RuleBasedStateMachine):
 
 
 # ---- the tests ------------------------------------------------------------------------------------
-KNOWN = {  # check → (the inputs that set it off, the defect)
-    RecomputeUntouched: ("slices", "issue 19 #1: every time slice of a long partition marks its dependents' "
-                                   "correct windows from the partition's start for recompute"),
-    BackfillKept: ("backfill_outside", "issue 19 #2: a backfill from before the table's origin, or of a "
-                                       "full-refresh table, is never finished and stays kept"),
-    BackfillForgotten: ("reload_backfill", "found here: a reload that removes and re-adds a table drops its "
-                                           "kept backfill from the engine; the store keeps it until a restart"),
-    RefreshKept: ("", "found here: a refresh whose job ran stays kept while no later round starts a job "
-                      "(ops.daemon._dispatch settles only after a round that started one)"),
-    DroppedCounts: ("quarantine", "issue 19 #11: a partition quarantined after acceptance still counts as arrived"),
-}
-
-
 def _run(checks: set[type], triggers: set[str], examples: int, shrink: bool = True) -> None:
     machine = type("Checked", (Warehouse,), {"checks": frozenset(checks), "triggers": frozenset(triggers)})
     phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
@@ -511,19 +503,13 @@ def _run(checks: set[type], triggers: set[str], examples: int, shrink: bool = Tr
 
 
 def test_the_scheduler_keeps_the_warehouse_right() -> None:
-    """Every rule and every check, strict; the inputs of the known defects left out (a refresh is
-    always an input: its defect's check is the directed test below)."""
-    _run(CHECKS - {c for c, (trigger, _) in KNOWN.items() if not trigger}, set(), examples=150)
+    """Every rule and every check, strict, on the common inputs (partitions that fit one job,
+    backfills within what a table holds, no quarantine after acceptance, no reload of a table
+    with a kept backfill)."""
+    _run(CHECKS, set(), examples=150)
 
 
 def test_the_warehouse_stays_right_with_every_input() -> None:
-    """Every input, with long partitions, backfills outside the tables and quarantines; every
-    check but those of the known defects (each in the test below)."""
-    _run(CHECKS - set(KNOWN), {t for t, _ in KNOWN.values()}, examples=120)
-
-
-@pytest.mark.parametrize("check", [pytest.param(c, id=c.__name__, marks=pytest.mark.xfail(
-    strict=True, raises=c, reason=why)) for c, (trigger, why) in KNOWN.items() if trigger])
-def test_known_defect(check: type) -> None:
-    """One known defect of today's engine: its inputs on, its check on (remove the xfail with the fix)."""
-    _run(CHECKS - set(KNOWN) | {check}, {KNOWN[check][0]}, examples=100, shrink=False)
+    """Every input, with long partitions (time slices), backfills outside the tables, quarantines
+    after acceptance and reloads that drop and re-add a table with a kept backfill; every check."""
+    _run(CHECKS, set(TRIGGERS), examples=120)

@@ -1,38 +1,32 @@
-"""Defects the model-based test (tests/test_model.py, issue 19) found in today's engine and daemon,
-each replayed as the shortest run found — a strict xfail: remove the mark with the fix.
-
-The machine finds them with more examples than CI runs (1,000), or once the defect found before
-is fixed, so each is pinned here by its replay; what fails is the machine's own drain rule
-(WrongWindow, RefreshKept).
+"""Defects the model-based test (tests/test_model.py, issue 19) found in the engine and daemon,
+each replayed as the shortest run found. The machine found them with more examples than CI runs
+(1,000), or once the defect found before was fixed, so each is pinned here by its replay; what
+fails is the machine's own drain rule (WrongWindow, RefreshKept); each passes since its fix.
 """
 
 from __future__ import annotations
 
-import pytest
-
-from tests.test_model import CHECKS, KNOWN, RefreshKept, Warehouse, WrongWindow, kept
+from tests.test_model import CHECKS, Warehouse, kept
 
 
 def _machine() -> Warehouse:
     return type("Checked", (Warehouse,), {"checks": frozenset(CHECKS)})()
 
 
-@pytest.mark.xfail(strict=True, raises=RefreshKept, reason=KNOWN[RefreshKept][1])
 def test_a_refresh_done_is_not_kept() -> None:
-    """The machine's drain rule found it only rarely; the shortest run it found, replayed."""
+    """The machine's drain rule found it only rarely; the shortest run it found, replayed. Fixed:
+    the daemon settles kept refreshes after every event it hands the engine (ops.loop._dispatch),
+    not only after a round that started a job."""
     m = _machine()
     try:
         m.arrive(stream="s", length=10, gap=0, rows=0)  # a's job
         m.end_job(i=0, outcome="ok")  # d1's and d3's jobs start
-        m.operator(kind="refresh", table="d1")  # while d1's job runs: kept until its job starts
+        m.operator(kind="refresh", table="d1")  # while d1's job runs: kept until it is done
         assert kept(m.ops)[1] == ["d1"]
     finally:
         m.teardown()  # d1's job finishes, nothing else starts: the drain
 
 
-@pytest.mark.xfail(strict=True, raises=WrongWindow, reason="found here: a source change while a derived table's "
-                   "first job runs is lost (Scheduler._touch skips a dependent whose freshness is None, though its "
-                   "running job read the old rows); the table keeps the wrong windows for ever")
 def test_a_late_partition_under_a_first_running_job_is_recomputed() -> None:
     """The machine found it with a SQL change of d1 while d2's first job ran; the same with late data."""
     m = _machine()
@@ -56,9 +50,6 @@ def test_a_late_partition_under_a_first_running_job_is_recomputed() -> None:
         m.teardown()  # d1's job commits windows 20 without the late rows; nothing recomputes them
 
 
-@pytest.mark.xfail(strict=True, raises=WrongWindow, reason="found here: after an unknown outcome the retried job is "
-                   "a no-op (its windows are committed), yet the engine records them as computed by the job's SQL "
-                   "version — a SQL changed meanwhile never rewrites them")
 def test_a_no_op_retry_does_not_claim_the_new_sql() -> None:
     m = _machine()
     try:
@@ -70,9 +61,6 @@ def test_a_no_op_retry_does_not_claim_the_new_sql() -> None:
         m.teardown()  # the retry is a no-op that the engine records as SQL 1: window 10 stays on SQL 0
 
 
-@pytest.mark.xfail(strict=True, raises=WrongWindow, reason="found here: a change that lands while a recompute of "
-                   "the same windows runs is lost (warehouse.recompute.TableRecompute.done removes the job's range "
-                   "from `dirty` again, with what was marked while it ran); the window stays wrong")
 def test_a_change_during_a_recompute_is_recomputed_after_it() -> None:
     m = _machine()
     try:
@@ -84,3 +72,4 @@ def test_a_change_during_a_recompute_is_recomputed_after_it() -> None:
         m.change_sql(table="d1", version=1)
     finally:
         m.teardown()  # d2's recompute (0, 20] (d1 rewritten) runs while b loads (0, 20]: its touch is lost
+

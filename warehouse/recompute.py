@@ -233,8 +233,8 @@ class TableRecompute:
         return Piece(start, hi, {"sql"})
 
     def done(self, lo: float, hi: float, version: str, windows: int) -> None:
-        """`(lo, hi]` was rewritten by `version`."""
-        self.dirty.remove(lo, hi)
+        """`(lo, hi]` was rewritten by `version`. What the job took left `dirty` when it started
+        (warehouse.derived.take); what was marked while it ran stays, to be recomputed after it."""
         self.versions.set(lo, hi, version)
         self.windows_recomputed += windows
         self.recompute_jobs += 1

@@ -39,6 +39,7 @@ The engine, by noun (each knows nothing of the Scheduler; only this module impor
 from __future__ import annotations
 
 import heapq
+import math
 import random
 
 from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
@@ -425,7 +426,9 @@ class Scheduler:
                 self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
             assert t.dv is not None
-            t.dv.committed(job.start, job.end, job.sql_version, None)
+            # a no-op (a replay after an unknown outcome): an earlier attempt wrote these windows with
+            # a SQL version the engine does not know — "" is no version, so they count as on an old SQL
+            t.dv.committed(job.start, job.end, job.sql_version if ev.committed else "", None)
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             self._sources_changed(d, now)
@@ -471,13 +474,16 @@ class Scheduler:
         """x's rows in `(lo, hi]` changed: the windows its dependents computed from them are wrong
         (late data, a rewritten source, a dependent that ran ahead by max_skew)."""
         for d in x.dependents:
-            if d.dv is None or d.freshness is None:
+            if d.dv is None:
                 continue
-            taken = d.freshness
             job = self._board.by_table.get(d.name)
-            if job is not None and job.kind != "recompute":
-                taken = max(taken, job.new_freshness)  # its running job may have read the old rows
-            if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=d.origin):
+            update = job if job is not None and job.kind != "recompute" else None
+            if d.freshness is None and update is None:
+                continue  # nothing computed yet, nothing being computed: its first job reads the new rows
+            taken = max(d.freshness if d.freshness is not None else -math.inf,
+                        update.new_freshness if update is not None else -math.inf)  # a running job read the old rows
+            origin = d.origin if d.origin is not None else (update.start if update is not None else None)
+            if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin):
                 self._work_changed(d, now)
 
     def _sources_changed(self, d: Table, now: float) -> None:
