@@ -33,6 +33,8 @@ The engine, by noun (each knows nothing of the Scheduler; only this module impor
     warehouse.board     the track board: which job runs where since when, busy time
     warehouse.upkeep    maintenance due, waiting and ranked (seed 002 §2.4)
     warehouse.stats     the frozen snapshot rows
+    warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog
+    warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
     policies.reservation  expected releases and the hold decision
 """
 
@@ -41,9 +43,9 @@ from __future__ import annotations
 import heapq
 import random
 
-from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
+from policies.basic import Candidate, marginal_benefit, policy_key
 from policies.chopping import Pace
-from policies.reservation import Releases, Upcoming, ValueRanking, held_until
+from policies.reservation import Releases, ValueRanking
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.backlog import Partition
 from warehouse.board import TrackBoard
@@ -66,7 +68,8 @@ from warehouse.events import (
     Suspend,
     Tick,
 )
-from warehouse.freshness import safe_freshness
+from warehouse.jobs import recompute_job, update_job, upkeep_job
+from warehouse.lookahead import LOOK, first_pick, hold_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
 from warehouse.recompute import (
@@ -652,10 +655,8 @@ class Scheduler:
         self._transition(t, "upkeep")
         t.version += 1
         self._upkeep.started(t.name)
-        start = self._upkeep.span(t.name, kind, t.freshness, t.origin)
-        job = StartJob(job_id=self._next_job, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
-                       new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-                       estimate=self._upkeep_estimate(t, kind))
+        job = upkeep_job(t, kind, self._upkeep.span(t.name, kind, t.freshness, t.origin),
+                         self._upkeep_estimate(t, kind), self._next_job, track)
         return self._occupy(t, job, track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
@@ -666,7 +667,8 @@ class Scheduler:
 
         def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[2]]
-            until = self._holds(t, -entry[0][0], track, now) if self._reserve else None
+            until = hold_until(t, -entry[0][0], self._nj, self._ranking, self._releases, self._pace.now,
+                               lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
                 self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short
                 return False
@@ -675,54 +677,21 @@ class Scheduler:
 
         self._q.serve(self.plan, available, self._names, take)
 
-    _LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
-
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Max Benefit with Lookahead (§3.1) picks the first job of the round: its best `_LOOK`
-        released jobs against the releases expected before the best one would end (at most
-        `policies.reservation.SCAN` of them). Both are walked best-first in their heaps, none popped: the cost is
-        O((k + s) log n) for k entries taken and s stale entries passed on the way (compaction,
-        `_push`, keeps s below the queue's length + 64), not a scan of every table."""
-        valid = self._q.heads(self._LOOK)
+        """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead).
+        The heads are walked best-first in their heaps, none popped: O((k + s) log n) for k entries
+        taken and s stale ones passed (compaction, `_push`, keeps s below the queue's length + 64)."""
+        valid = self._q.heads(LOOK)
         if not valid:
             return
-        ordered = [self._candidate(self._by_idx[e[2]]) for e in valid]
-        horizon = now + ordered[0].cost
-        expected = [
-            Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
-            for when, t in self._releases.within(now, horizon, inclusive=True)
-            if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
-        ]
-        if not expected:
+        name = first_pick([self._nj.candidate(self._by_idx[e[2]])[0] for e in valid], self._releases, now)
+        if name is None:
             return
-        chosen = choose_with_lookahead(ordered, expected, now)
-        if chosen.table == ordered[0].table:
-            return
-        t = self._tables[chosen.table]
+        t = self._tables[name]
         track = self.plan.place(t.name, available, self._q.waiting)
         if track is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
-
-    def _holds(self, t: Table, benefit: float, track: int, now: float) -> float | None:
-        """Track reservation by lookahead (policies.reservation): until when should `track` wait
-        for jobs of higher marginal benefit expected before t's long job would end? None: start
-        it. A query: `_hold` applies the answer."""
-        p_min = self._ranking.shortest_period_above(benefit)
-        if p_min is None:
-            return None
-        pace = self._pace.now
-        start, _, new_f, _, _, n = self._nj.shape(t)
-        delta = new_f - (t.freshness if t.freshness is not None else start)
-
-        def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
-            return [Upcoming(when, k.ip * k.period, k.plan_e * pace)
-                    for when, k in self._releases.within(now, horizon, inclusive=False)
-                    if k.benefit > benefit and k.state is JobState.IDLE]
-
-        return held_until(now, t.cost.estimate(n) * pace, t.ip * delta,
-                          t.held_since if t.state is JobState.HELD else now, p_min, upcoming,
-                          lambda: self._board.free_at(now, pace, but=track))
 
     def _hold(self, t: Table, until: float, now: float) -> None:
         """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
@@ -737,85 +706,23 @@ class Scheduler:
         return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
     def _start(self, t: Table, track: int, now: float) -> StartJob:
+        """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
+        ranks first (warehouse.nextjob), else its update job."""
         if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._nj.candidate(t)[1]:
-            return self._start_recompute(t, track, now)  # its recompute job ranks first now
-        start, end, new_f, count, sliced, n = self._nj.shape(t)
-        self._transition(t, "slice" if sliced and t.base else "start")
-        if t.mode is Mode.URGENT:
-            self._mode(t, "served")
-        t.version += 1
-        self._q.queued[t.group] -= 1
-        ref = t.freshness if t.freshness is not None else start
-        parts: list[Partition] = []
-        arrivals: tuple[PartitionArrived, ...] = ()
-        if t.log is not None and sliced:  # a time slice: the partition stays pending until its last slice
-            arrivals = (t.log.take_slice().arrival,)
-            safe = safe_freshness(new_f, t.lateness, (), t.safe)
-            chopped = True
-        elif t.log is not None:
-            parts = t.log.take(count)
-            arrivals = tuple(p.arrival for p in parts)
-            safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
-            chopped = bool(t.log.pending)
+            plan = self._nj.recompute(t)
+            assert plan is not None
+            self._transition(t, "recompute")
+            t.version += 1
+            self._q.queued[t.group] -= 1
+            job = recompute_job(t, plan[0], plan[1], self._next_job, track)
         else:
-            assert t.dv is not None
-            settle, edge = t.dv.settle, t.dv.edge
-            safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
-            chopped = edge is not None and end < edge
-        full = t.dv is not None and t.dv.full
-        if full:  # a full refresh: the SQL over (origin, end] overwrites the table (`_shape`)
-            assert t.dv is not None
-            t.dv.take(start, end, full=True)
-        job = StartJob(
-            job_id=self._next_job,
-            table=t.name,
-            track=track,
-            kind="base" if t.base else "derived",
-            start=start,
-            end=end,
-            new_freshness=new_f,
-            new_safe_freshness=safe,
-            arrivals=arrivals,
-            sources=tuple(s.name for s in t.sources),
-            delta_f=new_f - ref,
-            estimate=t.cost.estimate(n),
-            chopped=chopped,
-            late=tuple(p.pid for p in parts if p.late),
-            full=full,
-            sql_version=t.dv.rc.sql_version if t.dv is not None else "",
-            work=n if t.base else None,
-        )
-        return self._started(t, job, track, now)
-
-    def _start_recompute(self, t: Table, track: int, now: float) -> StartJob:
-        """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
-        change that arrives while it runs is recomputed again after it."""
-        plan = self._nj.recompute(t)
-        assert plan is not None and t.dv is not None and t.freshness is not None
-        piece, full, _ = plan
-        self._transition(t, "recompute")
-        t.version += 1
-        self._q.queued[t.group] -= 1
-        reasons, late = t.dv.take(piece.lo, piece.hi, full)
-        # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
-        reasons |= piece.reasons
-        late |= piece.late
-        job = StartJob(
-            job_id=self._next_job,
-            table=t.name,
-            track=track,
-            kind="recompute",
-            start=piece.lo,
-            end=piece.hi,
-            new_freshness=t.freshness,
-            new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-            sources=tuple(s.name for s in t.sources),
-            estimate=t.cost.estimate(piece.hi - piece.lo),
-            late=tuple(sorted(late)),
-            full=full,
-            reasons=tuple(sorted(reasons)),
-            sql_version=t.dv.rc.sql_version,
-        )
+            shape = self._nj.shape(t)
+            self._transition(t, "slice" if shape[4] and t.base else "start")
+            if t.mode is Mode.URGENT:
+                self._mode(t, "served")
+            t.version += 1
+            self._q.queued[t.group] -= 1
+            job = update_job(t, shape, self._next_job, track)
         return self._started(t, job, track, now)
 
     def _started(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
