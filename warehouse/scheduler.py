@@ -31,6 +31,7 @@ The engine, by noun (each knows nothing of the Scheduler; only this module impor
     warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
     warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
     warehouse.board     the track board: which job runs where since when, busy time
+    warehouse.backoff   tables in back-off after a failure, by retry time
     warehouse.upkeep    maintenance due, waiting and ranked (seed 002 §2.4)
     warehouse.stats     the frozen snapshot rows
     warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog
@@ -40,7 +41,6 @@ The engine, by noun (each knows nothing of the Scheduler; only this module impor
 
 from __future__ import annotations
 
-import heapq
 import random
 
 from policies.basic import Candidate, marginal_benefit, policy_key
@@ -48,6 +48,7 @@ from policies.chopping import Pace
 from policies.reservation import Releases, ValueRanking
 from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.backlog import Partition
+from warehouse.backoff import Backoffs, backoff_for
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
@@ -72,12 +73,20 @@ from warehouse.jobs import recompute_job, update_job, upkeep_job
 from warehouse.lookahead import LOOK, first_pick, hold_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
-from warehouse.recompute import (
-    touched,
-    window_count,
+from warehouse.recompute import touched, window_count
+from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
+from warehouse.table import (
+    BUSY,
+    QUEUED,
+    JobState,
+    Mode,
+    Recovered,
+    Table,
+    build_tables,
+    has_work,
+    raise_safe,
+    update_edge,
 )
-from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, table_stats, track_rows
-from warehouse.table import BUSY, QUEUED, JobState, Mode, Recovered, Table, build_tables
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
 __all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
@@ -148,7 +157,7 @@ class Scheduler:
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
         self._late = 0
-        self._backoffs: list[tuple[float, int, str]] = []  # (until, seq, table name): indices move on reconfigure
+        self._backoffs = Backoffs()  # tables in back-off, by retry time
         self._releases = Releases(self._expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
         self._plan_dirty = False
@@ -195,8 +204,8 @@ class Scheduler:
         self._n_tracks = sc.tracks
         for t in self._by_idx:  # derived edges in topological order
             if not t.base:
-                self._update_edge(t)
-            if t.state in QUEUED and not self._has_work(t):
+                update_edge(t)
+            if t.state in QUEUED and not has_work(t):
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
@@ -268,12 +277,9 @@ class Scheduler:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
         any: call `handle(Tick(), t)` then."""
         wake = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
-        while self._backoffs:
-            until, _, name = self._backoffs[0]
-            if self._backing_off(name, until) is not None:
-                wake = until if wake is None else min(until, wake)
-                break
-            heapq.heappop(self._backoffs)
+        until = self._backoffs.next(self._backing_off)
+        if until is not None:
+            wake = until if wake is None else min(until, wake)
         due = self._upkeep.next_due()
         if due is not None and (wake is None or due < wake):
             wake = due
@@ -315,7 +321,7 @@ class Scheduler:
             t.backoff_until = now
             self._transition(t, "retry")
             self._work_changed(t, now)
-        if t.state is JobState.IDLE and not self._has_work(t):
+        if t.state is JobState.IDLE and not has_work(t):
             return
         self._mode(t, "refresh")
 
@@ -370,7 +376,7 @@ class Scheduler:
         for t in self._by_stream.get(ev.stream, ()):
             if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
                 t.log.drop({ev.partition_id}, t.freshness)
-                if t.state in QUEUED and not self._has_work(t):
+                if t.state in QUEUED and not has_work(t):
                     self._transition(t, "drain")
                     t.version += 1
                     self._q.queued[t.group] -= 1
@@ -465,7 +471,7 @@ class Scheduler:
         t.failures = 0
         t.last_result = "ok"
         self._touch(t, job.start, job.end, "upstream", job.late, now)
-        if self._raise_safe(t):
+        if raise_safe(t):
             for d in t.dependents:
                 self._sources_changed(d, now)
         self._work_changed(t, now)
@@ -485,22 +491,12 @@ class Scheduler:
 
     def _sources_changed(self, d: Table, now: float) -> None:
         """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
-        moved = self._update_edge(d)
-        if self._raise_safe(d):
+        moved = update_edge(d)
+        if raise_safe(d):
             for e in d.dependents:
                 self._sources_changed(e, now)
         if moved:
             self._work_changed(d, now)
-
-    def _raise_safe(self, d: Table) -> bool:
-        """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
-        safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute."""
-        if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
-            return False
-        if d.safe is None or cand > d.safe:
-            d.safe = cand
-            return True
-        return False
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
         if self._is_upkeep(ev.job_id):
@@ -519,9 +515,9 @@ class Scheduler:
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
         sc = self.config.scheduler
-        t.backoff_until = now + min(sc.retry_backoff * 2 ** (t.failures - 1), sc.retry_backoff_max)
+        t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
         self._seq += 1
-        heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.name))
+        self._backoffs.push(t.backoff_until, self._seq, t.name)
 
     def _backing_off(self, name: str, until: float) -> Table | None:
         """The table if this heap entry is still its current back-off (lazy deletion)."""
@@ -529,11 +525,9 @@ class Scheduler:
         return t if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until else None
 
     def _expire_backoffs(self, now: float) -> None:
-        while self._backoffs and self._backoffs[0][0] <= now:
-            until, _, name = heapq.heappop(self._backoffs)
-            if (t := self._backing_off(name, until)) is not None:
-                self._transition(t, "retry")
-                self._work_changed(t, now)
+        for t in self._backoffs.expired(now, self._backing_off):
+            self._transition(t, "retry")
+            self._work_changed(t, now)
 
     # ---- table state ---------------------------------------------------------------------------
     def _transition(self, t: Table, kind: str) -> None:
@@ -542,25 +536,8 @@ class Scheduler:
             raise SchedulerMisuse(f"table {t.name!r} is {t.state.value} and cannot take '{kind}'")
         t.state = new
 
-    def _update_edge(self, d: Table) -> bool:
-        """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
-        assert d.dv is not None
-        changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
-        if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
-            edge = d.dv.edge
-            d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
-        return changed
-
-    def _has_work(self, t: Table) -> bool:
-        if t.log is not None:
-            return bool(t.log.pending)
-        assert t.dv is not None
-        if t.freshness is not None and t.dv.rc.has_work():
-            return True
-        return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
-
     def _work_changed(self, t: Table, now: float) -> None:
-        if t.mode is Mode.SUSPENDED or not self._has_work(t):
+        if t.mode is Mode.SUSPENDED or not has_work(t):
             return
         was = t.state
         self._transition(t, "work")
@@ -774,7 +751,7 @@ class Scheduler:
         t = self._recomputable(ev.table)
         assert t.dv is not None
         t.dv.cancel(ev.start, ev.end, ev.reason)
-        if t.state in QUEUED and not self._has_work(t):
+        if t.state in QUEUED and not has_work(t):
             self._transition(t, "drain")
             t.version += 1
             self._q.queued[t.group] -= 1
@@ -789,26 +766,9 @@ class Scheduler:
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
         now = max(now, self._now)
-        tables = []
-        pending_jobs = 0
-        for t in self._by_idx:
-            pending_jobs += t.state in QUEUED
-            job = self._board.by_table.get(t.name)
-            tables.append(table_stats(t, now, job, self.plan.home[t.group], self._upkeep.stats(t.name),
-                                      recovered=self._initial is None))
-        return SchedulerStats(
-            now=now,
-            tables=tuple(tables),
-            tracks=track_rows(self._board, self.plan, now),
-            plan=self.plan_stats(),
-            weighted_staleness=self.weighted_staleness(now),
-            jobs_released=self._released,
-            jobs_completed=self._completed,
-            jobs_failed=self._failed,
-            pending_jobs=pending_jobs,
-            running_jobs=len(self._board.jobs),
-            events=self._events,
-        )
+        return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now, self.weighted_staleness(now),
+                        recovered=self._initial is None, released=self._released, completed=self._completed,
+                        failed=self._failed, events=self._events)
 
     def plan_stats(self) -> TrackPlanStats:
         return plan_row(self.plan)

@@ -1,6 +1,7 @@
 """A table as the Scheduler keeps it: where its job is (`JobState`), what an operator asked of it
 (`Mode`), what storage held for it on start (`Recovered`), and its facts — priority, period,
-freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived).
+freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived);
+whether it has work, and a derived table's edge and F' moving with its sources' (§2.2).
 The moves between states are the Scheduler's transition table (`warehouse.scheduler.TRANSITIONS`).
 Pure data: no clock, no I/O.
 """
@@ -18,7 +19,8 @@ from warehouse.dag import Dag
 from warehouse.derived import Derived
 from warehouse.freshness import StalenessMeter, safe_freshness
 
-__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "build_tables"]
+__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "build_tables", "has_work", "raise_safe",
+           "update_edge"]
 
 
 class JobState(Enum):
@@ -189,3 +191,34 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
     for n, t in tables.items():
         t.ip = ip[n]
     return tables, new
+
+
+def has_work(t: Table) -> bool:
+    """t has a job to release: pending partitions, windows to recompute, or a window to update."""
+    if t.log is not None:
+        return bool(t.log.pending)
+    assert t.dv is not None
+    if t.freshness is not None and t.dv.rc.has_work():
+        return True
+    return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
+
+
+def update_edge(d: Table) -> bool:
+    """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2). Moved?"""
+    assert d.dv is not None
+    changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
+    if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
+        edge = d.dv.edge
+        d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
+    return changed
+
+
+def raise_safe(d: Table) -> bool:
+    """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
+    safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute. Raised?"""
+    if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
+        return False
+    if d.safe is None or cand > d.safe:
+        d.safe = cand
+        return True
+    return False
