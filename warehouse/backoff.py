@@ -22,18 +22,18 @@ def backoff_for(failures: int, base: float, ceiling: float) -> float:
 
 
 class Backoffs:
-    __slots__ = ("_heap",)
+    __slots__ = ("heap",)
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, str]] = []
+        self.heap: list[tuple[float, int, str]] = []
 
     def push(self, until: float, seq: int, name: str) -> None:
-        heapq.heappush(self._heap, (until, seq, name))
+        heapq.heappush(self.heap, (until, seq, name))
 
     def expired(self, now: float, current: Callable[[str, float], T | None]) -> Iterator[T]:
         """The tables whose back-off ended by `now`, in expiry order, each asked of `current` as
         its entry leaves (a generator: the caller retries one before the next is looked at)."""
-        h = self._heap
+        h = self.heap
         while h and h[0][0] <= now:
             until, _, name = heapq.heappop(h)
             if (t := current(name, until)) is not None:
@@ -41,7 +41,7 @@ class Backoffs:
 
     def next(self, current: Callable[[str, float], object | None]) -> float | None:
         """The earliest back-off still current, if any (stale entries leave on the way)."""
-        h = self._heap
+        h = self.heap
         while h:
             until, _, name = h[0]
             if current(name, until) is not None:

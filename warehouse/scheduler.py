@@ -269,8 +269,10 @@ class Scheduler:
         now = self._clock(now)
         self._events += 1
         handler(event, now)
-        self._expire_backoffs(now)
-        self._upkeep.ripe(now)
+        if (b := self._backoffs.heap) and b[0][0] <= now:
+            self._expire_backoffs(now)
+        if (u := self._upkeep.timers) and u[0][0] <= now:  # maintenance due by the clock (warehouse.upkeep)
+            self._upkeep.ripe(now)
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
@@ -355,19 +357,26 @@ class Scheduler:
         tables = self._by_stream.get(ev.stream)
         if not tables:
             raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
-        if any(ev.partition_id not in t.log for t in tables):  # once per new partition, before its jobs are costed
-            self._rates[ev.stream].observe(ev.rows, ev.end - ev.start)
+        pid = ev.partition_id
+        rate = self._rates[ev.stream]
+        if (pid not in tables[0].log) if len(tables) == 1 else any(pid not in t.log for t in tables):
+            rate.observe(ev.rows, ev.end - ev.start)  # once per new partition, before its jobs are costed
+        c = self._nj.chop if not self._nj.auto else None
         for t in tables:
-            if ev.partition_id in t.log:
+            log = t.log
+            if pid in log:
                 self._duplicates += 1
                 continue
             late = t.safe is not None and ev.end <= t.safe
             self._late += late
             self._seq += 1
-            t.log.add(Partition(ev.end, ev.start, self._seq, late, ev))
+            last = log.add(Partition(ev.end, ev.start, self._seq, late, ev))
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._releases.expect(now + t.period, t, now)
+            if (last and c is not None and t.state is JobState.PENDING and t.keyed_rate == rate.rate and len(log.pending) > 1
+                    and ev.end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
+                continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
 
     def _dropped(self, ev: PartitionDropped, now: float) -> None:
@@ -430,7 +439,7 @@ class Scheduler:
         t.failures = 0
         t.last_result = "ok"
         if t.base:  # what each partition loaded may fall in windows dependents computed already
-            for p, lo, hi in spans:  # (a time slice touches only its slice)
+            for p, lo, hi in spans if t.dependents else ():  # (a time slice touches only its slice)
                 self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
             assert t.dv is not None
@@ -559,6 +568,7 @@ class Scheduler:
 
     def _push(self, t: Table) -> None:
         t.version += 1
+        t.keyed_rate = t.rate.rate if t.rate is not None else None
         self._q.push(t.group, (self._key(self._nj.candidate(t)[0]), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:

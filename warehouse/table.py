@@ -112,6 +112,7 @@ class Table:
     seq: int = 0
     rand: float = 0.0
     version: int = 0
+    keyed_rate: float | None = -1.0  # base: its stream's row rate when its queue entry was keyed (Scheduler._push)
     group: int = 0
     plan_e: float = 0.0
     benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
