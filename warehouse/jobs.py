@@ -15,9 +15,10 @@ from warehouse.events import PartitionArrived, StartJob
 from warehouse.freshness import safe_freshness
 from warehouse.nextjob import Shape
 from warehouse.recompute import Piece
-from warehouse.table import Table
+from warehouse.table import JobState, Mode, Table
+from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM
 
-__all__ = ["recompute_job", "update_job", "upkeep_job"]
+__all__ = ["recompute_job", "update_job", "upkeep_job", "upkeep_may_run"]
 
 
 def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
@@ -98,3 +99,14 @@ def upkeep_job(t: Table, kind: str, start: float, estimate: float, job_id: int, 
     return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                     new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
                     estimate=estimate)
+
+
+def upkeep_may_run(t: Table, kind: str, running: dict[str, StartJob]) -> bool:
+    """May t's maintenance `kind` start now? Not while the table has update work or runs a job
+    (one writer per table), nor suspended, nor never loaded; its VACUUM not while a dependent's
+    update job runs: that job read a pinned version whose files a VACUUM could delete (seed 002
+    §2.4: garbage collection respects the consumers' cursors). `running`: each table's job."""
+    if t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
+        return False
+    return kind != VACUUM or not any((j := running.get(d.name)) is not None and j.kind not in MAINTENANCE_KINDS
+                                     for d in t.dependents)

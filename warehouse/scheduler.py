@@ -69,7 +69,7 @@ from warehouse.events import (
     Suspend,
     Tick,
 )
-from warehouse.jobs import recompute_job, update_job, upkeep_job
+from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_may_run
 from warehouse.lookahead import LOOK, first_pick, hold_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
@@ -83,8 +83,10 @@ from warehouse.table import (
     Recovered,
     Table,
     build_tables,
+    committed,
     has_work,
     raise_safe,
+    stale_windows,
     update_edge,
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
@@ -426,18 +428,7 @@ class Scheduler:
             self._upkeep.check(t.name, now)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
-        if t.freshness is None:
-            t.meter.start(job.new_freshness, now)
-            t.freshness = job.new_freshness
-            t.origin = job.start if t.origin is None else t.origin
-        elif job.new_freshness > t.freshness:
-            t.meter.set_freshness(job.new_freshness, now)
-            t.freshness = job.new_freshness
-        t.safe = job.new_safe_freshness if t.safe is None else max(t.safe, job.new_safe_freshness)
-        t.completed += 1
-        t.delta_total += job.delta_f
-        t.failures = 0
-        t.last_result = "ok"
+        committed(t, job, now)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
             for p, lo, hi in spans if t.dependents else ():  # (a time slice touches only its slice)
                 self._touch(t, lo, hi, "late", (p.pid,), now)
@@ -486,17 +477,9 @@ class Scheduler:
         self._work_changed(t, now)
 
     def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
-        """x's rows in `(lo, hi]` changed: the windows its dependents computed from them are wrong
-        (late data, a rewritten source, a dependent that ran ahead by max_skew)."""
-        for d in x.dependents:
-            if d.dv is None or d.freshness is None:
-                continue
-            taken = d.freshness
-            job = self._board.by_table.get(d.name)
-            if job is not None and job.kind != "recompute":
-                taken = max(taken, job.new_freshness)  # its running job may have read the old rows
-            if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=d.origin):
-                self._work_changed(d, now)
+        """x's rows in `(lo, hi]` changed: its dependents' windows computed from them are wrong."""
+        for d in stale_windows(x, lo, hi, reason, late, self._board.by_table):
+            self._work_changed(d, now)
 
     def _sources_changed(self, d: Table, now: float) -> None:
         """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
@@ -616,10 +599,7 @@ class Scheduler:
         VACUUM could delete (seed 002 §2.4: garbage collection respects the consumers' cursors)."""
         def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
             t = self._tables.get(name)
-            if t is None or t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
-                return None
-            if kind == VACUUM and any((j := self._board.by_table.get(d.name)) is not None
-                                      and j.kind not in MAINTENANCE_KINDS for d in t.dependents):
+            if t is None or not upkeep_may_run(t, kind, self._board.by_table):
                 return None
             return t.ip, self._upkeep_estimate(t, kind), t.idx
 

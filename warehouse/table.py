@@ -17,10 +17,11 @@ from warehouse.config import FreshetConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.derived import Derived
+from warehouse.events import StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
 
-__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "build_tables", "has_work", "raise_safe",
-           "update_edge"]
+__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "build_tables", "committed", "has_work",
+           "raise_safe", "stale_windows", "update_edge"]
 
 
 class JobState(Enum):
@@ -223,3 +224,37 @@ def raise_safe(d: Table) -> bool:
         d.safe = cand
         return True
     return False
+
+
+def committed(t: Table, job: StartJob, now: float) -> None:
+    """t's update `job` committed: F (and the staleness meter, §2.3), F' (§2.2), its counts."""
+    if t.freshness is None:
+        t.meter.start(job.new_freshness, now)
+        t.freshness = job.new_freshness
+        t.origin = job.start if t.origin is None else t.origin
+    elif job.new_freshness > t.freshness:
+        t.meter.set_freshness(job.new_freshness, now)
+        t.freshness = job.new_freshness
+    t.safe = job.new_safe_freshness if t.safe is None else max(t.safe, job.new_safe_freshness)
+    t.completed += 1
+    t.delta_total += job.delta_f
+    t.failures = 0
+    t.last_result = "ok"
+
+
+def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...],
+                  running: dict[str, StartJob]) -> list[Table]:
+    """x's rows in `(lo, hi]` changed (late data, a rewritten source, a dependent that ran ahead by
+    max_skew): the windows its dependents computed from them are marked to recompute
+    (warehouse.derived); the dependents that got work. `running`: the job each table runs."""
+    out = []
+    for d in x.dependents:
+        if d.dv is None or d.freshness is None:
+            continue
+        taken = d.freshness
+        job = running.get(d.name)
+        if job is not None and job.kind != "recompute":
+            taken = max(taken, job.new_freshness)  # its running job may have read the old rows
+        if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=d.origin):
+            out.append(d)
+    return out
