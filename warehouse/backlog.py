@@ -76,7 +76,7 @@ class Backlog:
     def add(self, p: Partition) -> bool:
         """`p` is pending now; True if it went last (in order: the usual case, no search)."""
         pending = self.pending
-        last = not pending or (pending[-1].end, pending[-1].start) <= (p.end, p.start)
+        last = not pending or (q := pending[-1]).end < p.end or q.end == p.end and q.start <= p.start
         if last:  # (seq only breaks ties, and it grows: an equal (end, start) goes last)
             pending.append(p)
         else:

@@ -268,7 +268,9 @@ class Scheduler:
         handler = self._handlers.get(type(event))
         if handler is None:
             raise SchedulerMisuse(f"unknown event {event!r}")
-        now = self._clock(now)
+        if now < self._now:  # a wall clock stepped back: never let time run backwards inside
+            now = self._now
+        self._now = now
         self._events += 1
         handler(event, now)
         if (b := self._backoffs.heap) and b[0][0] <= now:
@@ -347,12 +349,6 @@ class Scheduler:
         """A refresh of `table` waits for its job to start."""
         t = self._tables.get(table)
         return t is not None and t.mode is Mode.URGENT
-
-    def _clock(self, now: float) -> float:
-        if now < self._now:  # a wall clock stepped back: never let time run backwards inside
-            now = self._now
-        self._now = now
-        return now
 
     # ---- events --------------------------------------------------------------------------------
     def _arrived(self, ev: PartitionArrived, now: float) -> None:
@@ -546,7 +542,7 @@ class Scheduler:
 
     # ---- the next job of a table (warehouse.nextjob) -------------------------------------------------
     def _candidate(self, t: Table) -> Candidate:
-        """t's next job as the basic algorithm sees it (§3.1)."""
+        """t's next job as the basic algorithm sees it (§3.1): a query."""
         return self._nj.candidate(t)[0]
 
     def _push(self, t: Table) -> None:
