@@ -143,16 +143,17 @@ class Backlog:
         self.running = []
         return self.slice
 
-    def finished(self, end: float) -> list[tuple[Partition, float, float]]:
+    def finished(self, end: float, spans: bool = True) -> list[tuple[Partition, float, float]]:
         """The running job committed through `end`: (partition, lo, hi] of what it loaded of
-        each — a slice only its slice, the rest of a partly loaded one from where it stopped."""
-        spans = [(p, p.low, min(p.end, end)) for p in (self.running if self.slice is None else [self.slice])]
-        self.ids.difference_update(p.pid for p in self.running)
+        each — a slice only its slice, the rest of a partly loaded one from where it stopped
+        (if `spans`: none are wanted where no dependent reads the table)."""
+        out = [(p, p.low, min(p.end, end)) for p in (self.running if self.slice is None else [self.slice])] if spans else []
+        self.ids.difference_update([p.arrival.partition_id for p in self.running])
         self.running = []
         if self.slice is not None:
             self.slice.loaded, self.partial = end, self.slice
             self.slice = None
-        return spans
+        return out
 
     def failed(self, bad: set[str], freshness: float | None) -> None:
         """The running job did not commit: its partitions are pending again (nothing valid is

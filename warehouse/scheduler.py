@@ -283,11 +283,9 @@ class Scheduler:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
         any: call `handle(Tick(), t)` then."""
         wake = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
-        until = self._backoffs.next(self._backing_off)
-        if until is not None:
+        if self._backoffs.heap and (until := self._backoffs.next(self._backing_off)) is not None:
             wake = until if wake is None else min(until, wake)
-        due = self._upkeep.next_due()
-        if due is not None and (wake is None or due < wake):
+        if self._upkeep.timers and (due := self._upkeep.next_due()) is not None and (wake is None or due < wake):
             wake = due
         return wake
 
@@ -355,25 +353,25 @@ class Scheduler:
         tables = self._by_stream.get(ev.stream)
         if not tables:
             raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
-        pid = ev.partition_id
+        pid, end = ev.partition_id, ev.end
         rate = self._rates[ev.stream]
-        if (pid not in tables[0].log) if len(tables) == 1 else any(pid not in t.log for t in tables):
-            rate.observe(ev.rows, ev.end - ev.start)  # once per new partition, before its jobs are costed
+        if (pid not in tables[0].log.ids) if len(tables) == 1 else any(pid not in t.log.ids for t in tables):
+            rate.observe(ev.rows, end - ev.start)  # once per new partition, before its jobs are costed
         c = self._nj.chop if not self._nj.auto else None
         for t in tables:
             log = t.log
-            if pid in log:
+            if pid in log.ids:
                 self._duplicates += 1
                 continue
-            late = t.safe is not None and ev.end <= t.safe
+            late = t.safe is not None and end <= t.safe
             self._late += late
             self._seq += 1
-            last = log.add(Partition(ev.end, ev.start, self._seq, late, ev))
+            last = log.add(Partition(end, ev.start, self._seq, late, ev))
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._releases.expect(now + t.period, t, now)
-            if (last and c is not None and t.state is JobState.PENDING and t.keyed_rate == rate.rate and len(log.pending) > 1
-                    and ev.end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
+            if (last and c is not None and t.state is _P and t.keyed_rate == rate.rate and len(log.pending) > 1
+                    and end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
                 continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
 
@@ -413,7 +411,7 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        spans = t.log.finished(job.end) if t.log is not None else []  # what it loaded of each partition
+        spans = t.log.finished(job.end, bool(t.dependents)) if t.log is not None else []  # what it loaded of each
         if job.kind == "recompute":
             self._recomputed(t, job, ev, now)
             return
@@ -426,7 +424,7 @@ class Scheduler:
             self._plan_dirty = True
         committed(t, job, now)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
-            for p, lo, hi in spans if t.dependents else ():  # (a time slice touches only its slice)
+            for p, lo, hi in spans:  # (a time slice touches only its slice)
                 self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
             assert t.dv is not None
