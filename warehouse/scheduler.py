@@ -53,7 +53,7 @@ from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
 from warehouse.dag import Dag
-from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
+from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import (
     Backfill,
     CancelBackfill,
@@ -73,7 +73,7 @@ from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_may_run
 from warehouse.lookahead import LOOK, first_pick, hold_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
-from warehouse.recompute import touched, window_count
+from warehouse.recompute import window_count
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     BUSY,
@@ -82,10 +82,12 @@ from warehouse.table import (
     Mode,
     Recovered,
     Table,
+    backfill_range,
     build_tables,
     committed,
     has_work,
     raise_safe,
+    recompute_target,
     stale_windows,
     update_edge,
 )
@@ -302,9 +304,7 @@ class Scheduler:
         t = self._named(ev.table)
         self._mode(t, "suspend")
         if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
-            self._transition(t, "drain")
-            t.version += 1
-            self._q.queued[t.group] -= 1
+            self._drain(t)
 
     def _resume(self, ev: Resume, now: float) -> None:
         """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
@@ -381,12 +381,7 @@ class Scheduler:
         for t in self._by_stream.get(ev.stream, ()):
             if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
                 t.log.drop({ev.partition_id}, t.freshness)
-                if t.state in QUEUED and not has_work(t):
-                    self._transition(t, "drain")
-                    t.version += 1
-                    self._q.queued[t.group] -= 1
-                elif t.state in QUEUED:
-                    self._push(t)
+                self._requeue(t)
 
     def _job(self, job_id: int) -> tuple[StartJob, Table | None]:
         job = self._board.release(job_id, self._now)
@@ -542,6 +537,19 @@ class Scheduler:
     def _candidate(self, t: Table) -> Candidate:
         """t's next job as the basic algorithm sees it (§3.1): a query."""
         return self._nj.candidate(t)[0]
+
+    def _drain(self, t: Table) -> None:
+        """t's queued job leaves the queue (its heap entry is dropped lazily)."""
+        self._transition(t, "drain")
+        t.version += 1
+        self._q.queued[t.group] -= 1
+
+    def _requeue(self, t: Table) -> None:
+        """Some of t's pending work went away: a queued job is re-keyed, or drained if none is left."""
+        if t.state in QUEUED and has_work(t):
+            self._push(t)
+        elif t.state in QUEUED:
+            self._drain(t)
 
     def _push(self, t: Table) -> None:
         t.version += 1
@@ -704,43 +712,24 @@ class Scheduler:
             return "append", "a base table appends what arrives"
         return t.dv.describe()
 
-    def _recomputable(self, table: str) -> Table:
-        t = self._tables.get(table)
-        if t is None:
-            raise RecomputeRefused(table, f"no such table (known: {', '.join(sorted(self._tables))})")
-        if t.dv is None:
-            raise RecomputeRefused(table, "a base table holds what arrived: recompute a derived table "
-                                          f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
-        return t
-
     def _backfill(self, ev: Backfill, now: float) -> None:
         """Queue a recompute of the committed windows `(start, end]` of a derived table:
         benefit-ranked jobs like late data; what depends on it follows when each piece is
         rewritten. RecomputeRefused for an unknown or base table, an empty range, or a range
         with no committed window (the update jobs will compute it)."""
-        t = self._recomputable(ev.table)
-        if not (ev.end > ev.start):
-            raise RecomputeRefused(ev.table, f"empty range: end {ev.end} is not after start {ev.start}")
-        r = touched(ev.start, ev.end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
-        if r is None:
-            raise RecomputeRefused(ev.table, f"nothing computed in ({ev.start}, {ev.end}]: the table covers "
-                                             f"({t.origin}, {t.freshness}]")
+        t = recompute_target(self._tables, ev.table)
+        lo, hi = backfill_range(t, ev.start, ev.end)
         assert t.dv is not None
-        t.dv.rc.dirty.add(r[0], r[1], (ev.reason or "backfill",))
+        t.dv.rc.dirty.add(lo, hi, (ev.reason or "backfill",))
         self._work_changed(t, now)
 
     def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:
         """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
         ranges also wrong for another reason stay, without it."""
-        t = self._recomputable(ev.table)
+        t = recompute_target(self._tables, ev.table)
         assert t.dv is not None
         t.dv.cancel(ev.start, ev.end, ev.reason)
-        if t.state in QUEUED and not has_work(t):
-            self._transition(t, "drain")
-            t.version += 1
-            self._q.queued[t.group] -= 1
-        elif t.state in QUEUED:
-            self._push(t)
+        self._requeue(t)
 
     # ---- observation -----------------------------------------------------------------------------
     def weighted_staleness(self, now: float) -> float:

@@ -17,11 +17,13 @@ from warehouse.config import FreshetConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.derived import Derived
+from warehouse.errors import RecomputeRefused
 from warehouse.events import StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
+from warehouse.recompute import touched
 
-__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "build_tables", "committed", "has_work",
-           "raise_safe", "stale_windows", "update_edge"]
+__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "backfill_range", "build_tables", "committed",
+           "has_work", "raise_safe", "recompute_target", "stale_windows", "update_edge"]
 
 
 class JobState(Enum):
@@ -259,3 +261,27 @@ def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, 
         if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=d.origin):
             out.append(d)
     return out
+
+
+def recompute_target(tables: dict[str, Table], name: str) -> Table:
+    """The derived table `name` a backfill (or its cancel) rewrites; RecomputeRefused for an
+    unknown or a base table."""
+    t = tables.get(name)
+    if t is None:
+        raise RecomputeRefused(name, f"no such table (known: {', '.join(sorted(tables))})")
+    if t.dv is None:
+        raise RecomputeRefused(name, "a base table holds what arrived: recompute a derived table "
+                                     f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
+    return t
+
+
+def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
+    """The committed windows of t a backfill of `(start, end]` rewrites (warehouse.recompute);
+    RecomputeRefused for an empty range or one with no committed window."""
+    if not (end > start):
+        raise RecomputeRefused(t.name, f"empty range: end {end} is not after start {start}")
+    r = touched(start, end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
+    if r is None:
+        raise RecomputeRefused(t.name, f"nothing computed in ({start}, {end}]: the table covers "
+                                       f"({t.origin}, {t.freshness}]")
+    return r
