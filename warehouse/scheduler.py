@@ -43,10 +43,10 @@ from __future__ import annotations
 
 import random
 
-from policies.basic import Candidate, marginal_benefit, policy_key
+from policies.basic import Candidate, policy_key
 from policies.chopping import Pace
 from policies.reservation import Releases, ValueRanking
-from tracks.plan import JobProfile, TrackPlan, make_plan
+from tracks.plan import TrackPlan, make_plan
 from warehouse.backlog import Partition
 from warehouse.backoff import Backoffs, backoff_for
 from warehouse.board import TrackBoard
@@ -82,10 +82,12 @@ from warehouse.table import (
     Mode,
     Recovered,
     Table,
+    adopt,
     backfill_range,
     build_tables,
     committed,
     has_work,
+    profile,
     raise_safe,
     recompute_target,
     stale_windows,
@@ -222,24 +224,14 @@ class Scheduler:
         """A table that returns while its previous incarnation's job still runs takes that job
         over: one writer per table at a time, whatever the reloads (§4.4)."""
         job = self._board.by_table.get(t.name)
-        if job is None:
-            return
-        t.state = _ADOPT.get(job.kind, JobState.RUNNING)
-        if t.log is not None:
-            parts = []
-            for a in job.arrivals:
-                self._seq += 1
-                parts.append(Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
-            t.log.adopt(parts)
+        if job is not None:
+            t.state = _ADOPT.get(job.kind, JobState.RUNNING)
+            self._seq = adopt(t, job, self._seq)
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
         sc = self.config.scheduler
-        profiles = []
-        for t in self._by_idx:
-            t.plan_e = t.cost.estimate(t.period)
-            t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
-            profiles.append(JobProfile(t.name, t.period, t.plan_e, t.benefit))
+        profiles = [profile(t) for t in self._by_idx]
         self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
         # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
         self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)

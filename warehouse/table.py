@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from policies.basic import marginal_benefit
 from policies.inheritance import inherit
-from warehouse.backlog import Backlog
+from tracks.plan import JobProfile
+from warehouse.backlog import Backlog, Partition
 from warehouse.config import FreshetConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
@@ -22,8 +24,8 @@ from warehouse.events import StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
 from warehouse.recompute import touched
 
-__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "backfill_range", "build_tables", "committed",
-           "has_work", "raise_safe", "recompute_target", "stale_windows", "update_edge"]
+__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
+           "has_work", "profile", "raise_safe", "recompute_target", "stale_windows", "update_edge"]
 
 
 class JobState(Enum):
@@ -285,3 +287,22 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
         raise RecomputeRefused(t.name, f"nothing computed in ({start}, {end}]: the table covers "
                                        f"({t.origin}, {t.freshness}]")
     return r
+
+
+def profile(t: Table) -> JobProfile:
+    """t's job profile for (re)partitioning (§3.2): its period, E_i(P_i) now and Ip_i·P_i / E_i(P_i)."""
+    t.plan_e = t.cost.estimate(t.period)
+    t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
+    return JobProfile(t.name, t.period, t.plan_e, t.benefit)
+
+
+def adopt(t: Table, job: StartJob, seq: int) -> int:
+    """A new incarnation of a base table (a reconfigure) takes over the partitions its previous
+    one's running `job` loads, numbered after `seq`; the last number used."""
+    if t.log is not None:
+        parts = []
+        for a in job.arrivals:
+            seq += 1
+            parts.append(Partition(a.end, a.start, seq, a.partition_id in job.late, a))
+        t.log.adopt(parts)
+    return seq
