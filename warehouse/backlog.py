@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 
 from policies.chopping import chop_count, time_slice
 from warehouse.cost import RowRate
@@ -50,6 +51,7 @@ class Partition:
         return p.end
 
 
+_END = attrgetter("end")  # Partition.end, in C (chop_count's bisect key)
 Shape = tuple[float, float, float, int, bool]  # the next job: start, end, new freshness, partitions, a slice?
 
 
@@ -71,11 +73,18 @@ class Backlog:
     def __contains__(self, pid: str) -> bool:
         return pid in self.ids
 
-    def add(self, p: Partition) -> None:
-        insort(self.pending, p, key=Partition.key)
-        self.ids.add(p.pid)
+    def add(self, p: Partition) -> bool:
+        """`p` is pending now; True if it went last (in order: the usual case, no search)."""
+        pending = self.pending
+        last = not pending or (q := pending[-1]).end < p.end or q.end == p.end and q.start <= p.start
+        if last:  # (seq only breaks ties, and it grows: an equal (end, start) goes last)
+            pending.append(p)
+        else:
+            insort(pending, p, key=Partition.key)
+        self.ids.add(p.arrival.partition_id)
         self.rows += p.arrival.rows
         self.arrived = p.end if self.arrived is None else max(self.arrived, p.end)
+        return last
 
     def adopt(self, parts: list[Partition]) -> None:
         """A job of a previous incarnation of the table runs these (a reconfigure)."""
@@ -89,7 +98,7 @@ class Backlog:
         with `slicing` one partition longer than that in time slices."""
         first = self.pending[0]
         ref = freshness if freshness is not None else first.low
-        count = chop_count(self.pending, ref, period, c, Partition.end_of)
+        count = chop_count(self.pending, ref, period, c, _END)
         if self.partial is not None and self.partial is not first and count > 1:
             # late data below a partly loaded partition: load it first, never across the slice
             count = min(count, max(1, bisect_left(self.pending, self.partial.key(), key=Partition.key)))
@@ -120,8 +129,9 @@ class Backlog:
     # ---- a job starts and ends ----------------------------------------------------------------
     def take(self, count: int) -> list[Partition]:
         """The first `count` pending partitions leave for the running job."""
-        parts, self.pending = self.pending[:count], self.pending[count:]
-        self.rows -= sum(p.arrival.rows for p in parts)
+        parts = self.pending[:count]
+        del self.pending[:count]  # in place: no copy of the rest of the backlog
+        self.rows -= sum([p.arrival.rows for p in parts])
         if self.partial is not None and any(p is self.partial for p in parts):
             self.partial = None
         self.running = parts
@@ -133,16 +143,17 @@ class Backlog:
         self.running = []
         return self.slice
 
-    def finished(self, end: float) -> list[tuple[Partition, float, float]]:
+    def finished(self, end: float, spans: bool = True) -> list[tuple[Partition, float, float]]:
         """The running job committed through `end`: (partition, lo, hi] of what it loaded of
-        each — a slice only its slice, the rest of a partly loaded one from where it stopped."""
-        spans = [(p, p.low, min(p.end, end)) for p in (self.running if self.slice is None else [self.slice])]
-        self.ids.difference_update(p.pid for p in self.running)
+        each — a slice only its slice, the rest of a partly loaded one from where it stopped
+        (if `spans`: none are wanted where no dependent reads the table)."""
+        out = [(p, p.low, min(p.end, end)) for p in (self.running if self.slice is None else [self.slice])] if spans else []
+        self.ids.difference_update([p.arrival.partition_id for p in self.running])
         self.running = []
         if self.slice is not None:
             self.slice.loaded, self.partial = end, self.slice
             self.slice = None
-        return spans
+        return out
 
     def failed(self, bad: set[str], freshness: float | None) -> None:
         """The running job did not commit: its partitions are pending again (nothing valid is

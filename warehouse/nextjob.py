@@ -41,9 +41,19 @@ class NextJob:
         is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
         origin."""
         if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
-            start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, self.chop_c(t), self.auto)
             assert t.rate is not None
-            return start, end, new_f, count, sliced, t.log.work(t.rate, count, start, end)
+            if self.auto:
+                c = self.chop_c(t)
+            else:  # a fixed c: the shape holds while the table's version and its stream's rate do
+                c = self.chop
+                memo = t.shaped
+                if memo is not None and memo[0] == t.version and memo[1] == t.rate.rate:
+                    return memo[2]
+            start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
+            shape = start, end, new_f, count, sliced, t.log.work(t.rate, count, start, end)
+            if not self.auto:
+                t.shaped = (t.version, t.rate.rate, shape)
+            return shape
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.dv is not None and t.dv.edge is not None
         end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)

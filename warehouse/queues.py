@@ -83,30 +83,40 @@ class ReadyQueues:
         taken) or holds the track for more valuable jobs expected (False: the job waits, the
         next one may be short). A job the plan has no track for waits too; with a uniform plan
         its group is blocked until another group runs out (non-aggressive checks, §3.2.3)."""
+        heaps, valid, heappop, heappush = self.heaps, self.valid, heapq.heappop, heapq.heappush
+        could_use, place = plan.could_use, plan.place
         aside: list[tuple[int, Entry]] = []
-        aside_n = [0] * len(self.heaps)
+        aside_n = [0] * len(heaps)
         blocked: set[int] = set()
 
         def has_remaining(g: int) -> bool:
             return self.queued[g] - aside_n[g] > 0
 
+        def top(g: int) -> Entry | None:  # the group's best valid entry (`top`, inlined)
+            h = heaps[g]
+            while h:
+                if valid(h[0], g):
+                    return h[0]
+                heappop(h)
+            return None
+
         merge: list[tuple] = []
-        for g in range(len(self.heaps)):
-            top = self.top(g)
-            if top is not None and plan.could_use(g, available):
-                merge.append((top[0], g))
+        for g in range(len(heaps)):
+            first = top(g)
+            if first is not None and could_use(g, available):
+                merge.append((first[0], g))
         heapq.heapify(merge)
         while available and merge:
-            _, g = heapq.heappop(merge)
-            entry = self.top(g)
+            _, g = heappop(merge)
+            entry = top(g)
             if entry is None:
                 continue
-            self.pop(g)
-            track = plan.place(names[entry[2]], available, has_remaining)
+            heappop(heaps[g])
+            track = place(names[entry[2]], available, has_remaining)
             nxt: Entry | None
             if track is not None and take(entry, track):
                 available.discard(track)
-                nxt = self.top(g)
+                nxt = top(g)
             else:
                 aside.append((g, entry))
                 aside_n[g] += 1
@@ -114,15 +124,15 @@ class ReadyQueues:
                     blocked.add(g)
                     nxt = None
                 else:
-                    nxt = self.top(g)
-            if nxt is not None and plan.could_use(g, available):
-                heapq.heappush(merge, (nxt[0], g))
+                    nxt = top(g)
+            if nxt is not None and could_use(g, available):
+                heappush(merge, (nxt[0], g))
             elif blocked and not has_remaining(g):
                 # a group ran out: non-aggressive checks may now pass for the blocked ones
                 for b in sorted(blocked):
-                    top = self.top(b)
-                    if top is not None and plan.could_use(b, available):
-                        heapq.heappush(merge, (top[0], b))
+                    first = top(b)
+                    if first is not None and could_use(b, available):
+                        heappush(merge, (first[0], b))
                 blocked.clear()
         for g, entry in aside:
             self.push(g, entry)

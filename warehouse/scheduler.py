@@ -25,33 +25,37 @@ basic algorithm (§3.1); each round merges the group heads in key order and asks
 
 The engine, by noun (each knows nothing of the Scheduler; only this module imports them):
 
-    warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin)
+    warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin);
+                        has it work, a commit, edges and F' down the DAG (§2.2), a backfill's range
     warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)
     warehouse.derived   a derived table's edge and settle point (§2.2), refresh mode, recompute ranges
     warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
     warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
     warehouse.board     the track board: which job runs where since when, busy time
+    warehouse.backoff   tables in back-off after a failure, by retry time
     warehouse.upkeep    maintenance due, waiting and ranked (seed 002 §2.4)
-    warehouse.stats     the frozen snapshot rows
+    warehouse.stats     the frozen snapshot rows and the snapshot
+    warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
+                        may maintenance run
+    warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
     policies.reservation  expected releases and the hold decision
 """
 
 from __future__ import annotations
 
-import heapq
-import math
 import random
 
-from policies.basic import Candidate, Expected, choose_with_lookahead, marginal_benefit, policy_key
+from policies.basic import Candidate, policy_key
 from policies.chopping import Pace
-from policies.reservation import Releases, Upcoming, ValueRanking, held_until
-from tracks.plan import JobProfile, TrackPlan, make_plan
+from policies.reservation import Releases, ValueRanking
+from tracks.plan import TrackPlan, make_plan
 from warehouse.backlog import Partition
+from warehouse.backoff import Backoffs, backoff_for
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
 from warehouse.dag import Dag
-from warehouse.errors import PartitionRefused, RecomputeRefused, SchedulerMisuse
+from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import (
     Backfill,
     CancelBackfill,
@@ -67,15 +71,30 @@ from warehouse.events import (
     Suspend,
     Tick,
 )
-from warehouse.freshness import safe_freshness
+from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_may_run
+from warehouse.lookahead import LOOK, first_pick, hold_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
-from warehouse.recompute import (
-    touched,
-    window_count,
+from warehouse.recompute import window_count
+from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
+from warehouse.table import (
+    BUSY,
+    QUEUED,
+    JobState,
+    Mode,
+    Recovered,
+    Table,
+    adopt,
+    backfill_range,
+    build_tables,
+    committed,
+    has_work,
+    profile,
+    raise_safe,
+    recompute_target,
+    stale_windows,
+    update_edge,
 )
-from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, table_stats, track_rows
-from warehouse.table import BUSY, QUEUED, JobState, Mode, Recovered, Table, build_tables
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
 __all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
@@ -146,7 +165,7 @@ class Scheduler:
         self._released = self._completed = self._failed = 0
         self._duplicates = 0
         self._late = 0
-        self._backoffs: list[tuple[float, int, str]] = []  # (until, seq, table name): indices move on reconfigure
+        self._backoffs = Backoffs()  # tables in back-off, by retry time
         self._releases = Releases(self._expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
         self._plan_dirty = False
@@ -193,8 +212,8 @@ class Scheduler:
         self._n_tracks = sc.tracks
         for t in self._by_idx:  # derived edges in topological order
             if not t.base:
-                self._update_edge(t)
-            if t.state in QUEUED and not self._has_work(t):
+                update_edge(t)
+            if t.state in QUEUED and not has_work(t):
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
@@ -207,24 +226,14 @@ class Scheduler:
         """A table that returns while its previous incarnation's job still runs takes that job
         over: one writer per table at a time, whatever the reloads (§4.4)."""
         job = self._board.by_table.get(t.name)
-        if job is None:
-            return
-        t.state = _ADOPT.get(job.kind, JobState.RUNNING)
-        if t.log is not None:
-            parts = []
-            for a in job.arrivals:
-                self._seq += 1
-                parts.append(Partition(a.end, a.start, self._seq, a.partition_id in job.late, a))
-            t.log.adopt(parts)
+        if job is not None:
+            t.state = _ADOPT.get(job.kind, JobState.RUNNING)
+            self._seq = adopt(t, job, self._seq)
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
         sc = self.config.scheduler
-        profiles = []
-        for t in self._by_idx:
-            t.plan_e = t.cost.estimate(t.period)
-            t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
-            profiles.append(JobProfile(t.name, t.period, t.plan_e, t.benefit))
+        profiles = [profile(t) for t in self._by_idx]
         self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
         # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
         self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)
@@ -255,25 +264,24 @@ class Scheduler:
         handler = self._handlers.get(type(event))
         if handler is None:
             raise SchedulerMisuse(f"unknown event {event!r}")
-        now = self._clock(now)
+        if now < self._now:  # a wall clock stepped back: never let time run backwards inside
+            now = self._now
+        self._now = now
         self._events += 1
         handler(event, now)
-        self._expire_backoffs(now)
-        self._upkeep.ripe(now)
+        if (b := self._backoffs.heap) and b[0][0] <= now:
+            self._expire_backoffs(now)
+        if (u := self._upkeep.timers) and u[0][0] <= now:  # maintenance due by the clock (warehouse.upkeep)
+            self._upkeep.ripe(now)
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
         any: call `handle(Tick(), t)` then."""
         wake = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
-        while self._backoffs:
-            until, _, name = self._backoffs[0]
-            if self._backing_off(name, until) is not None:
-                wake = until if wake is None else min(until, wake)
-                break
-            heapq.heappop(self._backoffs)
-        due = self._upkeep.next_due()
-        if due is not None and (wake is None or due < wake):
+        if self._backoffs.heap and (until := self._backoffs.next(self._backing_off)) is not None:
+            wake = until if wake is None else min(until, wake)
+        if self._upkeep.timers and (due := self._upkeep.next_due()) is not None and (wake is None or due < wake):
             wake = due
         return wake
 
@@ -290,9 +298,7 @@ class Scheduler:
         t = self._named(ev.table)
         self._mode(t, "suspend")
         if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
-            self._transition(t, "drain")
-            t.version += 1
-            self._q.queued[t.group] -= 1
+            self._drain(t)
 
     def _resume(self, ev: Resume, now: float) -> None:
         """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
@@ -313,7 +319,7 @@ class Scheduler:
             t.backoff_until = now
             self._transition(t, "retry")
             self._work_changed(t, now)
-        if t.state is JobState.IDLE and not self._has_work(t):
+        if t.state is JobState.IDLE and not has_work(t):
             return
         self._mode(t, "refresh")
 
@@ -336,30 +342,31 @@ class Scheduler:
         t = self._tables.get(table)
         return t is not None and t.mode is Mode.URGENT
 
-    def _clock(self, now: float) -> float:
-        if now < self._now:  # a wall clock stepped back: never let time run backwards inside
-            now = self._now
-        self._now = now
-        return now
-
     # ---- events --------------------------------------------------------------------------------
     def _arrived(self, ev: PartitionArrived, now: float) -> None:
         tables = self._by_stream.get(ev.stream)
         if not tables:
             raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
-        if any(ev.partition_id not in t.log for t in tables):  # once per new partition, before its jobs are costed
-            self._rates[ev.stream].observe(ev.rows, ev.end - ev.start)
+        pid, end = ev.partition_id, ev.end
+        rate = self._rates[ev.stream]
+        if (pid not in tables[0].log.ids) if len(tables) == 1 else any(pid not in t.log.ids for t in tables):
+            rate.observe(ev.rows, end - ev.start)  # once per new partition, before its jobs are costed
+        c = self._nj.chop if not self._nj.auto else None
         for t in tables:
-            if ev.partition_id in t.log:
+            log = t.log
+            if pid in log.ids:
                 self._duplicates += 1
                 continue
-            late = t.safe is not None and ev.end <= t.safe
+            late = t.safe is not None and end <= t.safe
             self._late += late
             self._seq += 1
-            t.log.add(Partition(ev.end, ev.start, self._seq, late, ev))
+            last = log.add(Partition(end, ev.start, self._seq, late, ev))
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._releases.expect(now + t.period, t, now)
+            if (last and c is not None and t.state is _P and t.keyed_rate == rate.rate and len(log.pending) > 1
+                    and end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
+                continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
 
     def _dropped(self, ev: PartitionDropped, now: float) -> None:
@@ -368,12 +375,7 @@ class Scheduler:
         for t in self._by_stream.get(ev.stream, ()):
             if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
                 t.log.drop({ev.partition_id}, t.freshness)
-                if t.state in QUEUED and not self._has_work(t):
-                    self._transition(t, "drain")
-                    t.version += 1
-                    self._q.queued[t.group] -= 1
-                elif t.state in QUEUED:
-                    self._push(t)
+                self._requeue(t)
 
     def _job(self, job_id: int) -> tuple[StartJob, Table | None]:
         job = self._board.release(job_id, self._now)
@@ -398,7 +400,7 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        spans = t.log.finished(job.end) if t.log is not None else []  # what it loaded of each partition
+        spans = t.log.finished(job.end, bool(t.dependents)) if t.log is not None else []  # what it loaded of each
         if job.kind == "recompute":
             self._recomputed(t, job, ev, now)
             return
@@ -409,18 +411,7 @@ class Scheduler:
             self._upkeep.check(t.name, now)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
-        if t.freshness is None:
-            t.meter.start(job.new_freshness, now)
-            t.freshness = job.new_freshness
-            t.origin = job.start if t.origin is None else t.origin
-        elif job.new_freshness > t.freshness:
-            t.meter.set_freshness(job.new_freshness, now)
-            t.freshness = job.new_freshness
-        t.safe = job.new_safe_freshness if t.safe is None else max(t.safe, job.new_safe_freshness)
-        t.completed += 1
-        t.delta_total += job.delta_f
-        t.failures = 0
-        t.last_result = "ok"
+        committed(t, job, now)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
             for p, lo, hi in spans:  # (a time slice touches only its slice)
                 self._touch(t, lo, hi, "late", (p.pid,), now)
@@ -465,45 +456,24 @@ class Scheduler:
         t.failures = 0
         t.last_result = "ok"
         self._touch(t, job.start, job.end, "upstream", job.late, now)
-        if self._raise_safe(t):
+        if raise_safe(t):
             for d in t.dependents:
                 self._sources_changed(d, now)
         self._work_changed(t, now)
 
     def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
-        """x's rows in `(lo, hi]` changed: the windows its dependents computed from them are wrong
-        (late data, a rewritten source, a dependent that ran ahead by max_skew)."""
-        for d in x.dependents:
-            if d.dv is None:
-                continue
-            job = self._board.by_table.get(d.name)
-            update = job if job is not None and job.kind != "recompute" else None
-            if d.freshness is None and update is None:
-                continue  # nothing computed yet, nothing being computed: its first job reads the new rows
-            taken = max(d.freshness if d.freshness is not None else -math.inf,
-                        update.new_freshness if update is not None else -math.inf)  # a running job read the old rows
-            origin = d.origin if d.origin is not None else (update.start if update is not None else None)
-            if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin):
-                self._work_changed(d, now)
+        """x's rows in `(lo, hi]` changed: its dependents' windows computed from them are wrong."""
+        for d in stale_windows(x, lo, hi, reason, late, self._board.by_table):
+            self._work_changed(d, now)
 
     def _sources_changed(self, d: Table, now: float) -> None:
         """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
-        moved = self._update_edge(d)
-        if self._raise_safe(d):
+        moved = update_edge(d)
+        if raise_safe(d):
             for e in d.dependents:
                 self._sources_changed(e, now)
         if moved:
             self._work_changed(d, now)
-
-    def _raise_safe(self, d: Table) -> bool:
-        """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
-        safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute."""
-        if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
-            return False
-        if d.safe is None or cand > d.safe:
-            d.safe = cand
-            return True
-        return False
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
         if self._is_upkeep(ev.job_id):
@@ -522,9 +492,9 @@ class Scheduler:
         t.failed += 1
         t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
         sc = self.config.scheduler
-        t.backoff_until = now + min(sc.retry_backoff * 2 ** (t.failures - 1), sc.retry_backoff_max)
+        t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
         self._seq += 1
-        heapq.heappush(self._backoffs, (t.backoff_until, self._seq, t.name))
+        self._backoffs.push(t.backoff_until, self._seq, t.name)
 
     def _backing_off(self, name: str, until: float) -> Table | None:
         """The table if this heap entry is still its current back-off (lazy deletion)."""
@@ -532,11 +502,9 @@ class Scheduler:
         return t if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until else None
 
     def _expire_backoffs(self, now: float) -> None:
-        while self._backoffs and self._backoffs[0][0] <= now:
-            until, _, name = heapq.heappop(self._backoffs)
-            if (t := self._backing_off(name, until)) is not None:
-                self._transition(t, "retry")
-                self._work_changed(t, now)
+        for t in self._backoffs.expired(now, self._backing_off):
+            self._transition(t, "retry")
+            self._work_changed(t, now)
 
     # ---- table state ---------------------------------------------------------------------------
     def _transition(self, t: Table, kind: str) -> None:
@@ -545,25 +513,8 @@ class Scheduler:
             raise SchedulerMisuse(f"table {t.name!r} is {t.state.value} and cannot take '{kind}'")
         t.state = new
 
-    def _update_edge(self, d: Table) -> bool:
-        """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2)."""
-        assert d.dv is not None
-        changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
-        if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
-            edge = d.dv.edge
-            d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
-        return changed
-
-    def _has_work(self, t: Table) -> bool:
-        if t.log is not None:
-            return bool(t.log.pending)
-        assert t.dv is not None
-        if t.freshness is not None and t.dv.rc.has_work():
-            return True
-        return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
-
     def _work_changed(self, t: Table, now: float) -> None:
-        if t.mode is Mode.SUSPENDED or not self._has_work(t):
+        if t.mode is Mode.SUSPENDED or not has_work(t):
             return
         was = t.state
         self._transition(t, "work")
@@ -580,11 +531,25 @@ class Scheduler:
 
     # ---- the next job of a table (warehouse.nextjob) -------------------------------------------------
     def _candidate(self, t: Table) -> Candidate:
-        """t's next job as the basic algorithm sees it (§3.1)."""
+        """t's next job as the basic algorithm sees it (§3.1): a query."""
         return self._nj.candidate(t)[0]
+
+    def _drain(self, t: Table) -> None:
+        """t's queued job leaves the queue (its heap entry is dropped lazily)."""
+        self._transition(t, "drain")
+        t.version += 1
+        self._q.queued[t.group] -= 1
+
+    def _requeue(self, t: Table) -> None:
+        """Some of t's pending work went away: a queued job is re-keyed, or drained if none is left."""
+        if t.state in QUEUED and has_work(t):
+            self._push(t)
+        elif t.state in QUEUED:
+            self._drain(t)
 
     def _push(self, t: Table) -> None:
         t.version += 1
+        t.keyed_rate = t.rate.rate if t.rate is not None else None
         self._q.push(t.group, (self._key(self._nj.candidate(t)[0]), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
@@ -632,10 +597,7 @@ class Scheduler:
         VACUUM could delete (seed 002 §2.4: garbage collection respects the consumers' cursors)."""
         def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
             t = self._tables.get(name)
-            if t is None or t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
-                return None
-            if kind == VACUUM and any((j := self._board.by_table.get(d.name)) is not None
-                                      and j.kind not in MAINTENANCE_KINDS for d in t.dependents):
+            if t is None or not upkeep_may_run(t, kind, self._board.by_table):
                 return None
             return t.ip, self._upkeep_estimate(t, kind), t.idx
 
@@ -658,10 +620,8 @@ class Scheduler:
         self._transition(t, "upkeep")
         t.version += 1
         self._upkeep.started(t.name)
-        start = self._upkeep.span(t.name, kind, t.freshness, t.origin)
-        job = StartJob(job_id=self._next_job, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
-                       new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-                       estimate=self._upkeep_estimate(t, kind))
+        job = upkeep_job(t, kind, self._upkeep.span(t.name, kind, t.freshness, t.origin),
+                         self._upkeep_estimate(t, kind), self._next_job, track)
         return self._occupy(t, job, track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
@@ -672,7 +632,8 @@ class Scheduler:
 
         def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[2]]
-            until = self._holds(t, -entry[0][0], track, now) if self._reserve else None
+            until = hold_until(t, -entry[0][0], self._nj, self._ranking, self._releases, self._pace.now,
+                               lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
                 self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short
                 return False
@@ -681,54 +642,21 @@ class Scheduler:
 
         self._q.serve(self.plan, available, self._names, take)
 
-    _LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
-
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Max Benefit with Lookahead (§3.1) picks the first job of the round: its best `_LOOK`
-        released jobs against the releases expected before the best one would end (at most
-        `policies.reservation.SCAN` of them). Both are walked best-first in their heaps, none popped: the cost is
-        O((k + s) log n) for k entries taken and s stale entries passed on the way (compaction,
-        `_push`, keeps s below the queue's length + 64), not a scan of every table."""
-        valid = self._q.heads(self._LOOK)
+        """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead).
+        The heads are walked best-first in their heaps, none popped: O((k + s) log n) for k entries
+        taken and s stale ones passed (compaction, `_push`, keeps s below the queue's length + 64)."""
+        valid = self._q.heads(LOOK)
         if not valid:
             return
-        ordered = [self._candidate(self._by_idx[e[2]]) for e in valid]
-        horizon = now + ordered[0].cost
-        expected = [
-            Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
-            for when, t in self._releases.within(now, horizon, inclusive=True)
-            if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
-        ]
-        if not expected:
+        name = first_pick([self._nj.candidate(self._by_idx[e[2]])[0] for e in valid], self._releases, now)
+        if name is None:
             return
-        chosen = choose_with_lookahead(ordered, expected, now)
-        if chosen.table == ordered[0].table:
-            return
-        t = self._tables[chosen.table]
+        t = self._tables[name]
         track = self.plan.place(t.name, available, self._q.waiting)
         if track is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
-
-    def _holds(self, t: Table, benefit: float, track: int, now: float) -> float | None:
-        """Track reservation by lookahead (policies.reservation): until when should `track` wait
-        for jobs of higher marginal benefit expected before t's long job would end? None: start
-        it. A query: `_hold` applies the answer."""
-        p_min = self._ranking.shortest_period_above(benefit)
-        if p_min is None:
-            return None
-        pace = self._pace.now
-        start, _, new_f, _, _, n = self._nj.shape(t)
-        delta = new_f - (t.freshness if t.freshness is not None else start)
-
-        def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
-            return [Upcoming(when, k.ip * k.period, k.plan_e * pace)
-                    for when, k in self._releases.within(now, horizon, inclusive=False)
-                    if k.benefit > benefit and k.state is JobState.IDLE]
-
-        return held_until(now, t.cost.estimate(n) * pace, t.ip * delta,
-                          t.held_since if t.state is JobState.HELD else now, p_min, upcoming,
-                          lambda: self._board.free_at(now, pace, but=track))
 
     def _hold(self, t: Table, until: float, now: float) -> None:
         """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
@@ -743,85 +671,23 @@ class Scheduler:
         return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
     def _start(self, t: Table, track: int, now: float) -> StartJob:
+        """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
+        ranks first (warehouse.nextjob), else its update job."""
         if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._nj.candidate(t)[1]:
-            return self._start_recompute(t, track, now)  # its recompute job ranks first now
-        start, end, new_f, count, sliced, n = self._nj.shape(t)
-        self._transition(t, "slice" if sliced and t.base else "start")
-        if t.mode is Mode.URGENT:
-            self._mode(t, "served")
-        t.version += 1
-        self._q.queued[t.group] -= 1
-        ref = t.freshness if t.freshness is not None else start
-        parts: list[Partition] = []
-        arrivals: tuple[PartitionArrived, ...] = ()
-        if t.log is not None and sliced:  # a time slice: the partition stays pending until its last slice
-            arrivals = (t.log.take_slice().arrival,)
-            safe = safe_freshness(new_f, t.lateness, (), t.safe)
-            chopped = True
-        elif t.log is not None:
-            parts = t.log.take(count)
-            arrivals = tuple(p.arrival for p in parts)
-            safe = safe_freshness(new_f, t.lateness, (p.safe_through for p in parts), t.safe)
-            chopped = bool(t.log.pending)
+            plan = self._nj.recompute(t)
+            assert plan is not None
+            self._transition(t, "recompute")
+            t.version += 1
+            self._q.queued[t.group] -= 1
+            job = recompute_job(t, plan[0], plan[1], self._next_job, track)
         else:
-            assert t.dv is not None
-            settle, edge = t.dv.settle, t.dv.edge
-            safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
-            chopped = edge is not None and end < edge
-        full = t.dv is not None and t.dv.full
-        if full:  # a full refresh: the SQL over (origin, end] overwrites the table (`_shape`)
-            assert t.dv is not None
-            t.dv.take(start, end, full=True)
-        job = StartJob(
-            job_id=self._next_job,
-            table=t.name,
-            track=track,
-            kind="base" if t.base else "derived",
-            start=start,
-            end=end,
-            new_freshness=new_f,
-            new_safe_freshness=safe,
-            arrivals=arrivals,
-            sources=tuple(s.name for s in t.sources),
-            delta_f=new_f - ref,
-            estimate=t.cost.estimate(n),
-            chopped=chopped,
-            late=tuple(p.pid for p in parts if p.late),
-            full=full,
-            sql_version=t.dv.rc.sql_version if t.dv is not None else "",
-            work=n if t.base else None,
-        )
-        return self._started(t, job, track, now)
-
-    def _start_recompute(self, t: Table, track: int, now: float) -> StartJob:
-        """Start t's recompute job (warehouse.recompute); what it takes leaves `dirty` now, so a
-        change that arrives while it runs is recomputed again after it."""
-        plan = self._nj.recompute(t)
-        assert plan is not None and t.dv is not None and t.freshness is not None
-        piece, full, _ = plan
-        self._transition(t, "recompute")
-        t.version += 1
-        self._q.queued[t.group] -= 1
-        reasons, late = t.dv.take(piece.lo, piece.hi, full)
-        # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
-        reasons |= piece.reasons
-        late |= piece.late
-        job = StartJob(
-            job_id=self._next_job,
-            table=t.name,
-            track=track,
-            kind="recompute",
-            start=piece.lo,
-            end=piece.hi,
-            new_freshness=t.freshness,
-            new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-            sources=tuple(s.name for s in t.sources),
-            estimate=t.cost.estimate(piece.hi - piece.lo),
-            late=tuple(sorted(late)),
-            full=full,
-            reasons=tuple(sorted(reasons)),
-            sql_version=t.dv.rc.sql_version,
-        )
+            shape = self._nj.shape(t)
+            self._transition(t, "slice" if shape[4] and t.base else "start")
+            if t.mode is Mode.URGENT:
+                self._mode(t, "served")
+            t.version += 1
+            self._q.queued[t.group] -= 1
+            job = update_job(t, shape, self._next_job, track)
         return self._started(t, job, track, now)
 
     def _started(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
@@ -842,43 +708,24 @@ class Scheduler:
             return "append", "a base table appends what arrives"
         return t.dv.describe()
 
-    def _recomputable(self, table: str) -> Table:
-        t = self._tables.get(table)
-        if t is None:
-            raise RecomputeRefused(table, f"no such table (known: {', '.join(sorted(self._tables))})")
-        if t.dv is None:
-            raise RecomputeRefused(table, "a base table holds what arrived: recompute a derived table "
-                                          f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
-        return t
-
     def _backfill(self, ev: Backfill, now: float) -> None:
         """Queue a recompute of the committed windows `(start, end]` of a derived table:
         benefit-ranked jobs like late data; what depends on it follows when each piece is
         rewritten. RecomputeRefused for an unknown or base table, an empty range, or a range
         with no committed window (the update jobs will compute it)."""
-        t = self._recomputable(ev.table)
-        if not (ev.end > ev.start):
-            raise RecomputeRefused(ev.table, f"empty range: end {ev.end} is not after start {ev.start}")
-        r = touched(ev.start, ev.end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
-        if r is None:
-            raise RecomputeRefused(ev.table, f"nothing computed in ({ev.start}, {ev.end}]: the table covers "
-                                             f"({t.origin}, {t.freshness}]")
+        t = recompute_target(self._tables, ev.table)
+        lo, hi = backfill_range(t, ev.start, ev.end)
         assert t.dv is not None
-        t.dv.rc.dirty.add(r[0], r[1], (ev.reason or "backfill",))
+        t.dv.rc.dirty.add(lo, hi, (ev.reason or "backfill",))
         self._work_changed(t, now)
 
     def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:
         """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
         ranges also wrong for another reason stay, without it."""
-        t = self._recomputable(ev.table)
+        t = recompute_target(self._tables, ev.table)
         assert t.dv is not None
         t.dv.cancel(ev.start, ev.end, ev.reason)
-        if t.state in QUEUED and not self._has_work(t):
-            self._transition(t, "drain")
-            t.version += 1
-            self._q.queued[t.group] -= 1
-        elif t.state in QUEUED:
-            self._push(t)
+        self._requeue(t)
 
     # ---- observation -----------------------------------------------------------------------------
     def weighted_staleness(self, now: float) -> float:
@@ -888,26 +735,9 @@ class Scheduler:
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
         now = max(now, self._now)
-        tables = []
-        pending_jobs = 0
-        for t in self._by_idx:
-            pending_jobs += t.state in QUEUED
-            job = self._board.by_table.get(t.name)
-            tables.append(table_stats(t, now, job, self.plan.home[t.group], self._upkeep.stats(t.name),
-                                      recovered=self._initial is None))
-        return SchedulerStats(
-            now=now,
-            tables=tuple(tables),
-            tracks=track_rows(self._board, self.plan, now),
-            plan=self.plan_stats(),
-            weighted_staleness=self.weighted_staleness(now),
-            jobs_released=self._released,
-            jobs_completed=self._completed,
-            jobs_failed=self._failed,
-            pending_jobs=pending_jobs,
-            running_jobs=len(self._board.jobs),
-            events=self._events,
-        )
+        return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now, self.weighted_staleness(now),
+                        recovered=self._initial is None, released=self._released, completed=self._completed,
+                        failed=self._failed, events=self._events)
 
     def plan_stats(self) -> TrackPlanStats:
         return plan_row(self.plan)

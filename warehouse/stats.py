@@ -5,16 +5,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracks.plan import TrackPlan
 from warehouse.board import TrackBoard
 from warehouse.events import StartJob
-from warehouse.table import Mode, Table
+from warehouse.table import QUEUED, Mode, Table
 from warehouse.upkeep import UpkeepStats
 
-__all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats", "backlog", "plan_row", "table_stats",
-           "track_rows"]
+__all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats", "backlog", "plan_row", "snapshot",
+           "table_stats", "track_rows"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,3 +186,28 @@ def plan_row(p: TrackPlan) -> TrackPlanStats:
     return TrackPlanStats(partitioner=p.partitioner, tracks=p.n_tracks, clusters=tuple(tuple(g) for g in p.groups),
                           home_tracks=tuple(p.home), free_tracks=p.free, utilization=p.utilization,
                           feasible=p.feasible, note=p.note)
+
+
+def snapshot(tables: list[Table], board: TrackBoard, plan: TrackPlan, upkeep: Callable[[str], UpkeepStats | None],
+             now: float, weighted_staleness: float, *, recovered: bool, released: int, completed: int, failed: int,
+             events: int) -> SchedulerStats:
+    """The Scheduler's snapshot at `now`: its tables (by index), tracks and plan, and its counts."""
+    rows = []
+    pending_jobs = 0
+    for t in tables:
+        pending_jobs += t.state in QUEUED
+        rows.append(table_stats(t, now, board.by_table.get(t.name), plan.home[t.group], upkeep(t.name),
+                                recovered=recovered))
+    return SchedulerStats(
+        now=now,
+        tables=tuple(rows),
+        tracks=track_rows(board, plan, now),
+        plan=plan_row(plan),
+        weighted_staleness=weighted_staleness,
+        jobs_released=released,
+        jobs_completed=completed,
+        jobs_failed=failed,
+        pending_jobs=pending_jobs,
+        running_jobs=len(board.jobs),
+        events=events,
+    )

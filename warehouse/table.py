@@ -1,24 +1,32 @@
 """A table as the Scheduler keeps it: where its job is (`JobState`), what an operator asked of it
 (`Mode`), what storage held for it on start (`Recovered`), and its facts — priority, period,
-freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived).
+freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived);
+whether it has work, and a derived table's edge and F' moving with its sources' (§2.2).
 The moves between states are the Scheduler's transition table (`warehouse.scheduler.TRANSITIONS`).
 Pure data: no clock, no I/O.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 
+from policies.basic import marginal_benefit
 from policies.inheritance import inherit
-from warehouse.backlog import Backlog
+from tracks.plan import JobProfile
+from warehouse.backlog import Backlog, Partition
 from warehouse.config import FreshetConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.derived import Derived
+from warehouse.errors import RecomputeRefused
+from warehouse.events import StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
+from warehouse.recompute import touched
 
-__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "build_tables"]
+__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
+           "has_work", "profile", "raise_safe", "recompute_target", "stale_windows", "update_edge"]
 
 
 class JobState(Enum):
@@ -110,6 +118,8 @@ class Table:
     seq: int = 0
     rand: float = 0.0
     version: int = 0
+    shaped: tuple | None = None  # base, fixed c: (version, row rate, its next job's shape) (warehouse.nextjob)
+    keyed_rate: float | None = -1.0  # base: its stream's row rate when its queue entry was keyed (Scheduler._push)
     group: int = 0
     plan_e: float = 0.0
     benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
@@ -189,3 +199,115 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
     for n, t in tables.items():
         t.ip = ip[n]
     return tables, new
+
+
+def has_work(t: Table) -> bool:
+    """t has a job to release: pending partitions, windows to recompute, or a window to update."""
+    if t.log is not None:
+        return bool(t.log.pending)
+    assert t.dv is not None
+    if t.freshness is not None and t.dv.rc.has_work():
+        return True
+    return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
+
+
+def update_edge(d: Table) -> bool:
+    """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2). Moved?"""
+    assert d.dv is not None
+    changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
+    if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
+        edge = d.dv.edge
+        d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
+    return changed
+
+
+def raise_safe(d: Table) -> bool:
+    """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
+    safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute. Raised?"""
+    if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
+        return False
+    if d.safe is None or cand > d.safe:
+        d.safe = cand
+        return True
+    return False
+
+
+def committed(t: Table, job: StartJob, now: float) -> None:
+    """t's update `job` committed: F (and the staleness meter, §2.3), F' (§2.2), its counts."""
+    if t.freshness is None:
+        t.meter.start(job.new_freshness, now)
+        t.freshness = job.new_freshness
+        t.origin = job.start if t.origin is None else t.origin
+    elif job.new_freshness > t.freshness:
+        t.meter.set_freshness(job.new_freshness, now)
+        t.freshness = job.new_freshness
+    t.safe = job.new_safe_freshness if t.safe is None else max(t.safe, job.new_safe_freshness)
+    t.completed += 1
+    t.delta_total += job.delta_f
+    t.failures = 0
+    t.last_result = "ok"
+
+
+def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...],
+                  running: dict[str, StartJob]) -> list[Table]:
+    """x's rows in `(lo, hi]` changed (late data, a rewritten source, a dependent that ran ahead by
+    max_skew): the windows its dependents computed from them are marked to recompute
+    (warehouse.derived); the dependents that got work. `running`: the job each table runs."""
+    out = []
+    for d in x.dependents:
+        if d.dv is None:
+            continue
+        job = running.get(d.name)
+        update = job if job is not None and job.kind != "recompute" else None
+        if d.freshness is None and update is None:
+            continue  # nothing computed, nothing being computed: its first job reads the new rows
+        # what it computed, and what its running job (its first one, too) may have read the old rows for
+        taken = max(d.freshness if d.freshness is not None else -math.inf,
+                    update.new_freshness if update is not None else -math.inf)
+        origin = d.origin if d.origin is not None else (update.start if update is not None else None)
+        if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin):
+            out.append(d)
+    return out
+
+
+def recompute_target(tables: dict[str, Table], name: str) -> Table:
+    """The derived table `name` a backfill (or its cancel) rewrites; RecomputeRefused for an
+    unknown or a base table."""
+    t = tables.get(name)
+    if t is None:
+        raise RecomputeRefused(name, f"no such table (known: {', '.join(sorted(tables))})")
+    if t.dv is None:
+        raise RecomputeRefused(name, "a base table holds what arrived: recompute a derived table "
+                                     f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
+    return t
+
+
+def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
+    """The committed windows of t a backfill of `(start, end]` rewrites (warehouse.recompute);
+    RecomputeRefused for an empty range or one with no committed window."""
+    if not (end > start):
+        raise RecomputeRefused(t.name, f"empty range: end {end} is not after start {start}")
+    r = touched(start, end, lookback=0.0, granularity=t.granularity, taken=t.freshness, origin=t.origin)
+    if r is None:
+        raise RecomputeRefused(t.name, f"nothing computed in ({start}, {end}]: the table covers "
+                                       f"({t.origin}, {t.freshness}]")
+    return r
+
+
+def profile(t: Table) -> JobProfile:
+    """t's job profile for (re)partitioning (§3.2): its period, E_i(P_i) now and Ip_i·P_i / E_i(P_i)."""
+    t.plan_e = t.cost.estimate(t.period)
+    t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
+    return JobProfile(t.name, t.period, t.plan_e, t.benefit)
+
+
+def adopt(t: Table, job: StartJob, seq: int) -> int:
+    """A new incarnation of a base table (a reconfigure) takes over the partitions its previous
+    one's running `job` loads, numbered after `seq`; the last number used."""
+    if t.log is not None:
+        parts = []
+        for a in job.arrivals:
+            seq += 1
+            parts.append(Partition(a.end, a.start, seq, a.partition_id in job.late, a))
+        t.log.adopt(parts)
+    return seq

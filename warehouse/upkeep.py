@@ -74,7 +74,7 @@ class Upkeep:
 
     def __init__(self) -> None:
         self.tables: dict[str, TableUpkeep] = {}
-        self._timers: list[tuple[float, str]] = []  # (vacuum due, table): lazy deletion
+        self.timers: list[tuple[float, str]] = []  # (vacuum due, table): lazy deletion
         self.waiting: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
 
     def configure(self, config: FreshetConfig, recovered: dict[str, object]) -> None:
@@ -104,7 +104,7 @@ class Upkeep:
     def _arm(self, name: str, u: TableUpkeep) -> None:
         due = u.vacuum_due()
         if due is not None:
-            heapq.heappush(self._timers, (due, name))
+            heapq.heappush(self.timers, (due, name))
 
     # ---- what the Scheduler tells it --------------------------------------------------------------
     def committed(self, table: str, now: float) -> None:
@@ -142,7 +142,7 @@ class Upkeep:
         assert u.failed is not None
         u.failed[kind] = u.failed.get(kind, 0) + 1
         u.retry_at = now + backoff
-        heapq.heappush(self._timers, (u.retry_at, table))
+        heapq.heappush(self.timers, (u.retry_at, table))
 
     # ---- what is due --------------------------------------------------------------------------------
     def due(self, table: str, now: float) -> str | None:
@@ -169,8 +169,8 @@ class Upkeep:
 
     def ripe(self, now: float) -> None:
         """Tables whose vacuum clock has run out by `now` wait for a track (`waiting`)."""
-        while self._timers and self._timers[0][0] <= now:
-            _, name = heapq.heappop(self._timers)
+        while self.timers and self.timers[0][0] <= now:
+            _, name = heapq.heappop(self.timers)
             self.waiting[name] = None
 
     def check(self, table: str, now: float) -> None:
@@ -218,12 +218,12 @@ class Upkeep:
 
     def next_due(self) -> float | None:
         """The earliest vacuum due time still to come (lazy: stale entries are skipped)."""
-        while self._timers:
-            due, name = self._timers[0]
+        while self.timers:
+            due, name = self.timers[0]
             u = self.tables.get(name)
             if u is not None and due in (u.vacuum_due(), u.retry_at):
                 return due
-            heapq.heappop(self._timers)
+            heapq.heappop(self.timers)
         return None
 
     def stats(self, table: str) -> UpkeepStats | None:

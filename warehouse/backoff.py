@@ -1,0 +1,50 @@
+"""Tables in back-off after a failed job, by when they are retried (exponential, capped).
+
+A heap of (until, seq, table name) with lazy deletion: an entry counts while its table is still
+in back-off until then (`current` says so; names, since indices move on a reconfigure). Pure: no
+clock, no I/O; knows nothing of the Scheduler.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+__all__ = ["Backoffs", "backoff_for"]
+
+T = TypeVar("T")
+
+
+def backoff_for(failures: int, base: float, ceiling: float) -> float:
+    """Seconds before the retry after `failures` failures in a row: base·2^(failures−1), capped."""
+    return min(base * 2 ** (failures - 1), ceiling)
+
+
+class Backoffs:
+    __slots__ = ("heap",)
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, str]] = []
+
+    def push(self, until: float, seq: int, name: str) -> None:
+        heapq.heappush(self.heap, (until, seq, name))
+
+    def expired(self, now: float, current: Callable[[str, float], T | None]) -> Iterator[T]:
+        """The tables whose back-off ended by `now`, in expiry order, each asked of `current` as
+        its entry leaves (a generator: the caller retries one before the next is looked at)."""
+        h = self.heap
+        while h and h[0][0] <= now:
+            until, _, name = heapq.heappop(h)
+            if (t := current(name, until)) is not None:
+                yield t
+
+    def next(self, current: Callable[[str, float], object | None]) -> float | None:
+        """The earliest back-off still current, if any (stale entries leave on the way)."""
+        h = self.heap
+        while h:
+            until, _, name = h[0]
+            if current(name, until) is not None:
+                return until
+            heapq.heappop(h)
+        return None

@@ -1,0 +1,112 @@
+"""Building a job: a table's next job (warehouse.nextjob) turned into the `StartJob` that runs it.
+
+An update job takes its partitions out of the backlog (warehouse.backlog) — all of them, chopped
+to about c·P_i, or one time slice (§3.4) — or, for a derived table, its window up to the sources'
+trailing edge (§2.2); a recompute job takes the committed windows it rewrites (warehouse.derived);
+a maintenance job (warehouse.upkeep) takes nothing. Each returns the `StartJob`; what it changed
+is the table's backlog or derived state. The job's state move, queue count and the track board
+are the caller's. Pure: no clock, no I/O; knows nothing of the Scheduler.
+"""
+
+from __future__ import annotations
+
+from warehouse.backlog import Partition
+from warehouse.events import PartitionArrived, StartJob
+from warehouse.freshness import safe_freshness
+from warehouse.nextjob import Shape
+from warehouse.recompute import Piece
+from warehouse.table import JobState, Mode, Table
+from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM
+
+__all__ = ["recompute_job", "update_job", "upkeep_job", "upkeep_may_run"]
+
+
+def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
+    """t's update job of `shape` (NextJob.shape) on `track`: what it loads leaves the backlog (a
+    time slice's partition stays pending until its last slice); a full refresh takes its window."""
+    start, end, new_f, count, sliced, n = shape
+    ref = t.freshness if t.freshness is not None else start
+    parts: list[Partition] = []
+    arrivals: tuple[PartitionArrived, ...] = ()
+    if t.log is not None and sliced:  # a time slice: the partition stays pending until its last slice
+        arrivals = (t.log.take_slice().arrival,)
+        safe = safe_freshness(new_f, t.lateness, (), t.safe)
+        chopped = True
+    elif t.log is not None:
+        parts = t.log.take(count)
+        arrivals = tuple([p.arrival for p in parts])
+        safe = safe_freshness(new_f, t.lateness, [p.arrival.safe_through for p in parts], t.safe)
+        chopped = bool(t.log.pending)
+    else:
+        assert t.dv is not None
+        settle, edge = t.dv.settle, t.dv.edge
+        safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
+        chopped = edge is not None and end < edge
+    full = t.dv is not None and t.dv.full
+    if full:  # a full refresh: the SQL over (origin, end] overwrites the table (NextJob.shape)
+        assert t.dv is not None
+        t.dv.take(start, end, full=True)
+    return StartJob(
+        job_id=job_id,
+        table=t.name,
+        track=track,
+        kind="base" if t.base else "derived",
+        start=start,
+        end=end,
+        new_freshness=new_f,
+        new_safe_freshness=safe,
+        arrivals=arrivals,
+        sources=tuple([s.name for s in t.sources]) if t.sources else (),
+        delta_f=new_f - ref,
+        estimate=t.cost.estimate(n),
+        chopped=chopped,
+        late=tuple([p.pid for p in parts if p.late]) if parts else (),
+        full=full,
+        sql_version=t.dv.rc.sql_version if t.dv is not None else "",
+        work=n if t.base else None,
+    )
+
+
+def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -> StartJob:
+    """t's recompute job of `piece` (NextJob.recompute): what it takes leaves `dirty` now, so a
+    change that arrives while it runs is recomputed again after it."""
+    assert t.dv is not None and t.freshness is not None
+    reasons, late = t.dv.take(piece.lo, piece.hi, full)
+    # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
+    reasons |= piece.reasons
+    late |= piece.late
+    return StartJob(
+        job_id=job_id,
+        table=t.name,
+        track=track,
+        kind="recompute",
+        start=piece.lo,
+        end=piece.hi,
+        new_freshness=t.freshness,
+        new_safe_freshness=t.safe if t.safe is not None else t.freshness,
+        sources=tuple(s.name for s in t.sources),
+        estimate=t.cost.estimate(piece.hi - piece.lo),
+        late=tuple(sorted(late)),
+        full=full,
+        reasons=tuple(sorted(reasons)),
+        sql_version=t.dv.rc.sql_version,
+    )
+
+
+def upkeep_job(t: Table, kind: str, start: float, estimate: float, job_id: int, track: int) -> StartJob:
+    """t's maintenance job `kind` (OPTIMIZE or VACUUM, warehouse.upkeep) over `(start, F]`."""
+    assert t.freshness is not None
+    return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
+                    new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
+                    estimate=estimate)
+
+
+def upkeep_may_run(t: Table, kind: str, running: dict[str, StartJob]) -> bool:
+    """May t's maintenance `kind` start now? Not while the table has update work or runs a job
+    (one writer per table), nor suspended, nor never loaded; its VACUUM not while a dependent's
+    update job runs: that job read a pinned version whose files a VACUUM could delete (seed 002
+    §2.4: garbage collection respects the consumers' cursors). `running`: each table's job."""
+    if t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
+        return False
+    return kind != VACUUM or not any((j := running.get(d.name)) is not None and j.kind not in MAINTENANCE_KINDS
+                                     for d in t.dependents)

@@ -1,0 +1,55 @@
+"""The round's look ahead: Max Benefit with Lookahead's first pick (§3.1) and track reservation's
+hold (policies.reservation), both against the releases expected next (§2.4).
+
+Queries only: each returns its answer — the table to start first, or until when a track waits —
+and changes nothing; the Scheduler applies it. Knows nothing of the Scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from policies.basic import Candidate, Expected, choose_with_lookahead
+from policies.reservation import Releases, Upcoming, ValueRanking, held_until
+from warehouse.nextjob import NextJob
+from warehouse.table import JobState, Mode, Table
+
+__all__ = ["LOOK", "first_pick", "hold_until"]
+
+LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
+
+
+def first_pick(ordered: list[Candidate], releases: Releases, now: float) -> str | None:
+    """Max Benefit with Lookahead (§3.1): the table whose job should go first, weighing the best
+    released jobs `ordered` (best first) against the releases expected before the best would end
+    (at most `policies.reservation.SCAN` of them); None: the best one, as without Lookahead."""
+    horizon = now + ordered[0].cost
+    expected = [
+        Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
+        for when, t in releases.within(now, horizon, inclusive=True)
+        if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
+    ]
+    if not expected:
+        return None
+    chosen = choose_with_lookahead(ordered, expected, now)
+    return None if chosen.table == ordered[0].table else chosen.table
+
+
+def hold_until(t: Table, benefit: float, nj: NextJob, ranking: ValueRanking, releases: Releases, pace: float,
+               free_at: Callable[[], list[float]], now: float) -> float | None:
+    """Track reservation by lookahead (policies.reservation): until when should a track wait for
+    jobs of higher marginal benefit expected before t's long job (`nj.shape`) would end? None:
+    start it. `free_at`: when each other track is expected free."""
+    p_min = ranking.shortest_period_above(benefit)
+    if p_min is None:
+        return None
+    start, _, new_f, _, _, n = nj.shape(t)
+    delta = new_f - (t.freshness if t.freshness is not None else start)
+
+    def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
+        return [Upcoming(when, k.ip * k.period, k.plan_e * pace)
+                for when, k in releases.within(now, horizon, inclusive=False)
+                if k.benefit > benefit and k.state is JobState.IDLE]
+
+    return held_until(now, t.cost.estimate(n) * pace, t.ip * delta,
+                      t.held_since if t.state is JobState.HELD else now, p_min, upcoming, free_at)
