@@ -59,6 +59,10 @@ class IntakeBackend:
     def actions_view(self, table):
         return self.actions.view(table)
 
+    def status(self):  # what ops.backend.DaemonBackend answers, for a process that never reloaded
+        ok, why = self.holder.ready()
+        return {"ready": ok, "reason": why, "accepting": True, "reload": None, "autotune": None}
+
 
 class Clock:
     t = T0 + 10
