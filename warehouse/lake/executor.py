@@ -26,11 +26,9 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, TableConfig
-from warehouse.errors import WarehouseError
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.lake import maintain
 from warehouse.lake.delta import (
@@ -47,8 +45,10 @@ from warehouse.lake.delta import (
     window_filter,
     with_partition_column,
 )
+from warehouse.lake.outcome import JobError, JobOutcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session
+from warehouse.lake.stateful import run_stateful
 from warehouse.sqltext import bind_window, sql_version, uses_window
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 
@@ -58,32 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["Executor", "JobError", "JobOutcome", "schema_change"]
 
 log = logging.getLogger("freshet.executor")
-
-
-class JobError(WarehouseError):
-    """An update job did not commit (Spark error, bad SQL, missing source, bad partition)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    """What a job did. `committed=False` means it was already committed (a replay): a no-op."""
-
-    job_id: int
-    table: str
-    committed: bool
-    rows: int
-    duration: float
-    delta_version: int | None = None
-    txn_version: int | None = None
-    note: str = ""
-    files: int | None = None  # maintenance jobs: data files after it
-    bytes_reclaimed: int = 0  # VACUUM: bytes deleted
-    read: tuple[tuple[str, int], ...] = ()  # derived jobs: (source, Delta version read)
-
-    def event(self) -> JobFinished:
-        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed,
-                           files=self.files, bytes_reclaimed=self.bytes_reclaimed, version=self.delta_version,
-                           read=self.read)
 
 
 def _reason(err: BaseException) -> str:
@@ -180,6 +154,8 @@ class Executor:
                     return self._run_upkeep(job, tc, t0)
                 if tc.is_base:
                     return self._run_base(job, tc, t0)
+                if tc.is_stateful:  # one MERGE of the increment, never a window rewrite (lake.stateful)
+                    return run_stateful(self, job, tc, t0)
                 if job.kind == "recompute":
                     return self._run_recompute(job, tc, t0)
                 return self._run_derived(job, tc, t0)
