@@ -453,7 +453,7 @@ def verify_stateful(cfg: FreshetConfig) -> list[str]:
             problems.append(f"{where}.kind: a {t.kind} table reads `sources`, not a `stream`")
         if not t.is_stateful:
             problems.extend(f"{where}.{f}: applies to stateful tables only (`kind: stateful`)"
-                            for f in STATEFUL_FIELDS if f in t.model_fields_set)
+                            for f in STATEFUL_FIELDS if getattr(t, f) not in (None, [], {}))
             continue
         if t.sql is not None:
             problems.append(f"{where}.sql: a stateful table has an `increment`, not `sql`")

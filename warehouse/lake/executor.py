@@ -48,7 +48,7 @@ from warehouse.lake.delta import (
 from warehouse.lake.outcome import JobError, JobOutcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session
-from warehouse.lake.stateful import run_stateful
+from warehouse.lake.stateful import run_stateful, state_rows
 from warehouse.sqltext import bind_window, sql_version, uses_window
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 
@@ -439,10 +439,15 @@ def _analyze(config: FreshetConfig, session: SparkSession, schemas: dict[str, An
                 for s in tc.sources:
                     session.createDataFrame([], schemas[s]).createOrReplaceTempView(s)
                 try:
-                    df = session.sql(bind_window(tc.sql or "", 0.0, 1.0))
+                    df = session.sql(bind_window((tc.increment if tc.is_stateful else tc.sql) or "", 0.0, 1.0))
                     _ = df.schema
                 except Exception as err:  # noqa: BLE001 — reported per table
                     problems[tc.name] = _reason(err)
+                    remaining.remove(tc)
+                    progressed = True
+                    continue
+                if tc.is_stateful:  # the state's columns (lake.stateful): no partition column
+                    schemas[tc.name] = state_rows(tc, df).schema
                     remaining.remove(tc)
                     progressed = True
                     continue

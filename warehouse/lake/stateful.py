@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from warehouse.lake.executor import Executor
     from warehouse.lake.recovery import DeltaLog
 
-__all__ = ["TXN_CONFS", "at_column", "merge_sql", "run_stateful"]
+__all__ = ["TXN_CONFS", "at_column", "increment", "merge_sql", "run_stateful", "state_rows"]
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -93,7 +93,7 @@ def merge_sql(tc: TableConfig, target: str, source: str) -> str:
             f"WHEN NOT MATCHED THEN INSERT ({', '.join(_q(c) for c in cols)}) VALUES ({', '.join(vals)})")
 
 
-def _state_rows(tc: TableConfig, inc: DataFrame) -> DataFrame:
+def state_rows(tc: TableConfig, inc: DataFrame) -> DataFrame:
     """The increment as state rows (the first job): key, folded columns, and the time of each
     `last`/`first` value."""
     from pyspark.sql import functions as F
@@ -149,7 +149,7 @@ def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> Job
         inc, versions = increment(session, ex.config, ex.log, tc, start, end)
         meta["sources"] = versions
         if before is None:  # the first job: the state is the increment
-            append_idempotent(_state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
+            append_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
                               partition_by=None)
         else:
             inc.createOrReplaceTempView(_INCREMENT_VIEW)
