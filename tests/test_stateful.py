@@ -18,7 +18,7 @@ from warehouse.config import parse_config
 from warehouse.events import StartJob
 from warehouse.lake.delta import ms, table_path
 from warehouse.lake.executor import Executor
-from warehouse.lake.recovery import delta_version, recover
+from warehouse.lake.recovery import SparkLog, delta_version, recover
 from warehouse.lake.stateful import at_column
 
 pytestmark = pytest.mark.spark
@@ -89,13 +89,15 @@ def test_increments_fold_by_one_merge_each_exactly_once(spark, tmp_path: Path) -
     assert f1 == T0 + 6 * MINUTE
     _audit(cfg, f1)
 
-    write_minutes(cfg, "m", 6, 6, n=6)
+    write_minutes(cfg, "m", 6, 3, n=6)
+    write_minutes(cfg, "m", 9, 3, n=0)  # empty minutes: an empty increment still commits its window
     report, _ = run_until_idle(cfg, spark)
     assert report.failed == 0
     rec = recover(cfg)
     f2 = rec.tables["state"].freshness
     assert f2 == T0 + 12 * MINUTE and rec.tables["state"].txn_version == ms(f2)  # recovery reads it from the log
     _audit(cfg, f2)
+    assert recover(cfg, SparkLog(spark)).tables["state"].freshness == f2  # the log read through Spark (Connect)
     meta = _last_meta(cfg)
     assert meta["operation"] == "MERGE" and meta["kind"] == "stateful"
     assert (meta["txn_action"]["appId"], meta["txn_action"]["version"], meta["txn"]) == (
