@@ -1,6 +1,7 @@
 """A stateful table on Spark and Delta (issue 21, seed 003 §3): increments folded by one MERGE
-per job, exactly once — a replayed job (the same Delta txn) folds nothing twice — audited key
-by key with delta-rs and plain Python over every base row."""
+per job, exactly once — a late partition is folded with the next increment, a replayed job (the
+same Delta txn) folds nothing twice — audited key by key with delta-rs and plain Python over
+every base row."""
 
 from __future__ import annotations
 
@@ -72,6 +73,16 @@ def _audit(cfg: Any, upto: float) -> None:
             e["v_min"], e["v_max"], e["last_v"], e["first_v"], e["ts"]), (k, got, e)
 
 
+def _metas(cfg: Any) -> list[dict[str, Any]]:
+    """The userMetadata of every commit of the state."""
+    out = []
+    for f in sorted((Path(table_path(cfg, "state")) / "_delta_log").glob("*.json")):
+        for line in f.read_text().splitlines():
+            if line.startswith('{"commitInfo"'):
+                out.append(json.loads(json.loads(line)["commitInfo"]["userMetadata"]))
+    return out
+
+
 def _last_meta(cfg: Any) -> dict[str, Any]:
     path = Path(table_path(cfg, "state")) / "_delta_log" / f"{delta_version(table_path(cfg, 'state')):020d}.json"
     actions = [json.loads(line) for line in path.read_text().splitlines()]
@@ -82,13 +93,15 @@ def _last_meta(cfg: Any) -> dict[str, Any]:
 
 def test_increments_fold_by_one_merge_each_exactly_once(spark, tmp_path: Path) -> None:
     cfg = _config(tmp_path)
-    write_minutes(cfg, "m", 0, 6, n=6)
+    write_minutes(cfg, "m", 0, 2, n=6)
+    write_minutes(cfg, "m", 3, 3, n=6)  # minute 2 is held back: it arrives late, below the state's freshness
     report, _ = run_until_idle(cfg, spark)
     assert report.failed == 0
     f1 = recover(cfg).tables["state"].freshness
     assert f1 == T0 + 6 * MINUTE
     _audit(cfg, f1)
 
+    write_minutes(cfg, "m", 2, 1, n=6)  # late: folded as part of the next increment, never a rewrite
     write_minutes(cfg, "m", 6, 3, n=6)
     write_minutes(cfg, "m", 9, 3, n=0)  # empty minutes: an empty increment still commits its window
     report, _ = run_until_idle(cfg, spark)
@@ -97,6 +110,8 @@ def test_increments_fold_by_one_merge_each_exactly_once(spark, tmp_path: Path) -
     f2 = rec.tables["state"].freshness
     assert f2 == T0 + 12 * MINUTE and rec.tables["state"].txn_version == ms(f2)  # recovery reads it from the log
     _audit(cfg, f2)
+    late = [m for m in _metas(cfg) if "late_from" in m]
+    assert len(late) == 1 and late[0]["late_from"] <= T0 + 3 * MINUTE and late[0]["window"][0] == f1
     assert recover(cfg, SparkLog(spark)).tables["state"].freshness == f2  # the log read through Spark (Connect)
     meta = _last_meta(cfg)
     assert meta["operation"] == "MERGE" and meta["kind"] == "stateful"

@@ -124,6 +124,7 @@ def append_idempotent(
     metadata: dict[str, Any],
     partition_by: str | None,
     merge_schema: bool = False,
+    properties: dict[str, str] | None = None,
 ) -> None:
     """Append `df` to the Delta table at `path` as `(freshet/<table>, txn_version)`.
 
@@ -135,6 +136,8 @@ def append_idempotent(
     w = _writer(df, "append", table=table, txn_version=txn_version, metadata=metadata, partition_by=partition_by)
     if merge_schema:  # an additive schema change of a derived SQL (a new column): Delta schema evolution
         w = w.option("mergeSchema", "true")
+    for key, value in (properties or {}).items():  # table properties, set when the write creates the table
+        w = w.option(key, value)
     w.save(path)
 
 

@@ -48,7 +48,7 @@ from warehouse.lake.delta import (
 from warehouse.lake.outcome import JobError, JobOutcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session
-from warehouse.lake.stateful import run_stateful, state_rows
+from warehouse.lake.stateful import change_feed, run_stateful, state_rows
 from warehouse.sqltext import bind_window, sql_version, uses_window
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 
@@ -368,7 +368,8 @@ class Executor:
                            f"`rebuild: true` on the table to rewrite it whole with the new schema")
         kw = {"table": tc.name, "txn_version": txn, "metadata": meta, "partition_by": tc.partition_by}
         if tc.is_base or not (job.full or replace is not None):
-            append_idempotent(df, path, merge_schema=change == "additive", **kw)
+            props = change_feed(self.config, tc) if tc.is_base and self.log.version(path) is None else None
+            append_idempotent(df, path, merge_schema=change == "additive", properties=props, **kw)
         else:
             where = None if replace is None else range_predicate(tc, DERIVED_TIME_COLUMN, *replace)
             overwrite_idempotent(df, path, replace_where=where, overwrite_schema=change not in (None, "additive"),

@@ -34,6 +34,7 @@ from warehouse.lake.delta import (
     read_delta,
     table_path,
     time_column,
+    utc,
     window_filter,
 )
 from warehouse.lake.outcome import JobError, JobOutcome
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from warehouse.lake.executor import Executor
     from warehouse.lake.recovery import DeltaLog
 
-__all__ = ["TXN_CONFS", "at_column", "increment", "merge_sql", "run_stateful", "state_rows"]
+__all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "increment", "merge_sql", "run_stateful", "state_rows"]
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -104,11 +105,29 @@ def state_rows(tc: TableConfig, inc: DataFrame) -> DataFrame:
     return inc.select(*cols)
 
 
+def _late(session: SparkSession, path: str, tcol: str, since: int, version: int, upto: float) -> DataFrame:
+    """A base source's rows committed in the versions `(since, version]` with event time ≤ `upto`:
+    the late rows no earlier job of the stateful table has read (Delta's change data feed; a base
+    table is append-only, so its changes are inserts, and OPTIMIZE changes no data)."""
+    from pyspark.sql import functions as F
+
+    cdf = (session.read.format("delta").option("readChangeFeed", "true").option("startingVersion", since + 1)
+           .option("endingVersion", version).load(path))
+    return (cdf.where((F.col("_change_type") == "insert") & (F.col(tcol) <= F.lit(utc(upto))))
+            .drop("_change_type", "_commit_version", "_commit_timestamp"))
+
+
 def increment(session: SparkSession, config: FreshetConfig, log: DeltaLog, tc: TableConfig, start: float,
-              end: float) -> tuple[DataFrame, dict[str, int]]:
+              end: float, read: dict[str, int]) -> tuple[DataFrame, dict[str, int], float | None]:
     """The increment SQL over its sources' rows in `(start, end]`, each source pinned at its
-    current Delta version; (the increment, the versions read)."""
+    current Delta version `v` — and over the late rows of each base source: those committed after
+    the version the last job read (`read`) up to `v` with event time ≤ `start`, which no job has
+    folded yet (a row is folded by the first job whose window and version both cover it).
+    (the increment, the versions read, the earliest late event time or None)."""
+    from pyspark.sql import functions as F
+
     versions: dict[str, int] = {}
+    earliest: float | None = None
     for src in tc.sources:
         scfg = config.table(src)
         spath = table_path(config, src)
@@ -116,17 +135,50 @@ def increment(session: SparkSession, config: FreshetConfig, log: DeltaLog, tc: T
         if v is None:
             raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
         versions[src] = v
-        df = window_filter(read_delta(session, spath, v), scfg, time_column(config, scfg), start, end)
+        tcol = time_column(config, scfg)
+        df = window_filter(read_delta(session, spath, v), scfg, tcol, start, end)
+        since = read.get(src)
+        if scfg.is_base and since is not None and since < v:
+            late = _late(session, spath, tcol, since, v, start)
+            first = late.agg(F.min(tcol)).first()[0]
+            if first is not None:
+                df = df.unionByName(late)
+                t = first.timestamp()
+                earliest = t if earliest is None else min(earliest, t)
         df.createOrReplaceTempView(src)
     assert tc.increment is not None
-    inc = session.sql(bind_window(tc.increment, start, end))
+    lo = start if earliest is None else min(start, earliest - 1e-6)  # the late rows inside the bound window
+    inc = session.sql(bind_window(tc.increment, lo, end))
     tcol = tc.time_column or "ts"
     need = [*tc.key, *tc.fold, *([tcol] if any(f in ("last", "first") for f in tc.fold.values()) else [])]
     missing = [c for c in need if c not in inc.columns]
     if missing:
         raise JobError(f"the increment of stateful table {tc.name!r} does not output {', '.join(missing)} "
                        f"(it outputs {', '.join(inc.columns)})")
-    return inc, versions
+    return inc, versions, earliest
+
+
+CHANGE_FEED = "delta.enableChangeDataFeed"
+
+
+def change_feed(config: FreshetConfig, base: TableConfig) -> dict[str, str] | None:
+    """The table property a base table that feeds a stateful table is created with: Delta's change
+    data feed, from which the stateful job reads the late rows (`_late`)."""
+    feeds = any(t.is_stateful and base.name in t.sources for t in config.tables)
+    return {CHANGE_FEED: "true"} if feeds else None
+
+
+def enable_change_feed(session: SparkSession, config: FreshetConfig, tc: TableConfig) -> None:
+    """Before the first job reads them: turn on the change data feed of base sources created
+    without it (before the stateful table was configured). Their next load may then fail once
+    on the metadata change (DELTA_METADATA_CHANGED) and is retried after its back-off."""
+    for src in tc.sources:
+        if not config.table(src).is_base:
+            continue
+        path = f"delta.{_q(table_path(config, src))}"
+        props = session.sql(f"DESCRIBE DETAIL {path}").select("properties").first()[0] or {}
+        if str(props.get(CHANGE_FEED, "")).lower() != "true":
+            session.sql(f"ALTER TABLE {path} SET TBLPROPERTIES ({CHANGE_FEED} = true)")
 
 
 def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
@@ -146,8 +198,12 @@ def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> Job
             "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end],
             "sql_version": sql_version(tc.increment)}
     with job_session(ex.spark) as session:
-        inc, versions = increment(session, ex.config, ex.log, tc, start, end)
+        if before is None:
+            enable_change_feed(session, ex.config, tc)
+        inc, versions, late = increment(session, ex.config, ex.log, tc, start, end, st.read)
         meta["sources"] = versions
+        if late is not None:  # late rows folded in as part of this increment (docs/warehouse.md §9)
+            meta["late_since"], meta["late_from"] = dict(st.read), late
         if before is None:  # the first job: the state is the increment
             append_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
                               partition_by=None)
@@ -174,6 +230,7 @@ def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> Job
     new.commits += 1
     new.origin = start if new.origin is None else min(new.origin, start)
     new.versions.set(start, end, meta["sql_version"])
+    new.read = dict(versions)
     ex._commit_state(tc.name, new)
     rows = _merged_rows(path, version)
     return JobOutcome(job.job_id, tc.name, True, rows, time.monotonic() - t0, version, txn,
