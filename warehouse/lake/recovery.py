@@ -252,7 +252,7 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
     if best_meta is not None and best_txn == state.txn_version:
         state.freshness = float(best_meta["freshness"])
         sources = best_meta.get("sources")
-        if isinstance(sources, dict):  # a stateful job's late rows are those committed since (lake.stateful)
+        if best_meta.get("kind") == "stateful" and isinstance(sources, dict):  # its late rows: committed since
             state.read = {k: int(v) for k, v in sources.items() if isinstance(v, int)}
         sf = best_meta.get("safe_freshness")
         state.safe_freshness = None if sf is None else float(sf)
