@@ -149,10 +149,17 @@ class MaintenancePolicy(_Strict):
         return self.optimize_every is not None or self.vacuum_every is not None
 
 
+FOLDS = ("sum", "count", "min", "max", "last", "first")
+Fold = Literal["sum", "count", "min", "max", "last", "first"]
+
+
 class TableConfig(_Strict):
-    """A base table (loaded from one `stream`) or a derived table (`sql` over `sources`)."""
+    """A base table (loaded from one `stream`), a derived table (`sql` over `sources`) or a
+    stateful table (`kind: stateful`: keyed state folded increment by increment, seed 003 §3)."""
 
     name: Name
+    kind: Literal["base", "derived", "stateful"] | None = Field(
+        None, description="base, derived or stateful; left out: base with a `stream`, derived with `sources`")
     stream: Name | None = Field(None, description="base tables: the stream that feeds it")
     sources: list[Name] = Field(default_factory=list, description="derived tables: the tables its SQL reads")
     sql: str | None = Field(None, description="derived tables: Spark SQL over the sources, by name")
@@ -174,9 +181,23 @@ class TableConfig(_Strict):
         False, description="derived: on a SQL change, rewrite the whole table at once (a schema change that "
                            "is not additive needs it) instead of window by window in the background")
 
+    key: list[Name] = Field(default_factory=list, description="stateful: the key columns of the state")
+    increment: str | None = Field(
+        None, description="stateful: Spark SQL over the sources giving one row per key for the window "
+                          "(:window_start, :window_end] — the increment folded into the state (seed 003 §3)")
+    fold: dict[Name, Fold] = Field(
+        default_factory=dict, description="stateful: how each increment column combines with the state: "
+                                          "sum, count, min, max, last, first (last/first by `time_column`)")
+    time_column: Name | None = Field(
+        None, description="stateful: the increment's event-time column that `last`/`first` compare (default ts)")
+
     @property
     def is_base(self) -> bool:
         return self.stream is not None
+
+    @property
+    def is_stateful(self) -> bool:
+        return self.kind == "stateful"
 
 
 Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo"]
@@ -359,8 +380,8 @@ class FreshetConfig(_Strict):
     @model_validator(mode="after")
     def _cross_field(self) -> FreshetConfig:
         problems: list[str] = []
-        for rule in (verify_unique_names, verify_base_and_derived, verify_sources, verify_streams_read,
-                     verify_acyclic):
+        for rule in (verify_unique_names, verify_base_and_derived, verify_stateful, verify_sources,
+                     verify_streams_read, verify_acyclic):
             problems.extend(rule(self))
         if problems:
             raise ValueError("\n".join(problems))
@@ -414,6 +435,65 @@ def verify_base_and_derived(cfg: FreshetConfig) -> list[str]:
             for key, default in (("max_skew", 0.0), ("refresh_mode", "auto"), ("rebuild", False)):
                 if getattr(t, key) != default:
                     problems.append(f"table {t.name!r} is a base table: {key} applies to derived tables only")
+    return problems
+
+
+STATEFUL_FIELDS = ("key", "increment", "fold", "time_column")
+
+
+def verify_stateful(cfg: FreshetConfig) -> list[str]:
+    """`kind` agrees with the table's fields; a stateful table has a key, an increment and folds
+    that fit the increment's output columns (read with sqlglot, `warehouse.sqltext.output_columns`)."""
+    problems = []
+    for t in cfg.tables:
+        where = f"tables[{t.name}]"
+        if t.kind == "base" and t.stream is None:
+            problems.append(f"{where}.kind: a base table needs a `stream`")
+        if t.kind in ("derived", "stateful") and t.stream is not None:
+            problems.append(f"{where}.kind: a {t.kind} table reads `sources`, not a `stream`")
+        if not t.is_stateful:
+            problems.extend(f"{where}.{f}: applies to stateful tables only (`kind: stateful`)"
+                            for f in STATEFUL_FIELDS if getattr(t, f) not in (None, [], {}))
+            continue
+        if t.sql is not None:
+            problems.append(f"{where}.sql: a stateful table has an `increment`, not `sql`")
+        for f, default in (("lookback", 0.0), ("max_skew", 0.0), ("refresh_mode", "auto"), ("granularity", None)):
+            if getattr(t, f) != default:
+                problems.append(f"{where}.{f}: does not apply to a stateful table")
+        if t.rebuild:
+            problems.append(f"{where}.rebuild: rebuilding a stateful table's state is not supported yet "
+                            f"(issue 21): with the daemon stopped, remove the table's directory to fold it again from the sources")
+        if not t.key:
+            problems.append(f"{where}.key: a stateful table needs the key columns of its state")
+        if not t.fold:
+            problems.append(f"{where}.fold: a stateful table needs a fold for each non-key column of its increment")
+        if not t.increment:
+            problems.append(f"{where}.increment: a stateful table needs the increment SQL")
+            continue
+        from warehouse.sqltext import output_columns, uses_window
+
+        if not uses_window(t.increment):
+            problems.append(f"{where}.increment: must read only the new rows — filter on :window_start and "
+                            f":window_end (e.g. WHERE ts > :window_start AND ts <= :window_end)")
+        cols = output_columns(t.increment)
+        if cols is None:
+            continue  # a SELECT * or a text sqlglot does not parse: Spark checks it at the first job
+        have = set(cols)
+        tcol = t.time_column or "ts"
+        problems.extend(f"{where}.key: key column {k!r} is not an output column of the increment "
+                        f"(it outputs {', '.join(cols)})" for k in t.key if k not in have)
+        problems.extend(f"{where}.fold: fold on {c!r}, which the increment does not output "
+                        f"(it outputs {', '.join(cols)}){_hint(c, cols)}" for c in t.fold if c not in have)
+        problems.extend(f"{where}.fold: {c!r} is a key column; keys are matched, not folded"
+                        for c in t.fold if c in t.key)
+        ordered = any(f in ("last", "first") for f in t.fold.values())
+        if ordered and tcol not in have:
+            problems.append(f"{where}.time_column: `last`/`first` folds compare the increment's {tcol!r} "
+                            f"column, which it does not output (it outputs {', '.join(cols)})")
+        loose = [c for c in cols if c not in t.key and c not in t.fold and not (ordered and c == tcol)]
+        if loose:
+            problems.append(f"{where}.fold: no fold for increment column(s) {', '.join(loose)} "
+                            f"(one of {', '.join(FOLDS)})")
     return problems
 
 

@@ -5,6 +5,8 @@ granularity (`edge`); below that edge (`settle`) its windows are final — unles
 of its slowest source by `max_skew` (seed 000 §5), or late data, a backfill or a changed SQL
 (seed 001) made committed windows wrong: those ranges and the SQL version of each committed
 window are kept in `rc` (warehouse.recompute.TableRecompute) and rewritten by recompute jobs.
+A stateful table (`kind: stateful`, lake.stateful) is scheduled the same way but folds each
+increment into its state once: it refreshes incrementally, and nothing is ever recomputed.
 Pure: no clock, no I/O; knows nothing of the Scheduler.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 from warehouse.freshness import floor_to, trailing_edge
@@ -26,7 +29,17 @@ from warehouse.recompute import (
 )
 from warehouse.sqltext import refresh_plan, sql_version
 
-__all__ = ["Derived"]
+__all__ = ["Derived", "Folded"]
+
+
+@dataclass(slots=True)
+class Folded(TableRecompute):
+    """A stateful table's recompute state: it folds increments (seed 003 §3) and never rewrites
+    committed windows, so it has no recompute work whatever is asked (a late partition, a
+    backfill, a changed increment)."""
+
+    def has_work(self) -> bool:
+        return False
 
 
 @lru_cache(maxsize=4096)
@@ -37,7 +50,7 @@ def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
 class Derived:
     """Edge, settle point, refresh mode and recompute state of one derived table."""
 
-    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "settle", "taken", "taken_full")
+    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "settle", "stateful", "taken", "taken_full")
 
     def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
                  dirty: Iterable[tuple[float, float]] = ()) -> None:
@@ -52,15 +65,23 @@ class Derived:
         self.reason = ""  # why that refresh mode
         self.taken: list[Piece] = []  # what the running job took out of rc.dirty
         self.taken_full = False  # … and whether it took the "rewrite all" request
+        self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
 
     def configure(self, sql: str | None, time_columns: tuple[str, ...], refresh_mode: str, lookback: float,
-                  max_skew: float, rebuild: bool) -> None:
+                  max_skew: float, rebuild: bool, *, stateful: bool = False) -> None:
         """Refresh mode (full or incremental), skew bound and SQL version from the config; a changed
         SQL makes the windows of the old one stale (seed 001), or, with `rebuild`, asks for one
-        full rewrite."""
+        full rewrite. A stateful table (`sql`: its increment) is incremental and has nothing to
+        recompute (`Folded`)."""
         self.lookback, self.max_skew = lookback, max_skew
-        local, why = _plan(sql or "", time_columns) if sql else (True, "no SQL")
-        if refresh_mode == "auto":
+        if stateful != self.stateful:
+            kind = Folded if stateful else TableRecompute
+            self.rc = kind(self.rc.sql_version, self.rc.versions)
+            self.stateful = stateful
+        local, why = _plan(sql or "", time_columns) if sql and not stateful else (True, "no SQL")
+        if stateful:
+            self.full, self.reason = False, "stateful: each job folds its increment into the state by one MERGE"
+        elif refresh_mode == "auto":
             self.full, self.reason = not local, why
         else:
             self.full, self.reason = refresh_mode == "full", f"refresh_mode: {refresh_mode} in the config"
@@ -73,6 +94,8 @@ class Derived:
 
     def describe(self) -> tuple[str, str]:
         """("full" | "incremental", why) — `freshet validate` shows it."""
+        if self.stateful:
+            return "incremental", self.reason
         if self.full:
             return "full", f"full recompute (idempotent overwrite) each job: {self.reason}"
         return "incremental", (f"{self.reason}; rewrites by replaceWhere (one full pass when the learned "
@@ -98,7 +121,7 @@ class Derived:
         if self.settle is None:
             return None
         cand = min(freshness, self.settle)
-        low = self.rc.dirty.lowest()
+        low = None if self.stateful else self.rc.dirty.lowest()
         return cand if low is None else min(cand, low)
 
     def has_update(self, start: float | None) -> bool:
@@ -111,7 +134,7 @@ class Derived:
         """A source's rows in `(lo, hi]` changed: the windows computed from them (up to `taken`) are
         wrong. True when something was marked."""
         r = touched(lo, hi, lookback=self.lookback, granularity=granularity, taken=taken, origin=origin)
-        if r is None:
+        if r is None or self.stateful:  # a stateful table is never rewritten (late rows: docs/warehouse.md)
             return False
         self.rc.dirty.add(r[0], r[1], (reason,), late)
         return True
@@ -127,7 +150,7 @@ class Derived:
         says it is cheaper than the pieces (`recompute.full_pays`, seed 000 §6).
         """
         rc = self.rc
-        if freshness is None or not rc.has_work():
+        if freshness is None or not rc.has_work():  # always so for a stateful table (Folded)
             return None
         origin = origin if origin is not None else freshness
         dirty, old = rc.dirty.total(), rc.old_length()
@@ -177,12 +200,13 @@ class Derived:
 
     def stats(self, granularity: float | None, period: float) -> dict:
         rc = self.rc
-        old = rc.old_length()
+        old = 0.0 if self.stateful else rc.old_length()  # a stateful table keeps no windows to rewrite
         return {
             "refresh_mode": "full" if self.full else "incremental",
             "sql_version": rc.sql_version,
             "windows_old_sql": window_count(old, granularity, period),
-            "recompute_pending": rc.dirty.total() + old + sum(p.hi - p.lo for p in self.taken),
+            "recompute_pending": 0.0 if self.stateful else rc.dirty.total() + old + sum(p.hi - p.lo
+                                                                                        for p in self.taken),
             "windows_recomputed": rc.windows_recomputed,
             "recompute_jobs": rc.recompute_jobs,
         }

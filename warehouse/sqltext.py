@@ -17,7 +17,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-__all__ = ["WINDOW_PARAMETERS", "bind_window", "refresh_plan", "sql_version", "timestamp_literal", "uses_window"]
+__all__ = ["WINDOW_PARAMETERS", "bind_window", "output_columns", "refresh_plan", "sql_version", "timestamp_literal", "uses_window"]
 
 WINDOW_PARAMETERS = ("window_start", "window_end")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -87,6 +87,26 @@ def sql_version(sql: str | None) -> str:
     runs collapsed, so re-indenting a query is not a new version. Recorded in every commit."""
     text = " ".join((sql or "").split())
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def output_columns(sql: str) -> list[str] | None:
+    """The output column names of a query (its outermost SELECT), or None when they cannot be
+    known from the text alone (a `*`, an unnamed expression, a text sqlglot does not parse)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(bind_window(sql, 0.0, 1.0), read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    if select is None:
+        return None
+    names = [e.alias_or_name for e in select.expressions]
+    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)) or not n
+           for e, n in zip(select.expressions, names, strict=True)):
+        return None
+    return names
 
 
 def refresh_plan(sql: str, time_columns: Iterable[str]) -> tuple[bool, str]:

@@ -184,10 +184,11 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
             t.cost.learn = sc.learn_costs
         t.sources, t.dependents = [], []
         if not t.base:  # refresh mode, skew bound and SQL version (warehouse.derived)
+            sql = tc.increment if tc.is_stateful else tc.sql  # a stateful table: its increment (lake.stateful)
             if t.dv is None:
-                t.dv = Derived(tc.sql, rec.sql_versions if rec else (), rec.dirty if rec else ())
+                t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else ())
             tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
-            t.dv.configure(tc.sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild)
+            t.dv.configure(sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild, stateful=tc.is_stateful)
         tables[name] = t
     for name, t in tables.items():
         t.sources = [tables[s] for s in dag.sources[name]]

@@ -24,6 +24,7 @@ __all__ = [
     "DERIVED_TIME_COLUMN",
     "app_id",
     "append_idempotent",
+    "commit_message",
     "overwrite_idempotent",
     "is_local_root",
     "ms",
@@ -94,17 +95,23 @@ def next_txn_version(new_freshness: float, last: int | None) -> int:
 
 
 # ---- writing --------------------------------------------------------------------------------------
+def commit_message(metadata: dict[str, Any], txn_version: int) -> str:
+    """A Freshet commit's `userMetadata` JSON (with `txn`), as `lake.recovery` reads it back."""
+    return json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True)
+
+
 def _writer(df: DataFrame, mode: str, *, table: str, txn_version: int, metadata: dict[str, Any],
-            partition_by: str) -> DataFrameWriter:
+            partition_by: str | None) -> DataFrameWriter:
     """A Delta write in `mode` carrying the txn pair `(freshet/<table>, txn_version)` and the
-    commit's `userMetadata` (with `txn`): the one place a Freshet commit is shaped."""
+    commit's `userMetadata` (with `txn`): the one place a Freshet commit is shaped. No
+    `partition_by`: an unpartitioned table (a stateful table's keyed state)."""
+    w = df.write.format("delta").mode(mode)
+    if partition_by is not None:
+        w = w.partitionBy(partition_by)
     return (
-        df.write.format("delta")
-        .mode(mode)
-        .partitionBy(partition_by)
-        .option("txnAppId", app_id(table))
+        w.option("txnAppId", app_id(table))
         .option("txnVersion", str(txn_version))
-        .option("userMetadata", json.dumps({"freshet": 1, **metadata, "txn": txn_version}, sort_keys=True))
+        .option("userMetadata", commit_message(metadata, txn_version))
     )
 
 
@@ -115,8 +122,9 @@ def append_idempotent(
     table: str,
     txn_version: int,
     metadata: dict[str, Any],
-    partition_by: str,
+    partition_by: str | None,
     merge_schema: bool = False,
+    properties: dict[str, str] | None = None,
 ) -> None:
     """Append `df` to the Delta table at `path` as `(freshet/<table>, txn_version)`.
 
@@ -128,6 +136,8 @@ def append_idempotent(
     w = _writer(df, "append", table=table, txn_version=txn_version, metadata=metadata, partition_by=partition_by)
     if merge_schema:  # an additive schema change of a derived SQL (a new column): Delta schema evolution
         w = w.option("mergeSchema", "true")
+    for key, value in (properties or {}).items():  # table properties, set when the write creates the table
+        w = w.option(key, value)
     w.save(path)
 
 

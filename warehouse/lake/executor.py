@@ -26,11 +26,9 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, TableConfig
-from warehouse.errors import WarehouseError
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.lake import maintain
 from warehouse.lake.delta import (
@@ -47,8 +45,10 @@ from warehouse.lake.delta import (
     window_filter,
     with_partition_column,
 )
+from warehouse.lake.outcome import JobError, JobOutcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session
+from warehouse.lake.stateful import change_feed, run_stateful, state_rows
 from warehouse.sqltext import bind_window, sql_version, uses_window
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 
@@ -58,32 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["Executor", "JobError", "JobOutcome", "schema_change"]
 
 log = logging.getLogger("freshet.executor")
-
-
-class JobError(WarehouseError):
-    """An update job did not commit (Spark error, bad SQL, missing source, bad partition)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    """What a job did. `committed=False` means it was already committed (a replay): a no-op."""
-
-    job_id: int
-    table: str
-    committed: bool
-    rows: int
-    duration: float
-    delta_version: int | None = None
-    txn_version: int | None = None
-    note: str = ""
-    files: int | None = None  # maintenance jobs: data files after it
-    bytes_reclaimed: int = 0  # VACUUM: bytes deleted
-    read: tuple[tuple[str, int], ...] = ()  # derived jobs: (source, Delta version read)
-
-    def event(self) -> JobFinished:
-        return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed,
-                           files=self.files, bytes_reclaimed=self.bytes_reclaimed, version=self.delta_version,
-                           read=self.read)
 
 
 def _reason(err: BaseException) -> str:
@@ -180,6 +154,8 @@ class Executor:
                     return self._run_upkeep(job, tc, t0)
                 if tc.is_base:
                     return self._run_base(job, tc, t0)
+                if tc.is_stateful:  # one MERGE of the increment, never a window rewrite (lake.stateful)
+                    return run_stateful(self, job, tc, t0)
                 if job.kind == "recompute":
                     return self._run_recompute(job, tc, t0)
                 return self._run_derived(job, tc, t0)
@@ -392,7 +368,8 @@ class Executor:
                            f"`rebuild: true` on the table to rewrite it whole with the new schema")
         kw = {"table": tc.name, "txn_version": txn, "metadata": meta, "partition_by": tc.partition_by}
         if tc.is_base or not (job.full or replace is not None):
-            append_idempotent(df, path, merge_schema=change == "additive", **kw)
+            props = change_feed(self.config, tc) if tc.is_base and self.log.version(path) is None else None
+            append_idempotent(df, path, merge_schema=change == "additive", properties=props, **kw)
         else:
             where = None if replace is None else range_predicate(tc, DERIVED_TIME_COLUMN, *replace)
             overwrite_idempotent(df, path, replace_where=where, overwrite_schema=change not in (None, "additive"),
@@ -463,10 +440,15 @@ def _analyze(config: FreshetConfig, session: SparkSession, schemas: dict[str, An
                 for s in tc.sources:
                     session.createDataFrame([], schemas[s]).createOrReplaceTempView(s)
                 try:
-                    df = session.sql(bind_window(tc.sql or "", 0.0, 1.0))
+                    df = session.sql(bind_window((tc.increment if tc.is_stateful else tc.sql) or "", 0.0, 1.0))
                     _ = df.schema
                 except Exception as err:  # noqa: BLE001 — reported per table
                     problems[tc.name] = _reason(err)
+                    remaining.remove(tc)
+                    progressed = True
+                    continue
+                if tc.is_stateful:  # the state's columns (lake.stateful): no partition column
+                    schemas[tc.name] = state_rows(tc, df).schema
                     remaining.remove(tc)
                     progressed = True
                     continue

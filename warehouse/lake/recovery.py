@@ -84,13 +84,14 @@ class TableState:
     reads: VersionMap = field(default_factory=VersionMap)
     dirty: list[tuple[float, float]] = field(default_factory=list)  # derived: to recompute (recover())
     log_from: int | None = None  # the oldest retained JSON commit: 0 unless Delta cleaned up the log
+    read: dict[str, int] = field(default_factory=dict)  # the source versions the last commit read (stateful)
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
                           dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices),
                           self.commits_since_optimize, self.optimized_through, self.last_optimize,
                           self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()),
-                          log_from=self.log_from)
+                          log_from=self.log_from, read=dict(self.read))
 
     def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
         """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
@@ -250,6 +251,9 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
         state.delta_version = cp_version
     if best_meta is not None and best_txn == state.txn_version:
         state.freshness = float(best_meta["freshness"])
+        sources = best_meta.get("sources")
+        if best_meta.get("kind") == "stateful" and isinstance(sources, dict):  # its late rows: committed since
+            state.read = {k: int(v) for k, v in sources.items() if isinstance(v, int)}
         sf = best_meta.get("safe_freshness")
         state.safe_freshness = None if sf is None else float(sf)
     elif state.txn_version is not None:

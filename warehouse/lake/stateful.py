@@ -1,0 +1,256 @@
+"""A stateful table's update job: one increment folded into keyed state by one Delta MERGE
+(issue 21; seed 003 §3, "right outer" grouping — only the keys in the increment are touched).
+
+The increment is the table's SQL over its sources' new rows, the window `(F, TE]`, each source
+pinned at the Delta version read (as a derived job reads them, lake.executor). It is merged into
+the state as `MERGE INTO state USING increment ON key`: a matched key combines each column with
+its fold, a new key is inserted. The first job creates the table from the increment.
+
+Exactly once: the MERGE carries Delta's idempotent-DML pair as session confs
+(`spark.databricks.delta.write.txnAppId = freshet/<table>`, `…txnVersion` = the window's end in
+ms — delta-io/delta#1555), the same pair every Freshet commit carries, so a retried or replayed
+job whose increment is already folded commits nothing; its `userMetadata` records the window and
+the source versions, and `lake.recovery` reads the freshness back from it like any commit.
+
+`last` and `first` keep, per folded column, the event time of the value held (`_freshet_<col>_at`),
+and take the increment's value only when its `time_column` is later (earlier): so they, like the
+associative folds, give the same state whatever order the increments come in.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+from warehouse.config import FreshetConfig, TableConfig
+from warehouse.events import StartJob
+from warehouse.lake.delta import (
+    app_id,
+    append_idempotent,
+    commit_message,
+    ms,
+    next_txn_version,
+    read_delta,
+    table_path,
+    time_column,
+    utc,
+    window_filter,
+)
+from warehouse.lake.outcome import JobError, JobOutcome
+from warehouse.lake.session import job_session
+from warehouse.sqltext import bind_window, sql_version
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from warehouse.lake.executor import Executor
+    from warehouse.lake.recovery import DeltaLog
+
+__all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "increment", "merge_sql", "run_stateful", "state_rows"]
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TXN_CONFS = (TXN_APP_ID, TXN_VERSION, USER_METADATA)
+_INCREMENT_VIEW = "_freshet_increment"
+
+
+def at_column(col: str) -> str:
+    """The state column holding the event time of a `last`/`first` column's value."""
+    return f"_freshet_{col}_at"
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _fold(col: str, fold: str, tcol: str) -> list[str]:
+    """The MERGE assignments folding the increment `s` into the state `t` for one column."""
+    c, at = _q(col), _q(at_column(col))
+    if fold in ("sum", "count"):  # a count of the increment adds to the count so far
+        return [f"{c} = coalesce(t.{c} + s.{c}, t.{c}, s.{c})"]
+    if fold in ("min", "max"):  # least/greatest skip NULLs
+        return [f"{c} = {'least' if fold == 'min' else 'greatest'}(t.{c}, s.{c})"]
+    newer = f"s.{_q(tcol)} >= t.{at}" if fold == "last" else f"s.{_q(tcol)} < t.{at}"
+    pick = "greatest" if fold == "last" else "least"
+    return [f"{c} = CASE WHEN t.{at} IS NULL OR {newer} THEN s.{c} ELSE t.{c} END",
+            f"{at} = {pick}(t.{at}, s.{_q(tcol)})"]
+
+
+def merge_sql(tc: TableConfig, target: str, source: str) -> str:
+    """`MERGE INTO target USING source ON key`: matched keys folded, new keys inserted."""
+    tcol = tc.time_column or "ts"
+    on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in tc.key)  # a NULL key is a key too
+    sets = [a for col, fold in tc.fold.items() for a in _fold(col, fold, tcol)]
+    cols = [*tc.key, *tc.fold]
+    vals = [f"s.{_q(c)}" for c in cols]
+    for col, fold in tc.fold.items():
+        if fold in ("last", "first"):
+            cols.append(at_column(col))
+            vals.append(f"s.{_q(tcol)}")
+    return (f"MERGE INTO {target} AS t USING {source} AS s ON {on} "
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)} "
+            f"WHEN NOT MATCHED THEN INSERT ({', '.join(_q(c) for c in cols)}) VALUES ({', '.join(vals)})")
+
+
+def state_rows(tc: TableConfig, inc: DataFrame) -> DataFrame:
+    """The increment as state rows (the first job): key, folded columns, and the time of each
+    `last`/`first` value."""
+    from pyspark.sql import functions as F
+
+    tcol = tc.time_column or "ts"
+    cols = [F.col(_q(c)) for c in (*tc.key, *tc.fold)]
+    cols += [F.col(_q(tcol)).alias(at_column(c)) for c, f in tc.fold.items() if f in ("last", "first")]
+    return inc.select(*cols)
+
+
+def _late(session: SparkSession, path: str, tcol: str, since: int, version: int, upto: float) -> DataFrame:
+    """A base source's rows committed in the versions `(since, version]` with event time ≤ `upto`:
+    the late rows no earlier job of the stateful table has read (Delta's change data feed; a base
+    table is append-only, so its changes are inserts, and OPTIMIZE changes no data)."""
+    from pyspark.sql import functions as F
+
+    cdf = (session.read.format("delta").option("readChangeFeed", "true").option("startingVersion", since + 1)
+           .option("endingVersion", version).load(path))
+    return (cdf.where((F.col("_change_type") == "insert") & (F.col(tcol) <= F.lit(utc(upto))))
+            .drop("_change_type", "_commit_version", "_commit_timestamp"))
+
+
+def increment(session: SparkSession, config: FreshetConfig, log: DeltaLog, tc: TableConfig, start: float,
+              end: float, read: dict[str, int]) -> tuple[DataFrame, dict[str, int], float | None]:
+    """The increment SQL over its sources' rows in `(start, end]`, each source pinned at its
+    current Delta version `v` — and over the late rows of each base source: those committed after
+    the version the last job read (`read`) up to `v` with event time ≤ `start`, which no job has
+    folded yet (a row is folded by the first job whose window and version both cover it).
+    (the increment, the versions read, the earliest late event time or None)."""
+    from pyspark.sql import functions as F
+
+    versions: dict[str, int] = {}
+    earliest: float | None = None
+    for src in tc.sources:
+        scfg = config.table(src)
+        spath = table_path(config, src)
+        v = log.version(spath)
+        if v is None:
+            raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
+        versions[src] = v
+        tcol = time_column(config, scfg)
+        df = window_filter(read_delta(session, spath, v), scfg, tcol, start, end)
+        since = read.get(src)
+        if scfg.is_base and since is not None and since < v:
+            late = _late(session, spath, tcol, since, v, start)
+            first = late.agg(F.min(tcol)).first()[0]
+            if first is not None:
+                df = df.unionByName(late)
+                t = first.timestamp()
+                earliest = t if earliest is None else min(earliest, t)
+        df.createOrReplaceTempView(src)
+    assert tc.increment is not None
+    lo = start if earliest is None else min(start, earliest - 1e-6)  # the late rows inside the bound window
+    inc = session.sql(bind_window(tc.increment, lo, end))
+    tcol = tc.time_column or "ts"
+    need = [*tc.key, *tc.fold, *([tcol] if any(f in ("last", "first") for f in tc.fold.values()) else [])]
+    missing = [c for c in need if c not in inc.columns]
+    if missing:
+        raise JobError(f"the increment of stateful table {tc.name!r} does not output {', '.join(missing)} "
+                       f"(it outputs {', '.join(inc.columns)})")
+    return inc, versions, earliest
+
+
+CHANGE_FEED = "delta.enableChangeDataFeed"
+
+
+def change_feed(config: FreshetConfig, base: TableConfig) -> dict[str, str] | None:
+    """The table property a base table that feeds a stateful table is created with: Delta's change
+    data feed, from which the stateful job reads the late rows (`_late`)."""
+    feeds = any(t.is_stateful and base.name in t.sources for t in config.tables)
+    return {CHANGE_FEED: "true"} if feeds else None
+
+
+def enable_change_feed(session: SparkSession, config: FreshetConfig, tc: TableConfig) -> None:
+    """Before the first job reads them: turn on the change data feed of base sources created
+    without it (before the stateful table was configured). Their next load may then fail once
+    on the metadata change (DELTA_METADATA_CHANGED) and is retried after its back-off."""
+    for src in tc.sources:
+        if not config.table(src).is_base:
+            continue
+        path = f"delta.{_q(table_path(config, src))}"
+        props = session.sql(f"DESCRIBE DETAIL {path}").select("properties").first()[0] or {}
+        if str(props.get(CHANGE_FEED, "")).lower() != "true":
+            session.sql(f"ALTER TABLE {path} SET TBLPROPERTIES ({CHANGE_FEED} = true)")
+
+
+def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+    """Fold the increment of `(F, job.end]` into the state: one MERGE (or the first write) as
+    `(freshet/<table>, ms(end))`. A replay Delta skips is a no-op when the log holds the window."""
+    st = ex.table_state(tc.name)
+    start = job.start if st.freshness is None else max(job.start, st.freshness)
+    end = job.end
+    if end <= start:
+        return ex._noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
+    txn = next_txn_version(end, st.txn_version)
+    if txn != ms(end):
+        return ex._noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
+    path = table_path(ex.config, tc.name)
+    before = ex.log.version(path)
+    meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": end,
+            "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end],
+            "sql_version": sql_version(tc.increment)}
+    with job_session(ex.spark) as session:
+        if before is None:
+            enable_change_feed(session, ex.config, tc)
+        inc, versions, late = increment(session, ex.config, ex.log, tc, start, end, st.read)
+        meta["sources"] = versions
+        if late is not None:  # late rows folded in as part of this increment (docs/warehouse.md §9)
+            meta["late_since"], meta["late_from"] = dict(st.read), late
+        if before is None:  # the first job: the state is the increment
+            append_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
+                              partition_by=None)
+        else:
+            inc.createOrReplaceTempView(_INCREMENT_VIEW)
+            confs = {TXN_APP_ID: app_id(tc.name), TXN_VERSION: str(txn), USER_METADATA: commit_message(meta, txn)}
+            for k, v in confs.items():
+                session.conf.set(k, v)
+            try:
+                session.sql(merge_sql(tc, "delta." + _q(path), _INCREMENT_VIEW)).collect()
+            finally:
+                for k in confs:
+                    session.conf.unset(k)
+    version, _ = ex.log.commit_metrics(path, tc.name, txn)
+    if version is None or (before is not None and version <= before):  # Delta skipped it: folded already
+        st = ex.refresh(tc.name)
+        if st.freshness is not None and st.freshness >= end:
+            return ex._noop(job, t0, st, "Delta skipped the MERGE: this increment is already folded")
+        raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version}) "
+                       f"but the log does not hold the window up to {end}")
+    new = st.copy()
+    new.freshness, new.safe_freshness = end, meta["safe_freshness"]
+    new.txn_version, new.delta_version = txn, version
+    new.commits += 1
+    new.origin = start if new.origin is None else min(new.origin, start)
+    new.versions.set(start, end, meta["sql_version"])
+    new.read = dict(versions)
+    ex._commit_state(tc.name, new)
+    rows = _merged_rows(path, version)
+    return JobOutcome(job.job_id, tc.name, True, rows, time.monotonic() - t0, version, txn,
+                      read=tuple(sorted(versions.items())))
+
+
+def _merged_rows(path: str, version: int) -> int:
+    """Rows the commit wrote (inserted + updated keys), from its operationMetrics where the log
+    is local; 0 when unknown."""
+    from pathlib import Path
+
+    f = Path(path) / "_delta_log" / f"{version:020d}.json"
+    try:
+        lines = f.read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        if line.startswith('{"commitInfo"'):
+            m = json.loads(line)["commitInfo"].get("operationMetrics") or {}
+            if "numTargetRowsInserted" in m:
+                return int(m["numTargetRowsInserted"]) + int(m.get("numTargetRowsUpdated", 0))
+            return int(m.get("numOutputRows", 0))
+    return 0
