@@ -120,7 +120,7 @@ class Executor:
                 return self._states.setdefault(table, TableState()).copy()
         return self.refresh(table)
 
-    def _commit_state(self, table: str, st: TableState) -> None:
+    def commit_state(self, table: str, st: TableState) -> None:
         with self._lock:
             self._states[table] = st
 
@@ -183,7 +183,7 @@ class Executor:
         return JobOutcome(job.job_id, tc.name, True, 0, time.monotonic() - t0, note=job.kind,
                           files=done.files_after, bytes_reclaimed=done.bytes_reclaimed)
 
-    def _noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:
+    def noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:
         log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)
         return JobOutcome(job.job_id, job.table, False, 0, time.monotonic() - t0,
                           st.delta_version, st.txn_version, note)
@@ -213,7 +213,7 @@ class Executor:
         loaded = {p.partition_id: st.slices[p.partition_id] for p in parts if p.partition_id in st.slices}
         parts = [p for p in parts if loaded.get(p.partition_id, p.start) < min(p.end, job.end)]
         if not parts:
-            return self._noop(job, t0, st, "its partitions (or this slice of them) are already committed")
+            return self.noop(job, t0, st, "its partitions (or this slice of them) are already committed")
         new_f = max(job.new_freshness, st.freshness) if st.freshness is not None else job.new_freshness
         new_safe = job.new_safe_freshness if st.safe_freshness is None else max(job.new_safe_freshness,
                                                                                  st.safe_freshness)
@@ -252,10 +252,10 @@ class Executor:
         start = job.start if st.freshness is None or job.full else max(job.start, st.freshness)
         end = job.end
         if end <= start or (job.full and st.freshness is not None and st.freshness >= end):
-            return self._noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
+            return self.noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
         txn = next_txn_version(end, st.txn_version)
         if txn != ms(end):
-            return self._noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
+            return self.noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
         with job_session(self.spark) as session:  # temp views are per session: concurrent jobs never share them
             out, versions = self._compute(session, tc, start, end)
             meta = {"kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": end,
@@ -274,11 +274,11 @@ class Executor:
         recorded one, and `userMetadata` says why (`reasons`, the `late` partition ids)."""
         st = self.table_state(tc.name)
         if st.freshness is None:
-            return self._noop(job, t0, st, "the table has no committed windows to recompute")
+            return self.noop(job, t0, st, "the table has no committed windows to recompute")
         # a full pass rewrites the whole table: up to what is committed, never dropping rows above
         start, end = job.start, st.freshness if job.full else min(job.end, st.freshness)
         if end <= start:
-            return self._noop(job, t0, st, f"nothing committed in ({start}, {job.end}]")
+            return self.noop(job, t0, st, f"nothing committed in ({start}, {job.end}]")
         txn = next_txn_version(st.freshness, st.txn_version)
         with job_session(self.spark) as session:
             out, versions = self._compute(session, tc, start, end)
@@ -378,7 +378,7 @@ class Executor:
         if version is None:  # Delta skipped the write: someone committed this version already
             st = self.refresh(tc.name)
             if done(st):
-                return self._noop(job, t0, st, "Delta skipped the write: already committed")
+                return self.noop(job, t0, st, "Delta skipped the write: already committed")
             raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded "
                            f"{st.txn_version}) but this job's work is not in the log")
         start, end = meta["window"]
@@ -391,7 +391,7 @@ class Executor:
         new.origin = start if new.origin is None else min(new.origin, start)
         if "sql_version" in meta:
             new.versions.set(start, end, meta["sql_version"])
-        self._commit_state(tc.name, new)
+        self.commit_state(tc.name, new)
         n = rows if rows is not None else declared_rows
         return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn,
                           read=tuple(sorted(meta.get("sources", {}).items())))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.events import StartJob
@@ -44,8 +44,7 @@ from warehouse.sqltext import bind_window, sql_version
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from warehouse.lake.executor import Executor
-    from warehouse.lake.recovery import DeltaLog
+    from warehouse.lake.recovery import DeltaLog, TableState
 
 __all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "increment", "merge_sql", "run_stateful", "state_rows"]
 
@@ -181,17 +180,35 @@ def enable_change_feed(session: SparkSession, config: FreshetConfig, tc: TableCo
             session.sql(f"ALTER TABLE {path} SET TBLPROPERTIES ({CHANGE_FEED} = true)")
 
 
-def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+class Lake(Protocol):
+    """What a stateful job asks of the executor that runs it (lake.executor.Executor)."""
+
+    config: FreshetConfig
+    log: DeltaLog
+
+    @property
+    def spark(self) -> Any: ...
+
+    def refresh(self, table: str) -> TableState: ...
+
+    def table_state(self, table: str) -> TableState: ...
+
+    def noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome: ...
+
+    def commit_state(self, table: str, st: TableState) -> None: ...
+
+
+def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
     """Fold the increment of `(F, job.end]` into the state: one MERGE (or the first write) as
     `(freshet/<table>, ms(end))`. A replay Delta skips is a no-op when the log holds the window."""
     st = ex.table_state(tc.name)
     start = job.start if st.freshness is None else max(job.start, st.freshness)
     end = job.end
     if end <= start:
-        return ex._noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
+        return ex.noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
     txn = next_txn_version(end, st.txn_version)
     if txn != ms(end):
-        return ex._noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
+        return ex.noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
     path = table_path(ex.config, tc.name)
     before = ex.log.version(path)
     meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": end,
@@ -221,7 +238,7 @@ def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> Job
     if version is None or (before is not None and version <= before):  # Delta skipped it: folded already
         st = ex.refresh(tc.name)
         if st.freshness is not None and st.freshness >= end:
-            return ex._noop(job, t0, st, "Delta skipped the MERGE: this increment is already folded")
+            return ex.noop(job, t0, st, "Delta skipped the MERGE: this increment is already folded")
         raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version}) "
                        f"but the log does not hold the window up to {end}")
     new = st.copy()
@@ -231,7 +248,7 @@ def run_stateful(ex: Executor, job: StartJob, tc: TableConfig, t0: float) -> Job
     new.origin = start if new.origin is None else min(new.origin, start)
     new.versions.set(start, end, meta["sql_version"])
     new.read = dict(versions)
-    ex._commit_state(tc.name, new)
+    ex.commit_state(tc.name, new)
     rows = _merged_rows(path, version)
     return JobOutcome(job.job_id, tc.name, True, rows, time.monotonic() - t0, version, txn,
                       read=tuple(sorted(versions.items())))
