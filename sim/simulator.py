@@ -361,23 +361,17 @@ class _Stream:
     def __call__(self, _ev: simpy.Event) -> None:
         sim, env = self.sim, self.sim.env
         item, self.due = self.due, None
-        if item is None:  # the start: the first arrival may be due already
-            item = next(self.arrivals, None)
-            if item is None:
-                return
-            if item[0] > env.now:
-                self._wait(item)
-                return
-        while True:  # `item` is due now
+        if item is not None:  # its timeout fired: it is due now
             if sim.events >= sim.limit:
                 return
             sim._arrive(*item)
-            item = next(self.arrivals, None)
-            if item is None:
-                return
+        for item in self.arrivals:  # at the start, or after the due one: hand over all due now
             if item[0] > env.now:
                 self._wait(item)
                 return
+            if sim.events >= sim.limit:
+                return
+            sim._arrive(*item)
 
     def _wait(self, item: tuple[float, Arrival | PartitionArrived]) -> None:
         env = self.sim.env
