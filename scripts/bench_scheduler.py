@@ -4,6 +4,11 @@ long run. Not a test: it prints figures.
 
     python scripts/bench_scheduler.py                 # 30/4, 1,000/16, 10,000/64, 100,000/256 + 1M-event memory run
     python scripts/bench_scheduler.py --quick         # fewer events
+    python scripts/bench_scheduler.py --against 7792d03 --sizes 10000/64/50000,100000/256/50000
+
+`--against REV` runs the same workloads on REV's engine (its files exported by `git archive`) and on
+this tree's, each run in a fresh process, the order alternating between rounds so that both see the
+same load of a shared machine; it prints both trees' median and p99 and their paired ratios.
 
 Workload: base tables on streams with periods 1 min / 5 min / 1 h, priorities 1-100, E(n) = α + β·n
 scaled so the offered utilization is --load × tracks (1.0: every track busy), Proportional + Max-Benefit
@@ -16,13 +21,18 @@ from __future__ import annotations
 import argparse
 import gc
 import heapq
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from array import array
+from pathlib import Path
 
-from sim.progress import track
 from warehouse.config import parse_config
 from warehouse.events import JobFinished, PartitionArrived
 from warehouse.scheduler import Scheduler
@@ -100,6 +110,35 @@ def run(n_tables: int, tracks: int, events: int, load: float = 1.0, measure_memo
     }
 
 
+def compare(rev: str, sizes: list[tuple[int, ...]], rounds: int, load: float, chop: str) -> None:
+    """This tree's engine against commit `rev`'s, paired and alternating (see the module docstring)."""
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    from scripts.revtree import describe_head, export
+
+    with tempfile.TemporaryDirectory(prefix="bench_scheduler_") as tmp:
+        commit = export(rev, Path(tmp))
+        trees = {"base": Path(tmp) / "tree", "new": root}
+        print(f"base {commit[:10]} against this tree ({describe_head()}); {rounds} rounds, each run in a fresh process")
+        print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'base median/p99 µs':>19} {'new median/p99 µs':>18} "
+              f"{'new/base median':>15} {'p99':>6}")
+        for n, t, e in sizes:
+            got: dict[str, list[dict]] = {"base": [], "new": []}
+            for r in range(rounds):
+                for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                    out = subprocess.run([sys.executable, __file__, "--child", f"{n}/{t}/{e}", "--load", str(load),
+                                          "--chop", chop], env={**os.environ, "PYTHONPATH": str(trees[side])},
+                                         check=True, text=True, capture_output=True).stdout
+                    got[side].append(json.loads(out))
+            med = {k: statistics.median(x["median_us"] for x in v) for k, v in got.items()}
+            p99 = {k: statistics.median(x["p99_us"] for x in v) for k, v in got.items()}
+            rm = statistics.median(b["median_us"] / a["median_us"] for a, b in zip(got["base"], got["new"], strict=True))
+            rp = statistics.median(b["p99_us"] / a["p99_us"] for a, b in zip(got["base"], got["new"], strict=True))
+            print(f"{n:>7} {t:>6} {e:>8} {med['base']:>9.1f} / {p99['base']:<7.1f} {med['new']:>8.1f} / {p99['new']:<7.1f} "
+                  f"{rm:>14.2f}× {rp:>5.2f}×", flush=True)
+    print("(median of the rounds' figures; ratios are the median of the paired rounds, < 1 = this tree faster)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -107,13 +146,25 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=1.0, help="offered utilization per track (1.0 = saturated)")
     ap.add_argument("--chop", default="auto", help="chop: auto (default), a number c, or none")
     ap.add_argument("--sizes", help="tables/tracks/events,… e.g. 100000/256/200000 (default: all four)")
+    ap.add_argument("--against", metavar="REV", help="compare with commit REV's engine, paired runs in one invocation")
+    ap.add_argument("--rounds", type=int, default=3, help="paired rounds with --against (default 3)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # one run, its figures as JSON (--against)
     a = ap.parse_args()
+    if a.child:
+        n, t, e = (int(x) for x in a.child.split("/"))
+        r = run(n, t, e, a.load, chop=None if a.chop == "none" else a.chop if a.chop == "auto" else float(a.chop))
+        print(json.dumps({k: r[k] for k in ("median_us", "p99_us", "busy_share")}))
+        return
     chop = None if a.chop == "none" else a.chop if a.chop == "auto" else float(a.chop)
     sizes = [(30, 4, 200_000), (1_000, 16, 200_000), (10_000, 64, 200_000), (100_000, 256, 200_000)]
     if a.sizes:
         sizes = [tuple(int(x) for x in part.split("/")) for part in a.sizes.split(",")]
     if a.quick:
         sizes = [(n, t, e // 10) for n, t, e in sizes]
+    if a.against:
+        compare(a.against, sizes, a.rounds, a.load, a.chop)
+        return
+    from sim.progress import track
     print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'median µs':>10} {'p99 µs':>8} {'busy':>6}")
     for n, t, e in track(sizes, "bench_scheduler", what="{item[0]} tables", lines=False):  # a bar on a terminal
         r = run(n, t, e, a.load, chop=chop)

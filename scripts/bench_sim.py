@@ -26,7 +26,6 @@ import pstats
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.revtree import describe_head, export  # noqa: E402
 from sim.progress import track  # noqa: E402
 from sim.simulator import Simulation, prepare  # noqa: E402
 from sim.workload import TableClass, build_workload, config_of, utilization, with_utilization  # noqa: E402
@@ -88,29 +88,13 @@ def _child(tree: Path, data: dict, events: int, seed: int = 1) -> dict:
     return json.loads(out.stdout)
 
 
-def _export(rev: str, into: Path) -> str:
-    """REV's files (git archive) under `into`; returns the full commit id."""
-    commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,
-                            text=True, capture_output=True).stdout.strip()
-    tar = into / "rev.tar"
-    subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), commit], cwd=ROOT, check=True)
-    with tarfile.open(tar) as tf:
-        tf.extractall(into / "tree", filter="data")
-    tar.unlink()
-    return commit
-
-
 def compare(rev: str, events: int, rounds: int) -> int:
     """This tree against commit `rev`, paired and alternating (see the module docstring)."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                          capture_output=True).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True,
-                           capture_output=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="bench_sim_") as tmp:
-        commit = _export(rev, Path(tmp))
+        commit = export(rev, Path(tmp))
         base = Path(tmp) / "tree"
         trees = {"base": base, "new": ROOT}
-        print(f"base {commit[:10]} against this tree (HEAD {head}{' + uncommitted changes' if dirty else ''}); "
+        print(f"base {commit[:10]} against this tree ({describe_head()}); "
               f"{rounds} rounds × {events:,} events; events per CPU second, each run in a fresh process")
         print(f"{'workload':<34} {'base ev/s':>10} {'new ev/s':>10} {'ratio':>6} {'(min-max)':>12} same run")
         ratios_t2 = []

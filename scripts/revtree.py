@@ -1,0 +1,31 @@
+"""Another commit's files beside this tree, for benchmarks that compare the two side by side in one
+run (`scripts/bench_sim.py --against`, `scripts/bench_scheduler.py --against`)."""
+
+from __future__ import annotations
+
+import subprocess
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def export(rev: str, into: Path) -> str:
+    """REV's files (git archive) under `into / "tree"`; returns the full commit id."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,
+                            text=True, capture_output=True).stdout.strip()
+    tar = into / "rev.tar"
+    subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), commit], cwd=ROOT, check=True)
+    with tarfile.open(tar) as tf:
+        tf.extractall(into / "tree", filter="data")
+    tar.unlink()
+    return commit
+
+
+def describe_head() -> str:
+    """This tree's HEAD, and whether it has uncommitted changes."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                          capture_output=True).stdout.strip() or "?"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True,
+                           capture_output=True).stdout.strip()
+    return f"HEAD {head}{' + uncommitted changes' if dirty else ''}"
