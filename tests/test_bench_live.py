@@ -188,6 +188,34 @@ def test_hot_trace_bursts_the_top_stream_too() -> None:
         generate(3, 60.0, (10.0, 30.0), 10.0, kind="warm")
 
 
+def test_settings_from_the_contestant_module_else_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import yaml
+
+    from scripts.live.footing import settings
+    from warehouse.lake.session import DEFAULT_CONF
+
+    cfg = tmp_path / "f.yaml"
+    cfg.write_text(yaml.safe_dump(spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), policy="fifo",
+                                                       partitioner="global")))
+    fr = settings(["py", "-m", "ops.cli", "run", "--config", str(cfg)], cfg)
+    assert fr["scheduler"] == {"tracks": 4, "policy": "fifo", "partitioner": "global"}
+    assert fr["pools"] == ["track-0", "track-1", "track-2", "track-3"]
+    assert fr["spark"]["spark.scheduler.mode"] == DEFAULT_CONF["spark.scheduler.mode"] == "FAIR"
+    assert fr["spark"]["spark.sql.shuffle.partitions"] == "2" and fr["spark"]["master"] == "local[2]"
+    plain = settings(["py", "-m", "scripts.live.cron", "--config", str(cfg)], cfg)
+    assert plain["source"] == "shared session settings" and plain["spark"] == fr["spark"]
+    peer = types.ModuleType("scripts.live.tuned_peer")
+    peer.settings = lambda config: {"spark": {"spark.sql.files.maxPartitionBytes": "8m"},  # type: ignore[attr-defined]
+                                    "pools": {"bulk": {"weight": 1}}, "tracks": config.scheduler.tracks}
+    monkeypatch.setitem(sys.modules, "scripts.live.tuned_peer", peer)
+    own = settings(["py", "-m", "scripts.live.tuned_peer"], cfg)
+    assert own["source"] == "scripts.live.tuned_peer.settings" and own["pools"] == {"bulk": {"weight": 1}}
+    assert own["spark"]["spark.sql.files.maxPartitionBytes"] == "8m" and own["spark"]["master"] == "local[2]"
+    assert own["tracks"] == 4
+
+
 T = 1_800_000_000  # a multiple of 60
 
 
