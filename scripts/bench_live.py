@@ -2,7 +2,7 @@
 """The live benchmark (issue 11): one arrival trace into Freshet and into what a Spark user would
 run instead, staleness measured from the Delta logs.
 
-    .venv/bin/python scripts/bench_live.py [--quick] [--json OUT] [--out DIR] [--only a,b] [--seed S]
+    .venv/bin/python scripts/bench_live.py [--quick] [--json OUT] [--out DIR] [--only a,b] [--seed S] [--seeds N]
 
 One seeded trace (`scripts/live/trace.py`, saved as `<out>/trace.json`) over the benchmark
 warehouse (`scripts/live/spec.py`: 12 streams, periods 10 s – 5 min, priorities 1 – 100, a
@@ -21,9 +21,20 @@ session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
 
 Measured (`scripts/live/measure.py`): from the Delta logs with delta-rs, every table's staleness
 over the window [warm-up, duration] of the trace (seconds from each contestant's own start), its integral
-weighted by priority, the maximum, the time within target; CPU-seconds and peak RSS of each
-contestant's process tree. Writes one JSON object (`--json`, layout fixed by issue 11; windows are
-seconds from each contestant's `start`), and two PNGs beside it. Prints a table.
+weighted by priority, the maximum, the time within target, starvation (the longest time without a
+commit), the staleness with derived tables credited for complete windows only; CPU-seconds (and
+per committed row) and peak RSS of each contestant's process tree. At the end of each contestant
+its derived tables are checked against their SQL over its own base tables (live/check.py); its
+settings and the load average before it are recorded, and a loaded machine refuses the run
+unless `--allow-load` (live/footing.py). Writes one JSON object (`--json`, layout fixed by issue
+11; windows are seconds from each contestant's `start`), and two PNGs beside it. Prints a table.
+
+    .venv/bin/python scripts/bench_live.py --seeds 3 [--trace-kind hot] --json out/seeds/summary.json
+
+runs one trace per seed (issue 23), the contestants in a seeded shuffled order per seed, writes each
+seed's JSON beside the summary (`<stem>-seed<S>.json`) and the summary over seeds: each ratio
+Freshet / contestant as the mean and 95 % t-interval, per-table staleness, starvation, CPU per
+row, the git commit (live/summary.py). docs/benchmarks.md describes both.
 """
 
 from __future__ import annotations
@@ -32,7 +43,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import random
 import shutil
@@ -54,6 +64,7 @@ import yaml  # noqa: E402
 
 from scripts.live import check, footing, measure, spec, summary  # noqa: E402
 from scripts.live.plots import plot  # noqa: E402
+from scripts.live.reference import bound, twin  # noqa: E402
 from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
 from sim.progress import ProgressReporter  # noqa: E402
 
@@ -282,75 +293,6 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
                                 for t, v in tables.items()), key=lambda x: x["periods"]),
              "tables": tables}
     return entry, series
-
-
-def bound(trace: Trace) -> dict[str, Any]:
-    """The staleness no scheduler avoids: every partition committed the instant it arrives, every
-    derived window the instant its sources cover it (floored to its granularity); measured over
-    the window like a contestant. A contestant's weighted staleness minus this is what its
-    scheduling and its Spark jobs add."""
-    from warehouse.freshness import floor_to, trailing_edge
-
-    prios, targets = spec.priorities(), spec.targets()
-    table_of = {s.name: s.table for s in spec.STREAMS}
-    ends: dict[str, list[float]] = {s.table: [] for s in spec.STREAMS}
-    for part in trace.parts:
-        ends[table_of[part.stream]].append(part.end)
-    logs = {t: [measure.Commit(version=i, time=e, max_event=e) for i, e in enumerate(sorted(v))]
-            for t, v in ends.items()}
-    instants = sorted({c.time for log in logs.values() for c in log})
-    for d in spec.DERIVED:
-        log, last = [], -math.inf
-        for i, tau in enumerate(instants):
-            edge = trailing_edge(max((c.max_event for c in logs[s] if c.time <= tau), default=None)
-                                 for s in d.sources)
-            if edge is None:
-                continue
-            f = floor_to(edge, d.granularity) if d.granularity else edge
-            if f > last:
-                log.append(measure.Commit(version=i, time=tau, max_event=f))
-                last = f
-        logs[d.name] = log
-    w, t1 = trace.warmup, trace.duration
-    figures = {t: measure.staleness(logs[t], w, t1, targets[t], f0=0.0) for t in prios}
-    return {"weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
-            "mean_staleness": {t: round(f.area / (t1 - w), 2) for t, f in figures.items()}}
-
-
-def twin(entry: dict[str, Any], trace: Trace, out: Path) -> dict[str, Any]:
-    """The digital twin (issue 11): the `freshet` run's own trace (arrivals and measured job
-    durations, written by the daemon) replayed by the simulator (`freshet sim run --trace`, here
-    in-process so that it stops at the same instant), its predicted weighted staleness beside the
-    one measured from the Delta logs, both over the whole replay [t0, t0 + duration]; and the same
-    replay with one track per table (`ideal_config`: no job ever waits for a track) at the same
-    measured durations — what no order of these jobs could beat on this machine."""
-    from sim.simulator import ideal_config, simulate
-    from sim.trace import read_trace
-    from warehouse.config import load_config
-
-    d = out / entry["name"]
-    t0 = entry["start"]
-    try:
-        config, replayed = load_config(d / "freshet.yaml"), read_trace(d / "freshet.trace")
-        res = simulate(config, trace=replayed, until=t0 + trace.duration).to_json()
-        alone = simulate(ideal_config(config), trace=replayed, until=t0 + trace.duration).to_json()
-    except Exception as err:  # noqa: BLE001 — reported in the JSON, the benchmark goes on
-        return {"error": f"{type(err).__name__}: {err}"}
-    prios, targets = spec.priorities(), spec.targets()
-    figs = {}
-    for table in prios:
-        path = Path(entry["root"]) / table
-        log = measure.commits(path) if (path / "_delta_log").is_dir() else []
-        figs[table] = measure.staleness(log, t0, t0 + trace.duration, targets[table])
-    measured = measure.weighted(figs, prios, t0, t0 + trace.duration)
-    predicted = float(res["average_weighted_staleness"])
-    return {"predicted_weighted_staleness": round(predicted, 2), "measured_weighted_staleness": round(measured, 2),
-            "predicted_one_track_per_table": round(float(alone["average_weighted_staleness"]), 2),
-            "error": None, "relative_error": round(predicted / measured - 1.0, 4) if measured else None,
-            "sim_horizon_seconds": res.get("horizon"), "measured_window_seconds": trace.duration,
-            "per_table": {t: {"predicted_mean_staleness": round(v["staleness"], 2),
-                              "measured_mean_staleness": round(figs[t].area / trace.duration, 2)}
-                          for t, v in res.get("per_table", {}).items() if t in figs and v.get("staleness") is not None}}
 
 
 def _load() -> list[float]:

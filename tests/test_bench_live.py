@@ -324,7 +324,8 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
-                           "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json")],
+                           "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json"),
+                           "--allow-load", "--settle", "0"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())
@@ -342,6 +343,12 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
         again = sum(t["priority"] * t["mean_staleness"] for t in c["tables"].values())
         assert again == pytest.approx(c["weighted_staleness"], rel=1e-3, abs=1.0)
         assert c["cpu_seconds"] > 1 and c["peak_rss_bytes"] > 100 * 2**20
+        # same footing, and the output check: both contestants run Freshet's SQL, complete windows only
+        assert c["settings"]["spark"]["spark.scheduler.mode"] == "FAIR" and "flagged" in c["load_average"]
+        assert c["check"]["d_join"]["checked_windows"] >= 1 and c["check"]["d_join"]["mismatched_windows"] == 0, c["check"]
+        assert all(v.get("mismatched_windows") == 0 for v in c["check"].values()), c["check"]
+        assert c["weighted_staleness_complete"] == pytest.approx(c["weighted_staleness"], rel=1e-6)
+        assert 0 < c["starvation"]["seconds"] <= 20.0 and c["cpu_seconds_per_row"] > 0
     # freshness from the log = the newest event time in the data (delta-rs, independently)
     from deltalake import DeltaTable
 
