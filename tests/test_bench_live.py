@@ -81,11 +81,12 @@ def test_reuse_refuses_a_run_over_another_trace(tmp_path: Path, capsys: pytest.C
     assert e.value.code == 2 and "replayed another trace" in capsys.readouterr().err
 
 
-def test_starvation_is_the_longest_gap_between_commits_with_rows() -> None:
-    """Window [0, 100]; commits with rows at 10, 70 and 120 (outside), one without rows at 40:
-    the gaps are 10, 60 and 30 — the commit without rows does not end a starvation."""
-    log = [measure.Commit(0, 10.0, 5.0, 3), measure.Commit(1, 40.0, None), measure.Commit(2, 70.0, 60.0, 4),
-           measure.Commit(3, 120.0, 110.0, 1)]
+def test_starvation_is_the_longest_gap_between_commits_that_made_the_table_fresher() -> None:
+    """Window [0, 100]; fresher commits at 10, 70 and 120 (outside); at 40 one without rows and at
+    50 one of older data (events to 5 again): the gaps are 10, 60 and 30 — neither the commit
+    without rows nor the one of old data ends a starvation."""
+    log = [measure.Commit(0, 10.0, 5.0, 3), measure.Commit(1, 40.0, None), measure.Commit(2, 50.0, 5.0, 9),
+           measure.Commit(3, 70.0, 60.0, 4), measure.Commit(4, 120.0, 110.0, 1)]
     assert measure.starvation(log, 0.0, 100.0) == pytest.approx(60.0)
     assert measure.starvation([], 0.0, 100.0) == pytest.approx(100.0)
     assert spec.periods()["b00"] == 10.0 and spec.periods()["d_rollup"] == 60.0 and spec.periods()["d_join"] == 15.0

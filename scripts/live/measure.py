@@ -137,9 +137,17 @@ def staleness(log: list[Commit], t0: float, t1: float, target: float | None, *, 
 
 
 def starvation(log: list[Commit], t0: float, t1: float) -> float:
-    """The longest time within [t0, t1] the table went without a commit that added rows: the
-    largest gap between successive such commits, the window's ends counting as boundaries."""
-    marks = [t0, *sorted(c.time for c in log if c.max_event is not None and t0 < c.time < t1), t1]
+    """The longest time within [t0, t1] the table went without a commit that made it fresher
+    (added rows newer than any committed before): the largest gap between successive such
+    commits, the window's ends counting as boundaries. A commit of no rows, or of older data (a
+    materialized view recomputed over the same sources), does not end a starvation."""
+    marks, newest = [t0], -math.inf
+    for c in sorted(log, key=lambda c: (c.time, c.version)):
+        if c.max_event is not None and c.max_event > newest:
+            newest = c.max_event
+            if t0 < c.time < t1:
+                marks.append(c.time)
+    marks.append(t1)
     return max(b - a for a, b in zip(marks, marks[1:], strict=False))
 
 
