@@ -145,6 +145,7 @@ def test_summary_over_seeds() -> None:
     assert c["failed_seeds"] == [3] and c["flagged_seeds"] == [1] and c["mismatched_windows"] == {"d_rollup": 2}
     assert c["tables"]["b00"]["starvation_seconds"] == 30.0 and c["tables"]["b00"]["starvation_periods"] == 3.0
     assert s["contestants"]["freshet"]["weighted_staleness"]["values"] == [50.0, 70.0, 70.0]
+    assert s["contestants"]["cron"]["cpu_seconds_per_row"]["mean"] == pytest.approx(1e-6)  # not rounded away
 
 
 def test_order_is_a_seeded_shuffle() -> None:
@@ -346,10 +347,11 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
         assert c["cpu_seconds"] > 1 and c["peak_rss_bytes"] > 100 * 2**20
         # same footing, and the output check: both contestants run Freshet's SQL, complete windows only
         assert c["settings"]["spark"]["spark.scheduler.mode"] == "FAIR" and "flagged" in c["load_average"]
-        assert c["check"]["d_join"]["checked_windows"] >= 1 and c["check"]["d_join"]["mismatched_windows"] == 0, c["check"]
-        assert all(v.get("mismatched_windows") == 0 for v in c["check"].values()), c["check"]
+        assert all(v["status"] in ("checked", "empty", "no table") and v["mismatched_windows"] == 0
+                   for v in c["check"].values()), c["check"]
         assert c["weighted_staleness_complete"] == pytest.approx(c["weighted_staleness"], rel=1e-6)
         assert 0 < c["starvation"]["seconds"] <= 20.0 and c["cpu_seconds_per_row"] > 0
+    assert sum(v["checked_windows"] for c in r["contestants"] for v in c["check"].values()) >= 1, summary
     # freshness from the log = the newest event time in the data (delta-rs, independently)
     from deltalake import DeltaTable
 

@@ -37,11 +37,16 @@ def interval(values: list[float]) -> dict[str, Any]:
     if not vals:
         return out
     mean = statistics.fmean(vals)
-    out["mean"] = round(mean, 4)
+    out["mean"] = _sig(mean)
     if len(vals) > 1:
         half = t975(len(vals) - 1) * statistics.stdev(vals) / math.sqrt(len(vals))
-        out["low"], out["high"] = round(mean - half, 4), round(mean + half, 4)
+        out["low"], out["high"] = _sig(mean - half), _sig(mean + half)
     return out
+
+
+def _sig(x: float) -> float:
+    """Six significant digits (CPU-seconds per row are ~1e-6: a fixed number of decimals would lose them)."""
+    return float(f"{x:.6g}")
 
 
 def _ok(c: dict[str, Any]) -> bool:
