@@ -182,7 +182,7 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
     monitor = measure.ProcessMonitor(proc.pid)
     info: dict[str, Any] = {"name": name, "root": str(d / "warehouse"), "status": "ok", "error": None}
     try:  # what it runs with (issue 23: every contestant's JSON records its settings)
-        info["settings"] = footing.settings(command, cfg)
+        info["settings"] = footing.settings(name, command, cfg)
     except Exception as err:  # noqa: BLE001 — recorded; the run goes on
         info["settings"] = {"error": f"{type(err).__name__}: {err}"}
     try:

