@@ -33,7 +33,7 @@ def interval(values: list[float]) -> dict[str, Any]:
     """{"mean", "low", "high", "n", "values"}: the mean and its 95 % t-interval (mean ± t·s/√n);
     with one value the interval is unknown (None)."""
     vals = [float(v) for v in values if v is not None and math.isfinite(v)]
-    out: dict[str, Any] = {"mean": None, "low": None, "high": None, "n": len(vals), "values": vals}
+    out: dict[str, Any] = {"mean": None, "low": None, "high": None, "n": len(vals), "values": [_sig(v) for v in vals]}
     if not vals:
         return out
     mean = statistics.fmean(vals)
