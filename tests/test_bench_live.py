@@ -310,6 +310,23 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
     assert s["contestants"]["freshet"]["tables"]["b00"]["starvation_seconds"] == pytest.approx(8.0, abs=1.5)
 
 
+def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A threshold below any load average: no contestant starts, exit status 3, the reason in the JSON."""
+    from scripts import bench_live
+    from scripts.live import footing
+
+    def never(*a: object) -> dict:
+        raise AssertionError("a contestant ran on a loaded machine")
+
+    monkeypatch.setattr(bench_live, "run_contestant", never)
+    monkeypatch.setattr(footing, "others_cores", lambda: 0.0)
+    out = tmp_path / "b"
+    assert bench_live.main(["--only", "cron", "--shape", "4,2,2,4,10", "--out", str(out), "--json", str(out / "r.json"),
+                            "--load-threshold", "-1", "--settle", "0"]) == 3
+    r = json.loads((out / "r.json").read_text())
+    assert "above the threshold -1" in r["refused"] and r["contestants"] == []
+
+
 @pytest.mark.spark
 def test_commits_read_from_a_spark_written_delta_log(spark, tmp_path: Path) -> None:
     """Two appends through Spark: delta-rs reads each commit's time and newest event time."""
@@ -323,6 +340,52 @@ def test_commits_read_from_a_spark_written_delta_log(spark, tmp_path: Path) -> N
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
     assert [c.time for c in log] == pytest.approx([h["timestamp"].timestamp() for h in history], abs=1.0)
     assert log[0].time <= log[1].time
+
+
+@pytest.mark.spark
+def test_output_check_agrees_with_spark_sql(spark, tmp_path: Path) -> None:
+    """Base tables from a trace's partitions (plus two rows on 60 s boundaries in b04), written by
+    Spark; the derived tables computed by Spark from the spec's SQL (Freshet's), and the roll-ups
+    also with `window()` as Structured Streaming buckets them. The check (delta-rs + pyarrow) finds
+    the SQL's tables equal on every complete window, and `window()`'s off in the boundary rows'
+    windows under the spec's `(start, end]` but equal under its own `[start, end)`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from scripts.live.check import check
+    from warehouse.sqltext import bind_window
+
+    t0 = float(T)
+    trace = generate(7, 200.0, (1000.0, 1001.0), 1.0)
+    tables: dict[str, list] = {}
+    for part in trace.parts:
+        table = next(s.table for s in spec.STREAMS if s.name == part.stream)
+        if table in ("b01", "b02", "b03", "b04"):
+            tables.setdefault(table, []).append(partition_rows(trace, part, t0))
+    extra = pa.table({"ts": pa.array([dt.datetime.fromtimestamp(t0 + x, dt.UTC) for x in (60, 120)],
+                                     type=pa.timestamp("us", tz="UTC")),
+                      "key": pa.array([3, 3], type=pa.int32()), "value": pa.array([1.5, 2.5])})
+    tables["b04"].append(extra)
+    for table, parts in tables.items():
+        pq.write_table(pa.concat_tables(parts), tmp_path / f"{table}.parquet")
+        spark.read.parquet(str(tmp_path / f"{table}.parquet")).write.format("delta").save(str(tmp_path / "sql" / table))
+        spark.read.format("delta").load(str(tmp_path / "sql" / table)).createOrReplaceTempView(table)
+    for d in spec.DERIVED:  # Freshet's own binding of the window (warehouse.sqltext)
+        spark.sql(bind_window(d.sql, t0, t0 + 1000.0)).write.format("delta").save(str(tmp_path / "sql" / d.name))
+    b04 = spark.read.format("delta").load(str(tmp_path / "sql" / "b04"))
+    b04.write.format("delta").save(str(tmp_path / "window" / "b04"))
+    (b04.groupBy(F.window("ts", "60 seconds"), "key").agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))
+     .select(F.col("window.end").alias("ts"), "key", "n", "total")
+     .write.format("delta").save(str(tmp_path / "window" / "d_rollup")))
+    honest, ss = check(tmp_path / "sql", start=t0), check(tmp_path / "window", start=t0)
+    for d in ("d_rollup", "d_agg", "d_join"):
+        assert honest[d]["status"] == "checked" and honest[d]["checked_windows"] >= 2, honest
+        assert honest[d]["mismatched_windows"] == 0, honest
+    assert honest["d_rollup"]["mismatched_windows_left_closed"] >= 2
+    assert ss["d_rollup"]["mismatched_windows"] >= 2 and {60.0, 120.0} <= set(ss["d_rollup"]["windows"]), ss
+    assert ss["d_rollup"]["mismatched_windows_left_closed"] == 0, ss
+    assert ss["d_join"]["status"] == "no table"
 
 
 @pytest.mark.spark
