@@ -79,7 +79,7 @@ class LoadGuard:
                 "flagged": flagged, "others_cores": (self.others or others_cores)()}
 
 
-def others_cores(interval: float = 2.0) -> float | None:
+def others_cores(interval: float = 1.0) -> float | None:
     """Cores kept busy by processes other than this one over `interval` seconds."""
     try:
         import psutil
