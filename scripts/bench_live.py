@@ -2,7 +2,7 @@
 """The live benchmark (issue 11): one arrival trace into Freshet and into what a Spark user would
 run instead, staleness measured from the Delta logs.
 
-    .venv/bin/python scripts/bench_live.py [--quick] [--json OUT] [--out DIR] [--only a,b] [--seed S]
+    .venv/bin/python scripts/bench_live.py [--quick] [--json OUT] [--out DIR] [--only a,b] [--seed S] [--seeds N]
 
 One seeded trace (`scripts/live/trace.py`, saved as `<out>/trace.json`) over the benchmark
 warehouse (`scripts/live/spec.py`: 12 streams, periods 10 s – 5 min, priorities 1 – 100, a
@@ -21,18 +21,30 @@ session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
 
 Measured (`scripts/live/measure.py`): from the Delta logs with delta-rs, every table's staleness
 over the window [warm-up, duration] of the trace (seconds from each contestant's own start), its integral
-weighted by priority, the maximum, the time within target; CPU-seconds and peak RSS of each
-contestant's process tree. Writes one JSON object (`--json`, layout fixed by issue 11; windows are
-seconds from each contestant's `start`), and two PNGs beside it. Prints a table.
+weighted by priority, the maximum, the time within target, starvation (the longest time without a
+commit), the staleness with derived tables credited for complete windows only; CPU-seconds (and
+per committed row) and peak RSS of each contestant's process tree. At the end of each contestant
+its derived tables are checked against their SQL over its own base tables (live/check.py); its
+settings and the load average before it are recorded, and a loaded machine refuses the run
+unless `--allow-load` (live/footing.py). Writes one JSON object (`--json`, layout fixed by issue
+11; windows are seconds from each contestant's `start`), and two PNGs beside it. Prints a table.
+
+    .venv/bin/python scripts/bench_live.py --seeds 3 [--trace-kind hot] --json out/seeds/summary.json
+
+runs one trace per seed (issue 23), the contestants in a seeded shuffled order per seed, writes each
+seed's JSON beside the summary (`<stem>-seed<S>.json`) and the summary over seeds: each ratio
+Freshet / contestant as the mean and 95 % t-interval, per-table staleness, starvation, CPU per
+row, the git commit (live/summary.py). docs/benchmarks.md describes both.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
-import math
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -50,7 +62,9 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
-from scripts.live import measure, spec  # noqa: E402
+from scripts.live import check, footing, measure, spec, summary  # noqa: E402
+from scripts.live.plots import plot  # noqa: E402
+from scripts.live.reference import bound, twin  # noqa: E402
 from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
 from sim.progress import ProgressReporter  # noqa: E402
 
@@ -163,10 +177,14 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     log = open(d / "contestant.log", "wb")  # noqa: SIM115 — closed below
     began = time.time()
-    proc = subprocess.Popen(_command(name, cfg, d), cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    command = _command(name, cfg, d)
+    proc = subprocess.Popen(command, cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     monitor = measure.ProcessMonitor(proc.pid)
     info: dict[str, Any] = {"name": name, "root": str(d / "warehouse"), "status": "ok", "error": None}
+    try:  # what it runs with (issue 23: every contestant's JSON records its settings)
+        info["settings"] = footing.settings(name, command, cfg)
+    except Exception as err:  # noqa: BLE001 — recorded; the run goes on
+        info["settings"] = {"error": f"{type(err).__name__}: {err}"}
     try:
         while not _ready(name, d, listen):
             if proc.poll() is not None:
@@ -217,160 +235,186 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
 # ---------------------------------------------------------------- evaluation
 def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[dict[str, Any], dict[str, list]]:
     """Staleness of every table of one contestant from its Delta logs (measure.py); the JSON
-    entry and the series for the plots."""
-    prios, targets = spec.priorities(), spec.targets()
+    entry and the series for the plots. Also each table's starvation (its longest time without a
+    commit in the window, in seconds and in its periods), the rows committed and CPU-seconds per
+    base-table row, and the weighted staleness with the derived tables credited for complete
+    windows only (`measure.complete_windows`; equal to the first for a contestant that commits no
+    incomplete window)."""
+    prios, targets, periods = spec.priorities(), spec.targets(), spec.periods()
     t0 = info["start"]
     w, t1 = t0 + trace.warmup, t0 + trace.duration
     b0, b1 = trace.burst
     phases = {"before": (trace.warmup, b0), "burst": (b0, b1), "after": (b1, trace.duration)}
+    logs = {}
+    for table in prios:
+        path = Path(info["root"]) / table
+        logs[table] = measure.commits(path) if (path / "_delta_log").is_dir() else []
+    complete = {**logs, **{d.name: measure.complete_windows(logs[d.name], [logs[s] for s in d.sources], d.granularity)
+                           for d in spec.DERIVED}}
     figures: dict[str, measure.TableFigures] = {}
     by_phase: dict[str, dict[str, measure.TableFigures]] = {k: {} for k in phases}
     series, tables = {}, {}
-    for table in prios:
-        path = Path(info["root"]) / table
-        log = measure.commits(path) if (path / "_delta_log").is_dir() else []
+    for table, log in logs.items():
         # F before the first commit is t0: the warehouse is fresh when the replay starts
         f = measure.staleness(log, w, t1, targets[table], f0=t0, step=step)
         figures[table] = f
         for k, (lo, hi) in phases.items():
             by_phase[k][table] = measure.staleness(log, t0 + lo, t0 + hi, targets[table], f0=t0, step=step)
         series[table] = [(x + trace.warmup, y) for x, y in f.series]
+        starved = measure.starvation(log, w, t1)
         tables[table] = {"priority": prios[table], "mean_staleness": round(f.area / (t1 - w), 3),
                          "max_staleness": round(f.max_staleness, 2),
                          "time_within_target": round(f.within, 4), "target": targets[table],
-                         "commits": len([c for c in log if c.max_event is not None])}
+                         "commits": len([c for c in log if c.max_event is not None]),
+                         "rows_committed": sum(c.rows for c in log),
+                         "starvation_seconds": round(starved, 2), "period": periods[table],
+                         "starvation_periods": round(starved / periods[table], 2)}
     phase_ws = {k: round(measure.weighted(by_phase[k], prios, t0 + lo, t0 + hi), 2) for k, (lo, hi) in phases.items()}
-    entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
-             "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws, "tables": tables}
-    return entry, series
 
+    def complete_ws(lo: float, hi: float) -> float:
+        figs = {t: measure.staleness(log, lo, hi, targets[t], f0=t0) for t, log in complete.items()}
+        return round(measure.weighted(figs, prios, lo, hi), 2)
 
-def bound(trace: Trace) -> dict[str, Any]:
-    """The staleness no scheduler avoids: every partition committed the instant it arrives, every
-    derived window the instant its sources cover it (floored to its granularity); measured over
-    the window like a contestant. A contestant's weighted staleness minus this is what its
-    scheduling and its Spark jobs add."""
-    from warehouse.freshness import floor_to, trailing_edge
-
-    prios, targets = spec.priorities(), spec.targets()
-    table_of = {s.name: s.table for s in spec.STREAMS}
-    ends: dict[str, list[float]] = {s.table: [] for s in spec.STREAMS}
-    for part in trace.parts:
-        ends[table_of[part.stream]].append(part.end)
-    logs = {t: [measure.Commit(version=i, time=e, max_event=e) for i, e in enumerate(sorted(v))]
-            for t, v in ends.items()}
-    instants = sorted({c.time for log in logs.values() for c in log})
     for d in spec.DERIVED:
-        log, last = [], -math.inf
-        for i, tau in enumerate(instants):
-            edge = trailing_edge(max((c.max_event for c in logs[s] if c.time <= tau), default=None)
-                                 for s in d.sources)
-            if edge is None:
-                continue
-            f = floor_to(edge, d.granularity) if d.granularity else edge
-            if f > last:
-                log.append(measure.Commit(version=i, time=tau, max_event=f))
-                last = f
-        logs[d.name] = log
-    w, t1 = trace.warmup, trace.duration
-    figures = {t: measure.staleness(logs[t], w, t1, targets[t], f0=0.0) for t in prios}
-    return {"weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
-            "mean_staleness": {t: round(f.area / (t1 - w), 2) for t, f in figures.items()}}
-
-
-def twin(entry: dict[str, Any], trace: Trace, out: Path) -> dict[str, Any]:
-    """The digital twin (issue 11): the `freshet` run's own trace (arrivals and measured job
-    durations, written by the daemon) replayed by the simulator (`freshet sim run --trace`, here
-    in-process so that it stops at the same instant), its predicted weighted staleness beside the
-    one measured from the Delta logs, both over the whole replay [t0, t0 + duration]; and the same
-    replay with one track per table (`ideal_config`: no job ever waits for a track) at the same
-    measured durations — what no order of these jobs could beat on this machine."""
-    from sim.simulator import ideal_config, simulate
-    from sim.trace import read_trace
-    from warehouse.config import load_config
-
-    d = out / entry["name"]
-    t0 = entry["start"]
-    try:
-        config, replayed = load_config(d / "freshet.yaml"), read_trace(d / "freshet.trace")
-        res = simulate(config, trace=replayed, until=t0 + trace.duration).to_json()
-        alone = simulate(ideal_config(config), trace=replayed, until=t0 + trace.duration).to_json()
-    except Exception as err:  # noqa: BLE001 — reported in the JSON, the benchmark goes on
-        return {"error": f"{type(err).__name__}: {err}"}
-    prios, targets = spec.priorities(), spec.targets()
-    figs = {}
-    for table in prios:
-        path = Path(entry["root"]) / table
-        log = measure.commits(path) if (path / "_delta_log").is_dir() else []
-        figs[table] = measure.staleness(log, t0, t0 + trace.duration, targets[table])
-    measured = measure.weighted(figs, prios, t0, t0 + trace.duration)
-    predicted = float(res["average_weighted_staleness"])
-    return {"predicted_weighted_staleness": round(predicted, 2), "measured_weighted_staleness": round(measured, 2),
-            "predicted_one_track_per_table": round(float(alone["average_weighted_staleness"]), 2),
-            "error": None, "relative_error": round(predicted / measured - 1.0, 4) if measured else None,
-            "sim_horizon_seconds": res.get("horizon"), "measured_window_seconds": trace.duration,
-            "per_table": {t: {"predicted_mean_staleness": round(v["staleness"], 2),
-                              "measured_mean_staleness": round(figs[t].area / trace.duration, 2)}
-                          for t, v in res.get("per_table", {}).items() if t in figs and v.get("staleness") is not None}}
+        tables[d.name]["incomplete_commits"] = sum(
+            1 for a, c in zip(logs[d.name], complete[d.name], strict=True)
+            if a.max_event is not None and (c.max_event is None or c.max_event < a.max_event))
+        tables[d.name]["mean_staleness_complete"] = round(
+            measure.staleness(complete[d.name], w, t1, targets[d.name], f0=t0).area / (t1 - w), 3)
+    base_rows = sum(tables[s.table]["rows_committed"] for s in spec.STREAMS)
+    cpu = info.get("cpu_seconds")
+    entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
+             "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws,
+             "weighted_staleness_complete": complete_ws(w, t1),
+             "burst_weighted_staleness_complete": complete_ws(t0 + b0, t0 + b1),
+             "rows_committed": base_rows,
+             "cpu_seconds_per_row": float(f"{cpu / base_rows:.4g}") if cpu and base_rows else None,
+             "starvation": max(({"table": t, "seconds": v["starvation_seconds"], "periods": v["starvation_periods"]}
+                                for t, v in tables.items()), key=lambda x: x["periods"]),
+             "tables": tables}
+    return entry, series
 
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def plot(result: dict[str, Any], series: dict[str, dict[str, list]], out: Path) -> list[str]:
-    import matplotlib
+def _seeds(text: str | None, first: int) -> list[int] | None:
+    """`--seeds N` (N seeds from `--seed` on) or `--seeds 11,12,13`."""
+    if text is None:
+        return None
+    if "," in text:
+        return [int(x) for x in text.split(",") if x.strip()]
+    n = int(text)
+    if n < 1:
+        raise ValueError(f"--seeds {text}: at least one seed")
+    return list(range(first, first + n))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    prios = result["priorities"]
-    top = max(prios, key=lambda t: prios[t])
-    b0, b1 = result["burst"]
-    files = []
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+def order(names: list[str], seed: int | None) -> list[str]:
+    """The contestants' running order: as given, or shuffled by a generator seeded from the
+    trace's seed (recorded in the JSON), so no contestant always runs first or last."""
+    if seed is None:
+        return list(names)
+    return random.Random(f"bench_live order {seed}").sample(names, len(names))
+
+
+def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running: list[str],
+             reused: dict[str, dict[str, Any]], guard: footing.LoadGuard, extra: dict[str, Any]) -> dict[str, Any]:
+    """Every contestant of `running` (in that order) on one trace, measured and checked; the
+    result as in the module's docstring, written to `json_out` after each contestant."""
+    out.mkdir(parents=True, exist_ok=True)
+    trace.save(out / "trace.json")
+    result: dict[str, Any] = {
+        "window": [trace.warmup, trace.duration], "time_column": "ts", "priorities": spec.priorities(),
+        "burst": list(trace.burst), "burst_factor": trace.burst_factor, "seed": trace.seed, "trace_kind": trace.kind,
+        "trace": str(out / "trace.json"), "targets": spec.targets(), "periods": spec.periods(),
+        "rows_offered": {"warmup": trace.rows_offered(0, trace.warmup),
+                         "before": trace.rows_offered(trace.warmup, trace.burst[0]),
+                         "burst": trace.rows_offered(*trace.burst),
+                         "after": trace.rows_offered(trace.burst[1], trace.duration)},
+        "spark": {"master": "local[2]", **spec.SPARK_CONF}, "concurrent_jobs": 4,
+        "order": running, **extra, "bound": bound(trace), "contestants": [],
+    }
+    series: dict[str, dict[str, list]] = {}
+    for name in [n for n in CONTESTANTS if n in reused] + running:
+        if name in reused:  # run earlier on this trace: its Delta tables are measured again
+            entry, series[name] = evaluate(reused[name], trace)
+            result["contestants"].append(entry)
+            print(f"bench_live: {name}: from {reused[name]['reused_from']}", flush=True)
+            continue
+        try:
+            load = guard.before(name)
+        except RuntimeError as err:
+            result["refused"] = str(err)
+            json_out.write_text(json.dumps(result, indent=1))
+            raise
+        print(f"bench_live: {name}: running ({trace.duration:.0f} s trace, seed {trace.seed}; load {load['before']}"
+              f"{', FLAGGED' if load['flagged'] else ''})", flush=True)
+        info = run_contestant(name, trace, out)
+        info["load_average"] = {**load, "after": _load()}
+        entry, s = evaluate(info, trace)
+        try:  # the output check: each derived table against its SQL over the contestant's own base tables
+            entry["check"] = check.check(entry["root"], entry["start"])
+        except Exception as err:  # noqa: BLE001 — recorded; the benchmark goes on
+            entry["check"] = {"error": f"{type(err).__name__}: {err}"}
+        if not extra.get("keep_landing"):  # gigabytes of burst files, measured already: the Delta tables stay
+            for sub in ("landing", "staging"):
+                shutil.rmtree(out / name / sub, ignore_errors=True)
+        if name == "freshet" and entry["status"] == "ok":
+            entry["twin"] = twin(entry, trace, out)
+        series[name] = s
+        result["contestants"].append(entry)
+        print(f"bench_live: {name}: {entry['status']} weighted staleness {entry['weighted_staleness']:.1f} "
+              f"(complete windows {entry['weighted_staleness_complete']:.1f}), burst "
+              f"{entry['burst_weighted_staleness']:.1f}, cpu {entry['cpu_seconds']} s, "
+              f"rss {entry['peak_rss_bytes'] / 2**20:.0f} MiB" + (f" — {entry['error']}" if entry["error"] else ""),
+              flush=True)
+        json_out.write_text(json.dumps(result, indent=1))
+    fr = next((c for c in result["contestants"] if c["name"] == "freshet"), None)
+    if fr is not None:
+        def ratio(c: dict[str, Any], key: str) -> float | None:
+            return round(fr[key] / c[key], 3) if c.get(key) else None
+
+        result["ratios"] = {c["name"]: {"whole": ratio(c, "weighted_staleness"),
+                                        "burst": ratio(c, "burst_weighted_staleness"),
+                                        "whole_complete": ratio(c, "weighted_staleness_complete")}
+                            for c in result["contestants"] if c["name"] != "freshet"}
+    result["plots"] = plot(result, series, json_out)
+    json_out.write_text(json.dumps(result, indent=1))
+    _print(result, json_out)
+    return result
+
+
+def _print(result: dict[str, Any], json_out: Path) -> None:
+    print(f"{'contestant':24} {'status':7} {'Σp·S (window)':>14} {'complete':>9} {'Σp·S (burst)':>13} {'max S top':>10} "
+          f"{'starved':>8} {'cpu s':>7} {'rss MiB':>8}")
+    top = max(result["priorities"], key=lambda t: result["priorities"][t])
     for c in result["contestants"]:
-        s = series.get(c["name"], {}).get(top)
-        if s:
-            ax.plot([x for x, _ in s], [y for _, y in s], label=c["name"], lw=1.2)
-    ax.axvspan(b0, b1, color="grey", alpha=0.2, label="burst")
-    ax.set_xlabel("seconds since the trace started")
-    ax.set_ylabel(f"staleness of {top} (p={prios[top]:g}), s")
-    ax.set_title("Staleness of the highest-priority table, from the Delta logs")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = out.with_name(out.stem + "-top.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(str(p))
-    fig, ax = plt.subplots(figsize=(8, 4))
-    names = [c["name"] for c in result["contestants"]]
-    whole = [c.get("weighted_staleness") or 0 for c in result["contestants"]]
-    burst = [c.get("burst_weighted_staleness") or 0 for c in result["contestants"]]
-    xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], whole, width=0.4, label=f"window [{result['window'][0]:g}, {result['window'][1]:g}] s")
-    ax.bar([x + 0.2 for x in xs], burst, width=0.4, label=f"burst [{b0:g}, {b1:g}] s")
-    ax.set_xticks(list(xs), names, rotation=15, fontsize=8)
-    ax.set_ylabel("average Σ p·S  (priority-seconds)")
-    ax.set_title("Priority-weighted staleness per contestant (lower is better)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = out.with_name(out.stem + "-weighted.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(str(p))
-    return files
+        print(f"{c['name']:24} {c['status']:7} {c['weighted_staleness']:14.1f} {c['weighted_staleness_complete']:9.1f} "
+              f"{c['burst_weighted_staleness']:13.1f} {c['tables'][top]['max_staleness']:10.1f} "
+              f"{c['starvation']['table'] + ' ' + format(c['starvation']['periods'], 'g') + 'P':>8} "
+              f"{c['cpu_seconds']:7.1f} {c['peak_rss_bytes'] / 2**20:8.0f}")
+    print(f"{'zero-latency bound':24} {'':7} {result['bound']['weighted_staleness']:14.1f}")
+    for n, r in result.get("ratios", {}).items():
+        print(f"freshet / {n}: window {r['whole']}, burst {r['burst']}, complete windows {r['whole_complete']}")
+    print(f"wrote {json_out} and {', '.join(result['plots'])}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"a {QUICK.duration:.0f} s trace per contestant "
                                                          f"(all five within 25 minutes)")
-    ap.add_argument("--json", help="write the result here (default <out>/bench_live.json)")
+    ap.add_argument("--json", help="write the result here (default <out>/bench_live.json; with --seeds the "
+                                   "summary, each seed's result beside it as <stem>-seed<S>.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
     ap.add_argument("--only", help="comma-separated contestants (default: all five; \"\" with --reuse: "
                                    "measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--seeds", help="N (N seeds from --seed on) or a list 11,12,13: one trace per seed, the "
+                                    "contestants in a seeded shuffled order per seed, and a summary over seeds")
+    ap.add_argument("--trace-kind", choices=spec.TRACE_KINDS, default="bulk",
+                    help="bulk: the bulk streams burst; hot: the priority-100 stream bursts with them")
     ap.add_argument("--trace", help="replay this saved trace instead of generating one")
     ap.add_argument("--shape", help="warmup,before,burst,after,factor (seconds ×4, row factor)")
     ap.add_argument("--reuse", metavar="JSON",
@@ -378,6 +422,13 @@ def main(argv: list[str] | None = None) -> int:
                          "measured again from their kept Delta tables (rerun Freshet alone after a change)")
     ap.add_argument("--keep-landing", action="store_true",
                     help="keep each contestant's landing zone (the burst's files: gigabytes) after the run")
+    ap.add_argument("--load-threshold", type=float, default=footing.LoadGuard.default_threshold(),
+                    help="refuse a contestant if the 1-minute load average is above this after --settle seconds "
+                         f"(default {footing.LOAD_PER_CORE:g} per core: {footing.LoadGuard.default_threshold():g})")
+    ap.add_argument("--settle", type=float, default=120.0,
+                    help="seconds to wait at most before a contestant for the load to fall (default 120)")
+    ap.add_argument("--allow-load", action="store_true",
+                    help="run a contestant on a loaded machine anyway, flagged in the JSON")
     args = ap.parse_args(argv)
     shape = QUICK if args.quick else FULL
     if args.shape:
@@ -386,79 +437,64 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in CONTESTANTS]
     if unknown:
         ap.error(f"unknown contestant(s) {', '.join(unknown)}; known: {', '.join(CONTESTANTS)}")
+    try:
+        seeds = _seeds(args.seeds, args.seed)
+    except ValueError as err:
+        ap.error(str(err))
+    if seeds is not None and (args.trace or args.reuse):
+        ap.error("--seeds generates one trace per seed: it does not combine with --trace or --reuse")
     out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    if args.trace:
-        trace = Trace.load(args.trace)
-    else:
-        trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor, shape.warmup)
-    reused: dict[str, dict[str, Any]] = {}
-    if args.reuse:
-        prev = json.loads(Path(args.reuse).read_text())
-        if Trace.load(prev["trace"]).parts != trace.parts:
-            ap.error(f"--reuse: {args.reuse} replayed another trace ({prev['trace']}); pass it as --trace")
-        reused = {c["name"]: {**c, "reused_from": str(Path(args.reuse).resolve())}
-                  for c in prev["contestants"] if c["name"] not in names}
-    if not names and not reused:
-        ap.error("nothing to run: --only names no contestant and there is no --reuse")
-    trace.save(out / "trace.json")
     json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
-    result: dict[str, Any] = {
-        "window": [trace.warmup, trace.duration], "time_column": "ts", "priorities": spec.priorities(),
-        "burst": list(trace.burst), "burst_factor": trace.burst_factor, "seed": trace.seed,
-        "trace": str(out / "trace.json"), "targets": spec.targets(),
-        "rows_offered": {"warmup": trace.rows_offered(0, trace.warmup),
-                         "before": trace.rows_offered(trace.warmup, trace.burst[0]),
-                         "burst": trace.rows_offered(*trace.burst),
-                         "after": trace.rows_offered(trace.burst[1], trace.duration)},
-        "spark": {"master": "local[2]", **spec.SPARK_CONF}, "concurrent_jobs": 4,
-        "bound": bound(trace), "contestants": [],
-    }
-    series: dict[str, dict[str, list]] = {}
-    for name in [n for n in CONTESTANTS if n in names or n in reused]:
-        if name in reused:  # run earlier on this trace: its Delta tables are measured again
-            entry, series[name] = evaluate(reused[name], trace)
-            result["contestants"].append(entry)
-            print(f"bench_live: {name}: from {reused[name]['reused_from']}", flush=True)
-            continue
-        print(f"bench_live: {name}: running ({trace.duration:.0f} s trace; load {_load()})", flush=True)
-        load0 = _load()
-        info = run_contestant(name, trace, out)
-        info["load_average"] = {"before": load0, "after": _load()}
-        entry, s = evaluate(info, trace)
-        if not args.keep_landing:  # gigabytes of burst files, measured already: the Delta tables stay
-            for sub in ("landing", "staging"):
-                shutil.rmtree(out / name / sub, ignore_errors=True)
-        if name == "freshet" and entry["status"] == "ok":
-            entry["twin"] = twin(entry, trace, out)
-        series[name] = s
-        result["contestants"].append(entry)
-        print(f"bench_live: {name}: {entry['status']} weighted staleness {entry['weighted_staleness']:.1f}, "
-              f"burst {entry['burst_weighted_staleness']:.1f}, cpu {entry['cpu_seconds']} s, "
-              f"rss {entry['peak_rss_bytes'] / 2**20:.0f} MiB" + (f" — {entry['error']}" if entry["error"] else ""),
-              flush=True)
+    guard = footing.LoadGuard(args.load_threshold, settle=args.settle, allow=args.allow_load)
+    extra = {"commit": footing.provenance(ROOT), "keep_landing": args.keep_landing,
+             "load_guard": {"threshold": guard.threshold, "settle": guard.settle, "allowed": guard.allow}}
+    names = [n for n in CONTESTANTS if n in names]
+    if seeds is None:
+        if args.trace:
+            trace = Trace.load(args.trace)
+        else:
+            trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor, shape.warmup,
+                             args.trace_kind)
+        reused: dict[str, dict[str, Any]] = {}
+        if args.reuse:
+            prev = json.loads(Path(args.reuse).read_text())
+            if Trace.load(prev["trace"]).parts != trace.parts:
+                ap.error(f"--reuse: {args.reuse} replayed another trace ({prev['trace']}); pass it as --trace")
+            reused = {c["name"]: {**c, "reused_from": str(Path(args.reuse).resolve())}
+                      for c in prev["contestants"] if c["name"] not in names}
+        if not names and not reused:
+            ap.error("nothing to run: --only names no contestant and there is no --reuse")
+        try:
+            run_seed(trace, out, json_out, names, names, reused, guard, extra)
+        except RuntimeError as err:
+            print(f"bench_live: refused: {err}", file=sys.stderr)
+            return 3
+        return 0
+    if not names:
+        ap.error("nothing to run: --only names no contestant")
+    runs: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"kind": "summary over seeds", "seeds": seeds, "trace_kind": args.trace_kind,
+                              "shape": list(dataclasses.astuple(shape)), **extra, "runs": []}
+    status = 0
+    for seed in seeds:
+        trace = generate(seed, shape.duration, shape.burst_window, shape.factor, shape.warmup, args.trace_kind)
+        per = json_out.with_name(f"{json_out.stem}-seed{seed}{json_out.suffix}")
+        try:
+            runs.append(run_seed(trace, out / f"seed-{seed}", per, names, order(names, seed), {}, guard, extra))
+        except RuntimeError as err:
+            print(f"bench_live: refused: {err}", file=sys.stderr)
+            result["refused"] = str(err)
+            status = 3
+            break
+        result["runs"].append(str(per))
+        result.update(summary.summarise(runs))
         json_out.write_text(json.dumps(result, indent=1))
-    fr = next((c for c in result["contestants"] if c["name"] == "freshet"), None)
-    if fr is not None:
-        result["ratios"] = {
-            c["name"]: {"whole": round(fr["weighted_staleness"] / c["weighted_staleness"], 3)
-                        if c["weighted_staleness"] else None,
-                        "burst": round(fr["burst_weighted_staleness"] / c["burst_weighted_staleness"], 3)
-                        if c["burst_weighted_staleness"] else None}
-            for c in result["contestants"] if c["name"] != "freshet"}
-    result["plots"] = plot(result, series, json_out)
     json_out.write_text(json.dumps(result, indent=1))
-    print(f"{'contestant':24} {'status':7} {'Σp·S (window)':>14} {'Σp·S (burst)':>13} {'max S top':>10} "
-          f"{'cpu s':>7} {'rss MiB':>8}")
-    top = max(result["priorities"], key=lambda t: result["priorities"][t])
-    for c in result["contestants"]:
-        print(f"{c['name']:24} {c['status']:7} {c['weighted_staleness']:14.1f} {c['burst_weighted_staleness']:13.1f} "
-              f"{c['tables'][top]['max_staleness']:10.1f} {c['cpu_seconds']:7.1f} {c['peak_rss_bytes'] / 2**20:8.0f}")
-    print(f"{'zero-latency bound':24} {'':7} {result['bound']['weighted_staleness']:14.1f}")
     for n, r in result.get("ratios", {}).items():
-        print(f"freshet / {n}: window {r['whole']}, burst {r['burst']}")
-    print(f"wrote {json_out} and {', '.join(result['plots'])}")
-    return 0
+        w = r["weighted_staleness"]
+        print(f"freshet / {n} over {w['n']} seeds: mean {w['mean']}, 95 % interval [{w['low']}, {w['high']}]")
+    print(f"wrote {json_out}")
+    return status
 
 
 if __name__ == "__main__":

@@ -81,6 +81,252 @@ def test_reuse_refuses_a_run_over_another_trace(tmp_path: Path, capsys: pytest.C
     assert e.value.code == 2 and "replayed another trace" in capsys.readouterr().err
 
 
+def test_starvation_is_the_longest_gap_between_commits_that_made_the_table_fresher() -> None:
+    """Window [0, 100]; fresher commits at 10, 70 and 120 (outside); at 40 one without rows and at
+    50 one of older data (events to 5 again): the gaps are 10, 60 and 30 — neither the commit
+    without rows nor the one of old data ends a starvation."""
+    log = [measure.Commit(0, 10.0, 5.0, 3), measure.Commit(1, 40.0, None), measure.Commit(2, 50.0, 5.0, 9),
+           measure.Commit(3, 70.0, 60.0, 4), measure.Commit(4, 120.0, 110.0, 1)]
+    assert measure.starvation(log, 0.0, 100.0) == pytest.approx(60.0)
+    assert measure.starvation([], 0.0, 100.0) == pytest.approx(100.0)
+    assert spec.periods()["b00"] == 10.0 and spec.periods()["d_rollup"] == 60.0 and spec.periods()["d_join"] == 15.0
+
+
+def test_complete_windows_caps_a_derived_commit_at_its_sources() -> None:
+    """A 60 s roll-up over one source committed at 70 (events to 65) and 130 (to 125). Derived
+    commits: at 60, before any source data: nothing complete; at 75 labelled 60: complete; at 100
+    labelled 120 (a view's current bucket, by its end): the source held only 65, so 60; at 135
+    labelled 120: complete. Over [60, 140] (F = 0 before): raw ∫S = 1012.5 (S = τ to 75) + 687.5
+    (τ − 60 to 100) + 0 (τ − 120) = 1700; on complete windows 1012.5 + 2700 (τ − 60 to 135) + 87.5 = 3800."""
+    src = [measure.Commit(0, 70.0, 65.0), measure.Commit(1, 130.0, 125.0)]
+    log = [measure.Commit(0, 60.0, 60.0), measure.Commit(1, 75.0, 60.0), measure.Commit(2, 100.0, 120.0),
+           measure.Commit(3, 135.0, 120.0)]
+    capped = measure.complete_windows(log[1:], [src], 60.0)
+    assert [c.max_event for c in capped] == [60.0, 60.0, 120.0]
+    assert measure.complete_windows(log[:1], [src], 60.0)[0].max_event is None
+    assert measure.staleness(log[1:], 60.0, 140.0, None, f0=0.0).area == pytest.approx(1700.0)
+    assert measure.staleness(capped, 60.0, 140.0, None, f0=0.0).area == pytest.approx(3800.0)
+
+
+def test_t_interval_over_seeds() -> None:
+    """[1, 2, 3]: mean 2, s = 1, t(0.975, 2) = 4.3027: 2 ± 2.4842; one value has no interval."""
+    from scripts.live.summary import interval, t975
+
+    r = interval([1.0, 2.0, 3.0])
+    assert (r["mean"], r["n"]) == (2.0, 3)
+    assert r["low"] == pytest.approx(2 - 4.3027 / 3**0.5, abs=1e-4) and r["high"] == pytest.approx(2 + 4.3027 / 3**0.5, abs=1e-4)
+    assert interval([0.5])["low"] is None and interval([])["mean"] is None
+    assert t975(40) == pytest.approx(2.0211, abs=2e-4) and t975(1000) == pytest.approx(1.9623, abs=2e-4)
+
+
+def _entry(name: str, ws: float, *, status: str = "ok", flagged: bool = False, starved: float = 10.0) -> dict:
+    return {"name": name, "status": status, "weighted_staleness": ws, "burst_weighted_staleness": 2 * ws,
+            "weighted_staleness_complete": ws + 1, "cpu_seconds_per_row": 1e-6,
+            "load_average": {"flagged": flagged},
+            "check": {"d_rollup": {"mismatched_windows": 1}},
+            "tables": {"b00": {"mean_staleness": ws / 100, "max_staleness": ws / 10, "starvation_seconds": starved,
+                               "starvation_periods": starved / 10}}}
+
+
+def test_summary_over_seeds() -> None:
+    """Two seeds: freshet/cron = 0.5 and 0.7 → mean 0.6 ± 12.7062·0.1414/√2 = ± 1.2706; a third seed
+    where cron failed gives no ratio; the flagged seed is named; the worst starvation is kept."""
+    from scripts.live.summary import summarise
+
+    runs = [{"seed": 1, "contestants": [_entry("freshet", 50.0), _entry("cron", 100.0, flagged=True, starved=30.0)]},
+            {"seed": 2, "contestants": [_entry("freshet", 70.0), _entry("cron", 100.0)]},
+            {"seed": 3, "contestants": [_entry("freshet", 70.0), _entry("cron", 1.0, status="failed")]}]
+    s = summarise(runs)
+    w = s["ratios"]["cron"]["weighted_staleness"]
+    assert w["values"] == [0.5, 0.7] and w["mean"] == pytest.approx(0.6)
+    assert w["high"] == pytest.approx(0.6 + 12.7062 * (0.02 ** 0.5) / 2**0.5, abs=1e-3)
+    assert s["ratios"]["cron"]["weighted_staleness_complete"]["values"] == pytest.approx([51 / 101, 71 / 101])
+    c = s["contestants"]["cron"]
+    assert c["failed_seeds"] == [3] and c["flagged_seeds"] == [1] and c["mismatched_windows"] == {"d_rollup": 2}
+    assert c["tables"]["b00"]["starvation_seconds"] == 30.0 and c["tables"]["b00"]["starvation_periods"] == 3.0
+    assert s["contestants"]["freshet"]["weighted_staleness"]["values"] == [50.0, 70.0, 70.0]
+    assert s["contestants"]["cron"]["cpu_seconds_per_row"]["mean"] == pytest.approx(1e-6)  # not rounded away
+
+
+def test_order_is_a_seeded_shuffle() -> None:
+    from scripts.bench_live import CONTESTANTS, order
+
+    names = list(CONTESTANTS)
+    assert order(names, None) == names
+    assert order(names, 11) == order(names, 11) and sorted(order(names, 11)) == sorted(names)
+    assert len({tuple(order(names, s)) for s in range(11, 21)}) > 3
+    assert len({order(names, s)[0] for s in range(11, 21)}) > 1
+
+
+def test_load_guard_waits_then_refuses_or_flags() -> None:
+    from scripts.live.footing import LoadGuard
+
+    def loads(*xs: float):  # noqa: ANN202
+        it = iter(xs)
+        return lambda: (next(it), 0.0, 0.0)
+
+    slept: list[float] = []
+    g = LoadGuard(1.0, settle=10.0, load=loads(2.5, 1.6, 0.9), sleep=slept.append, others=lambda: 0.25)
+    r = g.before("cron")
+    assert r["flagged"] is False and r["waited"] == 10.0 and slept == [5.0, 5.0] and r["before"][0] == 0.9
+    assert r["others_cores"] == 0.25
+    with pytest.raises(RuntimeError, match="load average is 3.00 .* above the threshold 1"):
+        LoadGuard(1.0, settle=10.0, load=loads(3.0, 3.0, 3.0), sleep=lambda _: None).before("cron")
+    r = LoadGuard(1.0, settle=0.0, allow=True, load=loads(3.0), sleep=lambda _: None, others=lambda: None).before("x")
+    assert r["flagged"] is True and r["waited"] == 0.0
+
+
+def test_hot_trace_bursts_the_top_stream_too() -> None:
+    bulk = generate(3, 60.0, (10.0, 30.0), 10.0, kind="bulk")
+    hot = generate(3, 60.0, (10.0, 30.0), 10.0, kind="hot")
+    assert [(p.stream, p.end) for p in bulk.parts] == [(p.stream, p.end) for p in hot.parts]
+    for stream, bursts in (("s00", True), ("s01", False), ("s03", True)):
+        inside = [p.rows for p in hot.parts if p.stream == stream and 10 < p.end <= 30]
+        outside = [p.rows for p in hot.parts if p.stream == stream and not 10 < p.end <= 30]
+        assert (min(inside) > 5 * max(outside)) is bursts, stream
+    assert [p for p in bulk.parts if p.stream != "s00"] == [p for p in hot.parts if p.stream != "s00"]
+    assert max(p.rows for p in bulk.parts if p.stream == "s00") < 300
+    with pytest.raises(ValueError, match="unknown trace kind"):
+        generate(3, 60.0, (10.0, 30.0), 10.0, kind="warm")
+
+
+def test_settings_from_the_contestant_module_else_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import yaml
+
+    from scripts.live.footing import settings
+    from warehouse.lake.session import DEFAULT_CONF
+
+    cfg = tmp_path / "f.yaml"
+    cfg.write_text(yaml.safe_dump(spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), policy="fifo",
+                                                       partitioner="global")))
+    fr = settings("freshet-fifo", ["py", "-m", "ops.cli", "run", "--config", str(cfg)], cfg)
+    assert (fr["scheduler"]["tracks"], fr["scheduler"]["policy"], fr["scheduler"]["partitioner"]) == (4, "fifo", "global")
+    assert "track-" in str(fr["pools"])
+    assert fr["spark"]["spark.scheduler.mode"] == DEFAULT_CONF["spark.scheduler.mode"] == "FAIR"
+    assert fr["spark"]["spark.sql.shuffle.partitions"] == "2" and fr["spark"]["master"] == "local[2]"
+    peer = types.ModuleType("scripts.live.tuned_peer")
+    peer.settings = lambda config: {"spark_conf": {"spark.sql.files.maxPartitionBytes": "8m"},  # type: ignore[attr-defined]
+                                    "pools": {"bulk": {"weight": 1}}, "tracks": config.scheduler.tracks}
+    monkeypatch.setitem(sys.modules, "scripts.live.tuned_peer", peer)
+    monkeypatch.setitem(sys.modules, "scripts.live.plain_peer", types.ModuleType("scripts.live.plain_peer"))
+    plain = settings("plain", ["py", "-m", "scripts.live.plain_peer", "--config", str(cfg)], cfg)
+    assert plain["source"] == "shared session settings" and plain["spark"] == fr["spark"]
+    own = settings("tuned", ["py", "-m", "scripts.live.tuned_peer"], cfg)
+    assert own["source"] == "scripts.live.tuned_peer.settings" and own["pools"] == {"bulk": {"weight": 1}}
+    assert own["spark"]["spark.sql.files.maxPartitionBytes"] == "8m" and own["spark"]["master"] == "local[2]"
+    assert own["tracks"] == 4
+    registry = types.ModuleType("scripts.live.contestants")  # the peers' registry, when it knows the name
+    registry.FRESHET, registry.PEER_MODULES = {}, {"tuned": "tuned_peer"}  # type: ignore[attr-defined]
+    registry.settings = lambda name, config: {"spark_conf": {"x": "1"}, "tick": 1.0}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "scripts.live.contestants", registry)
+    reg = settings("tuned", ["py", "-m", "scripts.live.tuned_peer"], cfg)
+    assert reg["source"] == "scripts.live.contestants.settings" and reg["tick"] == 1.0 and reg["spark"]["x"] == "1"
+
+
+T = 1_800_000_000  # a multiple of 60
+
+
+def _write(path: Path, rows: list[tuple], columns: tuple[str, ...]) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    types = {"ts": pa.timestamp("us", tz="UTC"), "b_ts": pa.timestamp("us", tz="UTC"), "key": pa.int32(),
+             "value": pa.float64(), "n": pa.int64(), "total": pa.float64(), "a_value": pa.float64(),
+             "b_value": pa.float64()}
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in columns]
+    data = {c: pa.array([dt.datetime.fromtimestamp(v, dt.UTC) for v in vals] if types[c].equals(types["ts"])
+                        else list(vals), type=types[c]) for c, vals in zip(columns, cols, strict=True)}
+    write_deltalake(str(path), pa.table(data), mode="append")
+
+
+def test_output_check_on_hand_computed_windows(tmp_path: Path) -> None:
+    """b04 rows at T+10, T+60 (on a boundary), T+70, T+130 (F = T+130: complete up to T+120).
+    Spec buckets (start, end]: T+60 → key 0: 2 rows, 3.0; T+120 → key 1: 1 row, 3.0. Structured
+    Streaming's [start, end): T+60 → key 0: 1.0; T+120 → key 0: 2.0, key 1: 3.0."""
+    from scripts.live.check import check
+
+    base = [(T + 10, 0, 1.0), (T + 60, 0, 2.0), (T + 70, 1, 3.0), (T + 130, 0, 4.0)]
+    right = [(T + 60, 0, 2, 3.0), (T + 120, 1, 1, 3.0)]
+    left = [(T + 60, 0, 1, 1.0), (T + 120, 0, 1, 2.0), (T + 120, 1, 1, 3.0)]
+    a, b = [(T + 40, 1, 0.5)], [(T + 5, 1, 9.0), (T + 10, 1, 1.0), (T + 20, 1, 2.0), (T + 40, 1, 3.0), (T + 30, 2, 7.0)]
+    roots = {"honest": right, "left": left, "view": [*right, (T + 180, 0, 1, 4.0)]}
+    for name, rollup in roots.items():
+        _write(tmp_path / name / "b04", base, ("ts", "key", "value"))
+        _write(tmp_path / name / "d_rollup", rollup, ("ts", "key", "n", "total"))
+        _write(tmp_path / name / "b01", a, ("ts", "key", "value"))
+        _write(tmp_path / name / "b02", b, ("ts", "key", "value"))
+    # the join: only b02's rows at T+20 and T+40 are in (T+10, T+40]; "left" lost one of them
+    _write(tmp_path / "honest" / "d_join", [(T + 40, 1, 0.5, T + 20, 2.0), (T + 40, 1, 0.5, T + 40, 3.0)],
+           ("ts", "key", "a_value", "b_ts", "b_value"))
+    _write(tmp_path / "left" / "d_join", [(T + 40, 1, 0.5, T + 40, 3.0)], ("ts", "key", "a_value", "b_ts", "b_value"))
+    honest, ss, view = (check(tmp_path / n, start=T) for n in ("honest", "left", "view"))
+    assert honest["d_rollup"]["checked_windows"] == 2 and honest["d_rollup"]["mismatched_windows"] == 0
+    assert honest["d_rollup"]["mismatched_windows_left_closed"] == 2 and honest["d_rollup"]["complete_until"] == 120
+    assert ss["d_rollup"]["mismatched_windows"] == 2 and ss["d_rollup"]["windows"] == [60, 120]
+    assert ss["d_rollup"]["mismatched_windows_left_closed"] == 0
+    assert view["d_rollup"]["mismatched_windows"] == 0 and view["d_rollup"]["incomplete_windows_held"] == 1
+    assert honest["d_join"]["checked_windows"] == 1 and honest["d_join"]["mismatched_windows"] == 0
+    assert ss["d_join"]["mismatched_windows"] == 1 and ss["d_join"]["windows"] == [40]
+    assert honest["d_agg"]["status"] == "no table" and view["d_join"]["status"] == "no table"
+
+
+def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--seeds 2` with the contestants' runs replaced by a stand-in writing one commit of b00
+    (the harness's own logic: traces, order, per-seed JSON, the summary, the commit recorded)."""
+    import time
+
+    from scripts import bench_live
+    from scripts.live import footing
+
+    def fake(name: str, trace, out: Path) -> dict:  # noqa: ANN001
+        root = out / name / "warehouse"
+        start = time.time() - trace.warmup - 1.0
+        _write(root / "b00", [(start + trace.warmup - 3 * (name == "cron"), 0, 1.0)], ("ts", "key", "value"))
+        return {"name": name, "root": str(root), "status": "ok", "error": None, "start": start,
+                "cpu_seconds": 3.0, "peak_rss_bytes": 2**20, "settings": {"source": "test"}}
+
+    monkeypatch.setattr(bench_live, "run_contestant", fake)
+    monkeypatch.setattr(bench_live, "twin", lambda *a: {"error": "not in this test"})
+    monkeypatch.setattr(footing, "others_cores", lambda: 0.0)
+    out = tmp_path / "b"
+    assert bench_live.main(["--only", "freshet,cron", "--seeds", "2", "--seed", "5", "--shape", "4,2,2,4,10",
+                            "--out", str(out), "--json", str(out / "s.json"), "--allow-load", "--settle", "0"]) == 0
+    s = json.loads((out / "s.json").read_text())
+    assert s["seeds"] == [5, 6] and s["runs"] == [str(out / "s-seed5.json"), str(out / "s-seed6.json")]
+    assert len(s["commit"]["commit"]) == 40 and isinstance(s["commit"]["dirty"], bool)
+    for seed, path in zip(s["seeds"], s["runs"], strict=True):
+        r = json.loads(Path(path).read_text())
+        assert r["seed"] == seed and r["window"] == [4.0, 12.0] and r["time_column"] == "ts"
+        assert r["order"] == bench_live.order(["freshet", "cron"], seed)
+        assert [c["name"] for c in r["contestants"]] == r["order"]
+        for c in r["contestants"]:
+            assert Path(c["root"], "b00", "_delta_log").is_dir() and c["tables"]["b00"]["rows_committed"] == 1
+            assert c["cpu_seconds_per_row"] == 3.0 and "flagged" in c["load_average"]
+            assert c["check"]["d_rollup"]["status"] == "no table"
+    ratio = s["ratios"]["cron"]["weighted_staleness"]
+    assert ratio["n"] == 2 and ratio["values"][0] < 1.0  # cron's b00 commit holds older data
+    assert s["contestants"]["freshet"]["tables"]["b00"]["starvation_seconds"] == pytest.approx(8.0, abs=1.5)
+
+
+def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A threshold below any load average: no contestant starts, exit status 3, the reason in the JSON."""
+    from scripts import bench_live
+    from scripts.live import footing
+
+    def never(*a: object) -> dict:
+        raise AssertionError("a contestant ran on a loaded machine")
+
+    monkeypatch.setattr(bench_live, "run_contestant", never)
+    monkeypatch.setattr(footing, "others_cores", lambda: 0.0)
+    out = tmp_path / "b"
+    assert bench_live.main(["--only", "cron", "--shape", "4,2,2,4,10", "--out", str(out), "--json", str(out / "r.json"),
+                            "--load-threshold", "-1", "--settle", "0"]) == 3
+    r = json.loads((out / "r.json").read_text())
+    assert "above the threshold -1" in r["refused"] and r["contestants"] == []
+
+
 @pytest.mark.spark
 def test_commits_read_from_a_spark_written_delta_log(spark, tmp_path: Path) -> None:
     """Two appends through Spark: delta-rs reads each commit's time and newest event time."""
@@ -97,6 +343,52 @@ def test_commits_read_from_a_spark_written_delta_log(spark, tmp_path: Path) -> N
 
 
 @pytest.mark.spark
+def test_output_check_agrees_with_spark_sql(spark, tmp_path: Path) -> None:
+    """Base tables from a trace's partitions (plus two rows on 60 s boundaries in b04), written by
+    Spark; the derived tables computed by Spark from the spec's SQL (Freshet's), and the roll-ups
+    also with `window()` as Structured Streaming buckets them. The check (delta-rs + pyarrow) finds
+    the SQL's tables equal on every complete window, and `window()`'s off in the boundary rows'
+    windows under the spec's `(start, end]` but equal under its own `[start, end)`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from scripts.live.check import check
+    from warehouse.sqltext import bind_window
+
+    t0 = float(T)
+    trace = generate(7, 200.0, (1000.0, 1001.0), 1.0)
+    tables: dict[str, list] = {}
+    for part in trace.parts:
+        table = next(s.table for s in spec.STREAMS if s.name == part.stream)
+        if table in ("b01", "b02", "b03", "b04"):
+            tables.setdefault(table, []).append(partition_rows(trace, part, t0))
+    extra = pa.table({"ts": pa.array([dt.datetime.fromtimestamp(t0 + x, dt.UTC) for x in (60, 120)],
+                                     type=pa.timestamp("us", tz="UTC")),
+                      "key": pa.array([3, 3], type=pa.int32()), "value": pa.array([1.5, 2.5])})
+    tables["b04"].append(extra)
+    for table, parts in tables.items():
+        pq.write_table(pa.concat_tables(parts), tmp_path / f"{table}.parquet")
+        spark.read.parquet(str(tmp_path / f"{table}.parquet")).write.format("delta").save(str(tmp_path / "sql" / table))
+        spark.read.format("delta").load(str(tmp_path / "sql" / table)).createOrReplaceTempView(table)
+    for d in spec.DERIVED:  # Freshet's own binding of the window (warehouse.sqltext)
+        spark.sql(bind_window(d.sql, t0, t0 + 1000.0)).write.format("delta").save(str(tmp_path / "sql" / d.name))
+    b04 = spark.read.format("delta").load(str(tmp_path / "sql" / "b04"))
+    b04.write.format("delta").save(str(tmp_path / "window" / "b04"))
+    (b04.groupBy(F.window("ts", "60 seconds"), "key").agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))
+     .select(F.col("window.end").alias("ts"), "key", "n", "total")
+     .write.format("delta").save(str(tmp_path / "window" / "d_rollup")))
+    honest, ss = check(tmp_path / "sql", start=t0), check(tmp_path / "window", start=t0)
+    for d in ("d_rollup", "d_agg", "d_join"):
+        assert honest[d]["status"] == "checked" and honest[d]["checked_windows"] >= 2, honest
+        assert honest[d]["mismatched_windows"] == 0, honest
+    assert honest["d_rollup"]["mismatched_windows_left_closed"] >= 2
+    assert ss["d_rollup"]["mismatched_windows"] >= 2 and {60.0, 120.0} <= set(ss["d_rollup"]["windows"]), ss
+    assert ss["d_rollup"]["mismatched_windows_left_closed"] == 0, ss
+    assert ss["d_join"]["status"] == "no table"
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     """freshet and cron on a 30 s trace (10 s warm-up): the JSON has the issue's layout, every contestant's
@@ -104,7 +396,8 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
-                           "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json")],
+                           "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json"),
+                           "--allow-load", "--settle", "0"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())
@@ -122,6 +415,14 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
         again = sum(t["priority"] * t["mean_staleness"] for t in c["tables"].values())
         assert again == pytest.approx(c["weighted_staleness"], rel=1e-3, abs=1.0)
         assert c["cpu_seconds"] > 1 and c["peak_rss_bytes"] > 100 * 2**20
+        # same footing, and the output check: both contestants run Freshet's SQL, complete windows only
+        assert c["settings"]["spark"]["spark.scheduler.mode"] == "FAIR" and "flagged" in c["load_average"]
+        assert all(v["status"] in ("checked", "empty", "no table") and v["mismatched_windows"] == 0
+                   for v in c["check"].values()), c["check"]
+        assert all(c["check"][d.name]["status"] == "checked" for d in spec.DERIVED
+                   if c["tables"][d.name]["commits"] >= 1), c["check"]  # a derived table with rows is checked
+        assert c["weighted_staleness_complete"] == pytest.approx(c["weighted_staleness"], rel=1e-6)
+        assert 0 < c["starvation"]["seconds"] <= 20.0 and c["cpu_seconds_per_row"] > 0
     # freshness from the log = the newest event time in the data (delta-rs, independently)
     from deltalake import DeltaTable
 

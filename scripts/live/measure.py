@@ -22,7 +22,8 @@ from typing import Any
 
 from warehouse.freshness import StalenessMeter
 
-__all__ = ["Commit", "ProcessMonitor", "TableFigures", "commits", "staleness", "weighted"]
+__all__ = ["Commit", "ProcessMonitor", "TableFigures", "commits", "complete_windows", "staleness", "starvation",
+           "weighted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class Commit:
     version: int
     time: float  # commit time (in-commit timestamp or commit file mtime), epoch seconds
     max_event: float | None  # newest event time in the files it added (None: no rows added)
+    rows: int = 0  # rows in the files it added
 
 
 def _epoch(v: Any) -> float | None:
@@ -69,10 +71,12 @@ def commits(path: str | Path, time_column: str = "ts") -> list[Commit]:
             dt.load_as_version(v)
         adds = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
         newest: float | None = None
+        rows = 0
         for i, p in enumerate(adds.get("path", [])):
             if p in seen:
                 continue
             seen.add(p)
+            rows += int(adds["num_records"][i] or 0)
             m = adds.get(f"max.{time_column}", [None] * len(adds["path"]))[i]
             if m is None and adds["num_records"][i]:
                 col = pq.read_table(Path(path) / p, columns=[time_column]).column(time_column)
@@ -81,7 +85,7 @@ def commits(path: str | Path, time_column: str = "ts") -> list[Commit]:
             if e is not None and (newest is None or e > newest):
                 newest = e
         if v in stamps:
-            out.append(Commit(v, stamps[v], newest))
+            out.append(Commit(v, stamps[v], newest, rows))
     return out
 
 
@@ -130,6 +134,41 @@ def staleness(log: list[Commit], t0: float, t1: float, target: float | None, *, 
     within, observed = meter.time_within(t1)
     return TableFigures(meter.integral(t1), worst, within / observed if target is not None and observed else 0.0,
                         series)
+
+
+def starvation(log: list[Commit], t0: float, t1: float) -> float:
+    """The longest time within [t0, t1] the table went without a commit that made it fresher
+    (added rows newer than any committed before): the largest gap between successive such
+    commits, the window's ends counting as boundaries. A commit of no rows, or of older data (a
+    materialized view recomputed over the same sources), does not end a starvation."""
+    marks, newest = [t0], -math.inf
+    for c in sorted(log, key=lambda c: (c.time, c.version)):
+        if c.max_event is not None and c.max_event > newest:
+            newest = c.max_event
+            if t0 < c.time < t1:
+                marks.append(c.time)
+    marks.append(t1)
+    return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+
+
+def complete_windows(log: list[Commit], sources: list[list[Commit]], granularity: float | None) -> list[Commit]:
+    """A derived table's log with each commit credited only with complete windows: its newest
+    event time capped at what its sources had committed by then (their trailing edge, floored to
+    the granularity). A commit labelled past that holds a window its sources had not yet filled
+    (a materialized view recomputing the current bucket); a commit left with nothing complete
+    adds no freshness."""
+    from warehouse.freshness import floor_to
+
+    out = []
+    for c in log:
+        edges = [max((s.max_event for s in src if s.max_event is not None and s.time <= c.time), default=None)
+                 for src in sources]
+        if c.max_event is None or any(e is None for e in edges):
+            out.append(Commit(c.version, c.time, None, c.rows))
+            continue
+        cap = floor_to(min(edges), granularity)
+        out.append(Commit(c.version, c.time, min(c.max_event, cap), c.rows))
+    return out
 
 
 def weighted(figures: dict[str, TableFigures], priorities: dict[str, float], t0: float, t1: float) -> float:

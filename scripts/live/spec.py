@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DERIVED", "KEYS", "SCHEMA", "SPARK_CONF", "STREAMS", "Derived", "Stream", "freshet_config",
-           "priorities", "targets"]
+__all__ = ["DERIVED", "HOT_STREAMS", "KEYS", "SCHEMA", "SPARK_CONF", "STREAMS", "TRACE_KINDS", "Derived", "Stream",
+           "bursting", "freshet_config", "periods", "priorities", "targets"]
 
 SCHEMA = {"ts": "timestamp", "key": "int", "value": "double"}  # every stream; tables add `date`
 KEYS = 16  # distinct `key` values: the join's fan-out is rows(b02 in 30 s) / KEYS
@@ -71,6 +71,20 @@ DERIVED: tuple[Derived, ...] = (
     Derived("d_agg", ("b03",), 20.0, 30.0, 0.0, 90.0, _bucket(30, "b03")),
 )
 
+# The trace kinds (issue 23): `bulk` — only the bulk streams burst (`Stream.bursts`); `hot` — the
+# highest-priority stream bursts with them, so a scheduler cannot keep the valuable table fresh
+# merely because its jobs are small.
+TRACE_KINDS = ("bulk", "hot")
+HOT_STREAMS = ("s00",)
+
+
+def bursting(stream: Stream, kind: str = "bulk") -> bool:
+    """Whether `stream` sends the burst's factor of rows during the burst in a `kind` trace."""
+    if kind not in TRACE_KINDS:
+        raise ValueError(f"unknown trace kind {kind!r}; known: {', '.join(TRACE_KINDS)}")
+    return stream.bursts or (kind == "hot" and stream.name in HOT_STREAMS)
+
+
 # The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
 # get too: warehouse.lake.session.DEFAULT_CONF).
 SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
@@ -82,6 +96,13 @@ def priorities() -> dict[str, float]:
 
 def targets() -> dict[str, float]:
     return {**{s.table: s.target for s in STREAMS}, **{d.name: d.target for d in DERIVED}}
+
+
+def periods() -> dict[str, float]:
+    """How often a table can advance at best: a base table's stream period; a derived table's
+    granularity or its slowest source's period, whichever is longer (the unit of starvation)."""
+    base = {s.table: s.period for s in STREAMS}
+    return {**base, **{d.name: max(d.granularity or 0.0, *(base[s] for s in d.sources)) for d in DERIVED}}
 
 
 def freshet_config(root: str, landing: str, *, master: str = "local[2]", tracks: int = 4,

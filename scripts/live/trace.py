@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts.live.spec import KEYS, STREAMS
+from scripts.live.spec import KEYS, STREAMS, bursting
 from warehouse.landing.intake import MANIFEST
 
 __all__ = ["Part", "Trace", "generate", "partition_rows", "replay", "stage", "write_partition"]
@@ -47,6 +47,7 @@ class Trace:
     burst_factor: float
     parts: list[Part] = field(default_factory=list)
     warmup: float = 0.0  # replayed but not measured: the benchmark window is [warmup, duration]
+    kind: str = "bulk"  # which streams burst (spec.TRACE_KINDS)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({**asdict(self), "parts": [asdict(p) for p in self.parts]}, indent=0))
@@ -55,28 +56,30 @@ class Trace:
     def load(cls, path: str | Path) -> Trace:
         d = json.loads(Path(path).read_text())
         return cls(seed=d["seed"], duration=d["duration"], burst=tuple(d["burst"]), burst_factor=d["burst_factor"],
-                   parts=[Part(**p) for p in d["parts"]], warmup=d.get("warmup", 0.0))
+                   parts=[Part(**p) for p in d["parts"]], warmup=d.get("warmup", 0.0), kind=d.get("kind", "bulk"))
 
     def rows_offered(self, lo: float, hi: float) -> int:
         return sum(p.rows for p in self.parts if lo < p.end <= hi)
 
 
 def generate(seed: int, duration: float, burst: tuple[float, float], burst_factor: float,
-             warmup: float = 0.0) -> Trace:
-    """Partitions of every stream in `STREAMS` over `[0, duration]`, ordered by arrival (end)."""
+             warmup: float = 0.0, kind: str = "bulk") -> Trace:
+    """Partitions of every stream in `STREAMS` over `[0, duration]`, ordered by arrival (end); in
+    the burst, the streams `spec.bursting(s, kind)` send `burst_factor` times their rows."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     parts: list[Part] = []
     for s in STREAMS:
+        bursts = bursting(s, kind)
         end, start, k = float(rng.uniform(0.2, 1.0) * s.period), 0.0, 0
         while end <= duration:
-            factor = burst_factor if s.bursts and burst[0] < end <= burst[1] else 1.0
+            factor = burst_factor if bursts and burst[0] < end <= burst[1] else 1.0
             rows = max(1, int(round(s.rate * (end - start) * factor)))
             parts.append(Part(s.name, k, round(start, 3), round(end, 3), rows))
             start, end, k = end, end + s.period, k + 1
     parts.sort(key=lambda p: (p.end, p.stream))
-    return Trace(seed, duration, burst, burst_factor, parts, warmup)
+    return Trace(seed, duration, burst, burst_factor, parts, warmup, kind)
 
 
 def partition_rows(trace: Trace, part: Part, t0: float) -> Any:

@@ -1,0 +1,95 @@
+"""Figures over seeds (issue 23): each ratio Freshet / contestant as the mean over seeds with its
+95 % t-interval, per-table staleness (mean of the per-seed means, the largest maximum), starvation
+and CPU-seconds per committed row — from the per-seed JSON objects `scripts/bench_live.py` writes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+__all__ = ["T975", "interval", "summarise", "t975"]
+
+# Student's t, 0.975 quantile, for 1 … 30 degrees of freedom (the two-sided 95 % interval);
+# the seeds are few, so the normal quantile (1.96) would understate the interval badly.
+T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788,
+        2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639,
+        2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423)
+
+
+def t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with `df` degrees of freedom (beyond 30: the
+    Cornish-Fisher expansion, Abramowitz & Stegun 26.7.5, within 1e-4 there)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be ≥ 1, not {df}")
+    if df <= len(T975):
+        return T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def interval(values: list[float]) -> dict[str, Any]:
+    """{"mean", "low", "high", "n", "values"}: the mean and its 95 % t-interval (mean ± t·s/√n);
+    with one value the interval is unknown (None)."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(v)]
+    out: dict[str, Any] = {"mean": None, "low": None, "high": None, "n": len(vals), "values": [_sig(v) for v in vals]}
+    if not vals:
+        return out
+    mean = statistics.fmean(vals)
+    out["mean"] = _sig(mean)
+    if len(vals) > 1:
+        half = t975(len(vals) - 1) * statistics.stdev(vals) / math.sqrt(len(vals))
+        out["low"], out["high"] = _sig(mean - half), _sig(mean + half)
+    return out
+
+
+def _sig(x: float) -> float:
+    """Six significant digits (CPU-seconds per row are ~1e-6: a fixed number of decimals would lose them)."""
+    return float(f"{x:.6g}")
+
+
+def _ok(c: dict[str, Any]) -> bool:
+    return c.get("status") == "ok" and c.get("weighted_staleness") is not None
+
+
+def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict[str, Any]:
+    """The summary of per-seed results (each `{"seed", "contestants": [...]}` as bench_live writes
+    it). A ratio's value for a seed is reference / contestant on that seed's trace, both run `ok`."""
+    names: list[str] = []
+    for r in runs:
+        names += [c["name"] for c in r["contestants"] if c["name"] not in names]
+    by = [{c["name"]: c for c in r["contestants"]} for r in runs]
+    ratios: dict[str, Any] = {}
+    for n in names:
+        if n == reference:
+            continue
+        per = {}
+        for key in ("weighted_staleness", "burst_weighted_staleness", "weighted_staleness_complete"):
+            vals = [b[reference][key] / b[n][key] for b in by
+                    if reference in b and n in b and _ok(b[reference]) and _ok(b[n])
+                    and b[reference].get(key) is not None and b[n].get(key)]
+            per[key] = interval(vals)
+        ratios[n] = per
+    contestants: dict[str, Any] = {}
+    for n in names:
+        entries = [(r["seed"], b[n]) for r, b in zip(runs, by, strict=True) if n in b]
+        ok = [c for _, c in entries if _ok(c)]
+        tables: dict[str, Any] = {}
+        for t in (ok[0]["tables"] if ok else {}):
+            rows = [c["tables"][t] for c in ok]
+            tables[t] = {"mean_staleness": interval([x["mean_staleness"] for x in rows]),
+                         "max_staleness": max(x["max_staleness"] for x in rows),
+                         "starvation_seconds": max(x.get("starvation_seconds", 0.0) for x in rows),
+                         "starvation_periods": max(x.get("starvation_periods", 0.0) for x in rows)}
+        mism: dict[str, int] = {}
+        for c in ok:
+            for t, v in (c.get("check") or {}).items():
+                mism[t] = mism.get(t, 0) + int(v.get("mismatched_windows", 0))
+        contestants[n] = {
+            **{k: interval([c.get(k) for c in ok]) for k in ("weighted_staleness", "weighted_staleness_complete",
+                                                             "burst_weighted_staleness", "cpu_seconds_per_row")},
+            "failed_seeds": [s for s, c in entries if not _ok(c)],
+            "flagged_seeds": [s for s, c in entries if (c.get("load_average") or {}).get("flagged")],
+            "mismatched_windows": mism, "tables": tables}
+    return {"seeds": [r["seed"] for r in runs], "reference": reference, "ratios": ratios, "contestants": contestants}
