@@ -67,3 +67,58 @@ def test_every_contestant_records_its_settings(tmp_path: Path) -> None:
         assert got and json.loads(json.dumps(got)) == got, name
     edfp = contestants.settings("freshet-edfp", _config(tmp_path, **contestants.FRESHET["freshet-edfp"]))
     assert edfp["scheduler"]["policy"] == "edf-p" and edfp["scheduler"]["autotune"] == "off"
+
+
+def test_streaming_tuned_runs_each_query_in_its_pool(tmp_path: Path) -> None:
+    """The real peer (a subprocess, as the benchmark runs it): one partition each for s00 (valuable)
+    and s05 (bulk) lands; both tables commit; Spark's event log shows every job of query b00 in
+    pool q-b00 and every job of b05 in `bulk` — the pool set on the thread that started it."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from scripts.live.trace import generate, partition_rows, write_partition
+
+    ev = tmp_path / "events"
+    ev.mkdir()
+    cfg = spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"))
+    cfg["spark"]["conf"].update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": ev.as_uri(),
+                                 "spark.eventLog.compress": "false"})
+    (tmp_path / "freshet.yaml").write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp_path / "log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "scripts.live.streaming_tuned", "--config",
+                                 str(tmp_path / "freshet.yaml"), "--ready", str(tmp_path / "ready"),
+                                 "--work", str(tmp_path / "work")],
+                                env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not (tmp_path / "ready").exists():
+            assert proc.poll() is None, (tmp_path / "log").read_text()[-3000:]
+            assert time.time() < deadline, "not ready after 300 s"
+            time.sleep(0.5)
+        trace = generate(7, 60.0, (20.0, 30.0), 1.0, 10.0)
+        t0 = time.time() - 60
+        for stream in ("s00", "s05"):
+            part = next(p for p in trace.parts if p.stream == stream)
+            write_partition(tmp_path / "l", part, partition_rows(trace, part, t0), t0)
+        logs = [tmp_path / "w" / t / "_delta_log" / f"{1:020d}.json" for t in ("b00", "b05")]
+        while not all(p.exists() for p in logs):
+            assert proc.poll() is None, (tmp_path / "log").read_text()[-3000:]
+            assert time.time() < deadline, "b00/b05 not committed"
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+    pools: dict[str, set[str | None]] = {}
+    for f in ev.rglob("events_*"):
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("Event") == "SparkListenerJobStart":
+                props = e.get("Properties", {})
+                query = (props.get("spark.job.description") or "").split("\n")[0]
+                pools.setdefault(query, set()).add(props.get("spark.scheduler.pool"))
+    assert pools.get("b00") == {"q-b00"}, pools
+    assert pools.get("b05") == {"bulk"}, pools
