@@ -5,5 +5,8 @@ Delta logs by an independent reader (delta-rs).
 - `spec`     — the benchmark warehouse: streams, base and derived tables, priorities, targets;
 - `trace`    — the seeded trace (saved as JSON) and its real-time replay into a landing zone;
 - `measure`  — staleness from the Delta logs (delta-rs), CPU-seconds and peak RSS of a process tree;
-- `cron`, `streaming`, `pipelines` — the peers, each a small program a contestant process runs.
+- `cron`, `streaming`, `pipelines` — the peers, each a small program a contestant process runs;
+  `streaming_tuned`, `priority_cron` — the same two set up with the priorities (issue 23), from
+  what `tuning` tells them (inherited priorities, valuable and bulk work, fair-scheduler pools);
+- `contestants` — every contestant's name, program or Freshet variant, and its settings for the JSON.
 """
