@@ -62,14 +62,15 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
-from scripts.live import check, footing, measure, spec, summary  # noqa: E402
+from scripts.live import check, contestants, footing, measure, spec, summary  # noqa: E402
 from scripts.live.plots import plot  # noqa: E402
 from scripts.live.reference import bound, twin  # noqa: E402
 from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
 from sim.progress import ProgressReporter  # noqa: E402
 
-CONTESTANTS = ("freshet", "freshet-fifo", "structured-streaming", "cron", "declarative-pipelines")
-PEERS = ("structured-streaming", "cron", "declarative-pipelines")
+CONTESTANTS = ("freshet", "freshet-fifo", "freshet-edfp", "structured-streaming", "structured-streaming-tuned",
+               "cron", "priority-cron", "declarative-pipelines")
+PEERS = ("structured-streaming", "structured-streaming-tuned", "cron", "priority-cron", "declarative-pipelines")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +115,8 @@ def _free_port() -> int:
 def _config(name: str, d: Path) -> tuple[Path, str | None]:
     """Write `<d>/freshet.yaml` for `name`; returns it and the daemon's listen address (Freshet only)."""
     listen = f"127.0.0.1:{_free_port()}" if name.startswith("freshet") else "127.0.0.1:9"
-    policy, partitioner = ("fifo", "global") if name == "freshet-fifo" else ("auto", "auto")
-    cfg = spec.freshet_config(str(d / "warehouse"), str(d / "landing"), policy=policy, partitioner=partitioner,
+    variant = contestants.FRESHET.get(name, contestants.FRESHET["freshet"])
+    cfg = spec.freshet_config(str(d / "warehouse"), str(d / "landing"), **variant,
                               listen=listen, trace=str(d / "freshet.trace") if name.startswith("freshet") else None)
     path = d / "freshet.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -126,7 +127,7 @@ def _command(name: str, cfg: Path, d: Path) -> list[str]:
     py = sys.executable
     if name.startswith("freshet"):
         return [py, "-m", "ops.cli", "run", "--config", str(cfg), "--log-format", "json", "--grace", "20"]
-    module = {"structured-streaming": "streaming", "cron": "cron", "declarative-pipelines": "pipelines"}[name]
+    module = contestants.PEER_MODULES[name]
     return [py, "-m", f"scripts.live.{module}", "--config", str(cfg), "--ready", str(d / "ready"),
             "--work", str(d / "work")]
 

@@ -9,5 +9,8 @@ Delta logs by an independent reader (delta-rs).
 - `footing`  — the load guard, each contestant's settings, the git commit the figures come from;
 - `summary`  — the figures over seeds: means and 95 % t-intervals;
 - `reference`, `plots` — the zero-latency bound and the digital twin; the two PNGs;
-- `cron`, `streaming`, `pipelines` — the peers, each a small program a contestant process runs.
+- `cron`, `streaming`, `pipelines` — the peers, each a small program a contestant process runs;
+  `streaming_tuned`, `priority_cron` — the same two set up with the priorities (issue 23), from
+  what `tuning` tells them (inherited priorities, valuable and bulk work, fair-scheduler pools);
+- `contestants` — every contestant's name, program or Freshet variant, and its settings for the JSON.
 """

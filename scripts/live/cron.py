@@ -24,16 +24,22 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from warehouse.config import TableConfig, load_config
+from warehouse.config import FreshetConfig, TableConfig, load_config
 from warehouse.events import JobFinished, PartitionArrived, StartJob
 from warehouse.freshness import floor_to, safe_freshness, trailing_edge
 
 if TYPE_CHECKING:
     from warehouse.lake.executor import Executor
 
-__all__ = ["main"]
+__all__ = ["base_job", "derived_job", "main", "settings"]
+
+
+def settings(config: FreshetConfig) -> dict[str, Any]:
+    """What this contestant runs with, for the benchmark's JSON."""
+    return {"tick_seconds": min(s.period for s in config.streams), "order": "config order",
+            "workers": config.scheduler.tracks, "pool": "track-0 (every job; FIFO inside)", "spark_conf": {}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 with lock:
                     if t.name in busy:
                         continue
-                    job = _base_job(t.name, pending, next(ids)) if t.is_base else _derived_job(
+                    job = base_job(t.name, pending, next(ids)) if t.is_base else derived_job(
                         t, executor, next(ids))
                     if job is None:
                         continue
@@ -95,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _base_job(table: str, pending: dict[str, list[PartitionArrived]], job_id: int) -> StartJob | None:
+def base_job(table: str, pending: dict[str, list[PartitionArrived]], job_id: int) -> StartJob | None:
     arrivals = sorted(pending[table], key=lambda p: (p.end, p.start))
     if not arrivals:
         return None
@@ -106,7 +112,7 @@ def _base_job(table: str, pending: dict[str, list[PartitionArrived]], job_id: in
                     arrivals=tuple(arrivals))
 
 
-def _derived_job(t: TableConfig, executor: Executor, job_id: int) -> StartJob | None:
+def derived_job(t: TableConfig, executor: Executor, job_id: int) -> StartJob | None:
     srcs = [executor.table_state(s) for s in t.sources]
     edge = trailing_edge(s.safe_freshness for s in srcs)
     if edge is None:

@@ -111,20 +111,12 @@ def settings(name: str, command: list[str], config_path: str | Path) -> dict[str
 
 
 def _own(name: str, command: list[str], config: Any) -> tuple[str, dict[str, Any]] | None:
-    """The contestant's own settings: from `scripts.live.contestants` when it knows `name` (the
-    peers' registry), else from the module its command runs (`settings(config)` or `SETTINGS`),
-    else Freshet's scheduler settings from its config; None when it declares none."""
-    try:
-        registry = importlib.import_module("scripts.live.contestants")
-    except ModuleNotFoundError:
-        registry = None
-    if registry is not None and name in {**getattr(registry, "FRESHET", {}), **getattr(registry, "PEER_MODULES", {})}:
-        return "scripts.live.contestants.settings", registry.settings(name, config)
+    """The contestant's own settings: from `scripts.live.contestants` when it knows `name`, else
+    from the module its command runs (`settings(config)` or `SETTINGS`); None when it declares none."""
+    contestants = importlib.import_module("scripts.live.contestants")
+    if name in contestants.FRESHET or name in contestants.PEER_MODULES:
+        return "scripts.live.contestants.settings", contestants.settings(name, config)
     module = command[command.index("-m") + 1] if "-m" in command else None
-    if module == "ops.cli":
-        return "freshet config", {"scheduler": {"tracks": config.scheduler.tracks, "policy": config.scheduler.policy,
-                                                "partitioner": config.scheduler.partitioner},
-                                  "pools": [f"track-{k}" for k in range(config.scheduler.tracks)]}
     if module and module.startswith("scripts.live."):
         mod = importlib.import_module(module)
         fn = getattr(mod, "settings", None)

@@ -26,15 +26,39 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from scripts.live.spec import DERIVED, STREAMS
-from warehouse.config import load_config
+from warehouse.config import FreshetConfig, load_config
 from warehouse.lake.delta import spark_schema_ddl
 
-__all__ = ["TRIGGER", "main"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["SETTINGS", "TRIGGER", "QueryPlan", "main", "serve", "settings", "start_queries"]
 
 TRIGGER = "2 seconds"
+# What this contestant runs with, for the benchmark's JSON: the default-settings peer.
+SETTINGS: dict[str, Any] = {"trigger": TRIGGER, "pool": "default (one FIFO pool for all queries)",
+                            "maxFilesPerTrigger": None, "spark_conf": {}}
+
+
+def settings(config: FreshetConfig) -> dict[str, Any]:  # noqa: ARG001 — the same for every config
+    return dict(SETTINGS)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """How one table's query runs: its trigger, its fair-scheduler pool (None: the default pool)
+    and, for a file source, the most landing files one micro-batch takes (None: all there are)."""
+
+    trigger: str = TRIGGER
+    pool: str | None = None
+    max_files: int | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,16 +69,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     config = load_config(args.config)
 
-    from pyspark.sql import functions as F
-
     from warehouse.lake.session import get_spark
 
     spark = get_spark(config.spark)
+    queries = start_queries(spark, config, Path(args.work).resolve() / "checkpoints", lambda _table: QueryPlan())
+    return serve(queries, args.ready)
+
+
+def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
+                  plan: Callable[[str], QueryPlan]) -> list[StreamingQuery]:
+    """Start one streaming query per table (the module docstring), each as `plan(table)` says."""
+    from pyspark.sql import functions as F
+
     root = Path(config.warehouse.root).resolve()
     landing = Path(config.warehouse.landing).resolve()
-    ckpt = Path(args.work).resolve() / "checkpoints"
     lateness = {s.name: config.stream(s.name).lateness for s in STREAMS}
     ddl = spark_schema_ddl(config.stream(STREAMS[0].name).schema_)
+    sc = spark.sparkContext
 
     # the derived queries stream from the base tables: they must exist (empty) before they start
     empty = spark.createDataFrame([], ddl).withColumn("date", F.to_date("ts"))
@@ -62,9 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         empty.write.format("delta").partitionBy("date").mode("ignore").save(str(root / s.table))
 
     def sink(df, table: str):  # noqa: ANN001, ANN202
-        return (df.withColumn("date", F.to_date("ts")).writeStream.format("delta").outputMode("append")
-                .partitionBy("date").option("checkpointLocation", str(ckpt / table))
-                .trigger(processingTime=TRIGGER).queryName(table).start(str(root / table)))
+        p = plan(table)
+        # a query's jobs run in the pool set on the thread that starts it (Spark's job-scheduling
+        # docs, "Fair Scheduler Pools"; the query's thread inherits the local properties)
+        sc.setLocalProperty("spark.scheduler.pool", p.pool)  # type: ignore[arg-type]
+        try:
+            return (df.withColumn("date", F.to_date("ts")).writeStream.format("delta").outputMode("append")
+                    .partitionBy("date").option("checkpointLocation", str(ckpt / table))
+                    .trigger(processingTime=p.trigger).queryName(table).start(str(root / table)))
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
     def delta(table: str, delay: float):  # noqa: ANN202
         return spark.readStream.format("delta").load(str(root / table)).withWatermark("ts", f"{delay:g} seconds")
@@ -72,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     queries = []
     for s in STREAMS:
         (landing / s.name).mkdir(parents=True, exist_ok=True)
-        src = spark.readStream.schema(ddl).parquet(str(landing / s.name / "*"))
-        queries.append(sink(src, s.table))
+        reader = spark.readStream.schema(ddl)
+        max_files = plan(s.table).max_files
+        if max_files is not None:
+            reader = reader.option("maxFilesPerTrigger", max_files)
+        queries.append(sink(reader.parquet(str(landing / s.name / "*")), s.table))
     lag = {s.table: lateness[s.name] for s in STREAMS}
     for d in DERIVED:
         if d.name == "d_join":
@@ -89,11 +130,15 @@ def main(argv: list[str] | None = None) -> int:
                    .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"))
                    .select(F.col("window.end").alias("ts"), "key", "n", "total"))
         queries.append(sink(out, d.name))
+    return queries
 
+
+def serve(queries: list[StreamingQuery], ready: str) -> int:
+    """Touch `ready`, watch the queries until SIGTERM/SIGINT (or one fails), stop them."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    Path(args.ready).touch()
+    Path(ready).touch()
     while not stop.wait(1.0):
         for q in queries:
             if not q.isActive and q.exception() is not None:

@@ -1,0 +1,43 @@
+"""Every contestant of the live benchmark and what it runs with (issue 23: each contestant's JSON
+records its settings).
+
+- the Freshet variants differ only in the config's `scheduler` section (`FRESHET`): `freshet`
+  with its defaults, and two ablations — `freshet-fifo` (the engine without its policy) and
+  `freshet-edfp` (static priorities: EDF-P, §3.1, with Freshet's partitioner, chopping and
+  inheritance; no cost model in the order, no marginal benefit);
+- the peers are programs under `scripts/live/` (`PEER_MODULES`), each exposing `settings(config)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from warehouse.config import FreshetConfig
+
+__all__ = ["FRESHET", "PEER_MODULES", "settings"]
+
+# the config's scheduler section per Freshet variant (spec.freshet_config's policy and partitioner)
+FRESHET: dict[str, dict[str, str]] = {
+    "freshet": {"policy": "auto", "partitioner": "auto"},
+    "freshet-fifo": {"policy": "fifo", "partitioner": "global"},
+    "freshet-edfp": {"policy": "edf-p", "partitioner": "auto"},
+}
+
+PEER_MODULES: dict[str, str] = {
+    "structured-streaming": "streaming",
+    "structured-streaming-tuned": "streaming_tuned",
+    "cron": "cron",
+    "priority-cron": "priority_cron",
+    "declarative-pipelines": "pipelines",
+}
+
+
+def settings(name: str, config: FreshetConfig) -> dict[str, Any]:
+    """What contestant `name` runs with on `config` (its generated freshet.yaml), beyond the Spark
+    settings every contestant shares (`spec.SPARK_CONF`, `warehouse.lake.session.DEFAULT_CONF`)."""
+    if name in FRESHET:
+        sc = config.scheduler
+        return {"scheduler": sc.model_dump(mode="json"), "pools": "track-<k> per track (FIFO inside, weight 1)"}
+    module = importlib.import_module(f"scripts.live.{PEER_MODULES[name]}")
+    return module.settings(config)
