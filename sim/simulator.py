@@ -56,8 +56,12 @@ def _generated(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) -
     """`generated_arrivals` as (arrival time, the Scheduler's event): one object per partition."""
     on_time = _periodic(stream, sim, seed, origin)
     if not sim.late or not sim.late_after:
-        yield from on_time
-        return
+        return on_time  # (the periodic generator itself: no generator around it)
+    return _with_late(on_time, stream, sim, seed)
+
+
+def _with_late(on_time: Iterator[tuple[float, PartitionArrived]], stream: StreamConfig, sim: SimConfig,
+               seed: int) -> Iterator[tuple[float, PartitionArrived]]:
     rng = random.Random(f"{seed}/late/{stream.name}")
     held: list[tuple[float, int, PartitionArrived]] = []
     for k, (t, ev) in enumerate(on_time):
@@ -227,18 +231,20 @@ class Simulation:
     # ---- the event callbacks -------------------------------------------------------------------
     def _arrive(self, time: float, a: Arrival | PartitionArrived) -> None:
         """A partition arrives at `time` (§2.1): hand it to the Scheduler. `a` is a trace's
-        arrival, or the event itself for a generated one."""
-        if type(a) is PartitionArrived:
-            self.rows[a.partition_id] = a.rows
+        arrival, or the event itself for a generated one. Its rows are kept for the `JobFinished`
+        that loads it only where there are some (a generated partition has none)."""
+        if type(a) is not PartitionArrived:  # a trace's arrival
             if self.writer is not None:
-                self.writer.arrival(Arrival(time, a.stream, a.partition_id, a.start, a.end, a.rows, a.safe_through))
-            self._handle(a)
-            return
-        self.rows[a.partition] = a.rows
-        if self.writer is not None:
-            self.writer.arrival(a)
-        self._handle(PartitionArrived(stream=a.stream, partition_id=a.partition, start=a.start,
-                                      end=a.end, rows=a.rows, safe_through=a.safe_through))
+                self.writer.arrival(a)
+            a = PartitionArrived(stream=a.stream, partition_id=a.partition, start=a.start, end=a.end, rows=a.rows,
+                                 safe_through=a.safe_through)
+        elif self.writer is not None:
+            self.writer.arrival(Arrival(time, a.stream, a.partition_id, a.start, a.end, a.rows, a.safe_through))
+        if a.rows:
+            self.rows[a.partition_id] = a.rows
+        elif self.rows:  # (an id seen before, with no rows now)
+            self.rows.pop(a.partition_id, None)
+        self._handle(a)
 
     def _actions(self, actions: list[ActionRecord]) -> Generator[simpy.Event, None, None]:
         """The operator actions of a trace, handed to the Scheduler at their times; one the replayed
@@ -249,31 +255,30 @@ class Simulation:
             with contextlib.suppress(FreshetError):
                 self._handle(a.event(), count=False)
 
-    def _factor(self, now: float) -> float:
-        if self.slow == 1.0:
-            return 1.0
-        return self.slow if (now - self.origin) % self.cycle >= self.normal else 1.0
-
-    def _start(self, job: StartJob) -> None:
-        """A track runs the job for its drawn execution time (§4.1)."""
-        now = self.env.now
+    def _start(self, job: StartJob, now: float) -> None:
+        """A track runs the job for its drawn execution time (§4.1) from `now`: a SimPy timeout
+        carrying the job, whose callback (`_finish`) hands its end to the Scheduler."""
         table = job.table
         alpha, beta = self.costs[table]
         u = self.rngs[table].random()  # always drawn, so replays stay aligned with the run
-        duration = (alpha + beta * job.n) * (self.b + u) * self._factor(now)
+        duration = (alpha + beta * job.n) * (self.b + u)
+        if self.slow != 1.0 and (now - self.origin) % self.cycle >= self.normal:  # a slow period
+            duration *= self.slow
         if self.measured is not None and job.kind not in MAINTENANCE_KINDS:
             duration = self.measured.get((table, job.start, job.end), duration)
         self.started[job.job_id] = (now, duration)
-        self.env.timeout(duration).callbacks.append(_Finish(self, job, duration))
+        self.env.timeout(duration, job).callbacks.append(self._finish)
 
-    def _finish(self, job: StartJob, duration: float) -> None:
+    def _finish(self, ev: simpy.Event) -> None:
         if self.events >= self.limit:
             return
+        job: StartJob = ev.value
+        duration = self.started.pop(job.job_id)[1]
         rows = 0
-        pop = self.rows.pop
-        for a in job.arrivals:
-            rows += pop(a.partition_id, 0)
-        del self.started[job.job_id]
+        if self.rows:
+            pop = self.rows.pop
+            for a in job.arrivals:
+                rows += pop(a.partition_id, 0)
         self.busy += duration
         self.jobs += 1
         self.chopped += job.chopped
@@ -295,10 +300,12 @@ class Simulation:
         now = self.env.now
         if count:
             self.events += 1
-        jobs = self.sched.handle(event, now)
-        for job in jobs:
-            self._start(job)
-        wake = self.sched.next_wakeup()  # back-offs: only failed jobs have them
+        sched = self.sched
+        jobs = sched.handle(event, now)
+        if jobs:
+            for job in jobs:
+                self._start(job, now)
+        wake = sched.next_wakeup()  # back-offs: only failed jobs have them
         if wake is not None and (self._tick_at is None or wake < self._tick_at):
             self._tick_at = wake
             self.env.timeout(max(wake - now, 0.0)).callbacks.append(self._tick)
@@ -359,36 +366,21 @@ class _Stream:
         start.succeed()
 
     def __call__(self, _ev: simpy.Event) -> None:
-        sim, env = self.sim, self.sim.env
+        sim = self.sim
         item, self.due = self.due, None
         if item is not None:  # its timeout fired: it is due now
             if sim.events >= sim.limit:
                 return
             sim._arrive(*item)
+        now = sim.env.now
         for item in self.arrivals:  # at the start, or after the due one: hand over all due now
-            if item[0] > env.now:
-                self._wait(item)
+            if item[0] > now:
+                self.due = item
+                sim.env.timeout(item[0] - now).callbacks.append(self)
                 return
             if sim.events >= sim.limit:
                 return
             sim._arrive(*item)
-
-    def _wait(self, item: tuple[float, Arrival | PartitionArrived]) -> None:
-        env = self.sim.env
-        self.due = item
-        env.timeout(item[0] - env.now).callbacks.append(self)
-
-
-class _Finish:
-    """Callback of a job's timeout (cheaper than a process per job)."""
-
-    __slots__ = ("sim", "job", "duration")
-
-    def __init__(self, sim: Simulation, job: StartJob, duration: float) -> None:
-        self.sim, self.job, self.duration = sim, job, duration
-
-    def __call__(self, _ev: simpy.Event) -> None:
-        self.sim._finish(self.job, self.duration)
 
 
 def prepare(config: FreshetConfig, seed: int) -> FreshetConfig:

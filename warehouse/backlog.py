@@ -81,9 +81,11 @@ class Backlog:
             pending.append(p)
         else:
             insort(pending, p, key=Partition.key)
-        self.ids.add(p.arrival.partition_id)
-        self.rows += p.arrival.rows
-        self.arrived = p.end if self.arrived is None else max(self.arrived, p.end)
+        a = p.arrival
+        self.ids.add(a.partition_id)
+        self.rows += a.rows
+        if self.arrived is None or p.end > self.arrived:
+            self.arrived = p.end
         return last
 
     def adopt(self, parts: list[Partition]) -> None:
@@ -96,15 +98,17 @@ class Backlog:
         """The job that loads the backlog now — (start, end, new freshness, partitions, a time
         slice?) — up to c·P_i of it (§3.4; c None: all), never across a partly loaded partition;
         with `slicing` one partition longer than that in time slices."""
-        first = self.pending[0]
-        ref = freshness if freshness is not None else first.low
-        count = chop_count(self.pending, ref, period, c, _END)
+        pending = self.pending
+        first = pending[0]
+        low = first.low
+        ref = freshness if freshness is not None else low
+        count = chop_count(pending, ref, period, c, _END)
         if self.partial is not None and self.partial is not first and count > 1:
             # late data below a partly loaded partition: load it first, never across the slice
-            count = min(count, max(1, bisect_left(self.pending, self.partial.key(), key=Partition.key)))
-        end = self.pending[count - 1].end
-        start = min(ref, first.low)  # the earliest data this job touches
-        cut = time_slice(max(ref, first.low), first.end, period, c) if count == 1 and slicing else None
+            count = min(count, max(1, bisect_left(pending, self.partial.key(), key=Partition.key)))
+        end = pending[count - 1].end
+        start = min(ref, low)  # the earliest data this job touches
+        cut = time_slice(max(ref, low), first.end, period, c) if count == 1 and slicing else None
         if cut is not None:
             end = cut
         new_f = end if freshness is None else max(freshness, end)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, TypeVar
 
 from warehouse.errors import SchedulerMisuse
 
@@ -32,11 +32,39 @@ __all__ = [
 ]
 
 
+_C = TypeVar("_C", bound=type)
+_INF, _NINF = math.inf, -math.inf  # a float x is finite iff -inf < x < inf (NaN compares false): no call
+
+
+def _quick_init(cls: _C) -> _C:
+    """The hot events (one or more per simulated event) keep their frozen dataclass — same
+    signature, defaults, `__post_init__`, equality, hash, immutability — with a faster `__init__`:
+    the generated one calls `object.__setattr__` per field (looked up each time, about 0.1 µs a
+    field); this one sets each slot through its own descriptor, about twice as fast."""
+    ns: dict[str, Any] = {}
+    params, body = [], []
+    for f in fields(cls):
+        assert f.default_factory is MISSING and f.kw_only, f"{cls.__name__}.{f.name}: keyword-only, plain default"
+        params.append(f.name if f.default is MISSING else f"{f.name}=_d_{f.name}")
+        ns[f"_d_{f.name}"] = f.default
+        ns[f"_s_{f.name}"] = cls.__dict__[f.name].__set__  # the slot's member descriptor
+        body.append(f"_s_{f.name}(self, {f.name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    exec(f"def __init__(self, *, {', '.join(params)}) -> None:\n    " + "\n    ".join(body), ns)  # noqa: S102
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__ = cls.__init__.__doc__
+    cls.__init__ = init  # type: ignore[misc]
+    return cls
+
+
 def _finite(name: str, value: float) -> None:
     if not isinstance(value, int | float) or not math.isfinite(value):
         raise SchedulerMisuse(f"{name} must be a finite number, got {value!r}")
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionArrived:
     """A partition of `stream` covering event time `(start, end]` arrived (§2.1).
@@ -57,7 +85,7 @@ class PartitionArrived:
 
     def __post_init__(self) -> None:
         start, end = self.start, self.end
-        if not (type(start) is float and type(end) is float and math.isfinite(start) and math.isfinite(end)):
+        if not (type(start) is float and type(end) is float and _NINF < start < _INF and _NINF < end < _INF):
             _finite("start", start)  # finite floats (the usual case) need neither message nor conversion
             _finite("end", end)
             object.__setattr__(self, "start", float(start))
@@ -68,6 +96,7 @@ class PartitionArrived:
             raise SchedulerMisuse(f"partition {self.partition_id!r}: rows < 0")
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobFinished:
     """Job `job_id` ended with its work in the Delta log; it ran for `duration` seconds.
@@ -90,7 +119,7 @@ class JobFinished:
     read: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        if not (type(self.duration) is float and math.isfinite(self.duration)):
+        if not (type(self.duration) is float and _NINF < self.duration < _INF):
             _finite("duration", self.duration)
         if self.duration < 0:
             raise SchedulerMisuse(f"job {self.job_id}: negative duration")
@@ -195,6 +224,7 @@ ACTION_EVENTS: dict[str, type] = {"suspend": Suspend, "resume": Resume, "refresh
 Event = PartitionArrived | PartitionDropped | JobFinished | JobFailed | Tick | OperatorAction | Reconfigure
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartJob:
     """Run update job `job_id` for `table` on `track` now.

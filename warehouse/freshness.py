@@ -73,7 +73,8 @@ class StalenessMeter:
         """The table's freshness became `f` at time `now`."""
         if self.freshness is not None and now > self.since:
             self.area += staleness_area(self.since, now, self.freshness)
-            self.within += time_within_target(self.since, now, self.freshness, self.target)
+            if self.target is not None:  # (without one, no time counts as within it)
+                self.within += time_within_target(self.since, now, self.freshness, self.target)
             self.observed += now - self.since
         self.freshness = f
         self.since = max(now, self.since) if self.freshness is not None else now

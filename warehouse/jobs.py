@@ -35,7 +35,7 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
     elif t.log is not None:
         parts = t.log.take(count)
         arrivals = tuple([p.arrival for p in parts])
-        safe = safe_freshness(new_f, t.lateness, [p.arrival.safe_through for p in parts], t.safe)
+        safe = safe_freshness(new_f, t.lateness, [a.safe_through for a in arrivals], t.safe)
         chopped = bool(t.log.pending)
     else:
         assert t.dv is not None
@@ -60,7 +60,7 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
         delta_f=new_f - ref,
         estimate=t.cost.estimate(n),
         chopped=chopped,
-        late=tuple([p.pid for p in parts if p.late]) if parts else (),
+        late=tuple([p.arrival.partition_id for p in parts if p.late]) if parts else (),
         full=full,
         sql_version=t.dv.rc.sql_version if t.dv is not None else "",
         work=n if t.base else None,

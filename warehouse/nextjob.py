@@ -50,7 +50,8 @@ class NextJob:
                 if memo is not None and memo[0] == t.version and memo[1] == t.rate.rate:
                     return memo[2]
             start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
-            shape = start, end, new_f, count, sliced, t.log.work(t.rate, count, start, end)
+            n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
+            shape = start, end, new_f, count, sliced, n
             if not self.auto:
                 t.shaped = (t.version, t.rate.rate, shape)
             return shape

@@ -100,22 +100,29 @@ class ReadyQueues:
                 heappop(h)
             return None
 
+        # (key, group, the head it was valid as): a group is in the merge once at a time; its head
+        # stays valid while the round serves others — a round changes only the tables it takes
         merge: list[tuple] = []
         for g in range(len(heaps)):
             first = top(g)
             if first is not None and could_use(g, available):
-                merge.append((first[0], g))
-        heapq.heapify(merge)
+                merge.append((first[0], g, first))
+        if len(merge) > 1:
+            heapq.heapify(merge)
         while available and merge:
-            _, g = heappop(merge)
-            entry = top(g)
-            if entry is None:
-                continue
-            heappop(heaps[g])
+            _, g, entry = heappop(merge)
+            h = heaps[g]
+            if not h or h[0] is not entry:  # (pushed meanwhile: look again)
+                entry = top(g)
+                if entry is None:
+                    continue
+            heappop(h)
             track = place(names[entry[2]], available, has_remaining)
             nxt: Entry | None
             if track is not None and take(entry, track):
                 available.discard(track)
+                if not available:  # the round is over: nothing more can start
+                    break
                 nxt = top(g)
             else:
                 aside.append((g, entry))
@@ -126,13 +133,13 @@ class ReadyQueues:
                 else:
                     nxt = top(g)
             if nxt is not None and could_use(g, available):
-                heappush(merge, (nxt[0], g))
+                heappush(merge, (nxt[0], g, nxt))
             elif blocked and not has_remaining(g):
                 # a group ran out: non-aggressive checks may now pass for the blocked ones
                 for b in sorted(blocked):
                     first = top(b)
                     if first is not None and could_use(b, available):
-                        heappush(merge, (first[0], b))
+                        heappush(merge, (first[0], b, first))
                 blocked.clear()
         for g, entry in aside:
             self.push(g, entry)

@@ -349,7 +349,8 @@ class Scheduler:
             raise PartitionRefused(ev.stream, ev.partition_id, "no table reads this stream")
         pid, end = ev.partition_id, ev.end
         rate = self._rates[ev.stream]
-        if (pid not in tables[0].log.ids) if len(tables) == 1 else any(pid not in t.log.ids for t in tables):
+        if ev.rows > 0 and (  # (no rows: nothing to learn of the rate)
+                (pid not in tables[0].log.ids) if len(tables) == 1 else any(pid not in t.log.ids for t in tables)):
             rate.observe(ev.rows, end - ev.start)  # once per new partition, before its jobs are costed
         c = self._nj.chop if not self._nj.auto else None
         for t in tables:
