@@ -1,22 +1,24 @@
 """A stateful table in the engine (issue 21): released and chopped like a derived table, its
-cost in the increment, never a window rewrite — a late partition, a backfill or a changed
-increment start no recompute job. The engine alone (no Spark)."""
+cost in the increment, never a window rewrite — a late partition or a changed increment start no
+recompute job; a backfill, or a changed increment with `rebuild: true`, rebuilds the state from
+the origin in chunks of at most c·P, resumed after a restart. The engine alone (no Spark)."""
 
 from __future__ import annotations
 
 from tests.helpers_engine import config
-from warehouse.events import Backfill, JobFinished, PartitionArrived, Reconfigure, StartJob
-from warehouse.scheduler import Scheduler
+from warehouse.events import Backfill, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
+from warehouse.scheduler import Recovered, Scheduler
 
 INC = ("SELECT k, count(*) AS n, max(ts) AS ts FROM raw WHERE ts > :window_start AND ts <= :window_end "
        "GROUP BY k")
 
 
-def _cfg(inc: str = INC) -> object:
+def _cfg(inc: str = INC, rebuild: bool = False) -> object:
     streams = [{"name": "s", "period": 60}]
     tables = [{"name": "raw", "stream": "s", "cost": {"alpha": 1, "beta": 0.01}},
               {"name": "state", "kind": "stateful", "sources": ["raw"], "key": ["k"], "increment": inc,
-               "fold": {"n": "sum", "ts": "max"}, "priority": 5, "cost": {"alpha": 1, "beta": 0.01}},
+               "fold": {"n": "sum", "ts": "max"}, "priority": 5, "cost": {"alpha": 1, "beta": 0.01},
+               "rebuild": rebuild},
               {"name": "roll", "sources": ["raw"], "granularity": 300, "cost": {"alpha": 1, "beta": 0.01},
                "sql": "SELECT window(ts, '5 minutes').end AS ts, count(*) AS n FROM raw GROUP BY 1"}]
     return config(streams, tables, chop=3)
@@ -50,9 +52,63 @@ def test_stateful_jobs_fold_consecutive_windows_and_never_recompute():
     now = _run(s, _arrive(s, 7, now), now, log)  # late: the derived roll-up is recomputed, the state is not
     assert [j.table for j in log if j.kind == "recompute"] == ["roll"]
     assert not [j for j in log if j.table == "state"]
-    assert not [j for j in s.handle(Backfill(table="state", start=0, end=600, reason="ops"), now)
-                if j.table == "state"]  # nothing to rewrite: the state holds folds, not windows
     jobs = s.handle(Reconfigure(config=_cfg(INC.replace("count(*)", "count(k)"))), now)  # a changed increment
     assert not [j for j in jobs if j.table == "state"]
     stats = next(t for t in s.stats(now).tables if t.name == "state")
     assert stats.recompute_pending == 0 and stats.refresh_mode == "incremental" and stats.freshness == 1200
+
+
+def _chunks(log: list[StartJob], upto: float) -> list[StartJob]:
+    """The rebuild's chunks in `log`: the first overwrites from the origin, the others follow it
+    without gap or overlap up to `upto`, each at most c·P = 180 s."""
+    chunks = [j for j in log if j.table == "state" and j.kind == "recompute"]
+    assert chunks and chunks[0].full and not any(j.full for j in chunks[1:])
+    assert chunks[0].start == 0 and chunks[-1].end == upto
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(0 < j.end - j.start <= 180 for j in chunks) and all(j.reasons == ("rebuild",) for j in chunks)
+    return chunks
+
+
+def _settled(now: float) -> tuple[Scheduler, float, list[StartJob]]:
+    s = Scheduler(_cfg(), now=0)
+    log: list[StartJob] = []
+    for i in range(20):
+        now = _run(s, _arrive(s, i, now), now, log)
+    return s, now, log
+
+
+def test_a_backfill_rebuilds_the_whole_state_in_chunks_while_updates_go_on():
+    s, now, log = _settled(0.0)
+    log.clear()
+    jobs = s.handle(Backfill(table="state", start=300, end=600, reason="ops"), now)
+    assert [(j.kind, j.start, j.full) for j in jobs if j.table == "state"] == [("recompute", 0.0, True)]
+    now = _run(s, jobs, now, log)
+    now = _run(s, _arrive(s, 20, now), now, log)  # a new minute meanwhile: folded by an update job
+    now = _run(s, s.handle(Tick(), now), now, log)
+    chunks = _chunks(log, 1200.0)  # the rebuild ends where F stood when its first chunk started
+    assert len(chunks) == 7
+    ups = [j for j in log if j.table == "state" and j.kind != "recompute"]
+    assert [(j.start, j.end) for j in ups] == [(1200.0, 1260.0)]
+    stats = next(t for t in s.stats(now).tables if t.name == "state")
+    assert stats.recompute_pending == 0 and stats.freshness == 1260
+
+
+def test_a_changed_increment_with_rebuild_true_rebuilds_and_a_restart_resumes_the_rebuild():
+    s, now, log = _settled(0.0)
+    log.clear()
+    changed = INC.replace("count(*)", "count(k)")
+    now = _run(s, s.handle(Reconfigure(config=_cfg(changed, rebuild=True)), now), now, log)
+    _chunks(log, 1200.0)
+    log.clear()  # once rebuilt, the same config asks for nothing more
+    assert not _run(s, s.handle(Reconfigure(config=_cfg(changed, rebuild=True)), now), now, log) or not [
+        j for j in log if j.table == "state"]
+    # a restart in the middle of a rebuild (lake.recovery reads its progress from the log): resumed
+    rec = {"raw": Recovered(1200.0, 1200.0, origin=0.0),
+           "state": Recovered(1200.0, 1200.0, origin=0.0, sql_versions=((0.0, 1200.0, "old"),), rebuild=(360.0, 1200.0)),
+           "roll": Recovered(1200.0, 1200.0, origin=0.0)}
+    r = Scheduler(_cfg(changed, rebuild=True), now=now, recovered=rec)
+    log.clear()
+    _run(r, r.handle(Tick(), now), now, log)
+    chunks = [j for j in log if j.table == "state"]
+    assert chunks and not any(j.full for j in chunks) and chunks[0].start == 360.0 and chunks[-1].end == 1200.0
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))

@@ -87,6 +87,7 @@ class Recovered:
     first_commit: float | None = None
     sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
     dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
+    rebuild: tuple[float, float] | None = None  # stateful: a rebuild under way (its next chunk's start, its end)
 
 
 @dataclass(slots=True, eq=False)
@@ -186,7 +187,7 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
         if not t.base:  # refresh mode, skew bound and SQL version (warehouse.derived)
             sql = tc.increment if tc.is_stateful else tc.sql  # a stateful table: its increment (lake.stateful)
             if t.dv is None:
-                t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else ())
+                t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
             tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
             t.dv.configure(sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild, stateful=tc.is_stateful)
         tables[name] = t
