@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,12 @@ from conftest import MINUTE, T0, warehouse_dict, write_minutes
 
 from ops.testing import run_until_idle
 from warehouse.config import parse_config
-from warehouse.events import StartJob
+from warehouse.events import Backfill, StartJob, Tick
 from warehouse.lake.delta import ms, table_path
 from warehouse.lake.executor import Executor
 from warehouse.lake.recovery import SparkLog, delta_version, recover
 from warehouse.lake.stateful import at_column
+from warehouse.scheduler import Scheduler
 
 pytestmark = pytest.mark.spark
 
@@ -78,12 +80,12 @@ def _audit(cfg: Any, upto: float) -> None:
 
 
 def _metas(cfg: Any) -> list[dict[str, Any]]:
-    """The userMetadata of every commit of the state."""
+    """The userMetadata of every Freshet commit of the state."""
     out = []
     for f in sorted((Path(table_path(cfg, "state")) / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
-            if line.startswith('{"commitInfo"'):
-                out.append(json.loads(json.loads(line)["commitInfo"]["userMetadata"]))
+            if line.startswith('{"commitInfo"') and "userMetadata" in (info := json.loads(line)["commitInfo"]):
+                out.append(json.loads(info["userMetadata"]))
     return out
 
 
@@ -140,6 +142,36 @@ def test_increments_fold_by_one_merge_each_exactly_once(spark, tmp_path: Path) -
     assert not Executor(cfg, spark, recover(cfg)).run(replay).committed
     _audit(cfg, f2)
 
+    # a rebuild (a backfill of a stateful table), after another writer spoilt the state: chunk by
+    # chunk (c·P = 3 minutes) from the base table, the process restarted between two chunks
+    spark.sql(f"UPDATE delta.`{table_path(cfg, 'state')}` SET n = n + 100")
+    sched = Scheduler(cfg, now=time.time(), recovered=recover(cfg).recovered)
+    jobs = sched.handle(Backfill(table="state", start=T0, end=T0 + MINUTE), time.time())
+    _drive(sched, Executor(cfg, spark, recover(cfg)), jobs, stop_after=2)
+    assert recover(cfg).recovered["state"].rebuild == (T0 + 6 * MINUTE, f2)  # its progress, from the log
+    sched = Scheduler(cfg, now=time.time(), recovered=recover(cfg).recovered)
+    done = _drive(sched, Executor(cfg, spark, recover(cfg)), sched.handle(Tick(), time.time()))
+    assert [(j.start, j.end) for j in done] == [(T0 + 6 * MINUTE, T0 + 9 * MINUTE), (T0 + 9 * MINUTE, f2)]
+    rec = recover(cfg)
+    assert rec.tables["state"].freshness == f2 and rec.recovered["state"].rebuild is None
+    chunks = [m for m in _metas(cfg) if "rebuild" in m]
+    assert [tuple(m["window"]) for m in chunks] == [(T0 + i * 3 * MINUTE, T0 + (i + 1) * 3 * MINUTE) for i in range(4)]
+    _audit(cfg, f2)  # the spoilt counts are gone: the state is folded again from every base row
+
+
+def _drive(sched: Any, ex: Executor, jobs: list[StartJob], stop_after: int | None = None) -> list[StartJob]:
+    """Run `jobs` and what follows, one at a time (a worker per job); stop after `stop_after`."""
+    from warehouse.events import JobFinished
+
+    done: list[StartJob] = []
+    while jobs and (stop_after is None or len(done) < stop_after):
+        job = jobs.pop(0)
+        event = ex.execute(job)
+        assert isinstance(event, JobFinished) and event.committed, event
+        done.append(job)
+        jobs += sched.handle(event, time.time())
+    return done
+
 
 CHILD = """
 import json, sys
@@ -170,7 +202,6 @@ def test_sigkill_during_the_merge_then_late_data_and_a_restart_fold_everything_o
     its data files are written — the commit in flight), late minutes delivered while it is down,
     then restarted from the Delta logs alone: the state is the aggregates over every base row."""
     import signal
-    import time
 
     from test_recovery import start_child, wait_line
 
