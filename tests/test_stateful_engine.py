@@ -14,14 +14,16 @@ INC = ("SELECT k, count(*) AS n, max(ts) AS ts FROM raw WHERE ts > :window_start
 
 
 def _cfg(inc: str = INC, rebuild: bool = False) -> object:
-    streams = [{"name": "s", "period": 60}]
-    tables = [{"name": "raw", "stream": "s", "cost": {"alpha": 1, "beta": 0.01}},
-              {"name": "state", "kind": "stateful", "sources": ["raw"], "key": ["k"], "increment": inc,
-               "fold": {"n": "sum", "ts": "max"}, "priority": 5, "cost": {"alpha": 1, "beta": 0.01},
-               "rebuild": rebuild},
-              {"name": "roll", "sources": ["raw"], "granularity": 300, "cost": {"alpha": 1, "beta": 0.01},
-               "sql": "SELECT window(ts, '5 minutes').end AS ts, count(*) AS n FROM raw GROUP BY 1"}]
-    return config(streams, tables, chop=3)
+    return config([{"name": "s", "period": 60}], _tables(inc, rebuild), chop=3)
+
+
+def _tables(inc: str, rebuild: bool) -> list[dict]:
+    return [{"name": "raw", "stream": "s", "cost": {"alpha": 1, "beta": 0.01}},
+            {"name": "state", "kind": "stateful", "sources": ["raw"], "key": ["k"], "increment": inc,
+             "fold": {"n": "sum", "ts": "max"}, "priority": 5, "cost": {"alpha": 1, "beta": 0.01},
+             "rebuild": rebuild},
+            {"name": "roll", "sources": ["raw"], "granularity": 300, "cost": {"alpha": 1, "beta": 0.01},
+             "sql": "SELECT window(ts, '5 minutes').end AS ts, count(*) AS n FROM raw GROUP BY 1"}]
 
 
 def _run(s: Scheduler, jobs: list[StartJob], now: float, log: list[StartJob]) -> float:
@@ -56,6 +58,15 @@ def test_stateful_jobs_fold_consecutive_windows_and_never_recompute():
     assert not [j for j in jobs if j.table == "state"]
     stats = next(t for t in s.stats(now).tables if t.name == "state")
     assert stats.recompute_pending == 0 and stats.refresh_mode == "incremental" and stats.freshness == 1200
+    assert stats.kind == "stateful"  # not "derived": /v1/status, the page and `freshet validate` say so
+
+
+def test_validate_names_the_kind():
+    from ops.validate import _text, describe
+
+    d = describe(_cfg())
+    assert {t["name"]: t["kind"] for t in d["tables"]} == {"raw": "base", "state": "stateful", "roll": "derived"}
+    assert "  state  stateful  P=" in _text(d)
 
 
 def _chunks(log: list[StartJob], upto: float) -> list[StartJob]:
@@ -112,3 +123,54 @@ def test_a_changed_increment_with_rebuild_true_rebuilds_and_a_restart_resumes_th
     chunks = [j for j in log if j.table == "state"]
     assert chunks and not any(j.full for j in chunks) and chunks[0].start == 360.0 and chunks[-1].end == 1200.0
     assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))
+
+
+def test_a_rebuild_that_would_lose_rows_is_refused_by_name():
+    """The first chunk checks that every source still reaches back to the state's origin (its log
+    or data cleaned up would leave folds out): refused with a clear error before Spark is asked."""
+    import pytest
+
+    from warehouse.lake.outcome import JobError
+    from warehouse.lake.recovery import TableState
+    from warehouse.lake.stateful import run_rebuild
+
+    cfg = _cfg()
+
+    class Lake:  # what run_rebuild asks of the executor (lake.stateful.Lake), no Spark
+        config = cfg
+
+        def __init__(self, raw_origin: float | None) -> None:
+            self.states = {"state": TableState(freshness=1200.0, origin=0.0, txn_version=1_200_000),
+                           "raw": TableState(freshness=1200.0, origin=raw_origin)}
+            self.log = self
+
+        def version(self, path: str) -> int:
+            return 3
+
+        def table_state(self, table: str) -> TableState:
+            return self.states[table]
+
+    job = StartJob(job_id=1, table="state", track=0, kind="recompute", start=0.0, end=180.0, new_freshness=1200.0,
+                   new_safe_freshness=1200.0, full=True, reasons=("rebuild",))
+    with pytest.raises(JobError, match=r"origin of its source 'raw' cannot be read.*refused rather than lose"):
+        run_rebuild(Lake(None), job, cfg.table("state"), 0.0)  # type: ignore[arg-type]
+    with pytest.raises(JobError, match=r"source 'raw' holds rows from .* only.*would lose the ones between"):
+        run_rebuild(Lake(60.0), job, cfg.table("state"), 0.0)  # type: ignore[arg-type]
+
+
+def test_the_simulator_folds_late_rows_into_the_next_increment_and_recomputes_nothing():
+    """`freshet sim run` over a stateful table (sim.simulator): its jobs cost E(n) over the
+    increment plus the late event time its base source loaded since its last job; no recompute job.
+    The derived roll-up over the same base table recomputes its windows instead."""
+    from sim.simulator import Simulation, prepare
+    from warehouse.config import parse_config
+
+    data = {"streams": [{"name": "s", "period": 60}], "tables": _tables(INC, False), "scheduler": {"tracks": 2, "chop": 3},
+            "sim": {"late": 0.2, "late_after": 150, "alpha": 1, "beta": 0.01}}
+    cfg = prepare(parse_config(data), 3)
+    sim = Simulation(cfg, seed=3)
+    run = sim.run(events=600)
+    state, roll = run.per_table["state"], run.per_table["roll"]
+    assert "recompute_jobs" not in state and roll["recompute_jobs"] > 0
+    assert state["late_folded"] > 0 and state["late_folded"] % 60 == 0, state  # whole late minutes, folded
+    assert state["late_folded"] + sim.late_fold["state"] == 60 * sim.sched.late_partitions, (state, run.per_table)
