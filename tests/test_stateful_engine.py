@@ -6,7 +6,16 @@ the origin in chunks of at most c·P, resumed after a restart. The engine alone 
 from __future__ import annotations
 
 from tests.helpers_engine import config
-from warehouse.events import Backfill, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
+from warehouse.events import (
+    Backfill,
+    JobFinished,
+    PartitionArrived,
+    Reconfigure,
+    Resume,
+    StartJob,
+    Suspend,
+    Tick,
+)
 from warehouse.scheduler import Recovered, Scheduler
 
 INC = ("SELECT k, count(*) AS n, max(ts) AS ts FROM raw WHERE ts > :window_start AND ts <= :window_end "
@@ -174,3 +183,22 @@ def test_the_simulator_folds_late_rows_into_the_next_increment_and_recomputes_no
     assert "recompute_jobs" not in state and roll["recompute_jobs"] > 0
     assert state["late_folded"] > 0 and state["late_folded"] % 60 == 0, state  # whole late minutes, folded
     assert state["late_folded"] + sim.late_fold["state"] == 60 * sim.sched.late_partitions, (state, run.per_table)
+
+
+def test_a_backfill_of_a_stateful_table_is_refused_when_a_source_lost_rows_and_can_be_cancelled():
+    import pytest
+
+    from warehouse.errors import RecomputeRefused
+    from warehouse.events import CancelBackfill
+
+    rec = {"raw": Recovered(1200.0, 1200.0, origin=300.0), "state": Recovered(1200.0, 1200.0, origin=0.0)}
+    s = Scheduler(_cfg(), now=2000, recovered=rec)
+    with pytest.raises(RecomputeRefused, match="'raw' holds rows from 300.0 only.*would lose rows"):
+        s.handle(Backfill(table="state", start=0, end=600), 2000)
+    s, now, log = _settled(0.0)
+    s.handle(Suspend(table="state"), now)  # asked while suspended, cancelled before it starts
+    s.handle(Backfill(table="state", start=0, end=600, reason="ops"), now)
+    s.handle(CancelBackfill(table="state", start=0, end=600, reason="ops"), now)
+    log.clear()
+    _run(s, s.handle(Resume(table="state"), now), now, log)
+    assert not [j for j in log if j.table == "state"]

@@ -231,7 +231,12 @@ class Derived:
             self.rc.dirty.add(lo, hi, (reason,))
 
     def cancel(self, lo: float, hi: float, reason: str) -> None:
-        """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay."""
+        """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay. A
+        stateful table's rebuild not started yet is dropped; one under way finishes (its state is
+        partial until its last chunk)."""
+        if isinstance(self.rc, Folded):
+            self.rc.full = False
+            return
         for p in self.rc.dirty.remove(lo, hi):
             left = p.reasons - {reason}
             if left:

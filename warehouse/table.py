@@ -293,6 +293,12 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
     if r is None:
         raise RecomputeRefused(t.name, f"nothing computed in ({start}, {end}]: the table covers "
                                        f"({t.origin}, {t.freshness}]")
+    if t.dv is not None and t.dv.stateful:  # a rebuild of the whole state from its sources' rows
+        for s in t.sources:
+            if s.origin is None or t.origin is None or s.origin > t.origin:
+                raise RecomputeRefused(t.name, f"its state is rebuilt from its sources, but {s.name!r} holds rows "
+                                               f"from {s.origin} only and the state folds rows from {t.origin}: "
+                                               "a rebuild would lose rows")
     return r
 
 
