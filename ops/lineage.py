@@ -49,7 +49,7 @@ from openlineage.client.uuid import generate_new_uuid
 from prometheus_client import CollectorRegistry, Counter
 
 from ops.logs import RepeatedFailure
-from warehouse.config import FreshetConfig, LineageConfig
+from warehouse.config import FreshetConfig, LineageConfig, TableConfig
 from warehouse.errors import ConfigError
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.lake.delta import table_path
@@ -132,6 +132,13 @@ def _time_slice(job: StartJob) -> bool:
             and (job.start > job.arrivals[0].start or job.end < job.arrivals[0].end))
 
 
+def _query(tc: TableConfig | None) -> str | None:
+    """The SQL a table's jobs run: a derived table's `sql`, a stateful table's `increment`."""
+    if tc is None:
+        return None
+    return tc.increment if tc.is_stateful else tc.sql
+
+
 def run_event(config: FreshetConfig, lineage: LineageConfig, job: StartJob, run_id: str, started: float,
               now: float, outcome: JobFinished | JobFailed | None = None) -> RunEvent:
     """The OpenLineage RunEvent of `job` (START when `outcome` is None), pure but for its input."""
@@ -153,7 +160,7 @@ def run_event(config: FreshetConfig, lineage: LineageConfig, job: StartJob, run_
     job_facets = _facets(
         ("jobType", job_type_job.JobTypeJobFacet(processingType="BATCH", integration="FRESHET",
                                                  jobType=job.kind.upper())),
-        ("sql", sql_job.SQLJobFacet(query=tc.sql, dialect="spark") if tc is not None and tc.sql else None))
+        ("sql", sql_job.SQLJobFacet(query=query, dialect="spark") if (query := _query(tc)) else None))
     read = dict(outcome.read) if isinstance(outcome, JobFinished) else {}
     inputs: list[InputDataset] = []
     if job.kind in MAINTENANCE_KINDS:

@@ -252,7 +252,7 @@ class SnapshotCollector(Collector):
                         last_maint.add_metric([t.name, kind], at)
                     maint_jobs.add_metric([t.name, kind, "ok"], ok.get(kind, 0))
                     maint_jobs.add_metric([t.name, kind, "failed"], bad.get(kind, 0))
-            if t.kind == "derived":
+            if t.kind != "base":
                 recomputed.add_metric(n, t.windows_recomputed)
                 old_sql.add_metric(n, t.windows_old_sql)
                 rc_pending.add_metric(n, t.recompute_pending)

@@ -123,7 +123,7 @@ def render(body: dict[str, Any]) -> str:
     for r in rows:
         prio = f"{r['priority']:g}" if r["priority"] == r["inherited_priority"] else f"{r['inherited_priority']:g}*"
         lines.append(
-            f"{r['name']:<{width}}  {r['kind']:<7} {prio:>5} {fmt_duration(r.get('staleness')):>9} "
+            f"{r['name']:<{width}}  {r['kind']:<8} {prio:>5} {fmt_duration(r.get('staleness')):>9} "
             f"{fmt_duration(r.get('target_staleness')):>7}  {bar(r.get('staleness'), r.get('target_staleness'), scale)} "
             f"{state_of(r):<8} {fmt_backlog(r):>11} {r.get('last_result') or '-'}")
     over = [r["name"] for r in rows if r.get("within_target") is False]

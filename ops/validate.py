@@ -87,12 +87,12 @@ def _text(d: dict[str, Any]) -> str:
     for t in d["tables"]:
         src = f"<- stream {t['stream']}" if t["kind"] == "base" else "<- " + ", ".join(t["sources"])
         lines.append(
-            f"  {t['name']:<{width}}  {t['kind']:<7}  P={_dur(t['period_seconds']):>6}  "
+            f"  {t['name']:<{width}}  {t['kind']:<8}  P={_dur(t['period_seconds']):>6}  "
             f"p={t['priority']:g}  Ip={t['inherited_priority']:g}  tracks={t['home_tracks']}  {src}"
         )
-    derived = [t for t in d["tables"] if t["kind"] == "derived"]
+    derived = [t for t in d["tables"] if t["kind"] != "base"]
     if derived:
-        lines.append("Refresh of derived tables:")
+        lines.append("Refresh of derived and stateful tables:")
         for t in derived:
             skew = f" max_skew={_dur(t['max_skew_seconds'])}" if t["max_skew_seconds"] else ""
             lines.append(f"  {t['name']:<{width}}  {t['refresh']['mode']:<11}{skew}  {t['refresh']['why']}")

@@ -10,6 +10,10 @@
   the Scheduler starts them on tracks left idle, and their drawn time comes from the table's own
   E(n) over their window — an OPTIMIZE rewrites the data loaded since the last one, a VACUUM's
   window is empty (α: a listing). So they compete for tracks with their costs.
+- A stateful table's job (lake.stateful) costs E(n) over its increment: n is its window, plus the
+  event time of the late partitions its base sources loaded since its last job — late rows are
+  folded with the next increment, never recomputed (no recompute job; `late_folded` per table).
+  A rebuild's chunks are recompute jobs of E(chunk).
 - The Scheduler is called on every arrival and every completion (and at back-off expiry); it
   integrates the weighted staleness exactly.
 - **Relative lateness** = the run's weighted staleness over [0, T] divided by that of the ideal
@@ -196,6 +200,13 @@ class Simulation:
             fitted = trace.fitted_costs(self.costs)
             self.costs.update({t.name: fitted[t.name] for t in config.tables if t.cost is None and t.name in fitted})
         self.rngs = {t.name: random.Random(f"{seed}/duration/{t.name}") for t in config.tables}
+        # a stateful table folds its base sources' late rows with its next increment (lake.stateful):
+        # the late event time loaded into each base table is added to the next such job's n
+        self.folds = {b.name: [t.name for t in config.tables if t.is_stateful and b.name in t.sources]
+                      for b in config.tables if b.is_base}
+        self.folds = {b: ts for b, ts in self.folds.items() if ts}
+        self.late_fold = {t.name: 0.0 for t in config.tables if t.is_stateful}  # to fold with the next job
+        self.late_folded = dict(self.late_fold)  # folded so far
         self.b = config.sim.b
         sd = config.sim.slowdown
         self.slow = sd.factor if (sd.slow > 0 and sd.factor != 1.0) else 1.0
@@ -261,7 +272,12 @@ class Simulation:
         table = job.table
         alpha, beta = self.costs[table]
         u = self.rngs[table].random()  # always drawn, so replays stay aligned with the run
-        duration = (alpha + beta * job.n) * (self.b + u)
+        n = job.n
+        if table in self.late_fold and job.kind == "derived":  # late rows ride with the increment
+            n += self.late_fold[table]
+            self.late_folded[table] += self.late_fold[table]
+            self.late_fold[table] = 0.0
+        duration = (alpha + beta * n) * (self.b + u)
         if self.slow != 1.0 and (now - self.origin) % self.cycle >= self.normal:  # a slow period
             duration *= self.slow
         if self.measured is not None and job.kind not in MAINTENANCE_KINDS:
@@ -279,6 +295,10 @@ class Simulation:
             pop = self.rows.pop
             for a in job.arrivals:
                 rows += pop(a.partition_id, 0)
+        if job.late and job.table in self.folds:  # late rows for the stateful tables over it
+            late = sum(a.end - a.start for a in job.arrivals if a.partition_id in job.late)
+            for t in self.folds[job.table]:
+                self.late_fold[t] += late
         self.busy += duration
         self.jobs += 1
         self.chopped += job.chopped
@@ -344,6 +364,8 @@ class Simulation:
             if t.recompute_jobs:  # late data (sim.late): recompute jobs competed for the tracks
                 per_table[t.name]["recompute_jobs"] = t.recompute_jobs
                 per_table[t.name]["windows_recomputed"] = t.windows_recomputed
+            if t.name in self.late_folded:  # a stateful table: late rows folded, never recomputed
+                per_table[t.name]["late_folded"] = _r(self.late_folded[t.name])
         return RunStats(horizon=horizon, events=self.events, weighted_staleness=stats.weighted_staleness,
                         busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table,
                         maintenance=self.maintenance, maintenance_busy=self.maintenance_busy)

@@ -507,3 +507,19 @@ def metric_of(text: str, name: str, **labels: str) -> float:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
                 return s.value
     raise AssertionError(f"no sample {name} {labels}")
+
+
+def test_a_stateful_job_carries_its_increment_as_the_sql_facet(tmp_path):
+    """A stateful table's jobs run its `increment` (lake.stateful): the SQL facet shows it."""
+    inc = "SELECT k, count(*) AS n FROM m_raw WHERE ts > :window_start AND ts <= :window_end GROUP BY k"
+    d = warehouse_dict(tmp_path)
+    d["tables"].append({"name": "state", "kind": "stateful", "sources": ["m_raw"], "key": ["k"], "increment": inc,
+                        "fold": {"n": "count"}})
+    d["lineage"] = {"transport": "console"}
+    cfg = parse_config(d)
+    assert cfg.lineage is not None
+    job = StartJob(job_id=9, table="state", track=0, kind="derived", start=T0, end=T0 + MINUTE,
+                   new_freshness=T0 + MINUTE, new_safe_freshness=T0 + MINUTE, sources=("m_raw",))
+    ev = json.loads(Serde.to_json(run_event(cfg, cfg.lineage, job, "0190e7b4-4b6a-7f3c-9a5e-1d2c3b4a5f60", T0, T0)))
+    validate(ev)
+    assert ev["job"]["facets"]["sql"]["query"] == inc

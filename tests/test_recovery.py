@@ -38,9 +38,9 @@ print("DONE", report.jobs, report.failed, flush=True)
 """
 
 
-def start_child(data: dict, log: Path) -> subprocess.Popen:
+def start_child(data: dict, log: Path, code: str = CHILD) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(data)], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-c", code, json.dumps(data)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=log.open("ab"), text=True)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,12 @@ from conftest import MINUTE, T0, warehouse_dict, write_minutes
 
 from ops.testing import run_until_idle
 from warehouse.config import parse_config
-from warehouse.events import StartJob
+from warehouse.events import Backfill, StartJob, Tick
 from warehouse.lake.delta import ms, table_path
 from warehouse.lake.executor import Executor
 from warehouse.lake.recovery import SparkLog, delta_version, recover
 from warehouse.lake.stateful import at_column
+from warehouse.scheduler import Scheduler
 
 pytestmark = pytest.mark.spark
 
@@ -32,13 +34,17 @@ FOLD = {"n": "count", "v_sum": "sum", "v_min": "min", "v_max": "max", "last_v": 
         "ts": "max"}
 
 
-def _config(tmp: Path) -> Any:
+def _data(tmp: Path) -> dict[str, Any]:
     data = warehouse_dict(tmp)
     data["streams"] = [s for s in data["streams"] if s["name"] == "m"]
     data["tables"] = [t for t in data["tables"] if t["name"] == "m_raw"] + [
         {"name": "state", "kind": "stateful", "sources": ["m_raw"], "key": ["k"], "increment": INCREMENT,
          "fold": FOLD, "priority": 5, "cost": {"alpha": 1, "beta": 0.01}}]
-    return parse_config(data)
+    return data
+
+
+def _config(tmp: Path) -> Any:
+    return parse_config(_data(tmp))
 
 
 def _rows(path: str) -> list[dict[str, Any]]:
@@ -74,12 +80,12 @@ def _audit(cfg: Any, upto: float) -> None:
 
 
 def _metas(cfg: Any) -> list[dict[str, Any]]:
-    """The userMetadata of every commit of the state."""
+    """The userMetadata of every Freshet commit of the state."""
     out = []
     for f in sorted((Path(table_path(cfg, "state")) / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
-            if line.startswith('{"commitInfo"'):
-                out.append(json.loads(json.loads(line)["commitInfo"]["userMetadata"]))
+            if line.startswith('{"commitInfo"') and "userMetadata" in (info := json.loads(line)["commitInfo"]):
+                out.append(json.loads(info["userMetadata"]))
     return out
 
 
@@ -135,3 +141,105 @@ def test_increments_fold_by_one_merge_each_exactly_once(spark, tmp_path: Path) -
     # and replayed by one that knows the log: planned as a no-op before Spark is asked
     assert not Executor(cfg, spark, recover(cfg)).run(replay).committed
     _audit(cfg, f2)
+
+    # a rebuild (a backfill of a stateful table), after another writer spoilt the state: chunk by
+    # chunk (c·P = 3 minutes) from the base table, the process restarted between two chunks
+    spark.sql(f"UPDATE delta.`{table_path(cfg, 'state')}` SET n = n + 100")
+    sched = Scheduler(cfg, now=time.time(), recovered=recover(cfg).recovered)
+    jobs = sched.handle(Backfill(table="state", start=T0, end=T0 + MINUTE), time.time())
+    _drive(sched, Executor(cfg, spark, recover(cfg)), jobs, stop_after=2)
+    assert recover(cfg).recovered["state"].rebuild == (T0 + 6 * MINUTE, f2)  # its progress, from the log
+    sched = Scheduler(cfg, now=time.time(), recovered=recover(cfg).recovered)
+    done = _drive(sched, Executor(cfg, spark, recover(cfg)), sched.handle(Tick(), time.time()))
+    assert [(j.start, j.end) for j in done] == [(T0 + 6 * MINUTE, T0 + 9 * MINUTE), (T0 + 9 * MINUTE, f2)]
+    rec = recover(cfg)
+    assert rec.tables["state"].freshness == f2 and rec.recovered["state"].rebuild is None
+    chunks = [m for m in _metas(cfg) if "rebuild" in m]
+    assert [tuple(m["window"]) for m in chunks] == [(T0 + i * 3 * MINUTE, T0 + (i + 1) * 3 * MINUTE) for i in range(4)]
+    _audit(cfg, f2)  # the spoilt counts are gone: the state is folded again from every base row
+
+
+def _drive(sched: Any, ex: Executor, jobs: list[StartJob], stop_after: int | None = None) -> list[StartJob]:
+    """Run `jobs` and what follows, one at a time (a worker per job); stop after `stop_after`."""
+    from warehouse.events import JobFinished
+
+    done: list[StartJob] = []
+    while jobs and (stop_after is None or len(done) < stop_after):
+        job = jobs.pop(0)
+        event = ex.execute(job)
+        assert isinstance(event, JobFinished) and event.committed, event
+        done.append(job)
+        jobs += sched.handle(event, time.time())
+    return done
+
+
+CHILD = """
+import json, sys
+import warehouse.lake.stateful as stateful
+from warehouse.config import parse_config
+from ops.testing import run_until_idle
+from warehouse.lake.session import get_spark
+merge = stateful.merge_sql
+def announced(*a, **kw):  # the parent kills the process while this MERGE runs
+    print("MERGE", flush=True)
+    return merge(*a, **kw)
+stateful.merge_sql = announced
+cfg = parse_config(json.loads(sys.argv[1]))
+spark = get_spark(cfg.spark)
+print("READY", flush=True)
+report, _ = run_until_idle(cfg, spark, retry_failed=True, timeout=120)
+print("DONE", report.jobs, report.failed, flush=True)
+"""
+
+
+def _files(path: str) -> set[Path]:
+    """The data files under a Delta table (committed or not)."""
+    return {p for p in Path(path).rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def test_sigkill_during_the_merge_then_late_data_and_a_restart_fold_everything_once(tmp_path: Path) -> None:
+    """A loader process SIGKILLed twice while a stateful MERGE runs (once as it starts, once when
+    its data files are written — the commit in flight), late minutes delivered while it is down,
+    then restarted from the Delta logs alone: the state is the aggregates over every base row."""
+    import signal
+
+    from test_recovery import start_child, wait_line
+
+    data = _data(tmp_path)
+    data["scheduler"]["chop"] = 1.0  # one minute per job: many MERGEs to kill
+    cfg = parse_config(data)
+    spath = table_path(cfg, "state")
+    log = tmp_path / "child.log"
+    write_minutes(cfg, "m", 0, 2, n=6)
+    write_minutes(cfg, "m", 3, 2, n=6)  # minute 2 held back: late
+    in_flight = 0
+    for kill, later in enumerate(([(2, 1), (5, 1)], [(6, 1)])):
+        child = start_child(data, log, CHILD)
+        assert wait_line(child, "READY", 120) is not None, log.read_text()[-3000:]
+        for _ in range(3 if kill == 0 else 1):  # the 3rd MERGE folds (3, 4]: minute 2 then comes late
+            assert wait_line(child, "MERGE", 120) is not None, log.read_text()[-3000:]
+        version, files = delta_version(spath), _files(spath)
+        if kill == 0:
+            time.sleep(0.05)  # the MERGE has begun: its join, its writes and its commit are ahead
+        else:  # the MERGE's files are written: its commit is in flight (or just done)
+            deadline = time.monotonic() + 30
+            while not (_files(spath) - files) and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        in_flight += delta_version(spath) == version  # killed before the MERGE committed
+        for first, count in later:  # arriving while the loader is down (minute 2 late)
+            write_minutes(cfg, "m", first, count, n=6)
+    assert in_flight >= 1  # at least one MERGE died mid-flight (the first one always does)
+    child = start_child(data, log, CHILD)
+    done = wait_line(child, "DONE", 240)
+    child.wait(timeout=60)
+    assert done is not None and child.returncode == 0, log.read_text()[-3000:]
+
+    rec = recover(cfg)
+    f = rec.tables["state"].freshness
+    assert f == T0 + 7 * MINUTE and rec.tables["state"].txn_version == ms(f)
+    _audit(cfg, f)  # key by key against plain Python over every base row: nothing lost, nothing twice
+    windows = sorted(tuple(m["window"]) for m in _metas(cfg))
+    assert all(a[1] <= b[0] for a, b in zip(windows, windows[1:], strict=False))  # no window folded twice
+    assert windows[-1][1] == f and any("late_from" in m for m in _metas(cfg))

@@ -43,7 +43,6 @@ def test_a_stateful_table_parses():
     ({"increment": None}, "tables[state].increment: a stateful table needs the increment SQL"),
     ({"sql": "SELECT 1 AS ts"}, "tables[state].sql: a stateful table has an `increment`, not `sql`"),
     ({"lookback": "2m"}, "tables[state].lookback: does not apply to a stateful table"),
-    ({"rebuild": True}, "tables[state].rebuild: rebuilding a stateful table's state is not supported yet"),
 ])
 def test_mistakes_name_file_and_field(table, message):
     with pytest.raises(ConfigError) as err:

@@ -179,7 +179,8 @@ class TableConfig(_Strict):
                             "warehouse.sqltext.refresh_plan)")
     rebuild: bool = Field(
         False, description="derived: on a SQL change, rewrite the whole table at once (a schema change that "
-                           "is not additive needs it) instead of window by window in the background")
+                           "is not additive needs it) instead of window by window in the background; "
+                           "stateful: on a change of the increment, rebuild the state from the sources in chunks")
 
     key: list[Name] = Field(default_factory=list, description="stateful: the key columns of the state")
     increment: str | None = Field(
@@ -460,9 +461,6 @@ def verify_stateful(cfg: FreshetConfig) -> list[str]:
         for f, default in (("lookback", 0.0), ("max_skew", 0.0), ("refresh_mode", "auto"), ("granularity", None)):
             if getattr(t, f) != default:
                 problems.append(f"{where}.{f}: does not apply to a stateful table")
-        if t.rebuild:
-            problems.append(f"{where}.rebuild: rebuilding a stateful table's state is not supported yet "
-                            f"(issue 21): with the daemon stopped, remove the table's directory to fold it again from the sources")
         if not t.key:
             problems.append(f"{where}.key: a stateful table needs the key columns of its state")
         if not t.fold:

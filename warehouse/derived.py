@@ -35,11 +35,31 @@ __all__ = ["Derived", "Folded"]
 @dataclass(slots=True)
 class Folded(TableRecompute):
     """A stateful table's recompute state: it folds increments (seed 003 §3) and never rewrites
-    committed windows, so it has no recompute work whatever is asked (a late partition, a
-    backfill, a changed increment)."""
+    committed windows, so a late partition or a changed increment alone asks for nothing.
+
+    A **rebuild** folds the whole state again from its sources — asked by a backfill (folds are
+    not invertible: one range cannot be refolded alone) or by a changed increment with `rebuild:
+    true` — in chunks of at most c·P_i (§3.4), each one job: the first overwrites the state from
+    the origin (`full`, asked), the others fold `(next, next + span]` until `to`, the freshness
+    when the first chunk started (lake.stateful.run_rebuild)."""
+
+    next: float | None = None  # a rebuild under way: the next chunk's start
+    to: float | None = None  # … and where it ends
+
+    def under_way(self) -> bool:
+        return self.next is not None and self.to is not None and self.next < self.to
 
     def has_work(self) -> bool:
-        return False
+        return self.full or self.under_way()
+
+    def chunk(self, freshness: float, origin: float, span: float) -> tuple[Piece, bool, float] | None:
+        """(the next chunk, does it overwrite the state?, priority share 1), or None."""
+        if self.full:
+            return Piece(origin, min(origin + span, freshness), {"rebuild"}), True, 1.0
+        if self.under_way():
+            assert self.next is not None and self.to is not None
+            return Piece(self.next, min(self.next + span, self.to), {"rebuild"}), False, 1.0
+        return None
 
 
 @lru_cache(maxsize=4096)
@@ -50,10 +70,11 @@ def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
 class Derived:
     """Edge, settle point, refresh mode and recompute state of one derived table."""
 
-    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "settle", "stateful", "taken", "taken_full")
+    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "resume", "settle", "stateful", "taken",
+                 "taken_full")
 
     def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
-                 dirty: Iterable[tuple[float, float]] = ()) -> None:
+                 dirty: Iterable[tuple[float, float]] = (), rebuild: tuple[float, float] | None = None) -> None:
         self.rc = TableRecompute(sql_version(sql), VersionMap(tuple(versions)))
         for lo, hi in dirty:  # late data loaded before a restart (lake.recovery)
             self.rc.dirty.add(lo, hi, ("late",))
@@ -66,6 +87,7 @@ class Derived:
         self.taken: list[Piece] = []  # what the running job took out of rc.dirty
         self.taken_full = False  # … and whether it took the "rewrite all" request
         self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
+        self.resume = rebuild  # a stateful table's rebuild under way before a restart: (next chunk, to)
 
     def configure(self, sql: str | None, time_columns: tuple[str, ...], refresh_mode: str, lookback: float,
                   max_skew: float, rebuild: bool, *, stateful: bool = False) -> None:
@@ -78,6 +100,8 @@ class Derived:
             kind = Folded if stateful else TableRecompute
             self.rc = kind(self.rc.sql_version, self.rc.versions)
             self.stateful = stateful
+            if stateful and self.resume is not None:
+                self.rc.next, self.rc.to = self.resume  # type: ignore[attr-defined]
         local, why = _plan(sql or "", time_columns) if sql and not stateful else (True, "no SQL")
         if stateful:
             self.full, self.reason = False, "stateful: each job folds its increment into the state by one MERGE"
@@ -89,8 +113,8 @@ class Derived:
         if self.rc.sql_version != version:
             self.rc.sql_version = version
             self.rc.full = self.rc.full or self.full
-        if rebuild and self.rc.old():  # rebuild: the old windows go in one full rewrite, not piece by piece
-            self.rc.full = True
+        if rebuild and self.rc.old() and not (stateful and self.rc.under_way()):  # type: ignore[attr-defined]
+            self.rc.full = True  # rebuild: one full rewrite (a stateful table: a rebuild, resumed if under way)
 
     def describe(self) -> tuple[str, str]:
         """("full" | "incremental", why) — `freshet validate` shows it."""
@@ -150,8 +174,10 @@ class Derived:
         says it is cheaper than the pieces (`recompute.full_pays`, seed 000 §6).
         """
         rc = self.rc
-        if freshness is None or not rc.has_work():  # always so for a stateful table (Folded)
+        if freshness is None or not rc.has_work():
             return None
+        if isinstance(rc, Folded):  # a stateful table's rebuild, chunk by chunk
+            return rc.chunk(freshness, origin if origin is not None else freshness, span)
         origin = origin if origin is not None else freshness
         dirty, old = rc.dirty.total(), rc.old_length()
         share = 1.0 if rc.full or dirty > 0 else EVOLVE_SHARE
@@ -163,9 +189,12 @@ class Derived:
         assert piece is not None
         return piece, False, share
 
-    def take(self, lo: float, hi: float, full: bool) -> tuple[set[str], set[str]]:
+    def take(self, lo: float, hi: float, full: bool, upto: float | None = None) -> tuple[set[str], set[str]]:
         """A job starts that rewrites `(lo, hi]` (all of it when `full`): what it takes leaves
-        `dirty` now, so a change while it runs is recomputed again after it. (reasons, late ids)."""
+        `dirty` now, so a change while it runs is recomputed again after it. (reasons, late ids).
+        A stateful table's first rebuild chunk fixes where the rebuild ends: `upto`, its F now."""
+        if isinstance(self.rc, Folded) and full:
+            self.rc.next, self.rc.to = lo, upto
         self.taken_full, self.rc.full = self.rc.full, False if full else self.rc.full
         self.taken = self.rc.dirty.remove(lo, hi)
         reasons = set().union(*(p.reasons for p in self.taken))
@@ -178,6 +207,8 @@ class Derived:
             self.rc.versions.set(start, end, version)
         else:
             self.rc.done(start, end, version, windows)
+            if isinstance(self.rc, Folded) and self.rc.next is not None:  # a rebuild chunk folded
+                self.rc.next = max(self.rc.next, end)
         self.taken, self.taken_full = [], False
 
     def failed(self, update: bool, freshness: float | None) -> None:
@@ -191,8 +222,21 @@ class Derived:
         if update and freshness is not None:
             self.rc.dirty.remove(freshness, math.inf)
 
+    def backfill(self, lo: float, hi: float, reason: str) -> None:
+        """Recompute `(lo, hi]` (warehouse.recompute); a stateful table's state is rebuilt whole:
+        its folds are not invertible, so no range of it can be folded again alone."""
+        if isinstance(self.rc, Folded):
+            self.rc.full = True
+        else:
+            self.rc.dirty.add(lo, hi, (reason,))
+
     def cancel(self, lo: float, hi: float, reason: str) -> None:
-        """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay."""
+        """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay. A
+        stateful table's rebuild not started yet is dropped; one under way finishes (its state is
+        partial until its last chunk)."""
+        if isinstance(self.rc, Folded):
+            self.rc.full = False
+            return
         for p in self.rc.dirty.remove(lo, hi):
             left = p.reasons - {reason}
             if left:
@@ -205,8 +249,13 @@ class Derived:
             "refresh_mode": "full" if self.full else "incremental",
             "sql_version": rc.sql_version,
             "windows_old_sql": window_count(old, granularity, period),
-            "recompute_pending": 0.0 if self.stateful else rc.dirty.total() + old + sum(p.hi - p.lo
-                                                                                        for p in self.taken),
+            "recompute_pending": _rebuilding(rc) if isinstance(rc, Folded) else rc.dirty.total() + old + sum(
+                p.hi - p.lo for p in self.taken),
             "windows_recomputed": rc.windows_recomputed,
             "recompute_jobs": rc.recompute_jobs,
         }
+
+
+def _rebuilding(rc: Folded) -> float:
+    """What a stateful table's rebuild under way has left to fold (event time)."""
+    return rc.to - rc.next if rc.under_way() and rc.to is not None and rc.next is not None else 0.0

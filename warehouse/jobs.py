@@ -71,7 +71,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
     """t's recompute job of `piece` (NextJob.recompute): what it takes leaves `dirty` now, so a
     change that arrives while it runs is recomputed again after it."""
     assert t.dv is not None and t.freshness is not None
-    reasons, late = t.dv.take(piece.lo, piece.hi, full)
+    reasons, late = t.dv.take(piece.lo, piece.hi, full, upto=t.freshness)
     # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
     reasons |= piece.reasons
     late |= piece.late

@@ -717,7 +717,7 @@ class Scheduler:
         t = recompute_target(self._tables, ev.table)
         lo, hi = backfill_range(t, ev.start, ev.end)
         assert t.dv is not None
-        t.dv.rc.dirty.add(lo, hi, (ev.reason or "backfill",))
+        t.dv.backfill(lo, hi, ev.reason or "backfill")  # a stateful table: a rebuild of its state
         self._work_changed(t, now)
 
     def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:

@@ -21,7 +21,7 @@ __all__ = ["SchedulerStats", "TableStats", "TrackPlanStats", "TrackStats", "back
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TableStats:
     name: str
-    kind: str  # "base" | "derived"
+    kind: str  # "base" | "derived" | "stateful"
     state: str  # "idle" | "pending" | "running" | "backoff"
     priority: float  # p_i
     inherited_priority: float  # Ip_i (§3.3)
@@ -132,7 +132,7 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
     log = t.log
     return TableStats(
         name=t.name,
-        kind="base" if t.base else "derived",
+        kind="base" if t.base else "stateful" if t.dv is not None and t.dv.stateful else "derived",
         state=t.state.phase,
         priority=t.priority,
         inherited_priority=t.ip,

@@ -87,6 +87,7 @@ class Recovered:
     first_commit: float | None = None
     sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
     dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
+    rebuild: tuple[float, float] | None = None  # stateful: a rebuild under way (its next chunk's start, its end)
 
 
 @dataclass(slots=True, eq=False)
@@ -186,7 +187,7 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
         if not t.base:  # refresh mode, skew bound and SQL version (warehouse.derived)
             sql = tc.increment if tc.is_stateful else tc.sql  # a stateful table: its increment (lake.stateful)
             if t.dv is None:
-                t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else ())
+                t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
             tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
             t.dv.configure(sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild, stateful=tc.is_stateful)
         tables[name] = t
@@ -292,6 +293,12 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
     if r is None:
         raise RecomputeRefused(t.name, f"nothing computed in ({start}, {end}]: the table covers "
                                        f"({t.origin}, {t.freshness}]")
+    if t.dv is not None and t.dv.stateful:  # a rebuild of the whole state from its sources' rows
+        for s in t.sources:
+            if s.origin is None or t.origin is None or s.origin > t.origin:
+                raise RecomputeRefused(t.name, f"its state is rebuilt from its sources, but {s.name!r} holds rows "
+                                               f"from {s.origin} only and the state folds rows from {t.origin}: "
+                                               "a rebuild would lose rows")
     return r
 
 

@@ -148,7 +148,7 @@ def overwrite_idempotent(
     table: str,
     txn_version: int,
     metadata: dict[str, Any],
-    partition_by: str,
+    partition_by: str | None,
     replace_where: str | None = None,
     overwrite_schema: bool = False,
     merge_schema: bool = False,

@@ -85,13 +85,15 @@ class TableState:
     dirty: list[tuple[float, float]] = field(default_factory=list)  # derived: to recompute (recover())
     log_from: int | None = None  # the oldest retained JSON commit: 0 unless Delta cleaned up the log
     read: dict[str, int] = field(default_factory=dict)  # the source versions the last commit read (stateful)
+    rebuild: dict[str, Any] | None = None  # stateful: the last rebuild's progress (from, to, done, versions)
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
                           dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices),
                           self.commits_since_optimize, self.optimized_through, self.last_optimize,
                           self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()),
-                          log_from=self.log_from, read=dict(self.read))
+                          log_from=self.log_from, read=dict(self.read),
+                          rebuild=None if self.rebuild is None else dict(self.rebuild))
 
     def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
         """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
@@ -118,10 +120,17 @@ class RecoveryState:
             name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin,
                             commits_since_optimize=s.commits_since_optimize, optimized_through=s.optimized_through,
                             last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit,
-                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty))
+                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty), rebuild=_rebuilding(s.rebuild))
             for name, s in self.tables.items()
             if s.freshness is not None
         }
+
+
+def _rebuilding(progress: dict[str, Any] | None) -> tuple[float, float] | None:
+    """(the next chunk's start, the end) of a stateful table's rebuild the log shows under way."""
+    if not progress or not isinstance(progress.get("done"), int | float) or not isinstance(progress.get("to"), int | float):
+        return None
+    return (float(progress["done"]), float(progress["to"])) if progress["done"] < progress["to"] else None
 
 
 # ---- reading the log ------------------------------------------------------------------------------
@@ -236,6 +245,8 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
                       if isinstance(w, list) and len(w) == 2}
                 state.windows.update(ws)
                 state.written.extend((a, b, version) for a, b in ws.values())
+            if isinstance(meta.get("rebuild"), dict):  # a stateful table's rebuild chunk (lake.stateful)
+                state.rebuild = meta["rebuild"]
             window = meta.get("window")
             if isinstance(window, list) and window and window[0] is not None:
                 w0 = float(window[0])

@@ -31,6 +31,7 @@ from warehouse.lake.delta import (
     commit_message,
     ms,
     next_txn_version,
+    overwrite_idempotent,
     read_delta,
     table_path,
     time_column,
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 
     from warehouse.lake.recovery import DeltaLog, TableState
 
-__all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "increment", "merge_sql", "run_stateful", "state_rows"]
+__all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "increment", "merge_sql",
+           "run_rebuild", "run_stateful", "state_rows"]
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -117,11 +119,13 @@ def _late(session: SparkSession, path: str, tcol: str, since: int, version: int,
 
 
 def increment(session: SparkSession, config: FreshetConfig, log: DeltaLog, tc: TableConfig, start: float,
-              end: float, read: dict[str, int]) -> tuple[DataFrame, dict[str, int], float | None]:
+              end: float, read: dict[str, int], pinned: dict[str, int] | None = None,
+              ) -> tuple[DataFrame, dict[str, int], float | None]:
     """The increment SQL over its sources' rows in `(start, end]`, each source pinned at its
     current Delta version `v` — and over the late rows of each base source: those committed after
     the version the last job read (`read`) up to `v` with event time ≤ `start`, which no job has
     folded yet (a row is folded by the first job whose window and version both cover it).
+    A rebuild chunk reads each source at the version its rebuild `pinned`, without late rows.
     (the increment, the versions read, the earliest late event time or None)."""
     from pyspark.sql import functions as F
 
@@ -130,14 +134,14 @@ def increment(session: SparkSession, config: FreshetConfig, log: DeltaLog, tc: T
     for src in tc.sources:
         scfg = config.table(src)
         spath = table_path(config, src)
-        v = log.version(spath)
+        v = log.version(spath) if pinned is None else pinned.get(src)
         if v is None:
             raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
         versions[src] = v
         tcol = time_column(config, scfg)
         df = window_filter(read_delta(session, spath, v), scfg, tcol, start, end)
         since = read.get(src)
-        if scfg.is_base and since is not None and since < v:
+        if pinned is None and scfg.is_base and since is not None and since < v:
             late = _late(session, spath, tcol, since, v, start)
             first = late.agg(F.min(tcol)).first()[0]
             if first is not None:
@@ -200,7 +204,10 @@ class Lake(Protocol):
 
 def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
     """Fold the increment of `(F, job.end]` into the state: one MERGE (or the first write) as
-    `(freshet/<table>, ms(end))`. A replay Delta skips is a no-op when the log holds the window."""
+    `(freshet/<table>, ms(end))`. A replay Delta skips is a no-op when the log holds the window.
+    A recompute job is a chunk of a rebuild (`run_rebuild`)."""
+    if job.kind == "recompute":
+        return run_rebuild(ex, job, tc, t0)
     st = ex.table_state(tc.name)
     start = job.start if st.freshness is None else max(job.start, st.freshness)
     end = job.end
@@ -225,15 +232,7 @@ def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutc
             append_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
                               partition_by=None)
         else:
-            inc.createOrReplaceTempView(_INCREMENT_VIEW)
-            confs = {TXN_APP_ID: app_id(tc.name), TXN_VERSION: str(txn), USER_METADATA: commit_message(meta, txn)}
-            for k, v in confs.items():
-                session.conf.set(k, v)
-            try:
-                session.sql(merge_sql(tc, "delta." + _q(path), _INCREMENT_VIEW)).collect()
-            finally:
-                for k in confs:
-                    session.conf.unset(k)
+            _merge(session, tc, path, inc, txn, meta)
     version, _ = ex.log.commit_metrics(path, tc.name, txn)
     if version is None or (before is not None and version <= before):  # Delta skipped it: folded already
         st = ex.refresh(tc.name)
@@ -252,6 +251,93 @@ def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutc
     rows = _merged_rows(path, version)
     return JobOutcome(job.job_id, tc.name, True, rows, time.monotonic() - t0, version, txn,
                       read=tuple(sorted(versions.items())))
+
+
+def _merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, txn: int, meta: dict[str, Any]) -> None:
+    """`MERGE INTO` the state at `path` the increment `inc`, as one commit carrying the txn pair
+    `(freshet/<table>, txn)` and `meta` (Delta's idempotent DML, session confs set and unset)."""
+    inc.createOrReplaceTempView(_INCREMENT_VIEW)
+    confs = {TXN_APP_ID: app_id(tc.name), TXN_VERSION: str(txn), USER_METADATA: commit_message(meta, txn)}
+    for k, v in confs.items():
+        session.conf.set(k, v)
+    try:
+        session.sql(merge_sql(tc, "delta." + _q(path), _INCREMENT_VIEW)).collect()
+    finally:
+        for k in confs:
+            session.conf.unset(k)
+
+
+def _rebuild_origin(ex: Lake, tc: TableConfig, origin: float) -> None:
+    """Refuse a rebuild that would lose rows: every source must still hold its rows back to the
+    state's origin (a source whose origin cannot be read, or starts later — its log or data
+    cleaned up — would leave folds out of the rebuilt state)."""
+    for src in tc.sources:
+        sst = ex.table_state(src)
+        if sst.origin is None:
+            raise JobError(f"cannot rebuild stateful table {tc.name!r}: the origin of its source {src!r} cannot be "
+                           f"read from its Delta log, so the rows folded since {utc(origin)} may not all be there; "
+                           f"refused rather than lose them")
+        if sst.origin > origin:
+            raise JobError(f"cannot rebuild stateful table {tc.name!r}: its source {src!r} holds rows from "
+                           f"{utc(sst.origin)} only, but the state folds rows from {utc(origin)}; a rebuild "
+                           f"would lose the ones between, so it is refused")
+
+
+def run_rebuild(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+    """One chunk of a rebuild (warehouse.derived.Folded): the increment over `(lo, hi]`, each
+    source pinned at the version the rebuild's first chunk read. The first chunk (`job.full`)
+    overwrites the state from the origin and fixes where the rebuild ends (F now) and the pinned
+    versions; the others MERGE. Each commit is one more txn version (`freshet/<table>`, recorded
+    + 1), records the progress (`rebuild`: from, to, done, versions) for a restart, and keeps F.
+    Late rows committed after the pinned versions are left to the next update job (the state's
+    late-read versions become the pinned ones), so nothing is folded twice."""
+    st = ex.table_state(tc.name)
+    path = table_path(ex.config, tc.name)
+    if st.freshness is None or ex.log.version(path) is None:
+        return ex.noop(job, t0, st, "the state holds nothing to rebuild")
+    if job.full:  # the first chunk: from the origin, up to F now, the sources pinned now
+        _rebuild_origin(ex, tc, job.start)
+        pinned: dict[str, int] = {}
+        for src in tc.sources:
+            v = ex.log.version(table_path(ex.config, src))
+            if v is None:
+                raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table to rebuild from")
+            pinned[src] = v
+        lo, to, read = job.start, st.freshness, dict(pinned)
+    else:
+        prog = st.rebuild
+        if prog is None or prog["done"] >= prog["to"] or prog["done"] >= job.end:
+            return ex.noop(job, t0, st, "this chunk of the rebuild is already folded")
+        lo, to, pinned, read = prog["done"], prog["to"], dict(prog["versions"]), dict(st.read)
+    hi = min(job.end, to)
+    txn = next_txn_version(st.freshness, st.txn_version)
+    meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": st.freshness,
+            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else st.freshness,
+            "window": [lo, hi], "sources": read, "sql_version": sql_version(tc.increment),
+            "reasons": list(job.reasons), "rebuild": {"from": job.start if job.full else st.rebuild["from"],
+                                                      "to": to, "done": hi, "versions": pinned}}
+    with job_session(ex.spark) as session:
+        inc, _, _ = increment(session, ex.config, ex.log, tc, lo, hi, {}, pinned)
+        if job.full:
+            overwrite_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
+                                 partition_by=None, overwrite_schema=True)
+        else:
+            _merge(session, tc, path, inc, txn, meta)
+    version, _ = ex.log.commit_metrics(path, tc.name, txn)
+    if version is None:  # Delta skipped it: an earlier attempt committed this txn
+        st = ex.refresh(tc.name)
+        if st.rebuild is not None and st.rebuild["done"] >= hi:
+            return ex.noop(job, t0, st, "Delta skipped the chunk: it is already folded")
+        raise JobError(f"table {tc.name!r}: Delta skipped rebuild txn version {txn} but the log does not "
+                       f"hold the chunk up to {hi}")
+    new = st.copy()
+    new.txn_version, new.delta_version = txn, version
+    new.commits += 1
+    new.versions.set(lo, hi, meta["sql_version"])
+    new.read, new.rebuild = read, meta["rebuild"]
+    ex.commit_state(tc.name, new)
+    return JobOutcome(job.job_id, tc.name, True, _merged_rows(path, version), time.monotonic() - t0, version, txn,
+                      read=tuple(sorted(pinned.items())))
 
 
 def _merged_rows(path: str, version: int) -> int:
