@@ -23,22 +23,8 @@ basic algorithm (§3.1); each round merges the group heads in key order and asks
 (§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue
 (Lookahead and reservation walk the heads of their heaps the same way, a bounded number of entries).
 
-The engine, by noun (each knows nothing of the Scheduler; only this module imports them):
-
-    warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin);
-                        has it work, a commit, edges and F' down the DAG (§2.2), a backfill's range
-    warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)
-    warehouse.derived   a derived table's edge and settle point (§2.2), refresh mode, recompute ranges
-    warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
-    warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
-    warehouse.board     the track board: which job runs where since when, busy time
-    warehouse.backoff   tables in back-off after a failure, by retry time
-    warehouse.upkeep    maintenance due, waiting and ranked (seed 002 §2.4)
-    warehouse.stats     the frozen snapshot rows and the snapshot
-    warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
-                        may maintenance run
-    warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
-    policies.reservation  expected releases and the hold decision
+The engine's nouns — each knows nothing of the Scheduler; only this module imports them — are
+mapped in the package docstring (`warehouse`).
 """
 
 from __future__ import annotations
