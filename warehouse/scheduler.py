@@ -57,7 +57,7 @@ from warehouse.events import (
     Suspend,
     Tick,
 )
-from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_may_run
+from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
 from warehouse.lookahead import LOOK, first_pick, hold_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
@@ -575,20 +575,9 @@ class Scheduler:
             available.discard(track)
 
     def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Due maintenance (warehouse.upkeep) on tracks no update job took this round. A
-        maintenance job removes no staleness — zero marginal benefit (§3.1) — so it only runs
-        where nothing better waits; among themselves they go by Ip · overdue / estimated cost.
-        A table's maintenance waits while the table has update work (one writer per table), and
-        its VACUUM while a dependent's job runs: that job read a pinned version whose files a
-        VACUUM could delete (seed 002 §2.4: garbage collection respects the consumers' cursors)."""
-        def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
-            t = self._tables.get(name)
-            if t is None or not upkeep_may_run(t, kind, self._board.by_table):
-                return None
-            return t.ip, self._upkeep_estimate(t, kind), t.idx
-
-        ranked = self._upkeep.ranked(now, eligible)
-        for _, idx, kind in ranked:
+        """Due maintenance (warehouse.upkeep) on tracks no update job took this round, best first
+        (warehouse.jobs.upkeep_ranked): it removes no staleness, so it only runs where nothing better waits."""
+        for idx, kind in upkeep_ranked(self._upkeep, self._tables, self._board.by_table, now):
             if not available:
                 return
             t = self._by_idx[idx]
@@ -597,18 +586,11 @@ class Scheduler:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
 
-    def _upkeep_estimate(self, t: Table, kind: str) -> float:
-        assert t.freshness is not None
-        return self._upkeep.estimate(t.name, kind, t.freshness, t.origin, t.cost.estimate, t.cost.alpha)
-
     def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
-        assert t.freshness is not None
         self._transition(t, "upkeep")
         t.version += 1
         self._upkeep.started(t.name)
-        job = upkeep_job(t, kind, self._upkeep.span(t.name, kind, t.freshness, t.origin),
-                         self._upkeep_estimate(t, kind), self._next_job, track)
-        return self._occupy(t, job, track, now)
+        return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job, track), track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
