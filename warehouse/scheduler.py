@@ -33,10 +33,10 @@ import random
 
 from policies.basic import Candidate, policy_key
 from policies.chopping import Pace
-from policies.reservation import Releases, ValueRanking
-from tracks.plan import TrackPlan, make_plan
+from policies.reservation import Releases
+from tracks.plan import TrackPlan
 from warehouse.backlog import Partition
-from warehouse.backoff import Backoffs, backoff_for
+from warehouse.backoff import Backoffs
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
@@ -61,7 +61,6 @@ from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
 from warehouse.lookahead import LOOK, first_pick, hold_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
-from warehouse.recompute import window_count
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     BUSY,
@@ -74,11 +73,15 @@ from warehouse.table import (
     backfill_range,
     build_tables,
     committed,
+    expecting,
+    failed,
     has_work,
-    profile,
     raise_safe,
     recompute_target,
+    recomputed,
     stale_windows,
+    stream_readers,
+    track_plan,
     update_edge,
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
@@ -152,7 +155,7 @@ class Scheduler:
         self._duplicates = 0
         self._late = 0
         self._backoffs = Backoffs()  # tables in back-off, by retry time
-        self._releases = Releases(self._expecting)  # the next arrival expected of each base table (§2.4)
+        self._releases = Releases(expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
         self._plan_dirty = False
         self._last_plan_event = 0
@@ -189,11 +192,7 @@ class Scheduler:
         self._tables = tables
         self._by_idx = [tables[n] for n in dag.order]
         self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
-        self._by_stream = {}
-        for t in self._by_idx:
-            if t.stream is not None:
-                self._by_stream.setdefault(t.stream, []).append(t)
-                t.rate = self._rates.setdefault(t.stream, RowRate())
+        self._by_stream = stream_readers(self._by_idx, self._rates)
         self._board.resize(sc.tracks, now)
         self._n_tracks = sc.tracks
         for t in self._by_idx:  # derived edges in topological order
@@ -218,19 +217,11 @@ class Scheduler:
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
-        sc = self.config.scheduler
-        profiles = [profile(t) for t in self._by_idx]
-        self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
-        # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
-        self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)
-        self.plan: TrackPlan = make_plan(
-            sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
-        )
-        self._nj.load_share = self.plan.utilization / sc.tracks
-        n_groups = len(self.plan.groups)
-        self._q.reset(n_groups)
+        self.plan: TrackPlan
+        self.plan, self._ranking, self._nj.best_benefit = track_plan(self.config.scheduler, self._by_idx)
+        self._nj.load_share = self.plan.utilization / self.config.scheduler.tracks
+        self._q.reset(len(self.plan.groups))
         for t in self._by_idx:
-            t.group = self.plan.group_of[t.name]
             if t.state in QUEUED:
                 self._q.queued[t.group] += 1
                 self._push(t)
@@ -434,13 +425,7 @@ class Scheduler:
 
     def _recomputed(self, t: Table, job: StartJob, ev: JobFinished, now: float) -> None:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
-        assert t.dv is not None
-        if ev.committed:
-            t.cost.observe(job.n, ev.duration)
-        # (counted in the recompute jobs, not in update jobs)
-        t.dv.committed(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
-        t.failures = 0
-        t.last_result = "ok"
+        recomputed(t, job, ev)
         self._touch(t, job.start, job.end, "upstream", job.late, now)
         if raise_safe(t):
             for d in t.dependents:
@@ -470,15 +455,7 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "fail")
-        if t.log is not None:  # the data stays pending, but what the shell quarantines (bad_partitions)
-            t.log.failed(set(ev.bad_partitions), t.freshness)
-        if t.dv is not None:  # the windows it took stay to recompute
-            t.dv.failed(job.kind != "recompute", t.freshness)
-        t.failures += 1
-        t.failed += 1
-        t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
-        sc = self.config.scheduler
-        t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
+        failed(t, job, ev, now, self.config.scheduler)
         self._seq += 1
         self._backoffs.push(t.backoff_until, self._seq, t.name)
 
@@ -632,11 +609,6 @@ class Scheduler:
             t.held_since = now
         self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
-
-    @staticmethod
-    def _expecting(when: float, k: Table) -> bool:
-        """The release expected of k at `when` is still its latest (§2.4)."""
-        return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that

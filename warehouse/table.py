@@ -14,19 +14,22 @@ from enum import Enum
 
 from policies.basic import marginal_benefit
 from policies.inheritance import inherit
-from tracks.plan import JobProfile
+from policies.reservation import ValueRanking
+from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.backlog import Backlog, Partition
-from warehouse.config import FreshetConfig
+from warehouse.backoff import backoff_for
+from warehouse.config import FreshetConfig, SchedulerConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.derived import Derived
 from warehouse.errors import RecomputeRefused
-from warehouse.events import StartJob
+from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
-from warehouse.recompute import touched
+from warehouse.recompute import touched, window_count
 
 __all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
-           "has_work", "profile", "raise_safe", "recompute_target", "stale_windows", "update_edge"]
+           "expecting", "failed", "has_work", "profile", "raise_safe", "recompute_target", "recomputed", "stale_windows",
+           "stream_readers", "track_plan", "update_edge"]
 
 
 class JobState(Enum):
@@ -249,6 +252,31 @@ def committed(t: Table, job: StartJob, now: float) -> None:
     t.last_result = "ok"
 
 
+def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
+    """t's recompute `job` rewrote `(start, end]`: its E(n) observed, the SQL version recorded
+    (counted in the recompute jobs, not in update jobs), its failures reset."""
+    assert t.dv is not None
+    if ev.committed:
+        t.cost.observe(job.n, ev.duration)
+    t.dv.committed(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
+    t.failures = 0
+    t.last_result = "ok"
+
+
+def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConfig) -> None:
+    """t's `job` failed: what it took stays to do — the partitions pending, but what the shell
+    quarantines (`bad_partitions`); the windows to recompute — and its retry is due after the
+    back-off (`backoff_until`, exponential in the failures in a row)."""
+    if t.log is not None:
+        t.log.failed(set(ev.bad_partitions), t.freshness)
+    if t.dv is not None:
+        t.dv.failed(job.kind != "recompute", t.freshness)
+    t.failures += 1
+    t.failed += 1
+    t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
+    t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
+
+
 def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...],
                   running: dict[str, StartJob]) -> list[Table]:
     """x's rows in `(lo, hi]` changed (late data, a rewritten source, a dependent that ran ahead by
@@ -300,6 +328,34 @@ def profile(t: Table) -> JobProfile:
     t.plan_e = t.cost.estimate(t.period)
     t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
     return JobProfile(t.name, t.period, t.plan_e, t.benefit)
+
+
+def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, float]:
+    """(Re)partition (§3.2) from each table's profile at its current E_i(P_i): the plan (each table
+    takes its group), the base tables by decreasing benefit with the shortest period so far (who
+    is "long", policies.reservation) and the best benefit."""
+    profiles = [profile(t) for t in tables]
+    ranking = ValueRanking((t.benefit, t.period) for t in tables if t.base)
+    plan = make_plan(sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive)
+    for t in tables:
+        t.group = plan.group_of[t.name]
+    return plan, ranking, max((p.benefit for p in profiles), default=0.0)
+
+
+def stream_readers(tables: list[Table], rates: dict[str, RowRate]) -> dict[str, list[Table]]:
+    """The base tables reading each stream, in order; each shares its stream's row rate (`rates`,
+    kept across reconfigures)."""
+    out: dict[str, list[Table]] = {}
+    for t in tables:
+        if t.stream is not None:
+            out.setdefault(t.stream, []).append(t)
+            t.rate = rates.setdefault(t.stream, RowRate())
+    return out
+
+
+def expecting(when: float, k: Table) -> bool:
+    """The release expected of k at `when` is still its latest (§2.4)."""
+    return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
 
 def adopt(t: Table, job: StartJob, seq: int) -> int:
