@@ -58,7 +58,7 @@ from warehouse.events import (
     Tick,
 )
 from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
-from warehouse.lookahead import LOOK, first_pick, hold_until
+from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
@@ -588,19 +588,10 @@ class Scheduler:
         self._q.serve(self.plan, available, self._names, take)
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead).
-        The heads are walked best-first in their heaps, none popped: O((k + s) log n) for k entries
-        taken and s stale ones passed (compaction, `_push`, keeps s below the queue's length + 64)."""
-        valid = self._q.heads(LOOK)
-        if not valid:
-            return
-        name = first_pick([self._nj.candidate(self._by_idx[e[2]])[0] for e in valid], self._releases, now)
-        if name is None:
-            return
-        t = self._tables[name]
-        track = self.plan.place(t.name, available, self._q.waiting)
-        if track is not None:
-            out.append(self._start(t, track, now))
+        """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead)."""
+        name = lookahead_first(self._q, self._nj, self._by_idx, self._releases, now)
+        if name is not None and (track := self.plan.place(name, available, self._q.waiting)) is not None:
+            out.append(self._start(self._tables[name], track, now))
             available.discard(track)
 
     def _hold(self, t: Table, until: float, now: float) -> None:
