@@ -394,9 +394,10 @@ class Scheduler:
                 self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
             assert t.dv is not None
-            # a no-op (a replay after an unknown outcome): an earlier attempt wrote these windows with
-            # a SQL version the engine does not know — "" is no version, so they count as on an old SQL
-            t.dv.committed(job.start, job.end, job.sql_version if ev.committed else "", None)
+            # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
+            # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
+            version = ev.sql_version if ev.sql_version is not None else job.sql_version if ev.committed else ""
+            t.dv.committed(job.start, job.end, version, None)
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             self._sources_changed(d, now)

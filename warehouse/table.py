@@ -258,7 +258,8 @@ def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
     assert t.dv is not None
     if ev.committed:
         t.cost.observe(job.n, ev.duration)
-    t.dv.committed(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
+    version = ev.sql_version if ev.sql_version is not None else job.sql_version
+    t.dv.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
     t.failures = 0
     t.last_result = "ok"
 
