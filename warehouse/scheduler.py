@@ -310,6 +310,11 @@ class Scheduler:
         else:
             self._q.urgent.pop(t.name, None)
 
+    def drained(self) -> bool:
+        """No update job runs, waits for a track or backs off (maintenance aside): all that arrived
+        is loaded, but in a suspended table. A query (the simulator's end of a trace)."""
+        return all(t.state is JobState.IDLE or t.state is JobState.MAINTAINING for t in self._by_idx)
+
     def is_suspended(self, table: str) -> bool:
         t = self._tables.get(table)
         return t is not None and t.mode is Mode.SUSPENDED
