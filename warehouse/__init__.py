@@ -16,7 +16,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
     warehouse.board     the track board: which job runs where since when, busy time
     warehouse.backoff   tables in back-off after a failure, by retry time
-    warehouse.upkeep    maintenance due, waiting and ranked (seed 002 §2.4)
+    warehouse.upkeep    maintenance counts, clocks, what is due and its ranking (seed 002 §2.4)
     warehouse.stats     the frozen snapshot rows and the snapshot
     warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
                         may maintenance run

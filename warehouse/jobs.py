@@ -10,6 +10,8 @@ are the caller's. Pure: no clock, no I/O; knows nothing of the Scheduler.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from warehouse.backlog import Partition
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.freshness import safe_freshness
@@ -108,19 +110,20 @@ def upkeep_estimate(t: Table, kind: str, upkeep: Upkeep) -> float:
     return upkeep.estimate(t.name, kind, t.freshness, t.origin, t.cost.estimate, t.cost.alpha)
 
 
-def upkeep_ranked(upkeep: Upkeep, tables: dict[str, Table], running: dict[str, StartJob],
-                  now: float) -> list[tuple[int, str]]:
-    """The due maintenance jobs that may run now, best first: (table index, kind). A maintenance
-    job removes no staleness — zero marginal benefit (§3.1) — so among themselves they go by
-    Ip · overdue / estimated cost (Upkeep.ranked); a table's waits while `upkeep_may_run` says no.
-    `running`: each table's job."""
+def upkeep_ranked(upkeep: Upkeep, waiting: Iterable[str], tables: dict[str, Table], running: dict[str, StartJob],
+                  now: float) -> tuple[list[tuple[int, str]], list[str]]:
+    """The due maintenance jobs of the `waiting` tables that may run now, best first: (table
+    index, kind); and the tables no longer due. A maintenance job removes no staleness — zero
+    marginal benefit (§3.1) — so among themselves they go by Ip · overdue / estimated cost
+    (Upkeep.ranked); a table's waits while `upkeep_may_run` says no. `running`: each table's job."""
     def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
         t = tables.get(name)
         if t is None or not upkeep_may_run(t, kind, running):
             return None
         return t.ip, upkeep_estimate(t, kind, upkeep), t.idx
 
-    return [(idx, kind) for _, idx, kind in upkeep.ranked(now, eligible)]
+    ranked, gone = upkeep.ranked(waiting, now, eligible)
+    return [(idx, kind) for _, idx, kind in ranked], gone
 
 
 def upkeep_may_run(t: Table, kind: str, running: dict[str, StartJob]) -> bool:

@@ -6,7 +6,7 @@ Events go in with the current time — `PartitionArrived`, `PartitionDropped`, `
 Everything else is a query and changes nothing. No clock, no I/O: the SimPy simulator and the
 daemon drive this same object (DESIGN.md §3). Same config, events and seed → same decisions.
 
-A table is in one job state and one operator mode; both move only by `TRANSITIONS`:
+A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`:
 
     idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
                       │ ──slice──▶ slicing (a time slice of one partition, §3.4)
@@ -17,6 +17,9 @@ A table is in one job state and one operator mode; both move only by `TRANSITION
 
     active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
     active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
+
+    current ──due──▶ due (its OPTIMIZE/VACUUM waits for a track left idle) ──maintain──▶ current
+    due ──undue──▶ current (no longer due: a new policy, the table removed)
 
 Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
 basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
@@ -65,6 +68,7 @@ from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     BUSY,
     QUEUED,
+    Care,
     JobState,
     Mode,
     Recovered,
@@ -86,13 +90,14 @@ from warehouse.table import (
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
-__all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
+__all__ = ["TRANSITIONS", "Care", "JobState", "Mode", "Recovered", "Scheduler"]
 
 
 _I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
 _R, _S, _C, _M = JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING
 _A, _U, _X = Mode.ACTIVE, Mode.URGENT, Mode.SUSPENDED
-TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
+_K, _D = Care.CURRENT, Care.DUE
+TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = {
     # the job (§3.1)
     (_I, "work"): _P,  # a release (§3.1: r_i = now)
     (_P, "work"): _P,  # merged into the pending job (§2.4)
@@ -120,6 +125,12 @@ TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
     (_A, "resume"): _A,
     (_U, "resume"): _U,
     (_X, "resume"): _A,
+    # maintenance (warehouse.upkeep, seed 002 §2.4)
+    (_K, "due"): _D,  # by its commits, or by the clock
+    (_D, "due"): _D,
+    (_D, "maintain"): _K,  # its maintenance job started (and _I ──upkeep──▶ _M)
+    (_D, "undue"): _K,
+    (_K, "undue"): _K,
 }
 
 
@@ -160,6 +171,7 @@ class Scheduler:
         self._plan_dirty = False
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
+        self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
         self._handlers = {
             PartitionArrived: self._arrived,
@@ -202,8 +214,9 @@ class Scheduler:
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
+        self._due = {n: None for n in self._due if n in tables and tables[n].care is Care.DUE}
         for t in self._by_idx:  # recovered (or re-configured) tables already due
-            self._upkeep.check(t.name, now)
+            self._check_upkeep(t, now)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
@@ -249,7 +262,9 @@ class Scheduler:
         if (b := self._backoffs.heap) and b[0][0] <= now:
             self._expire_backoffs(now)
         if (u := self._upkeep.timers) and u[0][0] <= now:  # maintenance due by the clock (warehouse.upkeep)
-            self._upkeep.ripe(now)
+            for name in self._upkeep.ripe(now):
+                if (t := self._tables.get(name)) is not None:
+                    self._care(t, "due")
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
@@ -282,7 +297,7 @@ class Scheduler:
         t = self._named(ev.table)
         self._mode(t, "resume")
         self._work_changed(t, now)
-        self._upkeep.check(t.name, now)
+        self._check_upkeep(t, now)
 
     def _refresh(self, ev: Refresh, now: float) -> None:
         """Trigger an update now: the table's next update job goes ahead of every waiting job, on
@@ -314,6 +329,21 @@ class Scheduler:
         """No update job runs, waits for a track or backs off (maintenance aside): all that arrived
         is loaded, but in a suspended table. A query (the simulator's end of a trace)."""
         return all(t.state is JobState.IDLE or t.state is JobState.MAINTAINING for t in self._by_idx)
+
+    def _care(self, t: Table, kind: str) -> None:
+        new = TRANSITIONS.get((t.care, kind))
+        if new is None:
+            raise SchedulerMisuse(f"table {t.name!r}'s maintenance is {t.care.value} and cannot take '{kind}'")
+        t.care = new  # type: ignore[assignment]
+        if new is Care.DUE:
+            self._due[t.name] = None
+        else:
+            self._due.pop(t.name, None)
+
+    def _check_upkeep(self, t: Table, now: float) -> None:
+        """t's maintenance falls due if it is due now (warehouse.upkeep)."""
+        if self._upkeep.due(t.name, now) is not None:
+            self._care(t, "due")
 
     def is_suspended(self, table: str) -> bool:
         t = self._tables.get(table)
@@ -390,7 +420,7 @@ class Scheduler:
             t.cost.observe(job.n, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
             self._upkeep.committed(t.name, now)
-            self._upkeep.check(t.name, now)
+            self._check_upkeep(t, now)
         if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
             self._plan_dirty = True
         committed(t, job, now)
@@ -427,7 +457,7 @@ class Scheduler:
         else:
             self._upkeep.failed(t.name, job.kind, now, self.config.scheduler.retry_backoff_max)
         self._work_changed(t, now)
-        self._upkeep.check(t.name, now)
+        self._check_upkeep(t, now)
 
     def _recomputed(self, t: Table, job: StartJob, ev: JobFinished, now: float) -> None:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
@@ -537,7 +567,7 @@ class Scheduler:
             self._refresh_first(now, available, out)
         if available and any(self._q.queued):
             self._round(now, available, out)
-        if available and self._upkeep.waiting:
+        if available and self._due:
             self._maintain(now, available, out)
         return out
 
@@ -560,7 +590,13 @@ class Scheduler:
     def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Due maintenance (warehouse.upkeep) on tracks no update job took this round, best first
         (warehouse.jobs.upkeep_ranked): it removes no staleness, so it only runs where nothing better waits."""
-        for idx, kind in upkeep_ranked(self._upkeep, self._tables, self._board.by_table, now):
+        ranked, gone = upkeep_ranked(self._upkeep, list(self._due), self._tables, self._board.by_table, now)
+        for name in gone:
+            if (t := self._tables.get(name)) is not None:
+                self._care(t, "undue")
+            else:  # removed by a reconfigure
+                del self._due[name]
+        for idx, kind in ranked:
             if not available:
                 return
             t = self._by_idx[idx]
@@ -572,7 +608,7 @@ class Scheduler:
     def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
         self._transition(t, "upkeep")
         t.version += 1
-        self._upkeep.started(t.name)
+        self._care(t, "maintain")
         return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job, track), track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:

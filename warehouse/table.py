@@ -1,5 +1,5 @@
 """A table as the Scheduler keeps it: where its job is (`JobState`), what an operator asked of it
-(`Mode`), what storage held for it on start (`Recovered`), and its facts — priority, period,
+(`Mode`), whether its maintenance is due (`Care`), what storage held for it on start (`Recovered`), and its facts — priority, period,
 freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived);
 whether it has work, and a derived table's edge and F' moving with its sources' (§2.2).
 The moves between states are the Scheduler's transition table (`warehouse.scheduler.TRANSITIONS`).
@@ -27,7 +27,7 @@ from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
 from warehouse.recompute import touched, window_count
 
-__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
+__all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
            "expecting", "failed", "has_work", "profile", "raise_safe", "recompute_target", "recomputed", "stale_windows",
            "stream_readers", "track_plan", "update_edge"]
 
@@ -58,6 +58,16 @@ class Mode(Enum):
     ACTIVE = "active"
     URGENT = "urgent"  # refresh: its next update job starts ahead of the queue
     SUSPENDED = "suspended"  # no job starts; arrivals are kept
+
+    __hash__ = object.__hash__
+
+
+class Care(Enum):
+    """Whether a table's maintenance (OPTIMIZE/VACUUM, warehouse.upkeep) is due: a due one waits
+    for a track no update job takes (seed 002 §2.4)."""
+
+    CURRENT = "current"
+    DUE = "due"
 
     __hash__ = object.__hash__
 
@@ -116,6 +126,7 @@ class Table:
     rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
     state: JobState = JobState.IDLE
     mode: Mode = Mode.ACTIVE
+    care: Care = Care.CURRENT
     release: float = 0.0
     last_arrival: float | None = None
     seq: int = 0
