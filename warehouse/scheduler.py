@@ -161,10 +161,7 @@ class Scheduler:
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
-        self._events = 0
-        self._released = self._completed = self._failed = 0
-        self._duplicates = 0
-        self._late = 0
+        self._events = self._released = self._completed = self._failed = self._duplicates = self._late = 0
         self._backoffs = Backoffs()  # tables in back-off, by retry time
         self._releases = Releases(expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
@@ -316,29 +313,27 @@ class Scheduler:
         self._mode(t, "refresh")
 
     def _mode(self, t: Table, kind: str) -> None:
-        new = TRANSITIONS.get((t.mode, kind))
+        t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
+
+    def _care(self, t: Table, kind: str) -> None:
+        t.care = self._move(t, t.care, kind, Care.DUE, self._due)  # type: ignore[assignment]
+
+    @staticmethod
+    def _move(t: Table, was: Mode | Care, kind: str, marked: Mode | Care, index: dict[str, None]) -> Mode | Care:
+        """t's mode or care after `kind` (TRANSITIONS); `index` keeps the tables `marked`, in order."""
+        new = TRANSITIONS.get((was, kind))
         if new is None:
-            raise SchedulerMisuse(f"table {t.name!r} is {t.mode.value} and cannot take '{kind}'")
-        t.mode = new  # type: ignore[assignment]
-        if new is Mode.URGENT:
-            self._q.urgent[t.name] = None
+            raise SchedulerMisuse(f"table {t.name!r} is {was.value} and cannot take '{kind}'")
+        if new is marked:
+            index[t.name] = None
         else:
-            self._q.urgent.pop(t.name, None)
+            index.pop(t.name, None)
+        return new  # type: ignore[return-value]
 
     def drained(self) -> bool:
         """No update job runs, waits for a track or backs off (maintenance aside): all that arrived
         is loaded, but in a suspended table. A query (the simulator's end of a trace)."""
         return all(t.state is JobState.IDLE or t.state is JobState.MAINTAINING for t in self._by_idx)
-
-    def _care(self, t: Table, kind: str) -> None:
-        new = TRANSITIONS.get((t.care, kind))
-        if new is None:
-            raise SchedulerMisuse(f"table {t.name!r}'s maintenance is {t.care.value} and cannot take '{kind}'")
-        t.care = new  # type: ignore[assignment]
-        if new is Care.DUE:
-            self._due[t.name] = None
-        else:
-            self._due.pop(t.name, None)
 
     def _check_upkeep(self, t: Table, now: float) -> None:
         """t's maintenance falls due if it is due now (warehouse.upkeep)."""
@@ -417,22 +412,15 @@ class Scheduler:
             self._recomputed(t, job, ev, now)
             return
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
-            t.cost.observe(job.n, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
             self._upkeep.committed(t.name, now)
             self._check_upkeep(t, now)
-        if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
-            self._plan_dirty = True
-        committed(t, job, now)
+        if committed(t, job, ev, now, self.config.scheduler.repartition_drift):
+            self._plan_dirty = True  # its E_i(P_i) drifted from the plan's (§3.2)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
             for p, lo, hi in spans:  # (a time slice touches only its slice)
                 self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
-            assert t.dv is not None
-            # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
-            # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
-            version = ev.sql_version if ev.sql_version is not None else job.sql_version if ev.committed else ""
-            t.dv.committed(job.start, job.end, version, None)
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             self._sources_changed(d, now)

@@ -247,8 +247,13 @@ def raise_safe(d: Table) -> bool:
     return False
 
 
-def committed(t: Table, job: StartJob, now: float) -> None:
-    """t's update `job` committed: F (and the staleness meter, §2.3), F' (§2.2), its counts."""
+def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float) -> bool:
+    """t's update `job` finished (`ev`): E(n) observed (a no-op's duration says nothing of it,
+    §2.4), F (and the staleness meter, §2.3), F' (§2.2), its counts, a derived table's SQL
+    version over the window. Has E_i(P_i) drifted from the plan's by more than `drift` (§3.2)?"""
+    if ev.committed:
+        t.cost.observe(job.n, ev.duration)
+    drifted = t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > drift * t.plan_e
     if t.freshness is None:
         t.meter.start(job.new_freshness, now)
         t.freshness = job.new_freshness
@@ -261,6 +266,12 @@ def committed(t: Table, job: StartJob, now: float) -> None:
     t.delta_total += job.delta_f
     t.failures = 0
     t.last_result = "ok"
+    if t.dv is not None:
+        # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
+        # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
+        version = ev.sql_version if ev.sql_version is not None else job.sql_version if ev.committed else ""
+        t.dv.committed(job.start, job.end, version, None)
+    return drifted
 
 
 def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
