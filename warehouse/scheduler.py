@@ -80,6 +80,7 @@ from warehouse.table import (
     expecting,
     failed,
     has_work,
+    named,
     raise_safe,
     recompute_target,
     recomputed,
@@ -119,18 +120,14 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
     (_X, "refresh"): _X,  # no job while suspended, even asked
     (_A, "served"): _A,
     (_U, "served"): _A,  # its job started, or it has nothing to load
-    (_A, "suspend"): _X,
-    (_U, "suspend"): _X,
-    (_X, "suspend"): _X,
+    **{(m, "suspend"): _X for m in Mode},
     (_A, "resume"): _A,
     (_U, "resume"): _U,
     (_X, "resume"): _A,
     # maintenance (warehouse.upkeep, seed 002 §2.4)
-    (_K, "due"): _D,  # by its commits, or by the clock
-    (_D, "due"): _D,
+    **{(c, "due"): _D for c in Care},  # by its commits, or by the clock
     (_D, "maintain"): _K,  # its maintenance job started (and _I ──upkeep──▶ _M)
-    (_D, "undue"): _K,
-    (_K, "undue"): _K,
+    **{(c, "undue"): _K for c in Care},
 }
 
 
@@ -170,19 +167,11 @@ class Scheduler:
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
         self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
-        self._handlers = {
-            PartitionArrived: self._arrived,
-            PartitionDropped: self._dropped,
-            JobFinished: self._finished,
-            JobFailed: self._failed_job,
-            Tick: lambda ev, now: None,
-            Reconfigure: self._reconfigure,
-            Suspend: self._suspend,
-            Resume: self._resume,
-            Refresh: self._refresh,
-            Backfill: self._backfill,
-            CancelBackfill: self._cancel_backfill,
-        }
+        self._handlers = {  # data, jobs, the clock and the config; the operator (ops.actions)
+            PartitionArrived: self._arrived, PartitionDropped: self._dropped, JobFinished: self._finished,
+            JobFailed: self._failed_job, Tick: lambda ev, now: None, Reconfigure: self._reconfigure,
+            Suspend: self._suspend, Resume: self._resume, Refresh: self._refresh, Backfill: self._backfill,
+            CancelBackfill: self._cancel_backfill}
         self._build(config, recovered or {}, now)
 
     # ---- construction and reconfiguration ------------------------------------------------------
@@ -275,23 +264,17 @@ class Scheduler:
         return wake
 
     # ---- operator actions (ops.actions): suspend, resume, refresh now ------------------------------
-    def _named(self, table: str) -> Table:
-        t = self._tables.get(table)
-        if t is None:
-            raise SchedulerMisuse(f"unknown table {table!r}")
-        return t
-
     def _suspend(self, ev: Suspend, now: float) -> None:
         """No job of the table starts until `Resume` (a running one finishes). Arrivals are still
         taken; dependents wait at their trailing edge, which stops at the table's freshness."""
-        t = self._named(ev.table)
+        t = named(self._tables, ev.table)
         self._mode(t, "suspend")
         if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
             self._drain(t)
 
     def _resume(self, ev: Resume, now: float) -> None:
         """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
-        t = self._named(ev.table)
+        t = named(self._tables, ev.table)
         self._mode(t, "resume")
         self._work_changed(t, now)
         self._check_upkeep(t, now)
@@ -300,7 +283,7 @@ class Scheduler:
         """Trigger an update now: the table's next update job goes ahead of every waiting job, on
         the first track free (its own tracks first). A table in back-off is retried now. Nothing
         happens to a table with nothing to load, or a suspended one."""
-        t = self._named(ev.table)
+        t = named(self._tables, ev.table)
         if t.mode is Mode.SUSPENDED:
             self._mode(t, "refresh")
             return
@@ -665,9 +648,7 @@ class Scheduler:
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
-        if t.dv is None:
-            return "append", "a base table appends what arrives"
-        return t.dv.describe()
+        return t.dv.describe() if t.dv is not None else ("append", "a base table appends what arrives")
 
     def _backfill(self, ev: Backfill, now: float) -> None:
         """Queue a recompute of the committed windows `(start, end]` of a derived table:

@@ -22,13 +22,13 @@ from warehouse.config import FreshetConfig, SchedulerConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.derived import Derived
-from warehouse.errors import RecomputeRefused
+from warehouse.errors import RecomputeRefused, SchedulerMisuse
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
 from warehouse.recompute import touched, window_count
 
 __all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
-           "expecting", "failed", "has_work", "profile", "raise_safe", "recompute_target", "recomputed", "stale_windows",
+           "expecting", "failed", "has_work", "named", "profile", "raise_safe", "recompute_target", "recomputed", "stale_windows",
            "stream_readers", "track_plan", "update_edge"]
 
 
@@ -320,6 +320,14 @@ def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, 
         if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin):
             out.append(d)
     return out
+
+
+def named(tables: dict[str, Table], name: str) -> Table:
+    """The table `name` an operator action names; SchedulerMisuse if there is none."""
+    t = tables.get(name)
+    if t is None:
+        raise SchedulerMisuse(f"unknown table {name!r}")
+    return t
 
 
 def recompute_target(tables: dict[str, Table], name: str) -> Table:
