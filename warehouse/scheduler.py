@@ -192,7 +192,6 @@ class Scheduler:
         self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
         self._by_stream = stream_readers(self._by_idx, self._rates)
         self._board.resize(sc.tracks, now)
-        self._n_tracks = sc.tracks
         for t in self._by_idx:  # derived edges in topological order
             if not t.base:
                 update_edge(t)
@@ -422,11 +421,7 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        if isinstance(ev, JobFinished):
-            self._upkeep.finished(t.name, job.kind, now, through=job.end, files=ev.files,
-                                  reclaimed=ev.bytes_reclaimed)
-        else:
-            self._upkeep.failed(t.name, job.kind, now, self.config.scheduler.retry_backoff_max)
+        self._upkeep.ended(job, ev, now, self.config.scheduler.retry_backoff_max)
         self._work_changed(t, now)
         self._check_upkeep(t, now)
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from warehouse.config import FreshetConfig, MaintenancePolicy
+from warehouse.events import JobFailed, JobFinished, StartJob
 
 __all__ = ["MAINTENANCE_KINDS", "OPTIMIZE", "VACUUM", "TableUpkeep", "Upkeep", "UpkeepStats"]
 
@@ -134,6 +135,13 @@ class Upkeep:
             u.last_vacuum = u.anchor = now
             u.bytes_reclaimed += reclaimed
             self._arm(table, u)
+
+    def ended(self, job: StartJob, ev: JobFinished | JobFailed, now: float, backoff: float) -> None:
+        """A maintenance `job` ended: finished (`ev` a JobFinished) or failed (retried after `backoff`)."""
+        if isinstance(ev, JobFinished):
+            self.finished(job.table, job.kind, now, through=job.end, files=ev.files, reclaimed=ev.bytes_reclaimed)
+        else:
+            self.failed(job.table, job.kind, now, backoff)
 
     def failed(self, table: str, kind: str, now: float, backoff: float) -> None:
         """A failed maintenance job is retried after `backoff`; the table's updates never wait for it."""
