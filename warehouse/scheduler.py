@@ -21,10 +21,8 @@ A table is in one job state, one operator mode and one maintenance state; all mo
     current ──due──▶ due (its OPTIMIZE/VACUUM waits for a track left idle) ──maintain──▶ current
     due ──undue──▶ current (no longer due: a new policy, the table removed)
 
-Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
-basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
-(§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue
-(Lookahead and reservation walk the heads of their heaps the same way, a bounded number of entries).
+Released jobs wait in the ready queues (warehouse.queues: a heap per track-plan group, keyed by
+the basic algorithm, §3.1); a round asks the plan (§3.2) for tracks at O(log n) per started job.
 
 The engine's nouns — each knows nothing of the Scheduler; only this module imports them — are
 mapped in the package docstring (`warehouse`).
@@ -84,6 +82,7 @@ from warehouse.table import (
     raise_safe,
     recompute_target,
     recomputed,
+    sources_changed,
     stale_windows,
     stream_readers,
     track_plan,
@@ -290,9 +289,8 @@ class Scheduler:
             t.backoff_until = now
             self._transition(t, "retry")
             self._work_changed(t, now)
-        if t.state is JobState.IDLE and not has_work(t):
-            return
-        self._mode(t, "refresh")
+        if t.state is not JobState.IDLE or has_work(t):
+            self._mode(t, "refresh")
 
     def _mode(self, t: Table, kind: str) -> None:
         t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
@@ -371,9 +369,7 @@ class Scheduler:
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
         t = self._tables.get(job.table)
-        if t is None or t.removed:
-            return job, None  # the table was removed by a reconfigure
-        return job, t
+        return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
     @property
     def running(self) -> dict[int, StartJob]:
@@ -405,14 +401,13 @@ class Scheduler:
         else:
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
-            self._sources_changed(d, now)
+            sources_changed(d, lambda x: self._work_changed(x, now))
         self._work_changed(t, now)
         if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
             self._mode(t, "served")
 
     def _is_upkeep(self, job_id: int) -> bool:
-        job = self._board.jobs.get(job_id)
-        return job is not None and job.kind in MAINTENANCE_KINDS
+        return (job := self._board.jobs.get(job_id)) is not None and job.kind in MAINTENANCE_KINDS
 
     def _maintained(self, ev: JobFinished | JobFailed, now: float) -> None:
         """A maintenance job ended: the table is free for its update jobs again. A failure is
@@ -431,21 +426,12 @@ class Scheduler:
         self._touch(t, job.start, job.end, "upstream", job.late, now)
         if raise_safe(t):
             for d in t.dependents:
-                self._sources_changed(d, now)
+                sources_changed(d, lambda x: self._work_changed(x, now))
         self._work_changed(t, now)
 
     def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
         """x's rows in `(lo, hi]` changed: its dependents' windows computed from them are wrong."""
         for d in stale_windows(x, lo, hi, reason, late, self._board.by_table):
-            self._work_changed(d, now)
-
-    def _sources_changed(self, d: Table, now: float) -> None:
-        """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
-        moved = update_edge(d)
-        if raise_safe(d):
-            for e in d.dependents:
-                self._sources_changed(e, now)
-        if moved:
             self._work_changed(d, now)
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
@@ -627,9 +613,6 @@ class Scheduler:
             t.version += 1
             self._q.queued[t.group] -= 1
             job = update_job(t, shape, self._next_job, track)
-        return self._started(t, job, track, now)
-
-    def _started(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
         self._race = max(self._race, t.rand)
         return self._occupy(t, job, track, now)
 

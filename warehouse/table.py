@@ -9,6 +9,7 @@ Pure data: no clock, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -29,7 +30,7 @@ from warehouse.recompute import touched, window_count
 
 __all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
            "expecting", "failed", "has_work", "named", "profile", "raise_safe", "recompute_target", "recomputed", "stale_windows",
-           "stream_readers", "track_plan", "update_edge"]
+           "sources_changed", "stream_readers", "track_plan", "update_edge"]
 
 
 class JobState(Enum):
@@ -234,6 +235,17 @@ def update_edge(d: Table) -> bool:
         edge = d.dv.edge
         d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
     return changed
+
+
+def sources_changed(d: Table, moved: Callable[[Table], None]) -> None:
+    """A source's safe freshness moved: d's edge may move (§2.2), and with it (max_skew) d's own F'
+    and so its dependents' edges, depth first; `moved(t)` for each table whose edge moved."""
+    edge_moved = update_edge(d)
+    if raise_safe(d):
+        for e in d.dependents:
+            sources_changed(e, moved)
+    if edge_moved:
+        moved(d)
 
 
 def raise_safe(d: Table) -> bool:
