@@ -260,7 +260,7 @@ class Warehouse(RuleBasedStateMachine):
         if outcome == "ok":
             if job.kind == "base":
                 self.done.update(p.partition_id for p in job.arrivals if p.end <= job.end)
-            self.lake.reported(job)
+            self.lake.reported(job, plan.written if committed else None)
             job_finished(self.ops, job)
             # a no-op names the SQL version the log holds over its window, as the executor's does
             ev: Any = (JobFinished(job_id=job.job_id, duration=1.0) if committed

@@ -100,3 +100,19 @@ def test_a_restart_after_a_time_slice_does_not_recompute_the_windows_it_did_not_
         m.end_job(i=0, outcome="ok")
     finally:
         m.teardown()
+
+
+def test_the_rest_of_a_sliced_partition_after_a_restart_touches_only_the_rest() -> None:
+    """The same partition, one restart: the new engine did not know how far the slices had loaded
+    it, so loading its rest touched the whole partition and d1's windows over the first slice
+    were recomputed (RecomputeUntouched, once the reference counts what a commit wrote). Fixed:
+    `Recovered.slices`; the re-delivered partition is pending from where its slices stopped."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.arrive(stream="s", length=60, gap=0, rows=0)
+        m.restart(data=_Draws(True))  # (0, 30] committed; d1 and d3 compute (0, 30]
+        m.end_job(i=0, outcome="ok")  # d1's commits; a's job loads the rest: (30, 60], not (0, 60]
+        assert [(j.start, j.end) for j, _ in m.running.values() if j.table == "a"] == [(30.0, 60.0)]
+        m.end_job(i=1, outcome="ok")  # before: d1 recomputed (0, 30] after it
+    finally:
+        m.teardown()

@@ -101,6 +101,7 @@ class Recovered:
     first_commit: float | None = None
     sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
     dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
+    slices: tuple[tuple[str, float], ...] = ()  # base: partitions time slices loaded in part, through when
 
 
 @dataclass(slots=True, eq=False)
@@ -181,7 +182,7 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
                 stream=tc.stream,
                 cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
                 meter=StalenessMeter(target=tc.target_staleness),
-                log=Backlog() if tc.is_base else None,
+                log=Backlog(dict(rec.slices) if rec else {}) if tc.is_base else None,
                 mode=was.mode if was is not None else Mode.ACTIVE,  # an operator's word outlives a reload
             )
             new.append(t)

@@ -118,7 +118,8 @@ class RecoveryState:
             name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin,
                             commits_since_optimize=s.commits_since_optimize, optimized_through=s.optimized_through,
                             last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit,
-                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty))
+                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty),
+                            slices=tuple(sorted(s.slices.items())))
             for name, s in self.tables.items()
             if s.freshness is not None
         }
