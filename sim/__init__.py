@@ -7,6 +7,7 @@ Relative lateness compares a run with the no-contention ideal of the same worklo
 - `sim.workload`    — the paper's job sets as ordinary `FreshetConfig`s; utilization
 - `sim.simulator`   — the SimPy shell: `Simulation`, `simulate`
 - `sim.trace`       — recorded arrivals and durations (JSON lines; docs/simulator.md)
+- `sim.figures`     — the experiments (Figs. 4-11, beyond) as data: job sets, lines, verdicts
 - `sim.experiments` — Figs. 4-11 as parallel utilization sweeps (docs/experiments.md)
 - `sim.cli`         — `freshet sim run|experiment`
 """

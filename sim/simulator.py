@@ -223,6 +223,8 @@ class Simulation:
         self.started: dict[int, tuple[float, float]] = {}
         self._tick_at: float | None = None
         self._stop: simpy.Event | None = None
+        self._feeding = 0  # trace streams and action lists not yet handed over in full
+        self._drain = False  # run(): stop once the trace is handed over and its work drained
         known = {s.name for s in config.streams}
         if trace is not None:
             unknown = sorted(set(trace.arrivals) - known)
@@ -235,8 +237,10 @@ class Simulation:
         fed = {t.stream for t in config.tables if t.stream}
         for s in config.streams:
             if s.name in fed and s.name in sources:
+                self._feeding += 1
                 _Stream(self, iter(sources[s.name]))
         if trace is not None and trace.actions:  # operator actions replay at their times (sim.trace)
+            self._feeding += 1
             self.env.process(self._actions(trace.actions))
 
     # ---- the event callbacks -------------------------------------------------------------------
@@ -265,6 +269,19 @@ class Simulation:
                 yield self.env.timeout(a.time - self.env.now)
             with contextlib.suppress(FreshetError):
                 self._handle(a.event(), count=False)
+        self._fed()
+
+    def _fed(self) -> None:
+        """A trace stream (or its actions) has been handed over in full."""
+        self._feeding -= 1
+        self._drained()
+
+    def _drained(self) -> None:
+        """Draining a trace (`run()`): stop once all of it is handed over and no update job runs,
+        waits or backs off (`Scheduler.drained`) — maintenance alone would fall due for ever."""
+        if self._drain and self._feeding <= 0 and self._stop is not None and not self._stop.triggered \
+                and self.sched.drained():
+            self._stop.succeed()
 
     def _start(self, job: StartJob, now: float) -> None:
         """A track runs the job for its drawn execution time (§4.1) from `now`: a SimPy timeout
@@ -309,6 +326,8 @@ class Simulation:
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
                                       duration=duration, rows=rows, track=job.track, work=job.n))
         self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows))
+        if self._drain:
+            self._drained()
 
     def _tick(self, _ev: simpy.Event) -> None:
         self._tick_at = None
@@ -334,8 +353,9 @@ class Simulation:
 
     # ---- running -------------------------------------------------------------------------------
     def run(self, *, events: int | None = None, until: float | None = None) -> RunStats:
-        """Run until `events` scheduler events have been handled, or until time `until`, or until
-        nothing is left to happen (a finite trace)."""
+        """Run until `events` scheduler events have been handled, or until time `until`, or — a
+        finite trace — until the trace is drained: every arrival and action handed over and no
+        update job running, waiting or backing off (maintenance due later is not run)."""
         if events is not None:
             self.limit = events
             self._stop = self.env.event()
@@ -345,7 +365,10 @@ class Simulation:
             if until > self.env.now:
                 self.env.run(until=until)
         else:
-            self.env.run()
+            self._drain, self._stop = True, self.env.event()
+            self._drained()
+            with contextlib.suppress(RuntimeError):  # nothing left to happen before it drained
+                self.env.run(until=self._stop)
         return self.observe(self.env.now if until is None else until)
 
     def observe(self, horizon: float) -> RunStats:
@@ -403,6 +426,7 @@ class _Stream:
             if sim.events >= sim.limit:
                 return
             sim._arrive(*item)
+        sim._fed()  # (the generated streams never end)
 
 
 def prepare(config: FreshetConfig, seed: int) -> FreshetConfig:

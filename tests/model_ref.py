@@ -231,10 +231,13 @@ class ModelLake:
             assert self.state(name).freshness >= st.freshness, f"{name}: committed freshness went down"
         return True
 
-    def reported(self, job: StartJob) -> None:
-        """The engine was told `job` finished: what it loaded or wrote is a change it now knows of."""
+    def reported(self, job: StartJob, wrote: list[tuple[float, float]] | None = None) -> None:
+        """The engine was told `job` finished: what it loaded or wrote is a change it now knows of —
+        `wrote`, what its commit wrote, when it committed (a no-op: what it was to load)."""
         seq = self.tick()
-        if job.kind == "base":
+        if job.kind == "base" and wrote is not None:
+            ranges = wrote
+        elif job.kind == "base":
             ranges = [(max(p.start, job.start), min(p.end, job.end)) for p in job.arrivals]
         elif job.kind in ("derived", "recompute"):
             ranges = [(job.start, job.end)]

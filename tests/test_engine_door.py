@@ -16,12 +16,13 @@ from warehouse.errors import SchedulerMisuse
 from warehouse.events import (
     JobFinished,
     PartitionArrived,
+    Reconfigure,
     Refresh,
     Resume,
     StartJob,
     Suspend,
 )
-from warehouse.scheduler import TRANSITIONS, JobState, Mode, Scheduler
+from warehouse.scheduler import TRANSITIONS, Care, JobState, Mode, Scheduler
 
 
 def _cfg(policy: str = "auto", n: int = 12, tracks: int = 3):
@@ -84,7 +85,7 @@ def test_the_side_doors_are_gone_and_every_state_is_in_the_transition_table() ->
     for name in ("suspend", "resume", "refresh", "recompute", "reconfigure"):
         assert not hasattr(Scheduler, name), name
     seen = {k[0] for k in TRANSITIONS} | set(TRANSITIONS.values())
-    assert set(JobState) | set(Mode) <= seen
+    assert set(JobState) | set(Mode) | set(Care) <= seen
     s = Scheduler(_cfg()[0], now=0.0, initial_freshness=0.0)
     with pytest.raises(SchedulerMisuse, match="unknown event"):
         s.handle(object(), 1.0)  # type: ignore[arg-type]
@@ -145,3 +146,42 @@ def test_a_bad_action_line_is_reported_by_line_number() -> None:
 
     with pytest.raises(ConfigError, match="line 2: unknown action 'explode'"):
         parse_trace(['{"time": 1, "stream": "s", "start": 0, "end": 1}', '{"time": 2, "action": "explode", "table": "t"}'])
+
+
+def test_maintenance_due_is_a_state_entered_and_left_by_handling_events() -> None:
+    """Maintenance due (warehouse.upkeep) is the table's `Care`, moved by TRANSITIONS: due after
+    the commit that makes it so, waiting while the one track runs an update job, current again
+    when its OPTIMIZE starts — or when a reload turns its maintenance off."""
+    def cfg(optimize_every):
+        return parse_config({
+            "streams": [{"name": "a", "period": 10}, {"name": "b", "period": 10}],
+            "tables": [{"name": "a", "stream": "a", "priority": 10, "cost": {"alpha": 1, "beta": 0.01}},
+                       {"name": "b", "stream": "b", "cost": {"alpha": 1, "beta": 0.01}}],
+            "maintenance": {"optimize_every": optimize_every, "vacuum_every": None},
+            "scheduler": {"tracks": 1, "policy": "max-benefit", "learn_costs": False, "chop": None}})
+
+    for turned_off in (False, True):
+        s = Scheduler(cfg(2), now=0.0, initial_freshness=0.0)
+        a = s._tables["a"]
+        now = 0.0
+        for i in range(2):
+            (ja,) = s.handle(PartitionArrived(stream="a", partition_id=f"a{i}", start=i * 10, end=i * 10 + 10), now + 10)
+            assert s.handle(PartitionArrived(stream="b", partition_id=f"b{i}", start=i * 10, end=i * 10 + 10),
+                            now + 10) == []  # the track is busy
+            (jb,) = s.handle(JobFinished(job_id=ja.job_id, duration=1.0), now + 11)
+            assert jb.table == "b"  # update jobs first: maintenance takes a track left idle
+            if i == 0:
+                assert s.handle(JobFinished(job_id=jb.job_id, duration=1.0), now + 12) == []
+                assert a.care is Care.CURRENT  # one commit of two
+            now += 10
+        # a's second commit made its OPTIMIZE due; b's job holds the one track
+        assert a.care is Care.DUE and a.state is JobState.IDLE and "a" in s._due
+        if turned_off:
+            s.handle(Reconfigure(config=cfg(None)), now + 1.5)
+            assert s.handle(JobFinished(job_id=jb.job_id, duration=1.0), now + 2) == []
+            assert a.care is Care.CURRENT and s._tables["b"].care is Care.CURRENT and not s._due
+            continue
+        (opt,) = s.handle(JobFinished(job_id=jb.job_id, duration=1.0), now + 2)
+        assert opt.kind == "optimize" and opt.table == "a"
+        assert a.care is Care.CURRENT and a.state is JobState.MAINTAINING and "a" not in s._due
+        assert s._tables["b"].care is Care.DUE and list(s._due) == ["b"]  # its second commit: it waits its turn

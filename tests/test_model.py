@@ -43,6 +43,7 @@ from ops.actions import ActionRejected, ActionRequest, ActionStore, OperatorActi
 from tests.model_ref import Arrived, ModelLake, Plan, Reference, unjustified, window_ends
 from warehouse.config import FreshetConfig, parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
+from warehouse.lake.outcome import noop_outcome
 from warehouse.lake.recovery import recover
 from warehouse.scheduler import Scheduler
 
@@ -259,9 +260,11 @@ class Warehouse(RuleBasedStateMachine):
         if outcome == "ok":
             if job.kind == "base":
                 self.done.update(p.partition_id for p in job.arrivals if p.end <= job.end)
-            self.lake.reported(job)
+            self.lake.reported(job, plan.written if committed else None)
             job_finished(self.ops, job)
-            ev: Any = JobFinished(job_id=job.job_id, duration=1.0, committed=committed)
+            # a no-op names the SQL version the log holds over its window, as the executor's does
+            ev: Any = (JobFinished(job_id=job.job_id, duration=1.0) if committed
+                       else noop_outcome(job, 1.0, self.lake.state(job.table), "already committed").event())
         elif outcome == "bad":
             st = self.lake.state(job.table)
             pid = next(p.partition_id for p in job.arrivals if p.end <= job.end and p.partition_id not in

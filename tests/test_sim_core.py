@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -255,3 +256,32 @@ def test_the_table2_workload_file_is_the_papers_table2(capsys):
     out = json.loads(_run_json(capsys, "--config", str(path), "--events", "3000"))
     assert out["partitioner"] == "proportional" and out["policy"] == "max-benefit"
     assert out["relative_lateness"] > 1.5  # overloaded at U ≈ 1.24
+
+
+def test_a_trace_replay_with_maintenance_ends_when_its_arrivals_are_drained(tmp_path):
+    """`freshet sim run --trace FILE` without --events/--until ends once every arrival (and action)
+    of the trace is handed over and no update job runs, waits or backs off (docs/simulator.md);
+    maintenance keeps falling due for ever and no longer keeps it running. Before: it never ended."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"streams": [{"name": "s", "period": 10}],
+                                   "tables": [{"name": "t", "stream": "s"},
+                                              {"name": "d", "sources": ["t"], "sql": "SELECT ts FROM t"}],
+                                   "maintenance": {"optimize_every": 1, "vacuum_every": 15},
+                                   "scheduler": {"tracks": 2}}))
+    tr = tmp_path / "t.jsonl"
+    tr.write_text("".join(f'{{"time": {1000 + 10 * i}, "stream": "s", "start": {990 + 10 * i}, '
+                          f'"end": {1000 + 10 * i}, "rows": 5}}\n' for i in range(6)))
+    r = subprocess.run([sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(cfg), "--trace", str(tr),
+                        "--json"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # the last arrival at 1050 is loaded into t and then d within a few seconds: the run ends there
+    assert 60 <= out["horizon"] < 100
+    assert {k: v["jobs"] for k, v in out["per_table"].items()} == {"t": 6, "d": 6}
+    assert out["maintenance_jobs"] > 0

@@ -59,9 +59,9 @@ class Backlog:
     """Pending partitions (sorted by end), their rows, the ids pending or running, the largest end
     arrived, and the running job's partitions (or the one it loads a time slice of)."""
 
-    __slots__ = ("arrived", "ids", "partial", "pending", "rows", "running", "slice")
+    __slots__ = ("arrived", "ids", "partial", "pending", "rows", "running", "slice", "sliced")
 
-    def __init__(self) -> None:
+    def __init__(self, sliced: dict[str, float] | None = None) -> None:
         self.pending: list[Partition] = []
         self.rows = 0  # the rows of `pending`
         self.ids: set[str] = set()  # pending or running partition ids
@@ -69,12 +69,16 @@ class Backlog:
         self.running: list[Partition] = []  # what the running job loads
         self.slice: Partition | None = None  # the partition the running job loads a time slice of
         self.partial: Partition | None = None  # a pending partition partly loaded by time slices
+        # recovered (a restart): partitions time slices loaded in part, through when, until they arrive again
+        self.sliced: dict[str, float] = sliced or {}
 
     def __contains__(self, pid: str) -> bool:
         return pid in self.ids
 
     def add(self, p: Partition) -> bool:
         """`p` is pending now; True if it went last (in order: the usual case, no search)."""
+        if self.sliced and (cut := self.sliced.pop(p.pid, None)) is not None:
+            p.loaded, self.partial = cut, p  # re-delivered after a restart: the rest of it is pending
         pending = self.pending
         last = not pending or (q := pending[-1]).end < p.end or q.end == p.end and q.start <= p.start
         if last:  # (seq only breaks ties, and it grows: an equal (end, start) goes last)

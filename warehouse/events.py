@@ -106,7 +106,10 @@ class JobFinished:
     job (`warehouse.upkeep`) reports the table's data `files` after it and the bytes a VACUUM
     deleted (`bytes_reclaimed`). `version`: the table's Delta version after the job (the one it
     wrote); `read`: (source, Delta version) for each source a derived job read — the lineage a
-    catalog is told (ops.lineage).
+    catalog is told (ops.lineage). `sql_version`: for a derived job, the SQL version the log
+    holds over its window — the one it committed, or for a no-op (a retry after an unknown
+    outcome) the one the earlier attempt committed; None when not known (the Scheduler then takes
+    the job's own for a commit and none, "", for a no-op: its windows count as on an old SQL).
     """
 
     job_id: int
@@ -117,6 +120,7 @@ class JobFinished:
     bytes_reclaimed: int = 0
     version: int | None = None
     read: tuple[tuple[str, int], ...] = ()
+    sql_version: str | None = None
 
     def __post_init__(self) -> None:
         if not (type(self.duration) is float and _NINF < self.duration < _INF):

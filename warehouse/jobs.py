@@ -10,15 +10,17 @@ are the caller's. Pure: no clock, no I/O; knows nothing of the Scheduler.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from warehouse.backlog import Partition
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.freshness import safe_freshness
 from warehouse.nextjob import Shape
 from warehouse.recompute import Piece
 from warehouse.table import JobState, Mode, Table
-from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM
+from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM, Upkeep
 
-__all__ = ["recompute_job", "update_job", "upkeep_job", "upkeep_may_run"]
+__all__ = ["recompute_job", "update_job", "upkeep_estimate", "upkeep_job", "upkeep_may_run", "upkeep_ranked"]
 
 
 def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
@@ -93,12 +95,35 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
     )
 
 
-def upkeep_job(t: Table, kind: str, start: float, estimate: float, job_id: int, track: int) -> StartJob:
+def upkeep_job(t: Table, kind: str, upkeep: Upkeep, job_id: int, track: int) -> StartJob:
     """t's maintenance job `kind` (OPTIMIZE or VACUUM, warehouse.upkeep) over `(start, F]`."""
     assert t.freshness is not None
+    start = upkeep.span(t.name, kind, t.freshness, t.origin)
     return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                     new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-                    estimate=estimate)
+                    estimate=upkeep_estimate(t, kind, upkeep))
+
+
+def upkeep_estimate(t: Table, kind: str, upkeep: Upkeep) -> float:
+    """E of t's maintenance job `kind` from its own E(n) (Upkeep.estimate)."""
+    assert t.freshness is not None
+    return upkeep.estimate(t.name, kind, t.freshness, t.origin, t.cost.estimate, t.cost.alpha)
+
+
+def upkeep_ranked(upkeep: Upkeep, waiting: Iterable[str], tables: dict[str, Table], running: dict[str, StartJob],
+                  now: float) -> tuple[list[tuple[int, str]], list[str]]:
+    """The due maintenance jobs of the `waiting` tables that may run now, best first: (table
+    index, kind); and the tables no longer due. A maintenance job removes no staleness — zero
+    marginal benefit (§3.1) — so among themselves they go by Ip · overdue / estimated cost
+    (Upkeep.ranked); a table's waits while `upkeep_may_run` says no. `running`: each table's job."""
+    def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
+        t = tables.get(name)
+        if t is None or not upkeep_may_run(t, kind, running):
+            return None
+        return t.ip, upkeep_estimate(t, kind, upkeep), t.idx
+
+    ranked, gone = upkeep.ranked(waiting, now, eligible)
+    return [(idx, kind) for _, idx, kind in ranked], gone
 
 
 def upkeep_may_run(t: Table, kind: str, running: dict[str, StartJob]) -> bool:

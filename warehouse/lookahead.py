@@ -12,9 +12,10 @@ from collections.abc import Callable
 from policies.basic import Candidate, Expected, choose_with_lookahead
 from policies.reservation import Releases, Upcoming, ValueRanking, held_until
 from warehouse.nextjob import NextJob
+from warehouse.queues import ReadyQueues
 from warehouse.table import JobState, Mode, Table
 
-__all__ = ["LOOK", "first_pick", "hold_until"]
+__all__ = ["LOOK", "first_pick", "hold_until", "lookahead_first"]
 
 LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
 
@@ -33,6 +34,16 @@ def first_pick(ordered: list[Candidate], releases: Releases, now: float) -> str 
         return None
     chosen = choose_with_lookahead(ordered, expected, now)
     return None if chosen.table == ordered[0].table else chosen.table
+
+
+def lookahead_first(q: ReadyQueues, nj: NextJob, tables: list[Table], releases: Releases, now: float) -> str | None:
+    """`first_pick` over the best `LOOK` released jobs of the queues `q` (`tables`: by index). The
+    heads are walked best-first in their heaps, none popped: O((k + s) log n) for k entries taken
+    and s stale ones passed (compaction, `ReadyQueues.push`, keeps s below the queue's length + 64)."""
+    valid = q.heads(LOOK)
+    if not valid:
+        return None
+    return first_pick([nj.candidate(tables[e[2]])[0] for e in valid], releases, now)
 
 
 def hold_until(t: Table, benefit: float, nj: NextJob, ranking: ValueRanking, releases: Releases, pace: float,

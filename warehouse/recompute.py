@@ -192,6 +192,15 @@ class VersionMap:
                 merged.append(item)
         self.items = merged
 
+    def over(self, lo: float, hi: float) -> str | None:
+        """The one version recorded over all of `(lo, hi]`; None if none, several, or a gap."""
+        if hi <= lo:
+            return None
+        found = [(a, b, v) for a, b, v in self.items if b > lo and a < hi]
+        if len(found) != 1 or found[0][0] > lo or found[0][1] < hi:
+            return None
+        return found[0][2]
+
     def stale(self, current: str) -> list[tuple[float, float]]:
         """The ranges computed by another version than `current` (oldest first)."""
         return [(a, b) for a, b, v in self.items if v != current]

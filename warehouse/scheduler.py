@@ -6,7 +6,7 @@ Events go in with the current time — `PartitionArrived`, `PartitionDropped`, `
 Everything else is a query and changes nothing. No clock, no I/O: the SimPy simulator and the
 daemon drive this same object (DESIGN.md §3). Same config, events and seed → same decisions.
 
-A table is in one job state and one operator mode; both move only by `TRANSITIONS`:
+A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`:
 
     idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
                       │ ──slice──▶ slicing (a time slice of one partition, §3.4)
@@ -18,27 +18,14 @@ A table is in one job state and one operator mode; both move only by `TRANSITION
     active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
     active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
 
-Released jobs wait in one heap per track-plan group (lazy deletion by version), keyed by the
-basic algorithm (§3.1); each round merges the group heads in key order and asks the plan
-(§3.2) for a track, so a decision costs O(log n) per started job, not a sort of the queue
-(Lookahead and reservation walk the heads of their heaps the same way, a bounded number of entries).
+    current ──due──▶ due (its OPTIMIZE/VACUUM waits for a track left idle) ──maintain──▶ current
+    due ──undue──▶ current (no longer due: a new policy, the table removed)
 
-The engine, by noun (each knows nothing of the Scheduler; only this module imports them):
+Released jobs wait in the ready queues (warehouse.queues: a heap per track-plan group, keyed by
+the basic algorithm, §3.1); a round asks the plan (§3.2) for tracks at O(log n) per started job.
 
-    warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin);
-                        has it work, a commit, edges and F' down the DAG (§2.2), a backfill's range
-    warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)
-    warehouse.derived   a derived table's edge and settle point (§2.2), refresh mode, recompute ranges
-    warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
-    warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
-    warehouse.board     the track board: which job runs where since when, busy time
-    warehouse.backoff   tables in back-off after a failure, by retry time
-    warehouse.upkeep    maintenance due, waiting and ranked (seed 002 §2.4)
-    warehouse.stats     the frozen snapshot rows and the snapshot
-    warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
-                        may maintenance run
-    warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
-    policies.reservation  expected releases and the hold decision
+The engine's nouns — each knows nothing of the Scheduler; only this module imports them — are
+mapped in the package docstring (`warehouse`).
 """
 
 from __future__ import annotations
@@ -47,10 +34,10 @@ import random
 
 from policies.basic import Candidate, policy_key
 from policies.chopping import Pace
-from policies.reservation import Releases, ValueRanking
-from tracks.plan import TrackPlan, make_plan
+from policies.reservation import Releases
+from tracks.plan import TrackPlan
 from warehouse.backlog import Partition
-from warehouse.backoff import Backoffs, backoff_for
+from warehouse.backoff import Backoffs
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
@@ -71,15 +58,15 @@ from warehouse.events import (
     Suspend,
     Tick,
 )
-from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_may_run
-from warehouse.lookahead import LOOK, first_pick, hold_until
+from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
+from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
-from warehouse.recompute import window_count
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     BUSY,
     QUEUED,
+    Care,
     JobState,
     Mode,
     Recovered,
@@ -88,22 +75,29 @@ from warehouse.table import (
     backfill_range,
     build_tables,
     committed,
+    expecting,
+    failed,
     has_work,
-    profile,
+    named,
     raise_safe,
     recompute_target,
+    recomputed,
+    sources_changed,
     stale_windows,
+    stream_readers,
+    track_plan,
     update_edge,
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
-__all__ = ["TRANSITIONS", "JobState", "Mode", "Recovered", "Scheduler"]
+__all__ = ["TRANSITIONS", "Care", "JobState", "Mode", "Recovered", "Scheduler"]
 
 
 _I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
 _R, _S, _C, _M = JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING
 _A, _U, _X = Mode.ACTIVE, Mode.URGENT, Mode.SUSPENDED
-TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
+_K, _D = Care.CURRENT, Care.DUE
+TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = {
     # the job (§3.1)
     (_I, "work"): _P,  # a release (§3.1: r_i = now)
     (_P, "work"): _P,  # merged into the pending job (§2.4)
@@ -125,12 +119,14 @@ TRANSITIONS: dict[tuple[JobState | Mode, str], JobState | Mode] = {
     (_X, "refresh"): _X,  # no job while suspended, even asked
     (_A, "served"): _A,
     (_U, "served"): _A,  # its job started, or it has nothing to load
-    (_A, "suspend"): _X,
-    (_U, "suspend"): _X,
-    (_X, "suspend"): _X,
+    **{(m, "suspend"): _X for m in Mode},
     (_A, "resume"): _A,
     (_U, "resume"): _U,
     (_X, "resume"): _A,
+    # maintenance (warehouse.upkeep, seed 002 §2.4)
+    **{(c, "due"): _D for c in Care},  # by its commits, or by the clock
+    (_D, "maintain"): _K,  # its maintenance job started (and _I ──upkeep──▶ _M)
+    **{(c, "undue"): _K for c in Care},
 }
 
 
@@ -161,30 +157,20 @@ class Scheduler:
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
-        self._events = 0
-        self._released = self._completed = self._failed = 0
-        self._duplicates = 0
-        self._late = 0
+        self._events = self._released = self._completed = self._failed = self._duplicates = self._late = 0
         self._backoffs = Backoffs()  # tables in back-off, by retry time
-        self._releases = Releases(self._expecting)  # the next arrival expected of each base table (§2.4)
+        self._releases = Releases(expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
         self._plan_dirty = False
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
+        self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
-        self._handlers = {
-            PartitionArrived: self._arrived,
-            PartitionDropped: self._dropped,
-            JobFinished: self._finished,
-            JobFailed: self._failed_job,
-            Tick: lambda ev, now: None,
-            Reconfigure: self._reconfigure,
-            Suspend: self._suspend,
-            Resume: self._resume,
-            Refresh: self._refresh,
-            Backfill: self._backfill,
-            CancelBackfill: self._cancel_backfill,
-        }
+        self._handlers = {  # data, jobs, the clock and the config; the operator (ops.actions)
+            PartitionArrived: self._arrived, PartitionDropped: self._dropped, JobFinished: self._finished,
+            JobFailed: self._failed_job, Tick: lambda ev, now: None, Reconfigure: self._reconfigure,
+            Suspend: self._suspend, Resume: self._resume, Refresh: self._refresh, Backfill: self._backfill,
+            CancelBackfill: self._cancel_backfill}
         self._build(config, recovered or {}, now)
 
     # ---- construction and reconfiguration ------------------------------------------------------
@@ -203,13 +189,8 @@ class Scheduler:
         self._tables = tables
         self._by_idx = [tables[n] for n in dag.order]
         self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
-        self._by_stream = {}
-        for t in self._by_idx:
-            if t.stream is not None:
-                self._by_stream.setdefault(t.stream, []).append(t)
-                t.rate = self._rates.setdefault(t.stream, RowRate())
+        self._by_stream = stream_readers(self._by_idx, self._rates)
         self._board.resize(sc.tracks, now)
-        self._n_tracks = sc.tracks
         for t in self._by_idx:  # derived edges in topological order
             if not t.base:
                 update_edge(t)
@@ -217,8 +198,9 @@ class Scheduler:
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
+        self._due = {n: None for n in self._due if n in tables and tables[n].care is Care.DUE}
         for t in self._by_idx:  # recovered (or re-configured) tables already due
-            self._upkeep.check(t.name, now)
+            self._check_upkeep(t, now)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
 
@@ -232,19 +214,11 @@ class Scheduler:
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
-        sc = self.config.scheduler
-        profiles = [profile(t) for t in self._by_idx]
-        self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
-        # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
-        self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)
-        self.plan: TrackPlan = make_plan(
-            sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive
-        )
-        self._nj.load_share = self.plan.utilization / sc.tracks
-        n_groups = len(self.plan.groups)
-        self._q.reset(n_groups)
+        self.plan: TrackPlan
+        self.plan, self._ranking, self._nj.best_benefit = track_plan(self.config.scheduler, self._by_idx)
+        self._nj.load_share = self.plan.utilization / self.config.scheduler.tracks
+        self._q.reset(len(self.plan.groups))
         for t in self._by_idx:
-            t.group = self.plan.group_of[t.name]
             if t.state in QUEUED:
                 self._q.queued[t.group] += 1
                 self._push(t)
@@ -272,7 +246,9 @@ class Scheduler:
         if (b := self._backoffs.heap) and b[0][0] <= now:
             self._expire_backoffs(now)
         if (u := self._upkeep.timers) and u[0][0] <= now:  # maintenance due by the clock (warehouse.upkeep)
-            self._upkeep.ripe(now)
+            for name in self._upkeep.ripe(now):
+                if (t := self._tables.get(name)) is not None:
+                    self._care(t, "due")
         return self._dispatch(now)
 
     def next_wakeup(self) -> float | None:
@@ -286,32 +262,26 @@ class Scheduler:
         return wake
 
     # ---- operator actions (ops.actions): suspend, resume, refresh now ------------------------------
-    def _named(self, table: str) -> Table:
-        t = self._tables.get(table)
-        if t is None:
-            raise SchedulerMisuse(f"unknown table {table!r}")
-        return t
-
     def _suspend(self, ev: Suspend, now: float) -> None:
         """No job of the table starts until `Resume` (a running one finishes). Arrivals are still
         taken; dependents wait at their trailing edge, which stops at the table's freshness."""
-        t = self._named(ev.table)
+        t = named(self._tables, ev.table)
         self._mode(t, "suspend")
         if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
             self._drain(t)
 
     def _resume(self, ev: Resume, now: float) -> None:
         """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
-        t = self._named(ev.table)
+        t = named(self._tables, ev.table)
         self._mode(t, "resume")
         self._work_changed(t, now)
-        self._upkeep.check(t.name, now)
+        self._check_upkeep(t, now)
 
     def _refresh(self, ev: Refresh, now: float) -> None:
         """Trigger an update now: the table's next update job goes ahead of every waiting job, on
         the first track free (its own tracks first). A table in back-off is retried now. Nothing
         happens to a table with nothing to load, or a suspended one."""
-        t = self._named(ev.table)
+        t = named(self._tables, ev.table)
         if t.mode is Mode.SUSPENDED:
             self._mode(t, "refresh")
             return
@@ -319,19 +289,36 @@ class Scheduler:
             t.backoff_until = now
             self._transition(t, "retry")
             self._work_changed(t, now)
-        if t.state is JobState.IDLE and not has_work(t):
-            return
-        self._mode(t, "refresh")
+        if t.state is not JobState.IDLE or has_work(t):
+            self._mode(t, "refresh")
 
     def _mode(self, t: Table, kind: str) -> None:
-        new = TRANSITIONS.get((t.mode, kind))
+        t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
+
+    def _care(self, t: Table, kind: str) -> None:
+        t.care = self._move(t, t.care, kind, Care.DUE, self._due)  # type: ignore[assignment]
+
+    @staticmethod
+    def _move(t: Table, was: Mode | Care, kind: str, marked: Mode | Care, index: dict[str, None]) -> Mode | Care:
+        """t's mode or care after `kind` (TRANSITIONS); `index` keeps the tables `marked`, in order."""
+        new = TRANSITIONS.get((was, kind))
         if new is None:
-            raise SchedulerMisuse(f"table {t.name!r} is {t.mode.value} and cannot take '{kind}'")
-        t.mode = new  # type: ignore[assignment]
-        if new is Mode.URGENT:
-            self._q.urgent[t.name] = None
+            raise SchedulerMisuse(f"table {t.name!r} is {was.value} and cannot take '{kind}'")
+        if new is marked:
+            index[t.name] = None
         else:
-            self._q.urgent.pop(t.name, None)
+            index.pop(t.name, None)
+        return new  # type: ignore[return-value]
+
+    def drained(self) -> bool:
+        """No update job runs, waits for a track or backs off (maintenance aside): all that arrived
+        is loaded, but in a suspended table. A query (the simulator's end of a trace)."""
+        return all(t.state is JobState.IDLE or t.state is JobState.MAINTAINING for t in self._by_idx)
+
+    def _check_upkeep(self, t: Table, now: float) -> None:
+        """t's maintenance falls due if it is due now (warehouse.upkeep)."""
+        if self._upkeep.due(t.name, now) is not None:
+            self._care(t, "due")
 
     def is_suspended(self, table: str) -> bool:
         t = self._tables.get(table)
@@ -383,9 +370,7 @@ class Scheduler:
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
         t = self._tables.get(job.table)
-        if t is None or t.removed:
-            return job, None  # the table was removed by a reconfigure
-        return job, t
+        return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
     @property
     def running(self) -> dict[int, StartJob]:
@@ -406,31 +391,24 @@ class Scheduler:
             self._recomputed(t, job, ev, now)
             return
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
-            t.cost.observe(job.n, ev.duration)
             self._pace.observe(ev.duration, job.estimate)
             self._upkeep.committed(t.name, now)
-            self._upkeep.check(t.name, now)
-        if t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > self.config.scheduler.repartition_drift * t.plan_e:
-            self._plan_dirty = True
-        committed(t, job, now)
+            self._check_upkeep(t, now)
+        if committed(t, job, ev, now, self.config.scheduler.repartition_drift):
+            self._plan_dirty = True  # its E_i(P_i) drifted from the plan's (§3.2)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
             for p, lo, hi in spans:  # (a time slice touches only its slice)
                 self._touch(t, lo, hi, "late", (p.pid,), now)
         else:
-            assert t.dv is not None
-            # a no-op (a replay after an unknown outcome): an earlier attempt wrote these windows with
-            # a SQL version the engine does not know — "" is no version, so they count as on an old SQL
-            t.dv.committed(job.start, job.end, job.sql_version if ev.committed else "", None)
             self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
-            self._sources_changed(d, now)
+            sources_changed(d, lambda x: self._work_changed(x, now))
         self._work_changed(t, now)
         if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
             self._mode(t, "served")
 
     def _is_upkeep(self, job_id: int) -> bool:
-        job = self._board.jobs.get(job_id)
-        return job is not None and job.kind in MAINTENANCE_KINDS
+        return (job := self._board.jobs.get(job_id)) is not None and job.kind in MAINTENANCE_KINDS
 
     def _maintained(self, ev: JobFinished | JobFailed, now: float) -> None:
         """A maintenance job ended: the table is free for its update jobs again. A failure is
@@ -439,41 +417,22 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        if isinstance(ev, JobFinished):
-            self._upkeep.finished(t.name, job.kind, now, through=job.end, files=ev.files,
-                                  reclaimed=ev.bytes_reclaimed)
-        else:
-            self._upkeep.failed(t.name, job.kind, now, self.config.scheduler.retry_backoff_max)
+        self._upkeep.ended(job, ev, now, self.config.scheduler.retry_backoff_max)
         self._work_changed(t, now)
-        self._upkeep.check(t.name, now)
+        self._check_upkeep(t, now)
 
     def _recomputed(self, t: Table, job: StartJob, ev: JobFinished, now: float) -> None:
         """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
-        assert t.dv is not None
-        if ev.committed:
-            t.cost.observe(job.n, ev.duration)
-        # (counted in the recompute jobs, not in update jobs)
-        t.dv.committed(job.start, job.end, job.sql_version, window_count(job.end - job.start, t.granularity, t.period))
-        t.failures = 0
-        t.last_result = "ok"
+        recomputed(t, job, ev)
         self._touch(t, job.start, job.end, "upstream", job.late, now)
         if raise_safe(t):
             for d in t.dependents:
-                self._sources_changed(d, now)
+                sources_changed(d, lambda x: self._work_changed(x, now))
         self._work_changed(t, now)
 
     def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
         """x's rows in `(lo, hi]` changed: its dependents' windows computed from them are wrong."""
         for d in stale_windows(x, lo, hi, reason, late, self._board.by_table):
-            self._work_changed(d, now)
-
-    def _sources_changed(self, d: Table, now: float) -> None:
-        """A source's safe freshness moved: d's edge may move, and with it (max_skew) d's own."""
-        moved = update_edge(d)
-        if raise_safe(d):
-            for e in d.dependents:
-                self._sources_changed(e, now)
-        if moved:
             self._work_changed(d, now)
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
@@ -485,15 +444,7 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "fail")
-        if t.log is not None:  # the data stays pending, but what the shell quarantines (bad_partitions)
-            t.log.failed(set(ev.bad_partitions), t.freshness)
-        if t.dv is not None:  # the windows it took stay to recompute
-            t.dv.failed(job.kind != "recompute", t.freshness)
-        t.failures += 1
-        t.failed += 1
-        t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
-        sc = self.config.scheduler
-        t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
+        failed(t, job, ev, now, self.config.scheduler)
         self._seq += 1
         self._backoffs.push(t.backoff_until, self._seq, t.name)
 
@@ -569,7 +520,7 @@ class Scheduler:
             self._refresh_first(now, available, out)
         if available and any(self._q.queued):
             self._round(now, available, out)
-        if available and self._upkeep.waiting:
+        if available and self._due:
             self._maintain(now, available, out)
         return out
 
@@ -590,20 +541,15 @@ class Scheduler:
             available.discard(track)
 
     def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Due maintenance (warehouse.upkeep) on tracks no update job took this round. A
-        maintenance job removes no staleness — zero marginal benefit (§3.1) — so it only runs
-        where nothing better waits; among themselves they go by Ip · overdue / estimated cost.
-        A table's maintenance waits while the table has update work (one writer per table), and
-        its VACUUM while a dependent's job runs: that job read a pinned version whose files a
-        VACUUM could delete (seed 002 §2.4: garbage collection respects the consumers' cursors)."""
-        def eligible(name: str, kind: str) -> tuple[float, float, int] | None:
-            t = self._tables.get(name)
-            if t is None or not upkeep_may_run(t, kind, self._board.by_table):
-                return None
-            return t.ip, self._upkeep_estimate(t, kind), t.idx
-
-        ranked = self._upkeep.ranked(now, eligible)
-        for _, idx, kind in ranked:
+        """Due maintenance (warehouse.upkeep) on tracks no update job took this round, best first
+        (warehouse.jobs.upkeep_ranked): it removes no staleness, so it only runs where nothing better waits."""
+        ranked, gone = upkeep_ranked(self._upkeep, list(self._due), self._tables, self._board.by_table, now)
+        for name in gone:
+            if (t := self._tables.get(name)) is not None:
+                self._care(t, "undue")
+            else:  # removed by a reconfigure
+                del self._due[name]
+        for idx, kind in ranked:
             if not available:
                 return
             t = self._by_idx[idx]
@@ -612,18 +558,11 @@ class Scheduler:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
 
-    def _upkeep_estimate(self, t: Table, kind: str) -> float:
-        assert t.freshness is not None
-        return self._upkeep.estimate(t.name, kind, t.freshness, t.origin, t.cost.estimate, t.cost.alpha)
-
     def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
-        assert t.freshness is not None
         self._transition(t, "upkeep")
         t.version += 1
-        self._upkeep.started(t.name)
-        job = upkeep_job(t, kind, self._upkeep.span(t.name, kind, t.freshness, t.origin),
-                         self._upkeep_estimate(t, kind), self._next_job, track)
-        return self._occupy(t, job, track, now)
+        self._care(t, "maintain")
+        return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job, track), track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
@@ -644,19 +583,10 @@ class Scheduler:
         self._q.serve(self.plan, available, self._names, take)
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead).
-        The heads are walked best-first in their heaps, none popped: O((k + s) log n) for k entries
-        taken and s stale ones passed (compaction, `_push`, keeps s below the queue's length + 64)."""
-        valid = self._q.heads(LOOK)
-        if not valid:
-            return
-        name = first_pick([self._nj.candidate(self._by_idx[e[2]])[0] for e in valid], self._releases, now)
-        if name is None:
-            return
-        t = self._tables[name]
-        track = self.plan.place(t.name, available, self._q.waiting)
-        if track is not None:
-            out.append(self._start(t, track, now))
+        """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead)."""
+        name = lookahead_first(self._q, self._nj, self._by_idx, self._releases, now)
+        if name is not None and (track := self.plan.place(name, available, self._q.waiting)) is not None:
+            out.append(self._start(self._tables[name], track, now))
             available.discard(track)
 
     def _hold(self, t: Table, until: float, now: float) -> None:
@@ -665,11 +595,6 @@ class Scheduler:
             t.held_since = now
         self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
-
-    @staticmethod
-    def _expecting(when: float, k: Table) -> bool:
-        """The release expected of k at `when` is still its latest (§2.4)."""
-        return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
@@ -689,9 +614,6 @@ class Scheduler:
             t.version += 1
             self._q.queued[t.group] -= 1
             job = update_job(t, shape, self._next_job, track)
-        return self._started(t, job, track, now)
-
-    def _started(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
         self._race = max(self._race, t.rand)
         return self._occupy(t, job, track, now)
 
@@ -705,9 +627,7 @@ class Scheduler:
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
-        if t.dv is None:
-            return "append", "a base table appends what arrives"
-        return t.dv.describe()
+        return t.dv.describe() if t.dv is not None else ("append", "a base table appends what arrives")
 
     def _backfill(self, ev: Backfill, now: float) -> None:
         """Queue a recompute of the committed windows `(start, end]` of a derived table:

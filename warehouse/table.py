@@ -1,5 +1,5 @@
 """A table as the Scheduler keeps it: where its job is (`JobState`), what an operator asked of it
-(`Mode`), what storage held for it on start (`Recovered`), and its facts — priority, period,
+(`Mode`), whether its maintenance is due (`Care`), what storage held for it on start (`Recovered`), and its facts — priority, period,
 freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived);
 whether it has work, and a derived table's edge and F' moving with its sources' (§2.2).
 The moves between states are the Scheduler's transition table (`warehouse.scheduler.TRANSITIONS`).
@@ -9,24 +9,28 @@ Pure data: no clock, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
 from policies.basic import marginal_benefit
 from policies.inheritance import inherit
-from tracks.plan import JobProfile
+from policies.reservation import ValueRanking
+from tracks.plan import JobProfile, TrackPlan, make_plan
 from warehouse.backlog import Backlog, Partition
-from warehouse.config import FreshetConfig
+from warehouse.backoff import backoff_for
+from warehouse.config import FreshetConfig, SchedulerConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.dag import Dag
 from warehouse.derived import Derived
-from warehouse.errors import RecomputeRefused
-from warehouse.events import StartJob
+from warehouse.errors import RecomputeRefused, SchedulerMisuse
+from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
-from warehouse.recompute import touched
+from warehouse.recompute import touched, window_count
 
-__all__ = ["BUSY", "QUEUED", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
-           "has_work", "profile", "raise_safe", "recompute_target", "stale_windows", "update_edge"]
+__all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "adopt", "backfill_range", "build_tables", "committed",
+           "expecting", "failed", "has_work", "named", "profile", "raise_safe", "recompute_target", "recomputed", "stale_windows",
+           "sources_changed", "stream_readers", "track_plan", "update_edge"]
 
 
 class JobState(Enum):
@@ -55,6 +59,16 @@ class Mode(Enum):
     ACTIVE = "active"
     URGENT = "urgent"  # refresh: its next update job starts ahead of the queue
     SUSPENDED = "suspended"  # no job starts; arrivals are kept
+
+    __hash__ = object.__hash__
+
+
+class Care(Enum):
+    """Whether a table's maintenance (OPTIMIZE/VACUUM, warehouse.upkeep) is due: a due one waits
+    for a track no update job takes (seed 002 §2.4)."""
+
+    CURRENT = "current"
+    DUE = "due"
 
     __hash__ = object.__hash__
 
@@ -88,6 +102,7 @@ class Recovered:
     sql_versions: tuple[tuple[float, float, str], ...] = ()  # derived: (lo, hi, version) committed
     dirty: tuple[tuple[float, float], ...] = ()  # derived: committed ranges a later source commit made wrong
     rebuild: tuple[float, float] | None = None  # stateful: a rebuild under way (its next chunk's start, its end)
+    slices: tuple[tuple[str, float], ...] = ()  # base: partitions time slices loaded in part, through when
 
 
 @dataclass(slots=True, eq=False)
@@ -114,6 +129,7 @@ class Table:
     rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
     state: JobState = JobState.IDLE
     mode: Mode = Mode.ACTIVE
+    care: Care = Care.CURRENT
     release: float = 0.0
     last_arrival: float | None = None
     seq: int = 0
@@ -167,7 +183,7 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
                 stream=tc.stream,
                 cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
                 meter=StalenessMeter(target=tc.target_staleness),
-                log=Backlog() if tc.is_base else None,
+                log=Backlog(dict(rec.slices) if rec else {}) if tc.is_base else None,
                 mode=was.mode if was is not None else Mode.ACTIVE,  # an operator's word outlives a reload
             )
             new.append(t)
@@ -223,6 +239,17 @@ def update_edge(d: Table) -> bool:
     return changed
 
 
+def sources_changed(d: Table, moved: Callable[[Table], None]) -> None:
+    """A source's safe freshness moved: d's edge may move (§2.2), and with it (max_skew) d's own F'
+    and so its dependents' edges, depth first; `moved(t)` for each table whose edge moved."""
+    edge_moved = update_edge(d)
+    if raise_safe(d):
+        for e in d.dependents:
+            sources_changed(e, moved)
+    if edge_moved:
+        moved(d)
+
+
 def raise_safe(d: Table) -> bool:
     """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
     safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute. Raised?"""
@@ -234,8 +261,13 @@ def raise_safe(d: Table) -> bool:
     return False
 
 
-def committed(t: Table, job: StartJob, now: float) -> None:
-    """t's update `job` committed: F (and the staleness meter, §2.3), F' (§2.2), its counts."""
+def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float) -> bool:
+    """t's update `job` finished (`ev`): E(n) observed (a no-op's duration says nothing of it,
+    §2.4), F (and the staleness meter, §2.3), F' (§2.2), its counts, a derived table's SQL
+    version over the window. Has E_i(P_i) drifted from the plan's by more than `drift` (§3.2)?"""
+    if ev.committed:
+        t.cost.observe(job.n, ev.duration)
+    drifted = t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > drift * t.plan_e
     if t.freshness is None:
         t.meter.start(job.new_freshness, now)
         t.freshness = job.new_freshness
@@ -248,6 +280,38 @@ def committed(t: Table, job: StartJob, now: float) -> None:
     t.delta_total += job.delta_f
     t.failures = 0
     t.last_result = "ok"
+    if t.dv is not None:
+        # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
+        # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
+        version = ev.sql_version if ev.sql_version is not None else job.sql_version if ev.committed else ""
+        t.dv.committed(job.start, job.end, version, None)
+    return drifted
+
+
+def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
+    """t's recompute `job` rewrote `(start, end]`: its E(n) observed, the SQL version recorded
+    (counted in the recompute jobs, not in update jobs), its failures reset."""
+    assert t.dv is not None
+    if ev.committed:
+        t.cost.observe(job.n, ev.duration)
+    version = ev.sql_version if ev.sql_version is not None else job.sql_version
+    t.dv.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
+    t.failures = 0
+    t.last_result = "ok"
+
+
+def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConfig) -> None:
+    """t's `job` failed: what it took stays to do — the partitions pending, but what the shell
+    quarantines (`bad_partitions`); the windows to recompute — and its retry is due after the
+    back-off (`backoff_until`, exponential in the failures in a row)."""
+    if t.log is not None:
+        t.log.failed(set(ev.bad_partitions), t.freshness)
+    if t.dv is not None:
+        t.dv.failed(job.kind != "recompute", t.freshness)
+    t.failures += 1
+    t.failed += 1
+    t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
+    t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
 
 
 def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...],
@@ -270,6 +334,14 @@ def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, 
         if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin):
             out.append(d)
     return out
+
+
+def named(tables: dict[str, Table], name: str) -> Table:
+    """The table `name` an operator action names; SchedulerMisuse if there is none."""
+    t = tables.get(name)
+    if t is None:
+        raise SchedulerMisuse(f"unknown table {name!r}")
+    return t
 
 
 def recompute_target(tables: dict[str, Table], name: str) -> Table:
@@ -307,6 +379,34 @@ def profile(t: Table) -> JobProfile:
     t.plan_e = t.cost.estimate(t.period)
     t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
     return JobProfile(t.name, t.period, t.plan_e, t.benefit)
+
+
+def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, float]:
+    """(Re)partition (§3.2) from each table's profile at its current E_i(P_i): the plan (each table
+    takes its group), the base tables by decreasing benefit with the shortest period so far (who
+    is "long", policies.reservation) and the best benefit."""
+    profiles = [profile(t) for t in tables]
+    ranking = ValueRanking((t.benefit, t.period) for t in tables if t.base)
+    plan = make_plan(sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive)
+    for t in tables:
+        t.group = plan.group_of[t.name]
+    return plan, ranking, max((p.benefit for p in profiles), default=0.0)
+
+
+def stream_readers(tables: list[Table], rates: dict[str, RowRate]) -> dict[str, list[Table]]:
+    """The base tables reading each stream, in order; each shares its stream's row rate (`rates`,
+    kept across reconfigures)."""
+    out: dict[str, list[Table]] = {}
+    for t in tables:
+        if t.stream is not None:
+            out.setdefault(t.stream, []).append(t)
+            t.rate = rates.setdefault(t.stream, RowRate())
+    return out
+
+
+def expecting(when: float, k: Table) -> bool:
+    """The release expected of k at `when` is still its latest (§2.4)."""
+    return not k.removed and k.last_arrival is not None and k.last_arrival + k.period == when
 
 
 def adopt(t: Table, job: StartJob, seq: int) -> int:

@@ -9,7 +9,9 @@ references). Freshet triggers them as Nova's §2.4 leaves open, by rule, per tab
 - **optimize** after every `optimize_every` committed update jobs of the table;
 - **vacuum** every `vacuum_every` seconds (from its last VACUUM, or from the table's first commit).
 
-This module only keeps the counts and due times and ranks what is due; the Scheduler runs a due
+This module only keeps the counts and due times and ranks what is due; whether a table's
+maintenance is due is its state (`warehouse.table.Care`, moved by the Scheduler's transition
+table, which asks `due` and `ripe` here); the Scheduler runs a due
 job as a job of its table (so never beside the table's own update job: one writer per table) on a
 track no update job takes in that round. A maintenance job removes no staleness, so in the
 paper's terms its marginal benefit (§3.1) is zero: it never displaces an update job. Among
@@ -19,10 +21,11 @@ themselves maintenance jobs are ranked by `urgency`. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from warehouse.config import FreshetConfig, MaintenancePolicy
+from warehouse.events import JobFailed, JobFinished, StartJob
 
 __all__ = ["MAINTENANCE_KINDS", "OPTIMIZE", "VACUUM", "TableUpkeep", "Upkeep", "UpkeepStats"]
 
@@ -75,7 +78,6 @@ class Upkeep:
     def __init__(self) -> None:
         self.tables: dict[str, TableUpkeep] = {}
         self.timers: list[tuple[float, str]] = []  # (vacuum due, table): lazy deletion
-        self.waiting: dict[str, None] = {}  # tables whose maintenance is due, in the order it fell due
 
     def configure(self, config: FreshetConfig, recovered: dict[str, object]) -> None:
         """Policies from the config; a table seen for the first time starts from what the Delta
@@ -134,6 +136,13 @@ class Upkeep:
             u.bytes_reclaimed += reclaimed
             self._arm(table, u)
 
+    def ended(self, job: StartJob, ev: JobFinished | JobFailed, now: float, backoff: float) -> None:
+        """A maintenance `job` ended: finished (`ev` a JobFinished) or failed (retried after `backoff`)."""
+        if isinstance(ev, JobFinished):
+            self.finished(job.table, job.kind, now, through=job.end, files=ev.files, reclaimed=ev.bytes_reclaimed)
+        else:
+            self.failed(job.table, job.kind, now, backoff)
+
     def failed(self, table: str, kind: str, now: float, backoff: float) -> None:
         """A failed maintenance job is retried after `backoff`; the table's updates never wait for it."""
         u = self.tables.get(table)
@@ -167,37 +176,33 @@ class Upkeep:
         every = u.policy.vacuum_every or 1.0
         return (now - (u.anchor if u.anchor is not None else now)) / every
 
-    def ripe(self, now: float) -> None:
-        """Tables whose vacuum clock has run out by `now` wait for a track (`waiting`)."""
+    def ripe(self, now: float) -> list[str]:
+        """The tables whose vacuum clock (or retry) has run out by `now` and whose maintenance is due."""
+        out = []
         while self.timers and self.timers[0][0] <= now:
             _, name = heapq.heappop(self.timers)
-            self.waiting[name] = None
+            if self.due(name, now) is not None:
+                out.append(name)
+        return out
 
-    def check(self, table: str, now: float) -> None:
-        """`table` waits for a track if its maintenance is due now."""
-        if self.due(table, now) is not None:
-            self.waiting[table] = None
-
-    def ranked(self, now: float, eligible: Callable[[str, str], tuple[float, float, int] | None]) -> list[tuple]:
-        """The due jobs that may run now, best first: `eligible(table, kind)` gives (Ip, estimated
-        seconds, index) or None (not now); ranked by Ip · overdue (`urgency`) / estimate — a
-        maintenance job removes no staleness, so this only orders them among themselves.
-        A table no longer due leaves `waiting`. [(key, index, kind), …]"""
-        out = []
-        for name in list(self.waiting):
+    def ranked(self, waiting: Iterable[str], now: float,
+               eligible: Callable[[str, str], tuple[float, float, int] | None]) -> tuple[list[tuple], list[str]]:
+        """The due jobs of the `waiting` tables that may run now, best first: `eligible(table,
+        kind)` gives (Ip, estimated seconds, index) or None (not now); ranked by Ip · overdue
+        (`urgency`) / estimate — a maintenance job removes no staleness, so this only orders them
+        among themselves. ([(key, index, kind), …], the tables of `waiting` no longer due)"""
+        out, gone = [], []
+        for name in waiting:
             kind = self.due(name, now)
             if kind is None:
-                del self.waiting[name]
+                gone.append(name)
                 continue
             e = eligible(name, kind)
             if e is not None:
                 ip, est, idx = e
                 out.append((-ip * self.urgency(name, kind, now) / max(est, 1e-9), idx, kind))
         out.sort()
-        return out
-
-    def started(self, table: str) -> None:
-        self.waiting.pop(table, None)
+        return out, gone
 
     def span(self, table: str, kind: str, freshness: float, origin: float | None) -> float:
         """Where the data a job of `kind` rewrites begins: an OPTIMIZE from the freshness at the

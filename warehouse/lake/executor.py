@@ -45,7 +45,7 @@ from warehouse.lake.delta import (
     window_filter,
     with_partition_column,
 )
-from warehouse.lake.outcome import JobError, JobOutcome
+from warehouse.lake.outcome import JobError, JobOutcome, noop_outcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session
 from warehouse.lake.stateful import change_feed, run_stateful, state_rows
@@ -185,8 +185,7 @@ class Executor:
 
     def noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:
         log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)
-        return JobOutcome(job.job_id, job.table, False, 0, time.monotonic() - t0,
-                          st.delta_version, st.txn_version, note)
+        return noop_outcome(job, time.monotonic() - t0, st, note)
 
     def _read_partitions(self, stream_name: str, files: list[str]) -> DataFrame:
         stream = self.config.stream(stream_name)
@@ -394,7 +393,7 @@ class Executor:
         self.commit_state(tc.name, new)
         n = rows if rows is not None else declared_rows
         return JobOutcome(job.job_id, tc.name, True, n, time.monotonic() - t0, version, txn,
-                          read=tuple(sorted(meta.get("sources", {}).items())))
+                          read=tuple(sorted(meta.get("sources", {}).items())), sql_version=meta.get("sql_version"))
 
 
 def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str]:

@@ -120,7 +120,8 @@ class RecoveryState:
             name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin,
                             commits_since_optimize=s.commits_since_optimize, optimized_through=s.optimized_through,
                             last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit,
-                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty), rebuild=_rebuilding(s.rebuild))
+                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty), rebuild=_rebuilding(s.rebuild),
+                            slices=tuple(sorted(s.slices.items())))
             for name, s in self.tables.items()
             if s.freshness is not None
         }
@@ -238,13 +239,17 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             state.commits_since_optimize += 1
             if meta.get("freshness") is not None:
                 loaded = float(meta["freshness"]) if loaded is None else max(loaded, float(meta["freshness"]))
-            state.record(meta.get("partitions") or {}, meta.get("slices") or {})
+            cuts = meta.get("slices") or {}
+            sliced = dict(state.slices)  # how far time slices had loaded each partition before this commit
+            state.record(meta.get("partitions") or {}, cuts)
             windows = meta.get("windows")  # commits before windows were recorded have none: skipped
             if isinstance(windows, dict):
                 ws = {pid: (float(w[0]), float(w[1])) for pid, w in windows.items()
                       if isinstance(w, list) and len(w) == 2}
                 state.windows.update(ws)
-                state.written.extend((a, b, version) for a, b in ws.values())
+                # what it wrote of each: from where earlier slices stopped, through its own cut (§3.4)
+                state.written.extend((max(a, float(sliced.get(pid, a))), min(b, float(cuts.get(pid, b))), version)
+                                     for pid, (a, b) in ws.items())
             if isinstance(meta.get("rebuild"), dict):  # a stateful table's rebuild chunk (lake.stateful)
                 state.rebuild = meta["rebuild"]
             window = meta.get("window")
