@@ -40,15 +40,18 @@ def test_streaming_tuned_pools_and_plans(tmp_path: Path) -> None:
     config = _config(tmp_path)
     path = tuning.write_allocation(streaming_tuned.pools(config), tmp_path)
     pools = {p.get("name"): p for p in ET.parse(path).getroot().iter("pool")}  # what Spark's FairSchedulableBuilder reads
-    assert set(pools) == {"q-b00", "q-b01", "q-b02", "q-b03", "q-b04", "q-d_rollup", "q-d_join", "q-d_agg", "bulk"}
-    assert pools["q-b00"].findtext("minShare") == "2" and pools["q-b00"].findtext("weight") == "100"
-    assert pools["q-d_rollup"].findtext("weight") == "40" and pools["q-d_rollup"].findtext("minShare") == "0"
+    # Spark serves idle pools in name order: the names sort by inherited priority
+    assert list(pools) == ["q00-b00", "q01-b01", "q02-b02", "q03-d_join", "q04-b04", "q05-d_rollup", "q06-b03",
+                           "q07-d_agg", "bulk"]
+    assert pools["q00-b00"].findtext("minShare") == "2" and pools["q00-b00"].findtext("weight") == "100"
+    assert pools["q05-d_rollup"].findtext("weight") == "40" and pools["q05-d_rollup"].findtext("minShare") == "1"
     assert pools["bulk"].findtext("weight") == "1" and pools["bulk"].findtext("schedulingMode") == "FIFO"
+    assert pools["bulk"].findtext("minShare") == "0"  # never ahead of an idle valuable pool (minShare 1)
     plans = streaming_tuned.plans(config)
-    assert plans["b00"].pool == "q-b00" and plans["b00"].trigger == "1 second" and plans["b00"].max_files is None
-    assert plans["b04"].pool == "q-b04" and plans["b04"].max_files == 1  # valuable, but its source bursts
+    assert plans["b00"].pool == "q00-b00" and plans["b00"].trigger == "1 second" and plans["b00"].max_files is None
+    assert plans["b04"].pool == "q04-b04" and plans["b04"].max_files == 1  # valuable, but its source bursts
     assert plans["b11"].pool == "bulk" and plans["b11"].trigger == "5 seconds" and plans["b11"].max_files == 1
-    assert plans["d_join"].pool == "q-d_join" and plans["d_join"].max_files is None
+    assert plans["d_join"].pool == "q03-d_join" and plans["d_join"].max_files is None
 
 
 def test_priority_cron_pools_are_the_executor_track_pools(tmp_path: Path) -> None:
@@ -72,7 +75,7 @@ def test_every_contestant_records_its_settings(tmp_path: Path) -> None:
 def test_streaming_tuned_runs_each_query_in_its_pool(tmp_path: Path) -> None:
     """The real peer (a subprocess, as the benchmark runs it): one partition each for s00 (valuable)
     and s05 (bulk) lands; both tables commit; Spark's event log shows every job of query b00 in
-    pool q-b00 and every job of b05 in `bulk` — the pool set on the thread that started it."""
+    pool q00-b00 and every job of b05 in `bulk` — the pool set on the thread that started it."""
     import os
     import signal
     import subprocess
@@ -120,5 +123,5 @@ def test_streaming_tuned_runs_each_query_in_its_pool(tmp_path: Path) -> None:
                 props = e.get("Properties", {})
                 query = (props.get("spark.job.description") or "").split("\n")[0]
                 pools.setdefault(query, set()).add(props.get("spark.scheduler.pool"))
-    assert pools.get("b00") == {"q-b00"}, pools
+    assert pools.get("b00") == {"q00-b00"}, pools
     assert pools.get("b05") == {"bulk"}, pools

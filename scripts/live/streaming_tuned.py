@@ -6,10 +6,11 @@ handed the tables' priorities.
 
 - **Pools** (a generated fair-scheduler allocation file, `spark.scheduler.allocation.file`;
   FAIR mode as for every contestant): each valuable table's query (`scripts/live/tuning.py`:
-  inherited priority ≥ 20) has a pool of its own, weighted by its inherited priority; the top
-  pool (`b00`, 100) also has `minShare` = the cores, so its tasks go first whenever it has any.
-  The bulk loads (`b05`–`b11`, inherited 1–5, all bursting) share one FIFO pool of weight 1: one
-  bulk micro-batch at a time gets what the valuable pools leave. A query runs in the pool set
+  inherited priority ≥ 20) has a pool of its own, weighted by its inherited priority, with
+  `minShare` 1 (the top pool, `b00`'s, the cores: its tasks go first whenever it has any), named
+  so that Spark's tie-break between idle pools (by name) follows the priorities.
+  The bulk loads (`b05`–`b11`, inherited 1–5, all bursting) share one FIFO pool of weight 1 and
+  minShare 0: one bulk micro-batch at a time gets what the valuable pools leave. A query runs in the pool set
   with `setLocalProperty("spark.scheduler.pool", …)` on the thread that starts it.
 - **Triggers**: 1 s for the valuable queries (a partition waits ≤ 1 s for its micro-batch);
   `BULK_TRIGGER` (5 s) for the bulk ones. The issue proposed about a period for them: a trigger
@@ -50,23 +51,36 @@ def _cores(config: FreshetConfig) -> int:
     return int(inside) if inside.isdigit() else 2
 
 
-def pools(config: FreshetConfig) -> list[tuning.Pool]:
-    """One pool per valuable table (weight = inherited priority; minShare = the cores for the top
-    one) and the FIFO `bulk` pool of weight 1."""
+def _pool_names(config: FreshetConfig) -> dict[str, str]:
+    """Valuable table → its pool, `q<rank>-<table>`, rank 00 for the highest inherited priority.
+    Spark's fair scheduler breaks ties between pools (two idle pools both at 0 running tasks) by
+    the pool's *name* (`FairSchedulingAlgorithm`: `s1.name < s2.name`), so the names sort by
+    priority: with `q-<table>` names, `d_agg` (20) would win a free core over `d_join` (50)."""
     ip, valuable = tuning.inherited(config), tuning.is_valuable(config)
-    top = max(ip, key=lambda t: ip[t])
-    out = [tuning.Pool(f"q-{t}", weight=max(1, round(ip[t])), min_share=_cores(config) if t == top else 0)
-           for t in sorted(ip, key=lambda t: -ip[t]) if valuable[t]]
+    ranked = [t.name for t in sorted(config.tables, key=lambda t: -ip[t.name]) if valuable[t.name]]  # ties: config order
+    return {t: f"q{i:02d}-{t}" for i, t in enumerate(ranked)}
+
+
+def pools(config: FreshetConfig) -> list[tuning.Pool]:
+    """One pool per valuable table, weight = its inherited priority, minShare 1 (the cores for
+    the top one), and the FIFO `bulk` pool of weight 1 and minShare 0. A pool below its minShare
+    goes before every pool at or above it, so an idle valuable pool gets the next free core before
+    the bulk pool (with minShare 0 everywhere, the weights would only count between pools that
+    already run tasks, and idle pools would be served in name order)."""
+    ip, names = tuning.inherited(config), _pool_names(config)
+    top = next(iter(names))
+    out = [tuning.Pool(name, weight=max(1, round(ip[t])), min_share=_cores(config) if t == top else 1)
+           for t, name in names.items()]
     return [*out, tuning.Pool(BULK_POOL, weight=1)]
 
 
 def plans(config: FreshetConfig) -> dict[str, QueryPlan]:
     """Each table's trigger, pool and maxFilesPerTrigger."""
-    valuable = tuning.is_valuable(config)
+    names = _pool_names(config)
     bursting = {s.table for s in STREAMS if s.bursts}
-    return {t: QueryPlan(trigger=VALUABLE_TRIGGER if v else BULK_TRIGGER, pool=f"q-{t}" if v else BULK_POOL,
+    return {t: QueryPlan(trigger=VALUABLE_TRIGGER if t in names else BULK_TRIGGER, pool=names.get(t, BULK_POOL),
                          max_files=MAX_FILES if t in bursting else None)
-            for t, v in valuable.items()}
+            for t in tuning.inherited(config)}
 
 
 def spark_conf() -> dict[str, str]:
