@@ -64,6 +64,7 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
         full=full,
         sql_version=t.dv.rc.sql_version if t.dv is not None else "",
         work=n if t.base else None,
+        priority=t.ip,
     )
 
 
@@ -90,6 +91,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
         full=full,
         reasons=tuple(sorted(reasons)),
         sql_version=t.dv.rc.sql_version,
+        priority=t.ip,
     )
 
 
@@ -98,7 +100,7 @@ def upkeep_job(t: Table, kind: str, start: float, estimate: float, job_id: int, 
     assert t.freshness is not None
     return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                     new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-                    estimate=estimate)
+                    estimate=estimate, priority=t.ip)
 
 
 def upkeep_may_run(t: Table, kind: str, running: dict[str, StartJob]) -> bool:

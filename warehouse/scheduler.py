@@ -43,9 +43,11 @@ The engine, by noun (each knows nothing of the Scheduler; only this module impor
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from policies.basic import Candidate, policy_key
+from policies.bulk import bulk_limit, bulk_threshold
 from policies.chopping import Pace
 from policies.reservation import Releases, ValueRanking
 from tracks.plan import TrackPlan, make_plan
@@ -196,6 +198,7 @@ class Scheduler:
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
+        self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master)  # bulk jobs at once (policies.bulk)
         dag = Dag.from_config(config)
         tables, new = build_tables(config, dag, self._tables, recovered, self._initial, now)
         for t in new:
@@ -235,6 +238,7 @@ class Scheduler:
         sc = self.config.scheduler
         profiles = [profile(t) for t in self._by_idx]
         self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
+        self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
         # base tables by decreasing benefit, with the shortest period so far: who is "long" (reservation)
         self._ranking = ValueRanking((t.benefit, t.period) for t in self._by_idx if t.base)
         self.plan: TrackPlan = make_plan(
@@ -632,6 +636,8 @@ class Scheduler:
 
         def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[2]]
+            if self._bulk_waits(t):
+                return False  # the bulk limit is reached: a small job may take the track
             until = hold_until(t, -entry[0][0], self._nj, self._ranking, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
@@ -654,7 +660,7 @@ class Scheduler:
             return
         t = self._tables[name]
         track = self.plan.place(t.name, available, self._q.waiting)
-        if track is not None:
+        if track is not None and not self._bulk_waits(t):
             out.append(self._start(t, track, now))
             available.discard(track)
 
@@ -695,10 +701,19 @@ class Scheduler:
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job`) runs on `track` from `now`."""
+        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it costs more
+        than the bulk threshold (policies.bulk)."""
         self._next_job += 1
-        self._board.occupy(job, now)
+        bulk = job.estimate > self._bulk_over
+        if bulk:
+            job = dataclasses.replace(job, bulk=True)
+        self._board.occupy(job, now, bulk)
         return job
+
+    def _bulk_waits(self, t: Table) -> bool:
+        """t's next job is bulk and the bulk limit is reached: it waits (policies.bulk)."""
+        return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
+                and self._nj.candidate(t)[0].cost > self._bulk_over)
 
     # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
