@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The bulk limit in the simulator (issue 23), before and after, side by side in one run: the live
+benchmark's trace shape (scripts/live/trace.py: 12 streams, 3 derived tables, a burst of 8,000×
+on nine streams) replayed by `sim.simulator.simulate` with the benchmark's Freshet config
+(`local[2]`, 4 tracks, Freshet's defaults) under `bulk_limit: null` (before) and `auto` (= 1 on
+two cores), per seed of the trace.
+
+Costs are the live run's (docs/benchmarks.md): a base job α 0.6 s plus its rows at 1.75 M rows/s,
+a derived job α 1.5 s, β 0.005. The simulator runs each job for its E(n) whatever else runs:
+it does not model two cores shared by the jobs running at once (docs/simulator.md), so it shows
+what the limit costs the bulk loads, not what it gives the small jobs beside them.
+
+    python scripts/sim_bulk.py [--seeds 11,12,13] [--shape 60,60,90,210] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.live import spec  # noqa: E402
+from scripts.live import trace as live_trace  # noqa: E402
+from sim.simulator import simulate  # noqa: E402
+from sim.trace import parse_trace  # noqa: E402
+from warehouse.config import parse_config  # noqa: E402
+
+ROWS_PER_SECOND = 1.75e6  # one Freshet append on the benchmark's machine (docs/benchmarks.md)
+
+
+def config(limit: object) -> object:
+    data = spec.freshet_config("/tmp/unused", "/tmp/unused")
+    rate = {s.table: s.rate for s in spec.STREAMS}
+    for t in data["tables"]:
+        t["cost"] = ({"alpha": 0.6, "beta": rate[t["name"]] / ROWS_PER_SECOND} if "stream" in t
+                     else {"alpha": 1.5, "beta": 0.005})
+    data["scheduler"]["bulk_limit"] = limit
+    return parse_config(data)
+
+
+def arrivals(seed: int, shape: list[float]) -> object:
+    """The live trace's partitions (warm-up, before, burst, after seconds) as simulator arrivals:
+    each at its `end` (when it lands)."""
+    w, pre, burst, post = shape
+    tr = live_trace.generate(seed, w + pre + burst + post, (w + pre, w + pre + burst), 8000.0, warmup=w)
+    lines = [json.dumps({"time": p.end, "stream": p.stream, "partition": f"{p.stream}-{p.index}",
+                         "start": p.start, "end": p.end, "rows": p.rows}) for p in tr.parts]
+    return tr, parse_trace(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="11,12,13")
+    ap.add_argument("--shape", default="60,60,90,210", help="warm-up,before,burst,after seconds (the full run's)")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    shape = [float(x) for x in args.shape.split(",")]
+    rows = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        tr, replay = arrivals(seed, shape)
+        row: dict[str, object] = {"seed": seed}
+        for name, limit in (("before", None), ("after", "auto")):
+            res = simulate(config(limit), trace=replay, until=tr.duration)
+            out = res.to_json()
+            row[name] = {"weighted_staleness": round(out["average_weighted_staleness"], 2),
+                         "mean_staleness": {t: round(v["staleness"], 1) for t, v in out["per_table"].items()
+                                            if v.get("staleness") is not None}}
+        rows.append(row)
+        b, a = row["before"], row["after"]
+        print(f"seed {seed}: weighted staleness before {b['weighted_staleness']:,.0f}, "  # type: ignore[index]
+              f"after {a['weighted_staleness']:,.0f}; b00 {b['mean_staleness'].get('b00')} → "  # type: ignore[index]
+              f"{a['mean_staleness'].get('b00')} s, d_join {b['mean_staleness'].get('d_join')} → "  # type: ignore[index]
+              f"{a['mean_staleness'].get('d_join')} s")  # type: ignore[index]
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
