@@ -93,9 +93,11 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
 
 
 def ideal_config(cfg: FreshetConfig) -> FreshetConfig:
-    """No contention (§4.1): one track per table, Global, no chopping — every job starts when released."""
+    """No contention (§4.1): one track per table, Global, no chopping, no bulk limit — every job
+    starts when released."""
     sc = cfg.scheduler.model_copy(
-        update={"tracks": len(cfg.tables), "partitioner": "global", "policy": "max-benefit", "chop": None}
+        update={"tracks": len(cfg.tables), "partitioner": "global", "policy": "max-benefit", "chop": None,
+                "bulk_limit": None}
     )
     return cfg.model_copy(update={"scheduler": sc})
 

@@ -124,3 +124,28 @@ def test_pools_by_priority() -> None:
     assert pool_for(0.5, 1, False) == "freshet-p1"
     assert pool_for(50, 1, True) == BULK_POOL
     assert all(pool_for(p, 0.01, False) in weights for p in (0.01, 0.3, 7, 1e6))
+
+
+def test_the_simulator_holds_the_limit_as_the_daemon_does() -> None:
+    """The simulator drives the same engine: on a replayed burst, never two bulk jobs at once on
+    local[2], while the valuable table's small jobs run beside them; its ideal run has no limit."""
+    import io
+    import json
+
+    from sim.simulator import ideal_config, simulate
+    from sim.trace import TraceWriter, parse_trace
+
+    lines = [json.dumps({"time": 100.0, "stream": f"s_{n}", "start": 0.0, "end": 100.0}) for n in BULK]
+    lines += [json.dumps({"time": t, "stream": "s_v", "start": t - 10.0, "end": t}) for t in range(10, 200, 10)]
+    cfg = config(STREAMS, TABLES, tracks=4, bulk_cost=5)
+    cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"master": "local[2]"})})
+    assert ideal_config(cfg).scheduler.bulk_limit is None
+    buf = io.StringIO()
+    simulate(cfg, trace=parse_trace(lines), until=200.0, writer=TraceWriter(buf))
+    jobs = [json.loads(x) for x in buf.getvalue().splitlines()[1:] if '"duration"' in x]
+    spans = {j["table"]: [] for j in jobs}
+    for j in jobs:
+        spans[j["table"]].append((j["time"] - j["duration"], j["time"]))
+    bulk = sorted(s for n in BULK for s in spans[n])
+    assert len(bulk) == 3 and all(a[1] <= b[0] + 1e-9 for a, b in zip(bulk, bulk[1:], strict=False))
+    assert any(b[0] < v[0] < b[1] for b in bulk for v in spans["v"])  # small jobs during the bulk loads
