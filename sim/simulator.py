@@ -33,6 +33,7 @@ from typing import Any
 
 import simpy
 
+from sim.cores import Cores
 from sim.trace import ActionRecord, Arrival, JobRecord, Trace, TraceWriter
 from sim.workload import periods, true_costs, utilization
 from warehouse.config import FreshetConfig, SimConfig, StreamConfig
@@ -99,7 +100,7 @@ def ideal_config(cfg: FreshetConfig) -> FreshetConfig:
         update={"tracks": len(cfg.tables), "partitioner": "global", "policy": "max-benefit", "chop": None,
                 "bulk_limit": None}
     )
-    return cfg.model_copy(update={"scheduler": sc})
+    return cfg.model_copy(update={"scheduler": sc, "sim": cfg.sim.model_copy(update={"cores": None})})
 
 
 @dataclass
@@ -208,6 +209,9 @@ class Simulation:
         self.maintenance_busy = 0.0
         self.rows: dict[str, int] = {}
         self.started: dict[int, tuple[float, float]] = {}
+        # cores shared by the running jobs (sim.cores); not over measured durations, which hold it
+        self.cores = (Cores(self.env, config.sim.cores, min(t.priority for t in config.tables), self._finish)
+                      if config.sim.cores is not None and not self.measured else None)
         self._tick_at: float | None = None
         self._stop: simpy.Event | None = None
         known = {s.name for s in config.streams}
@@ -266,6 +270,9 @@ class Simulation:
         if self.measured is not None and job.kind not in MAINTENANCE_KINDS:
             duration = self.measured.get((table, job.start, job.end), duration)
         self.started[job.job_id] = (now, duration)
+        if self.cores is not None:
+            self.cores.start(job, duration)  # it ends when its share of the cores has done it
+            return
         self.env.timeout(duration).callbacks.append(_Finish(self, job, duration))
 
     def _finish(self, job: StartJob, duration: float) -> None:

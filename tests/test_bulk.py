@@ -149,3 +149,35 @@ def test_the_simulator_holds_the_limit_as_the_daemon_does() -> None:
     bulk = sorted(s for n in BULK for s in spans[n])
     assert len(bulk) == 3 and all(a[1] <= b[0] + 1e-9 for a, b in zip(bulk, bulk[1:], strict=False))
     assert any(b[0] < v[0] < b[1] for b in bulk for v in spans["v"])  # small jobs during the bulk loads
+
+
+def test_cores_shared_by_pool_weight() -> None:
+    """sim.cores: alone, a job takes its drawn duration; a valuable small job beside a bulk load
+    on two cores gets its one core at once (weight 64 against the bulk pool's 1) and the bulk
+    load slows to the core left; two small jobs of one pool share equally."""
+    import simpy
+
+    from sim.cores import Cores, fair_share
+
+    assert fair_share([("a", 1.0, 2.0), ("b", 64.0, 1.0)], 2.0) == {"b": 1.0, "a": 1.0}
+    assert fair_share([("a", 1.0, 2.0), ("b", 1.0, 2.0)], 2.0) == {"a": 1.0, "b": 1.0}
+    assert fair_share([("a", 1.0, 0.5), ("b", 3.0, 5.0)], 2.0) == {"a": 0.5, "b": 1.5}
+    env = simpy.Environment()
+    ended: dict[str, float] = {}
+    cores = Cores(env, 2, 1.0, lambda job, took: ended.__setitem__(job.table, took))
+
+    def job(i: int, table: str, priority: float, bulk: bool) -> StartJob:
+        return StartJob(job_id=i, table=table, track=i, kind="base", start=0.0, end=1.0, new_freshness=1.0,
+                        new_safe_freshness=1.0, priority=priority, bulk=bulk)
+
+    cores.start(job(1, "bulk", 1.0, True), 10.0)  # 10 s alone on both cores
+    env.run(until=2.0)
+    cores.start(job(2, "v", 50.0, False), 1.0)  # 1 s alone on one core
+    env.run(until=100.0)
+    assert ended["v"] == pytest.approx(1.0)  # as fast as alone
+    assert ended["bulk"] == pytest.approx(10.5)  # half speed for the 1 s the small job ran
+    cores.start(job(3, "x", 50.0, False), 2.0)
+    cores.start(job(4, "y", 50.0, False), 2.0)
+    cores.start(job(5, "z", 50.0, False), 2.0)  # three one-core jobs on two cores: 2/3 speed each
+    env.run(until=200.0)
+    assert ended["x"] == ended["y"] == ended["z"] == pytest.approx(3.0)

@@ -342,6 +342,9 @@ class SimConfig(_Strict):
                                                      "recomputed (warehouse.recompute)")
     late_after: Duration = Field(0.0, description="how long after its time a late partition arrives")
     slowdown: Slowdown = Field(default_factory=Slowdown)
+    cores: int | None = Field(None, ge=1, le=4096, description="the jobs running at once share this many cores "
+                                                             "by their Spark pools (sim.cores); null: each runs "
+                                                             "for its drawn duration whatever else runs")
     events: int = Field(20000, ge=1, description="default number of events per run")
 
 
