@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from scripts.live import spec  # noqa: E402
 from scripts.live import trace as live_trace  # noqa: E402
+from sim.cores import Cores  # noqa: E402
 from sim.simulator import simulate  # noqa: E402
 from sim.trace import parse_trace  # noqa: E402
 from warehouse.config import parse_config  # noqa: E402
@@ -64,16 +65,21 @@ def main() -> None:
     for seed in (int(s) for s in args.seeds.split(",")):
         tr, replay = arrivals(seed, shape)
         row: dict[str, object] = {"seed": seed}
-        for name, limit, cores in (("before", None, None), ("after", "auto", None),
-                                   ("before_cores", None, 2), ("after_cores", "auto", 2)):
+        for name, limit, cores, by_priority in (
+                ("before", None, None, True), ("after", "auto", None, True),
+                ("before_cores", None, 2, False),  # Freshet before issue 23: no limit, a weight-1 pool per track
+                ("pools_cores", None, 2, True),  # the priority pools alone
+                ("after_cores", "auto", 2, True)):  # the pools and the limit
+            Cores.by_priority = by_priority
             res = simulate(config(limit, cores), trace=replay, until=tr.duration)
             out = res.to_json()
             row[name] = {"weighted_staleness": round(out["average_weighted_staleness"], 2),
                          "mean_staleness": {t: round(v["staleness"], 1) for t, v in out["per_table"].items()
                                             if v.get("staleness") is not None}}
         rows.append(row)
-        for model, b, a in (("4 tracks, no core model", row["before"], row["after"]),
-                             ("2 cores shared (sim.cores)", row["before_cores"], row["after_cores"])):
+        for model, b, a in (("4 tracks, no core model, limit", row["before"], row["after"]),
+                             ("2 cores shared (sim.cores), pools", row["before_cores"], row["pools_cores"]),
+                             ("2 cores shared (sim.cores), pools + limit", row["before_cores"], row["after_cores"])):
             print(f"seed {seed}, {model}: weighted staleness {b['weighted_staleness']:,.0f} → "  # type: ignore[index]
                   f"{a['weighted_staleness']:,.0f}; mean staleness b00 {b['mean_staleness'].get('b00')} → "  # type: ignore[index]
                   f"{a['mean_staleness'].get('b00')} s, d_join {b['mean_staleness'].get('d_join')} → "  # type: ignore[index]

@@ -64,7 +64,10 @@ class _Running:
 
 
 class Cores:
-    """The running jobs of one simulation and their shares of `n` cores."""
+    """The running jobs of one simulation and their shares of `n` cores. `by_priority` False: one
+    weight-1 pool per track, the pools Freshet used before issue 23 (for comparisons)."""
+
+    by_priority = True
 
     def __init__(self, env: simpy.Environment, n: int, least: float,
                  finish: Callable[[StartJob, float], None]) -> None:
@@ -79,8 +82,8 @@ class Cores:
         self._advance()
         self._order += 1
         demand = self.n if job.bulk else min(1.0, self.n)
-        self.running[job.job_id] = _Running(job, pool_for(job.priority, self.least, job.bulk), demand,
-                                            max(alone, 0.0), self.env.now, self._order)
+        pool = pool_for(job.priority, self.least, job.bulk) if self.by_priority else f"track-{job.track}"
+        self.running[job.job_id] = _Running(job, pool, demand, max(alone, 0.0), self.env.now, self._order)
         self._reshare()
 
     def _advance(self) -> None:
