@@ -181,3 +181,14 @@ def test_cores_shared_by_pool_weight() -> None:
     cores.start(job(5, "z", 50.0, False), 2.0)  # three one-core jobs on two cores: 2/3 speed each
     env.run(until=200.0)
     assert ended["x"] == ended["y"] == ended["z"] == pytest.approx(3.0)
+
+
+def test_validate_shows_the_bulk_limit_in_force() -> None:
+    from ops.validate import _text, describe
+
+    for master, says in (("local[2]", "bulk jobs at once: 1 (auto)"), ("local[*]", "bulk jobs at once: no limit (auto)")):
+        cfg = config(STREAMS, TABLES, tracks=4)
+        cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"master": master})})
+        d = describe(cfg)
+        assert d["plan"]["bulk_limit"] == (1 if master == "local[2]" else None)
+        assert says in _text(d)
