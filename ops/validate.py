@@ -9,6 +9,7 @@ import json
 import sys
 from typing import Any
 
+from policies.bulk import bulk_limit
 from warehouse.config import FreshetConfig, load_config
 from warehouse.dag import Dag
 from warehouse.scheduler import Scheduler
@@ -63,6 +64,7 @@ def describe(cfg: FreshetConfig) -> dict[str, Any]:
             "free_tracks": list(plan.free_tracks),
             "feasible": plan.feasible,
             "note": plan.note,
+            "bulk_limit": bulk_limit(cfg.scheduler.bulk_limit, cfg.spark.master),
         },
     }
 
@@ -105,6 +107,10 @@ def _text(d: dict[str, Any]) -> str:
     for i, c in enumerate(p["clusters"]):
         lines.append(f"  cluster {i}: home tracks {c['home_tracks']}: {', '.join(c['tables'])}")
     lines.append(f"  free tracks: {p['free_tracks'] or 'none'}")
+    limit, asked = p["bulk_limit"], s["bulk_limit"]
+    over = "4 × the median E(P)" if s["bulk_cost"] == "auto" else f"{s['bulk_cost']:g} s"
+    lines.append(f"  bulk jobs at once: {'no limit' if limit is None else limit}{' (auto)' if asked == 'auto' else ''};"
+                 f" a job estimated over {over} is bulk (docs/operations.md §9)")
     if p["note"]:
         lines.append(f"  note: {p['note']}")
     return "\n".join(lines)

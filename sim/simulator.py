@@ -37,6 +37,7 @@ from typing import Any
 
 import simpy
 
+from sim.cores import Cores
 from sim.trace import ActionRecord, Arrival, JobRecord, Trace, TraceWriter
 from sim.workload import periods, true_costs, utilization
 from warehouse.config import FreshetConfig, SimConfig, StreamConfig
@@ -101,11 +102,13 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
 
 
 def ideal_config(cfg: FreshetConfig) -> FreshetConfig:
-    """No contention (§4.1): one track per table, Global, no chopping — every job starts when released."""
+    """No contention (§4.1): one track per table, Global, no chopping, no bulk limit — every job
+    starts when released."""
     sc = cfg.scheduler.model_copy(
-        update={"tracks": len(cfg.tables), "partitioner": "global", "policy": "max-benefit", "chop": None}
+        update={"tracks": len(cfg.tables), "partitioner": "global", "policy": "max-benefit", "chop": None,
+                "bulk_limit": None}
     )
-    return cfg.model_copy(update={"scheduler": sc})
+    return cfg.model_copy(update={"scheduler": sc, "sim": cfg.sim.model_copy(update={"cores": None})})
 
 
 @dataclass
@@ -221,6 +224,9 @@ class Simulation:
         self.maintenance_busy = 0.0
         self.rows: dict[str, int] = {}
         self.started: dict[int, tuple[float, float]] = {}
+        # cores shared by the running jobs (sim.cores); not over measured durations, which hold it
+        self.cores = (Cores(self.env, config.sim.cores, min(t.priority for t in config.tables), self._ended)
+                      if config.sim.cores is not None and not self.measured else None)
         self._tick_at: float | None = None
         self._stop: simpy.Event | None = None
         self._feeding = 0  # trace streams and action lists not yet handed over in full
@@ -300,13 +306,21 @@ class Simulation:
         if self.measured is not None and job.kind not in MAINTENANCE_KINDS:
             duration = self.measured.get((table, job.start, job.end), duration)
         self.started[job.job_id] = (now, duration)
+        if self.cores is not None:
+            self.cores.start(job, duration)  # it ends when its share of the cores has done it
+            return
         self.env.timeout(duration, job).callbacks.append(self._finish)
 
     def _finish(self, ev: simpy.Event) -> None:
+        """A job's timeout fired: it ran for the duration drawn at its start."""
+        job: StartJob = ev.value
+        self._ended(job, self.started[job.job_id][1])
+
+    def _ended(self, job: StartJob, duration: float) -> None:
+        """`job` ended after `duration` (its timeout, or its share of the cores: sim.cores)."""
         if self.events >= self.limit:
             return
-        job: StartJob = ev.value
-        duration = self.started.pop(job.job_id)[1]
+        del self.started[job.job_id]
         rows = 0
         if self.rows:
             pop = self.rows.pop

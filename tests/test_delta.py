@@ -141,23 +141,34 @@ def base_job(job_id: int, arrivals: list[PartitionArrived], start: float, end: f
                     new_freshness=end, new_safe_freshness=end, arrivals=tuple(arrivals))
 
 
-def test_each_track_runs_its_jobs_in_its_own_fair_scheduler_pool(spark, tmp_path: Path) -> None:
-    """A track is a share of the cores (§3.2): the session schedules FAIR, and a job of track k
-    runs in the pool `track-k` — declared at start up to track-{POOLS-1}, made by Spark on first use
-    beyond (so a job on track POOLS shows it ran there); the thread's pool is reset after."""
+def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(spark, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """The session schedules FAIR; a job's Spark work runs in the pool weighted by its table's
+    inherited priority relative to the warehouse's least (policies.bulk: 50 / 1 → freshet-p64), a
+    bulk job in freshet-bulk; the thread's pool is reset after."""
     import dataclasses
-
-    from warehouse.lake.session import POOLS
 
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     cfg = make_config(tmp_path)
-    write_minutes(cfg, "m", 0, 1)
-    job = dataclasses.replace(base_job(1, Intake(cfg).scan(), T0, T0 + MINUTE), track=POOLS)
-    sc = spark.sparkContext._jsc.sc()
-    assert sc.getPoolForName("track-7").isDefined()
-    assert sc.getPoolForName(f"track-{POOLS}").isEmpty()
-    assert Executor(cfg, spark).run(job).committed
-    assert sc.getPoolForName(f"track-{POOLS}").isDefined()
+    write_minutes(cfg, "m", 0, 2)
+    arrivals = Intake(cfg).scan()
+    seen: list[str | None] = []
+    run_base = Executor._run_base
+
+    def spy(self, job, tc, t0):  # noqa: ANN001, ANN202 — records the pool the job's Spark work runs in
+        seen.append(self.spark.sparkContext.getLocalProperty("spark.scheduler.pool"))
+        return run_base(self, job, tc, t0)
+
+    monkeypatch.setattr(Executor, "_run_base", spy)
+    ex = Executor(cfg, spark)
+    least = min(t.priority for t in cfg.tables)
+    first = dataclasses.replace(base_job(1, arrivals[:1], T0, T0 + MINUTE), priority=50 * least)
+    assert ex.run(first).committed
+    bulk = dataclasses.replace(base_job(2, arrivals[1:], T0 + MINUTE, T0 + 2 * MINUTE), priority=50 * least,
+                               bulk=True)
+    assert ex.run(bulk).committed
+    assert seen == ["freshet-p64", "freshet-bulk"]
+    assert spark.sparkContext._jsc.sc().getPoolForName("freshet-p64").get().weight() == 64
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
 
 

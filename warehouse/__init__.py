@@ -22,6 +22,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
                         may maintenance run
     warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
     policies.reservation  expected releases and the hold decision
+    policies.bulk       which job is bulk, how many may run at once (the board counts them)
 
 `warehouse.landing` — how partitions arrive: manifests, their one validator, the landing-zone
 scanner and quarantine (DESIGN.md §4.3).

@@ -221,6 +221,12 @@ class SchedulerConfig(_Strict):
     chop: Annotated[float, Field(ge=1.0)] | Literal["auto"] | None = Field(
         "auto", description="c: at most c·P_i of ΔF per job (§3.4); null = off; auto: chop only when it pays")
     learn_costs: bool = Field(True, description="re-estimate α, β from observed durations (§2.4)")
+    bulk_limit: int | Literal["auto"] | None = Field(
+        "auto", description="at most this many bulk jobs run at once (policies.bulk); auto: the cores of a "
+                            "`local[N]` master less one, uncapped where the cores are unknown; null: no cap")
+    bulk_cost: float | Literal["auto"] = Field(
+        "auto", description="a job estimated to run longer than this is bulk; auto: 4 × the median E(P) "
+                            "of the tables (policies.bulk)")
     retry_backoff: Duration = Field(5.0, gt=0, description="first back-off after a failed job")
     retry_backoff_max: Duration = Field(600.0, gt=0, description="back-off ceiling")
     repartition_drift: float = Field(0.25, gt=0, description="repartition when an E(P) estimate moves this much")
@@ -235,6 +241,28 @@ class SchedulerConfig(_Strict):
                                                                 "this share of its weighted staleness, every seed")
     autotune_cooldown: Duration = Field(3600.0, ge=0, description="at least this long between two switches")
     autotune_min_jobs: int = Field(50, ge=1, description="jobs the window must hold before it is judged")
+
+    @field_validator("bulk_limit", mode="before")
+    @classmethod
+    def _bulk_limit(cls, value: Any) -> Any:
+        """A whole number ≥ 1, `auto` or null (no limit)."""
+        if value is None or value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit() \
+                or int(value) < 1:
+            raise ValueError(f"expected a whole number of jobs ≥ 1, `auto` or null (no limit), got {value!r}")
+        return int(value)
+
+    @field_validator("bulk_cost", mode="before")
+    @classmethod
+    def _bulk_cost(cls, value: Any) -> Any:
+        """`auto` or a duration > 0."""
+        if value == "auto":
+            return value
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError(f"expected `auto` or a duration > 0 (e.g. 30s), got {value!r}")
+        return seconds
 
     @model_validator(mode="before")
     @classmethod
@@ -315,6 +343,9 @@ class SimConfig(_Strict):
                                                      "recomputed (warehouse.recompute)")
     late_after: Duration = Field(0.0, description="how long after its time a late partition arrives")
     slowdown: Slowdown = Field(default_factory=Slowdown)
+    cores: int | None = Field(None, ge=1, le=4096, description="the jobs running at once share this many cores "
+                                                             "by their Spark pools (sim.cores); null: each runs "
+                                                             "for its drawn duration whatever else runs")
     events: int = Field(20000, ge=1, description="default number of events per run")
 
 

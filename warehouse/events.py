@@ -245,7 +245,9 @@ class StartJob:
     the whole table (§5 of docs/warehouse.md: full refresh). `sql_version`: the derived SQL's
     version (warehouse.sqltext.sql_version) the job runs, recorded in its commit. `work`: n of
     E(n) (§2.4, warehouse.cost.RowRate) where it is not the event time `end − start` (a base job
-    whose rows differ from the stream's typical rate); read it as `n`.
+    whose rows differ from the stream's typical rate); read it as `n`. `priority`: the table's
+    inherited priority Ip (§3.3) when the job started; `bulk`: its estimate is over the bulk
+    threshold (policies.bulk) — both choose its fair-scheduler pool.
     """
 
     job_id: int
@@ -266,6 +268,8 @@ class StartJob:
     reasons: tuple[str, ...] = ()
     sql_version: str = ""
     work: float | None = None
+    priority: float = 0.0
+    bulk: bool = False
 
     @property
     def n(self) -> float:

@@ -66,6 +66,7 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
         full=full,
         sql_version=t.dv.rc.sql_version if t.dv is not None else "",
         work=n if t.base else None,
+        priority=t.ip,
     )
 
 
@@ -92,6 +93,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
         full=full,
         reasons=tuple(sorted(reasons)),
         sql_version=t.dv.rc.sql_version,
+        priority=t.ip,
     )
 
 
@@ -101,7 +103,7 @@ def upkeep_job(t: Table, kind: str, upkeep: Upkeep, job_id: int, track: int) -> 
     start = upkeep.span(t.name, kind, t.freshness, t.origin)
     return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                     new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-                    estimate=upkeep_estimate(t, kind, upkeep))
+                    estimate=upkeep_estimate(t, kind, upkeep), priority=t.ip)
 
 
 def upkeep_estimate(t: Table, kind: str, upkeep: Upkeep) -> float:

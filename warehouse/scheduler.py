@@ -30,9 +30,11 @@ mapped in the package docstring (`warehouse`).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from policies.basic import Candidate, policy_key
+from policies.bulk import bulk_limit, bulk_threshold
 from policies.chopping import Pace
 from policies.reservation import Releases
 from tracks.plan import TrackPlan
@@ -182,6 +184,7 @@ class Scheduler:
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
+        self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master)  # bulk jobs at once (policies.bulk)
         dag = Dag.from_config(config)
         tables, new = build_tables(config, dag, self._tables, recovered, self._initial, now)
         for t in new:
@@ -214,9 +217,12 @@ class Scheduler:
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
+        sc = self.config.scheduler
         self.plan: TrackPlan
-        self.plan, self._ranking, self._nj.best_benefit = track_plan(self.config.scheduler, self._by_idx)
-        self._nj.load_share = self.plan.utilization / self.config.scheduler.tracks
+        self.plan, self._ranking, profiles = track_plan(sc, self._by_idx)
+        self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
+        self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
+        self._nj.load_share = self.plan.utilization / sc.tracks
         self._q.reset(len(self.plan.groups))
         for t in self._by_idx:
             if t.state in QUEUED:
@@ -572,6 +578,8 @@ class Scheduler:
 
         def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[2]]
+            if self._bulk_waits(t):
+                return False  # the bulk limit is reached: a small job may take the track
             until = hold_until(t, -entry[0][0], self._nj, self._ranking, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
@@ -585,8 +593,10 @@ class Scheduler:
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead)."""
         name = lookahead_first(self._q, self._nj, self._by_idx, self._releases, now)
-        if name is not None and (track := self.plan.place(name, available, self._q.waiting)) is not None:
-            out.append(self._start(self._tables[name], track, now))
+        if name is None or self._bulk_waits(t := self._tables[name]):
+            return
+        if (track := self.plan.place(name, available, self._q.waiting)) is not None:
+            out.append(self._start(t, track, now))
             available.discard(track)
 
     def _hold(self, t: Table, until: float, now: float) -> None:
@@ -618,10 +628,19 @@ class Scheduler:
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job`) runs on `track` from `now`."""
+        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it costs more
+        than the bulk threshold (policies.bulk)."""
         self._next_job += 1
-        self._board.occupy(job, now)
+        bulk = job.estimate > self._bulk_over
+        if bulk:
+            job = dataclasses.replace(job, bulk=True)
+        self._board.occupy(job, now, bulk)
         return job
+
+    def _bulk_waits(self, t: Table) -> bool:
+        """t's next job is bulk and the bulk limit is reached: it waits (policies.bulk)."""
+        return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
+                and self._nj.candidate(t)[0].cost > self._bulk_over)
 
     # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:

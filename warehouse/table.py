@@ -381,16 +381,16 @@ def profile(t: Table) -> JobProfile:
     return JobProfile(t.name, t.period, t.plan_e, t.benefit)
 
 
-def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, float]:
+def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, list[JobProfile]]:
     """(Re)partition (§3.2) from each table's profile at its current E_i(P_i): the plan (each table
     takes its group), the base tables by decreasing benefit with the shortest period so far (who
-    is "long", policies.reservation) and the best benefit."""
+    is "long", policies.reservation) and the profiles."""
     profiles = [profile(t) for t in tables]
     ranking = ValueRanking((t.benefit, t.period) for t in tables if t.base)
     plan = make_plan(sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive)
     for t in tables:
         t.group = plan.group_of[t.name]
-    return plan, ranking, max((p.benefit for p in profiles), default=0.0)
+    return plan, ranking, profiles
 
 
 def stream_readers(tables: list[Table], rates: dict[str, RowRate]) -> dict[str, list[Table]]:

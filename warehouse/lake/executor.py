@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from policies.bulk import pool_for
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.lake import maintain
@@ -96,6 +97,11 @@ class Executor:
                     self._states[t.name] = state.tables.get(t.name, TableState()).copy()
 
     @property
+    def _least(self) -> float:
+        """The least priority of the warehouse: its jobs' pools weigh relative to it (policies.bulk)."""
+        return min((t.priority for t in self.config.tables), default=1.0)
+
+    @property
     def spark(self) -> SparkSession:
         """The session jobs run in (over Connect: the link's current one, reconnecting if lost)."""
         if self.link is not None:
@@ -149,7 +155,7 @@ class Executor:
         t0 = time.monotonic()
         try:
             with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}",
-                                 pool=f"track-{job.track}"):
+                                 pool=pool_for(job.priority, self._least, job.bulk)):
                 if job.kind in MAINTENANCE_KINDS:
                     return self._run_upkeep(job, tc, t0)
                 if tc.is_base:

@@ -34,6 +34,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from policies.bulk import BULK_POOL, pool_weights
 from warehouse.config import SparkConfig
 
 if TYPE_CHECKING:
@@ -63,14 +64,14 @@ STATIC_CONF: dict[str, str] = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
-    # Each track is its own fair-scheduler pool (`job_description`): a short job started beside long
-    # ones gets task slots as soon as any task ends, instead of queueing behind every task of the
-    # jobs started before it (Spark's FIFO default), so a track is a share of the cores (§3.2).
-    # The pools are declared in `spark.scheduler.allocation.file` (`fair_pools`).
+    # Each job runs in a fair-scheduler pool weighted by its table's inherited priority, a bulk job
+    # in the light bulk pool (`job_description`, policies.bulk): a valuable short job started beside
+    # long ones gets task slots as soon as any task ends, ahead of them, instead of queueing behind
+    # every task of the jobs started before it (Spark's FIFO default). The pools are declared in
+    # `spark.scheduler.allocation.file` (`fair_pools`).
     "spark.scheduler.mode": "FAIR",
 }
 
-POOLS = 64  # fair-scheduler pools declared at start: track-0 … track-63 (more tracks: made on first use)
 
 # Runtime SQL settings of the daemon's session, locally and over Spark Connect. Measured with
 # scripts/bench_delta.py (docs/warehouse.md §7): Freshet's appends are small, and Spark 4's
@@ -146,7 +147,8 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
 @contextlib.contextmanager
 def job_description(spark: SparkSession, text: str, pool: str | None = None) -> Iterator[None]:
     """Name the Spark jobs run inside (the Spark UI's description) and run them in the fair-scheduler
-    pool `pool` (one per track); a no-op over Connect."""
+    pool `pool` (policies.bulk.pool_for); a no-op over Connect, whose server takes neither from a
+    client (pyspark 4.2: it sets only the call site; SPARK-48040 proposed pools, not merged)."""
     if is_connect(spark):
         yield
         return
@@ -394,15 +396,17 @@ def _quiet_stop(session: SparkSession) -> None:
         session.stop()
 
 
-def fair_pools(count: int = POOLS) -> Path:
-    """A fair-scheduler allocation file declaring the pools `track-0` … `track-{count-1}` with
-    Spark's defaults for a pool (FIFO inside, weight 1, minShare 0): the same pools Spark would
-    make on first use, without its "scheduler pool track-N has not been configured" warning."""
+def fair_pools() -> Path:
+    """A fair-scheduler allocation file declaring Freshet's pools (policies.bulk.pool_weights):
+    `freshet-p1` … `freshet-p1024`, weighted 1 … 1024 by inherited priority, FAIR inside (two jobs
+    of one class share its slots); and `freshet-bulk`, weight 1, FIFO inside (bulk loads finish
+    one after another). All declared up front: no "pool … has not been configured" warning."""
     import tempfile
 
-    pools = "".join(f'  <pool name="track-{i}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>'
-                    f"<minShare>0</minShare></pool>\n" for i in range(count))
-    path = Path(tempfile.gettempdir()) / f"freshet-fairscheduler-{os.getuid()}-{count}.xml"
+    pools = "".join(f'  <pool name="{name}"><schedulingMode>{"FIFO" if name == BULK_POOL else "FAIR"}'
+                    f"</schedulingMode><weight>{weight}</weight><minShare>0</minShare></pool>\n"
+                    for name, weight in pool_weights().items())
+    path = Path(tempfile.gettempdir()) / f"freshet-fairscheduler-{os.getuid()}-priority.xml"
     text = f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n'
     if not path.exists() or path.read_text() != text:
         tmp = path.with_name(f".{path.name}.{os.getpid()}")

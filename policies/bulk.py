@@ -1,0 +1,85 @@
+"""Bulk loads and the cores they leave (docs/benchmarks.md, issue 23): which job is bulk, how many
+may run at once, and the fair-scheduler pool a job's Spark work runs in.
+
+Tracks bound how many jobs run at once (§3.2), not what they cost the cores under them. Two bulk
+loads started together on a two-core machine take every task slot, and the valuable tables' small
+jobs beside them wait for slots whatever the pools say. So:
+
+- a job is **bulk** when its estimated cost E_i(n) (§2.4) exceeds a threshold: `scheduler.bulk_cost`,
+  or with `auto` `BULK_FACTOR` × the median over tables of E_j(P_j), the cost of an ordinary job
+  (one period of data) — a burst, a backlog after overload, a table's first load;
+- at most `scheduler.bulk_limit` bulk jobs run at once (`auto`: one fewer than the cores of a
+  `local[N]` master, so one core stays for the small jobs; unknown cores — `local[*]`, a cluster,
+  Spark Connect — leave it uncapped: the simulator must decide as the daemon does, so the limit is
+  a function of the config alone). A bulk job over the limit waits in its queue; a small job
+  takes the track.
+- each job's Spark work runs in a fair-scheduler pool weighted by its table's inherited priority
+  Ip (§3.3), relative to the least priority of the warehouse, in powers of two; a bulk job in the
+  pool `freshet-bulk` of weight 1, so a valuable small job beside it gets the task slots as they
+  free up.
+
+Pure: no Spark, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable
+
+__all__ = [
+    "BULK_FACTOR",
+    "BULK_POOL",
+    "MAX_WEIGHT",
+    "bulk_limit",
+    "bulk_threshold",
+    "pool_for",
+    "pool_weights",
+]
+
+BULK_FACTOR = 4.0  # `bulk_cost: auto`: a job costing more than this many ordinary jobs is bulk
+MAX_WEIGHT = 1024  # the heaviest priority pool (2^10 times the least valuable table's)
+BULK_POOL = "freshet-bulk"
+_LOCAL = re.compile(r"^local\[(\d+)(?:\s*,\s*\d+)?\]$")
+
+
+def bulk_limit(setting: int | str | None, master: str | None) -> int | None:
+    """How many bulk jobs may run at once: `setting`, or for `auto` the cores of a `local[N]`
+    master less one (at least 1); None: no limit."""
+    if setting is None:
+        return None
+    if setting != "auto":
+        return int(setting)
+    m = _LOCAL.match((master or "").strip())
+    return max(1, int(m.group(1)) - 1) if m else None
+
+
+def bulk_threshold(setting: float | str, ordinary: Iterable[float]) -> float:
+    """The estimated cost above which a job is bulk: `setting` seconds, or for `auto`
+    BULK_FACTOR × the median of the tables' E_j(P_j) (`ordinary`); inf when there is none."""
+    if setting != "auto":
+        return float(setting)
+    costs = [c for c in ordinary if c > 0 and math.isfinite(c)]
+    return BULK_FACTOR * statistics.median(costs) if costs else math.inf
+
+
+def _weight(priority: float, least: float) -> int:
+    """2^round(log2(Ip / least)) in [1, MAX_WEIGHT]."""
+    if priority <= 0 or least <= 0 or not math.isfinite(priority):
+        return 1
+    return int(min(MAX_WEIGHT, max(1, 2 ** round(math.log2(priority / least)))))
+
+
+def pool_weights() -> dict[str, int]:
+    """Every pool Freshet declares (name → weight): freshet-p1, freshet-p2, … freshet-p1024, and
+    the bulk pool (weight 1)."""
+    out = {f"freshet-p{2 ** i}": 2 ** i for i in range(int(math.log2(MAX_WEIGHT)) + 1)}
+    out[BULK_POOL] = 1
+    return out
+
+
+def pool_for(priority: float, least: float, bulk: bool) -> str:
+    """The pool of a job of inherited priority `priority` in a warehouse whose least priority is
+    `least`; a bulk job's is BULK_POOL."""
+    return BULK_POOL if bulk else f"freshet-p{_weight(priority, least)}"
