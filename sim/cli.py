@@ -1,7 +1,7 @@
 """`freshet sim run|experiment` (DESIGN.md §4.2): one simulation, or one of the paper's figures.
 
     freshet sim run --config FILE [--policy P] [--partitioner X] [--tracks N] [--inheritance I]
-                    [--chop C|none|auto] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]
+                    [--chop C|none|auto] [--autotune off|apply] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]
     freshet sim tune --config FILE [--trace FILE] [--events N] [--tracks 4,6] [--workers W] [--json]
     freshet sim experiment NAME [--out DIR] [--events N] [--seeds K] [--workers W]
     freshet sim experiment --list
@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--allocation", choices=("basic", "all"), help="Proportional allocation M (§3.2.3)")
     run.add_argument("--aggressive", action=argparse.BooleanOptionalAction, default=None,
                      help="aggressive promotion (§3.2.2, §3.2.3 step e)")
+    run.add_argument("--autotune", choices=("off", "apply"),
+                     help="simulate the daemon's tuner (sim.selftune; default: apply when policy, partitioner "
+                          "and chop are auto)")
     run.add_argument("--events", type=_positive_int, help="scheduler events to simulate (default: sim.events)")
     run.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
     run.add_argument("--trace", help="replay arrivals (and measured durations) from a JSON-lines trace")
@@ -121,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in ("policy", "partitioner", "tracks", "inheritance", "k", "allocation", "aggressive"):
+    for name in ("policy", "partitioner", "tracks", "inheritance", "k", "allocation", "aggressive", "autotune"):
         v = getattr(args, name, None)
         if v is not None:
             out[name] = v
@@ -148,7 +151,8 @@ def _run(args: argparse.Namespace) -> int:
     if over:
         data = cfg.model_dump(mode="json", by_alias=True)
         data["scheduler"] = {**data["scheduler"], **over}
-        if over.keys() & {"policy", "partitioner", "chop"} and not _sets_autotune(args.config):
+        if over.keys() & {"policy", "partitioner", "chop"} and "autotune" not in over and \
+                not _sets_autotune(args.config):
             del data["scheduler"]["autotune"]  # derived again: a chosen algorithm has no tuner
         from warehouse.config import parse_config
 

@@ -24,7 +24,7 @@ reproducible from the seed.
 A shortcut that changes no outcome: an evaluation due inside the cool-down after a switch is
 recorded as `cooldown` without running its simulations (whatever they found, the decision could
 not be a switch). On a replayed trace (`--trace`) the tuner runs too — so the replay of a tuned
-run's trace is that run — and stops with the trace.
+run's trace is that run — up to the trace's last arrival.
 
 `summary()` holds what is reproducible from the seed (what `freshet sim run --json` prints, byte
 for byte the same on every machine); `cpu_seconds` is the measured cost, reported apart.
@@ -93,18 +93,24 @@ class SimTuner:
     cpu: list[float] = field(default_factory=list)  # CPU seconds of each evaluation that ran simulations
     runs: int = 0
 
+    end: float = math.inf  # a replayed trace's last arrival: no evaluation after it (it would prolong the run)
+
     def __post_init__(self) -> None:
-        sc = self.config.scheduler
-        self.recorder = _Recorder(2 * sc.autotune_window, self.sim.writer)
+        self.recorder = _Recorder(2 * self.config.scheduler.autotune_window, self.sim.writer)
         self.sim.writer = self.recorder  # type: ignore[assignment]  # a TraceWriter's interface
-        self.sim.env.timeout(sc.autotune_every).callbacks.append(self._due)
+        self._next()
+
+    def _next(self) -> None:
+        env, every = self.sim.env, self.config.scheduler.autotune_every
+        if env.now + every <= self.end:
+            env.timeout(every).callbacks.append(self._due)
 
     def _due(self, _ev: Any) -> None:
         sim = self.sim
-        if sim.events >= sim.limit or sim.env.peek() == math.inf:  # the run is over, or the trace
+        if sim.events >= sim.limit:  # the run is over (`run(events=…)`)
             return
         self.evaluate(sim.env.now)
-        sim.env.timeout(self.config.scheduler.autotune_every).callbacks.append(self._due)
+        self._next()
 
     def evaluate(self, now: float) -> None:
         """One evaluation at simulated time `now`; a switch reconfigures the Scheduler now."""
@@ -137,13 +143,14 @@ class SimTuner:
                 "setting": label(current_setting(self.config)), "simulations": self.runs}
 
 
-def attach(sim: Simulation) -> SimTuner | None:
-    """The tuner on `sim` when its config applies one (`scheduler.autotune: apply`, the default
-    when policy, partitioner and chop are left to auto); None otherwise."""
+def attach(sim: Simulation, trace: Trace | None = None) -> SimTuner | None:
+    """The tuner on `sim` (replaying `trace`, if any) when its config applies one
+    (`scheduler.autotune: apply`, the default when policy, partitioner and chop are left to auto);
+    None otherwise."""
     cfg = sim.cfg
     sc = cfg.scheduler
     if sc.autotune != "apply":
         return None
     rules = Rules(margin=sc.autotune_margin, cooldown=sc.autotune_cooldown, min_jobs=sc.autotune_min_jobs,
                   seeds=SEEDS)
-    return SimTuner(sim, cfg, rules)
+    return SimTuner(sim, cfg, rules, end=trace.last_time if trace is not None else math.inf)

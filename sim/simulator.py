@@ -406,7 +406,7 @@ def simulate(
     until: float | None = None,
     trace: Trace | None = None,
     writer: TraceWriter | None = None,
-    tuner: Callable[[Simulation], Any] | None = None,
+    tuner: Callable[[Simulation, Trace | None], Any] | None = None,
 ) -> SimResult:
     """Run the workload, then its ideal over the same horizon; return both (§4.1). `tuner` (e.g.
     sim.selftune.attach) is attached to the run, not the ideal; its `summary()` goes in `extra`."""
@@ -414,7 +414,7 @@ def simulate(
     if events is None and until is None and trace is None:
         events = cfg.sim.events
     sim = Simulation(cfg, seed=seed, trace=trace, writer=writer)
-    hook = tuner(sim) if tuner is not None else None
+    hook = tuner(sim, trace) if tuner is not None else None
     run = sim.run(events=events, until=until)
     ideal_sim = Simulation(ideal_config(cfg), seed=seed, trace=trace, use_measured=False)
     ideal = ideal_sim.run(until=run.horizon)

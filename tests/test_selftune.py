@@ -102,3 +102,18 @@ def test_choosing_the_algorithm_on_the_command_line_turns_the_tuner_off(tmp_path
     path.write_text(yaml.safe_dump(_data(autotune="apply")))  # said in the file: kept
     assert freshet(["sim", "run", "--config", str(path), "--events", "300", "--policy", "fifo", "--json"]) == 0
     assert "autotune" in json.loads(capsys.readouterr().out)
+    assert freshet(["sim", "run", "--config", str(path), "--events", "300", "--autotune", "off", "--json"]) == 0
+    assert "autotune" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
+    from ops.cli import main as freshet
+
+    path, trace = tmp_path / "w.yaml", tmp_path / "run.jsonl"
+    path.write_text(yaml.safe_dump(_data(**FIFO)))
+    argv = ["sim", "run", "--config", str(path), "--events", str(EVENTS), "--seed", "3", "--json"]
+    assert freshet([*argv, "--write-trace", str(trace)]) == 0
+    gen = capsys.readouterr().out
+    assert freshet([*argv, "--trace", str(trace)]) == 0
+    assert json.loads(gen)["autotune"]["switches"]
+    assert capsys.readouterr().out == gen
