@@ -34,7 +34,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 
-from sim.autotune import current_setting
+from sim.autotune import current_setting, with_settings
 from sim.tune import label
 from warehouse.config import FreshetConfig, parse_config
 from warehouse.paths import local_path
@@ -55,9 +55,7 @@ def switch(config: FreshetConfig, settings: dict[str, Any], reconfigure: Callabl
     replaced (validated like a file; `autotune` and everything else kept) handed to `reconfigure`,
     the daemon's reconfigure path (warehouse.events.Reconfigure through Scheduler.handle: no job
     lost, the running jobs finish). Returns the new config; raises if it is invalid or refused."""
-    data = config.model_dump(mode="json", by_alias=True)
-    data["scheduler"] = {**data["scheduler"], **settings}
-    new = parse_config(data, source="<autotune>")
+    new = with_settings(config, settings)
     reconfigure(new)
     return new
 

@@ -41,12 +41,12 @@ from typing import Any
 from sim.simulator import Simulation, prepare
 from sim.trace import Trace, parse_trace
 from sim.tune import SETTINGS, candidates, label
-from warehouse.config import CostPrior, FreshetConfig, SimConfig
+from warehouse.config import CostPrior, FreshetConfig, SimConfig, parse_config
 from warehouse.dag import Dag
 from warehouse.scheduler import Recovered, Scheduler
 
 __all__ = ["Decision", "Rules", "Score", "Window", "current_setting", "decide", "evaluate", "read_window",
-           "replay", "window_of"]
+           "replay", "window_of", "with_settings"]
 
 BLOCK = 1 << 20  # bytes read at a time from the end of the trace file
 
@@ -90,6 +90,15 @@ class Window:
 def current_setting(config: FreshetConfig) -> dict[str, Any]:
     """The scheduler settings `freshet sim tune` varies, as they are in `config`."""
     return {k: getattr(config.scheduler, k) for k in SETTINGS}
+
+
+def with_settings(config: FreshetConfig, settings: dict[str, Any]) -> FreshetConfig:
+    """`config` with its scheduler section's `settings` replaced, validated like a file (`autotune`
+    and everything else kept): what a switch hands to the reconfigure path (ops.autotune.switch,
+    sim.selftune)."""
+    data = config.model_dump(mode="json", by_alias=True)
+    data["scheduler"] = {**data["scheduler"], **settings}
+    return parse_config(data, source="<autotune>")
 
 
 def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | None = None,

@@ -1,7 +1,7 @@
 """`freshet sim run|experiment` (DESIGN.md §4.2): one simulation, or one of the paper's figures.
 
     freshet sim run --config FILE [--policy P] [--partitioner X] [--tracks N] [--inheritance I]
-                    [--chop C|none|auto] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]
+                    [--chop C|none|auto] [--autotune off|apply] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]
     freshet sim tune --config FILE [--trace FILE] [--events N] [--tracks 4,6] [--workers W] [--json]
     freshet sim experiment NAME [--out DIR] [--events N] [--seeds K] [--workers W]
     freshet sim experiment --list
@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--allocation", choices=("basic", "all"), help="Proportional allocation M (§3.2.3)")
     run.add_argument("--aggressive", action=argparse.BooleanOptionalAction, default=None,
                      help="aggressive promotion (§3.2.2, §3.2.3 step e)")
+    run.add_argument("--autotune", choices=("off", "apply"),
+                     help="simulate the daemon's tuner (sim.selftune; default: apply when policy, partitioner "
+                          "and chop are auto)")
     run.add_argument("--events", type=_positive_int, help="scheduler events to simulate (default: sim.events)")
     run.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
     run.add_argument("--trace", help="replay arrivals (and measured durations) from a JSON-lines trace")
@@ -121,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in ("policy", "partitioner", "tracks", "inheritance", "k", "allocation", "aggressive"):
+    for name in ("policy", "partitioner", "tracks", "inheritance", "k", "allocation", "aggressive", "autotune"):
         v = getattr(args, name, None)
         if v is not None:
             out[name] = v
@@ -130,7 +133,16 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _sets_autotune(path: str) -> bool:
+    """Does the config file itself say `scheduler.autotune`? (Else it follows the algorithm.)"""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text())
+    return isinstance(data, dict) and isinstance(data.get("scheduler"), dict) and "autotune" in data["scheduler"]
+
+
 def _run(args: argparse.Namespace) -> int:
+    from sim.selftune import attach
     from sim.simulator import simulate
     from sim.trace import TraceWriter, read_trace
 
@@ -139,6 +151,9 @@ def _run(args: argparse.Namespace) -> int:
     if over:
         data = cfg.model_dump(mode="json", by_alias=True)
         data["scheduler"] = {**data["scheduler"], **over}
+        if over.keys() & {"policy", "partitioner", "chop"} and "autotune" not in over and \
+                not _sets_autotune(args.config):
+            del data["scheduler"]["autotune"]  # derived again: a chosen algorithm has no tuner
         from warehouse.config import parse_config
 
         cfg = parse_config(data, source=args.config)
@@ -152,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
             except OSError as e:
                 raise ConfigError(f"cannot write trace {args.write_trace}: {e.strerror}") from None
             writer = TraceWriter(fh, {"seed": args.seed, "config": str(args.config)})
-        result = simulate(cfg, seed=args.seed, events=args.events, trace=trace, writer=writer)
+        # the daemon's tuner when the config applies one (sim.selftune)
+        result = simulate(cfg, seed=args.seed, events=args.events, trace=trace, writer=writer, tuner=attach)
     finally:
         if fh is not None:
             fh.close()
@@ -166,6 +182,10 @@ def _run(args: argparse.Namespace) -> int:
           f"{out['jobs']} jobs ({out['chopped_jobs']} chopped), horizon {out['horizon']:.0f} s")
     print(f"relative lateness {out['relative_lateness']:.4f}  "
           f"(weighted staleness {out['weighted_staleness']:.6g} vs ideal {out['ideal_weighted_staleness']:.6g})")
+    if "autotune" in out:
+        at = out["autotune"]
+        moves = "; ".join(f"at {s['time']:.0f} s to {s['to']}" for s in at["switches"]) or "none"
+        print(f"tuner: {at['evaluations']} evaluations ({at['simulations']} simulations), switches: {moves}")
     rows = sorted(out["per_table"].items(), key=lambda kv: -kv[1]["weighted_staleness"])
     print(f"\n{'table':<24} {'priority':>9} {'avg staleness':>14} {'jobs':>7} {'mean ΔF':>9}")
     for name, t in rows[:15]:
@@ -212,8 +232,12 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from sim.experiments import EXPERIMENTS, load_csv, run_experiment, write_outputs
+    from sim import unseen
+    from sim.experiments import EXPERIMENTS as PAPER
+    from sim.experiments import load_csv, run_experiment, write_outputs
     from sim.progress import ProgressReporter
+
+    EXPERIMENTS = {**PAPER, **unseen.EXPERIMENTS}
 
     if args.list or not args.name:
         for e in EXPERIMENTS.values():
@@ -241,6 +265,11 @@ def _experiment(args: argparse.Namespace) -> int:
         paths = write_outputs(result, Path(args.out))
     holds, why = result.verdict()
     print(f"{exp.figure} {exp.title}: claim {'holds' if holds else 'does NOT hold'} — {why}")
+    cost = unseen.tuner_cost(result)
+    if cost["evaluations"]:
+        print(f"  the default's tuner: {cost['evaluations']} evaluations over {cost['runs']} runs, "
+              f"{cost['switches']} switches ({cost['runs_with_a_switch']} runs switched), "
+              f"{cost['cpu_seconds_per_evaluation']:.2f} CPU-s per evaluation")
     for kind, p in paths.items():
         print(f"  {kind}: {p}")
     return 0

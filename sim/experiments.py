@@ -40,6 +40,7 @@ from sim.figures import (
     beyond_ratios,
     curve_at,
 )
+from sim.selftune import attach
 from sim.simulator import Simulation, horizon_for, ideal_config, prepare
 from sim.workload import config_of
 
@@ -55,7 +56,9 @@ def _simulate_point(task: dict[str, Any]) -> dict[str, Any]:
     if task["ideal"]:
         cfg = ideal_config(cfg)
     sim = Simulation(cfg, seed=task["seed"])
+    tuner = None if task["ideal"] else attach(sim)  # the default's tuner, as the daemon runs it
     st = sim.run(until=task["until"])
+    tuned = tuner.summary() if tuner is not None else {}
     return {
         "key": task["key"],
         "weighted_staleness": st.weighted_staleness,
@@ -64,6 +67,10 @@ def _simulate_point(task: dict[str, Any]) -> dict[str, Any]:
         "chopped": st.chopped,
         "busy_fraction": st.busy_time / (st.horizon * cfg.scheduler.tracks),
         "seconds": time.perf_counter() - t0,
+        "tuner_switches": len(tuned.get("switches", [])),
+        "tuner_evaluations": tuned.get("evaluations", 0),
+        "tuner_simulated": tuned.get("simulated", 0),  # evaluations that ran their simulations
+        "tuner_cpu_seconds": tuner.cpu_seconds if tuner is not None else 0.0,  # measured, not seeded
     }
 
 
@@ -174,6 +181,10 @@ def run_experiment(
             "jobs": res["jobs"],
             "chopped_jobs": res["chopped"],
             "horizon": task["until"],
+            "tuner_switches": res["tuner_switches"],
+            "tuner_evaluations": res["tuner_evaluations"],
+            "tuner_simulated": res["tuner_simulated"],
+            "tuner_cpu_seconds": res["tuner_cpu_seconds"],
         })
     names, labels = exp.workload_names(), [ln.label for ln in exp.lines]
     rows.sort(key=lambda r: (names.index(r["workload"]), labels.index(r["line"]), r["utilization"], r["seed"]))

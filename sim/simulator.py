@@ -31,7 +31,7 @@ import contextlib
 import heapq
 import math
 import random
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -458,16 +458,21 @@ def simulate(
     until: float | None = None,
     trace: Trace | None = None,
     writer: TraceWriter | None = None,
+    tuner: Callable[[Simulation, Trace | None], Any] | None = None,
 ) -> SimResult:
-    """Run the workload, then its ideal over the same horizon; return both (§4.1)."""
+    """Run the workload, then its ideal over the same horizon; return both (§4.1). `tuner` (e.g.
+    sim.selftune.attach) is attached to the run, not the ideal; its `summary()` goes in `extra`."""
     cfg = prepare(config, seed)
     if events is None and until is None and trace is None:
         events = cfg.sim.events
     sim = Simulation(cfg, seed=seed, trace=trace, writer=writer)
+    hook = tuner(sim, trace) if tuner is not None else None
     run = sim.run(events=events, until=until)
     ideal_sim = Simulation(ideal_config(cfg), seed=seed, trace=trace, use_measured=False)
     ideal = ideal_sim.run(until=run.horizon)
     extra: dict[str, Any] = {"origin": sim.origin}
+    if hook is not None:
+        extra["autotune"] = hook.summary()
     return SimResult(config=cfg, seed=seed, run=run, ideal=ideal, extra=extra)
 
 

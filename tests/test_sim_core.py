@@ -131,7 +131,8 @@ def test_ideal_config_has_a_track_per_table_and_no_chopping():
 def table2_file(tmp_path):
     import yaml
 
-    data = with_utilization(build_workload([TableClass(12)], scheduler={"tracks": 3}, sim=TABLE2_SLOW), 0.9)
+    data = with_utilization(build_workload([TableClass(12)], scheduler={"tracks": 3, "autotune": "off"},
+                                           sim=TABLE2_SLOW), 0.9)  # the tuner: tests/test_selftune.py
     p = tmp_path / "w.yaml"
     p.write_text(yaml.safe_dump(data))
     return p
@@ -253,7 +254,7 @@ def test_the_table2_workload_file_is_the_papers_table2(capsys):
     assert (cfg.sim.alpha, cfg.sim.beta, cfg.sim.b, cfg.sim.slowdown.factor) == (1, 0.1, 0.5, 3)
     assert {s.period for s in cfg.streams} == {100}
     assert utilization(cfg) == pytest.approx(1.2375)
-    out = json.loads(_run_json(capsys, "--config", str(path), "--events", "3000"))
+    out = json.loads(_run_json(capsys, "--config", str(path), "--events", "3000", "--autotune", "off"))
     assert out["partitioner"] == "proportional" and out["policy"] == "max-benefit"
     assert out["relative_lateness"] > 1.5  # overloaded at U ≈ 1.24
 
