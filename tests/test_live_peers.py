@@ -10,6 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +73,7 @@ def test_every_contestant_records_its_settings(tmp_path: Path) -> None:
     assert edfp["scheduler"]["policy"] == "edf-p" and edfp["scheduler"]["autotune"] == "off"
 
 
+@pytest.mark.spark
 def test_streaming_tuned_runs_each_query_in_its_pool(tmp_path: Path) -> None:
     """The real peer (a subprocess, as the benchmark runs it): one partition each for s00 (valuable)
     and s05 (bulk) lands; both tables commit; Spark's event log shows every job of query b00 in

@@ -85,11 +85,8 @@ def test_freshet_sim_run_shows_the_tuner(tmp_path: Path):
     path.write_text(yaml.safe_dump(_data(policy="fifo", partitioner="global", chop=None, autotune="apply")))
     cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", str(EVENTS),
            "--seed", "3"]
-    out = subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True).stdout
-    at = json.loads(out)["autotune"]
-    assert at["switches"] and at["evaluations"] >= 10
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    assert "tuner: " in text and "switches: at 1200 s to" in text
+    assert "tuner: " in text and "switches: at 1200 s to" in text  # the --json form: the replay test below
 
 
 def test_choosing_the_algorithm_on_the_command_line_turns_the_tuner_off(tmp_path: Path, capsys):
@@ -115,5 +112,6 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
     assert freshet([*argv, "--write-trace", str(trace)]) == 0
     gen = capsys.readouterr().out
     assert freshet([*argv, "--trace", str(trace)]) == 0
-    assert json.loads(gen)["autotune"]["switches"]
+    at = json.loads(gen)["autotune"]
+    assert at["switches"] and at["evaluations"] >= 10
     assert capsys.readouterr().out == gen
