@@ -14,6 +14,7 @@ A table is in one job state, one operator mode and one maintenance state; all mo
                       └──hold──▶ held (a track waits for more valuable jobs, policies.reservation)
     running | slicing | recomputing ──fail──▶ backoff ──retry──▶ idle
     idle ──upkeep──▶ maintaining (OPTIMIZE/VACUUM, warehouse.upkeep) ──finish──▶ idle
+    idle ──adopt──▶ running | recomputing (a reload: the job its last incarnation runs, §4.4)
 
     active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
     active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
@@ -115,6 +116,8 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
     (_P, "drain"): _I,  # a reconfigure took the pending work away, or the table was suspended
     (_H, "drain"): _I,
     (_I, "upkeep"): _M,
+    (_I, "adopt"): _R,  # a table back by a reload takes over its last incarnation's running job (§4.4)
+    (_I, "adopt recompute"): _C,  # (and its maintenance job by "upkeep")
     # the operator (ops.actions)
     (_A, "refresh"): _U,
     (_U, "refresh"): _U,
@@ -132,7 +135,7 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
 }
 
 
-_ADOPT = {"recompute": _C, OPTIMIZE: _M, VACUUM: _M}  # a running job's state by its kind
+_ADOPT = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
 
 
 class Scheduler:
@@ -212,7 +215,7 @@ class Scheduler:
         over: one writer per table at a time, whatever the reloads (§4.4)."""
         job = self._board.by_table.get(t.name)
         if job is not None:
-            t.state = _ADOPT.get(job.kind, JobState.RUNNING)
+            self._transition(t, _ADOPT.get(job.kind, "adopt"))
             self._seq = adopt(t, job, self._seq)
 
     def _plan_tables(self) -> None:
