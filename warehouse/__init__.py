@@ -20,6 +20,8 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.stats     the frozen snapshot rows and the snapshot
     warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
                         may maintenance run
+    warehouse.orders    the operator's orders (suspend, resume, refresh, backfill, cancel) and a dropped
+                        partition, as moves the Scheduler applies through its transition table
     warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
     policies.reservation  expected releases and the hold decision
     policies.bulk       which job is bulk, how many may run at once (the board counts them)

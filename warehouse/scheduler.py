@@ -46,24 +46,11 @@ from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
 from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, SchedulerMisuse
-from warehouse.events import (
-    Backfill,
-    CancelBackfill,
-    Event,
-    JobFailed,
-    JobFinished,
-    PartitionArrived,
-    PartitionDropped,
-    Reconfigure,
-    Refresh,
-    Resume,
-    StartJob,
-    Suspend,
-    Tick,
-)
+from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
 from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
+from warehouse.orders import ORDERS
 from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
@@ -75,15 +62,12 @@ from warehouse.table import (
     Recovered,
     Table,
     adopt,
-    backfill_range,
     build_tables,
     committed,
     expecting,
     failed,
     has_work,
-    named,
     raise_safe,
-    recompute_target,
     recomputed,
     sources_changed,
     stale_windows,
@@ -171,11 +155,9 @@ class Scheduler:
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
         self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
-        self._handlers = {  # data, jobs, the clock and the config; the operator (ops.actions)
-            PartitionArrived: self._arrived, PartitionDropped: self._dropped, JobFinished: self._finished,
-            JobFailed: self._failed_job, Tick: lambda ev, now: None, Reconfigure: self._reconfigure,
-            Suspend: self._suspend, Resume: self._resume, Refresh: self._refresh, Backfill: self._backfill,
-            CancelBackfill: self._cancel_backfill}
+        self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
+            PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
+            Tick: lambda ev, now: None, Reconfigure: self._reconfigure, **dict.fromkeys(ORDERS, self._ordered)}
         self._build(config, recovered or {}, now)
 
     # ---- construction and reconfiguration ------------------------------------------------------
@@ -270,36 +252,23 @@ class Scheduler:
             wake = due
         return wake
 
-    # ---- operator actions (ops.actions): suspend, resume, refresh now ------------------------------
-    def _suspend(self, ev: Suspend, now: float) -> None:
-        """No job of the table starts until `Resume` (a running one finishes). Arrivals are still
-        taken; dependents wait at their trailing edge, which stops at the table's freshness."""
-        t = named(self._tables, ev.table)
-        self._mode(t, "suspend")
-        if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
-            self._drain(t)
-
-    def _resume(self, ev: Resume, now: float) -> None:
-        """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
-        t = named(self._tables, ev.table)
-        self._mode(t, "resume")
-        self._work_changed(t, now)
-        self._check_upkeep(t, now)
-
-    def _refresh(self, ev: Refresh, now: float) -> None:
-        """Trigger an update now: the table's next update job goes ahead of every waiting job, on
-        the first track free (its own tracks first). A table in back-off is retried now. Nothing
-        happens to a table with nothing to load, or a suspended one."""
-        t = named(self._tables, ev.table)
-        if t.mode is Mode.SUSPENDED:
-            self._mode(t, "refresh")
-            return
-        if t.state is JobState.BACKOFF:
-            t.backoff_until = now
-            self._transition(t, "retry")
-            self._work_changed(t, now)
-        if t.state is not JobState.IDLE or has_work(t):
-            self._mode(t, "refresh")
+    # ---- orders: the operator's (ops.actions) and a dropped partition (warehouse.orders) ---------
+    def _ordered(self, ev: Event, now: float) -> None:
+        """Each move an order makes of a table (warehouse.orders) goes through the door helpers
+        (TRANSITIONS) before the order decides its next."""
+        for t, move in ORDERS[type(ev)](ev, now, self._tables, self._by_stream):
+            if move == "work":
+                self._work_changed(t, now)
+            elif move == "requeue":
+                self._requeue(t)
+            elif move == "drain":
+                self._drain(t)
+            elif move == "retry":
+                self._transition(t, move)
+            elif move == "upkeep":
+                self._check_upkeep(t, now)
+            else:  # suspend, resume, refresh: the operator's word
+                self._mode(t, move)
 
     def _mode(self, t: Table, kind: str) -> None:
         t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
@@ -365,14 +334,6 @@ class Scheduler:
                     and end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
                 continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
-
-    def _dropped(self, ev: PartitionDropped, now: float) -> None:
-        """An accepted partition was quarantined: it leaves every table of its stream at once —
-        pending work, `arrived`, backlog (DESIGN.md §4.5). A job loading it fails and drops it."""
-        for t in self._by_stream.get(ev.stream, ()):
-            if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
-                t.log.drop({ev.partition_id}, t.freshness)
-                self._requeue(t)
 
     def _job(self, job_id: int) -> tuple[StartJob, Table | None]:
         job = self._board.release(job_id, self._now)
@@ -645,32 +606,12 @@ class Scheduler:
         return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
                 and self._nj.candidate(t)[0].cost > self._bulk_over)
 
-    # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
+    # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
         return t.dv.describe() if t.dv is not None else ("append", "a base table appends what arrives")
 
-    def _backfill(self, ev: Backfill, now: float) -> None:
-        """Queue a recompute of the committed windows `(start, end]` of a derived table:
-        benefit-ranked jobs like late data; what depends on it follows when each piece is
-        rewritten. RecomputeRefused for an unknown or base table, an empty range, or a range
-        with no committed window (the update jobs will compute it)."""
-        t = recompute_target(self._tables, ev.table)
-        lo, hi = backfill_range(t, ev.start, ev.end)
-        assert t.dv is not None
-        t.dv.backfill(lo, hi, ev.reason or "backfill")  # a stateful table: a rebuild of its state
-        self._work_changed(t, now)
-
-    def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:
-        """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
-        ranges also wrong for another reason stay, without it."""
-        t = recompute_target(self._tables, ev.table)
-        assert t.dv is not None
-        t.dv.cancel(ev.start, ev.end, ev.reason)
-        self._requeue(t)
-
-    # ---- observation -----------------------------------------------------------------------------
     def weighted_staleness(self, now: float) -> float:
         """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
         return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
