@@ -10,6 +10,8 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
 
     warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin);
                         has it work, a commit, edges and F' down the DAG (§2.2), a backfill's range
+    warehouse.layout    the tables of a config, built and wired (by name, index, stream); what a table
+                        back by a reload takes over (§4.4)
     warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)
     warehouse.derived   a derived table's edge and settle point (§2.2), refresh mode, recompute ranges
     warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)

@@ -44,10 +44,10 @@ from warehouse.backoff import Backoffs
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
-from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
+from warehouse.layout import adopt, lay_out
 from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
@@ -61,8 +61,6 @@ from warehouse.table import (
     Mode,
     Recovered,
     Table,
-    adopt,
-    build_tables,
     committed,
     expecting,
     failed,
@@ -71,9 +69,7 @@ from warehouse.table import (
     recomputed,
     sources_changed,
     stale_windows,
-    stream_readers,
     track_plan,
-    update_edge,
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
@@ -170,35 +166,22 @@ class Scheduler:
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
         self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master)  # bulk jobs at once (policies.bulk)
-        dag = Dag.from_config(config)
-        tables, new = build_tables(config, dag, self._tables, recovered, self._initial, now)
-        for t in new:
-            self._adopt_running(t)
-        self._tables = tables
-        self._by_idx = [tables[n] for n in dag.order]
-        self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
-        self._by_stream = stream_readers(self._by_idx, self._rates)
+        lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
+        for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
+            self._transition(t, _ADOPT.get(job.kind, "adopt"))
+            self._seq = adopt(t, job, self._seq)
+        self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._board.resize(sc.tracks, now)
-        for t in self._by_idx:  # derived edges in topological order
-            if not t.base:
-                update_edge(t)
+        for t in self._by_idx:
             if t.state in QUEUED and not has_work(t):
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
-        self._due = {n: None for n in self._due if n in tables and tables[n].care is Care.DUE}
+        self._due = {n: None for n in self._due if n in lay.tables and lay.tables[n].care is Care.DUE}
         for t in self._by_idx:  # recovered (or re-configured) tables already due
             self._check_upkeep(t, now)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
-
-    def _adopt_running(self, t: Table) -> None:
-        """A table that returns while its previous incarnation's job still runs takes that job
-        over: one writer per table at a time, whatever the reloads (§4.4)."""
-        job = self._board.by_table.get(t.name)
-        if job is not None:
-            self._transition(t, _ADOPT.get(job.kind, "adopt"))
-            self._seq = adopt(t, job, self._seq)
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
