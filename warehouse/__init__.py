@@ -15,7 +15,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)
     warehouse.derived   a derived table's edge and settle point (§2.2), refresh mode, recompute ranges
     warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
-    warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
+    warehouse.queues    the ready queues per track-plan group, the urgent queue and its picks, a round (§3.2)
     warehouse.board     the track board: which job runs where since when, busy time
     warehouse.backoff   tables in back-off after a failure, by retry time
     warehouse.upkeep    maintenance counts, clocks, what is due and its ranking (seed 002 §2.4)

@@ -478,18 +478,8 @@ class Scheduler:
         return out
 
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        for name in list(self._q.urgent):
-            if not available:
-                return
-            t = self._tables.get(name)
-            if t is None or t.removed:
-                del self._q.urgent[name]
-                continue
-            if t.state not in QUEUED:
-                continue  # running (its next job goes first) or waiting for its sources
-            track = self.plan.place(name, available, self._q.waiting)
-            if track is None:
-                track = min(available)  # "now": any free track
+        """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them)."""
+        for t, track in self._q.urgent_first(self._tables, self.plan, available):
             out.append(self._start(t, track, now))
             available.discard(track)
 
