@@ -121,14 +121,8 @@ _ADOPT = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"} 
 class Scheduler:
     """One object per warehouse; see the module docstring. Not thread-safe: one caller at a time."""
 
-    def __init__(
-        self,
-        config: FreshetConfig,
-        *,
-        now: float = 0.0,
-        recovered: dict[str, Recovered] | None = None,
-        initial_freshness: float | None = None,
-    ) -> None:
+    def __init__(self, config: FreshetConfig, *, now: float = 0.0, recovered: dict[str, Recovered] | None = None,
+                 initial_freshness: float | None = None) -> None:
         self.config = config
         self._now = now
         self._initial = initial_freshness
@@ -228,12 +222,10 @@ class Scheduler:
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
         any: call `handle(Tick(), t)` then."""
-        wake = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
-        if self._backoffs.heap and (until := self._backoffs.next(self._backing_off)) is not None:
-            wake = until if wake is None else min(until, wake)
-        if self._upkeep.timers and (due := self._upkeep.next_due()) is not None and (wake is None or due < wake):
-            wake = due
-        return wake
+        hold = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
+        backoff = self._backoffs.next(self._backing_off) if self._backoffs.heap else None
+        due = self._upkeep.next_due() if self._upkeep.timers else None
+        return min((w for w in (hold, backoff, due) if w is not None), default=None)
 
     # ---- orders: the operator's (ops.actions) and a dropped partition (warehouse.orders) ---------
     def _ordered(self, ev: Event, now: float) -> None:
@@ -282,13 +274,11 @@ class Scheduler:
             self._care(t, "due")
 
     def is_suspended(self, table: str) -> bool:
-        t = self._tables.get(table)
-        return t is not None and t.mode is Mode.SUSPENDED
+        return (t := self._tables.get(table)) is not None and t.mode is Mode.SUSPENDED
 
     def refresh_pending(self, table: str) -> bool:
         """A refresh of `table` waits for its job to start."""
-        t = self._tables.get(table)
-        return t is not None and t.mode is Mode.URGENT
+        return (t := self._tables.get(table)) is not None and t.mode is Mode.URGENT
 
     # ---- events --------------------------------------------------------------------------------
     def _arrived(self, ev: PartitionArrived, now: float) -> None:
