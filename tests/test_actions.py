@@ -37,7 +37,9 @@ class Recomputing(Scheduler):
         self.recomputed: list[tuple[str, float, float, str]] = []
         super().__init__(*a, **kw)
 
-    def _backfill(self, ev: Backfill, now: float) -> None:
+    def _ordered(self, ev: Any, now: float) -> None:  # the orders' handler (warehouse.orders)
+        if not isinstance(ev, Backfill):
+            return super()._ordered(ev, now)
         self.recomputed.append((ev.table, ev.start, ev.end, ev.reason))
 
 

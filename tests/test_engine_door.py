@@ -185,3 +185,64 @@ def test_maintenance_due_is_a_state_entered_and_left_by_handling_events() -> Non
         assert opt.kind == "optimize" and opt.table == "a"
         assert a.care is Care.CURRENT and a.state is JobState.MAINTAINING and "a" not in s._due
         assert s._tables["b"].care is Care.DUE and list(s._due) == ["b"]  # its second commit: it waits its turn
+
+
+def test_a_table_state_is_written_only_by_the_transition_helpers() -> None:
+    """The one door, read from the source: in the engine, a table's job state, mode and care are
+    assigned only inside `Scheduler._transition`, `_mode` and `_care` (TRANSITIONS)."""
+    import ast
+    from pathlib import Path
+
+    allowed = {("scheduler.py", "_transition", "state"), ("scheduler.py", "_mode", "mode"),
+               ("scheduler.py", "_care", "care")}
+    found = set()
+    for path in Path(__file__).resolve().parents[1].joinpath("warehouse").glob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for node in ast.walk(fn):
+                targets = node.targets if isinstance(node, ast.Assign) else (
+                    [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else [])
+                found |= {(path.name, fn.name, t.attr) for t in targets
+                          if isinstance(t, ast.Attribute) and t.attr in ("state", "mode", "care")}
+    assert found == allowed
+
+
+@pytest.mark.parametrize("sql", [False, True])
+def test_adopting_a_running_job_after_a_reload_is_a_transition(sql: bool, monkeypatch) -> None:
+    """A table removed and re-added by two reloads while its job runs takes that job over (one
+    writer per table, §4.4) — by a move of TRANSITIONS, like every change of its state; with a
+    changed SQL the derived table's recompute job is adopted as a recompute."""
+    def cfg(with_d: bool, version: str = "SELECT 1"):
+        tables = [{"name": "raw", "stream": "s", "priority": 1, "cost": {"alpha": 1, "beta": 0.01}}]
+        if with_d:
+            tables.append({"name": "d", "sources": ["raw"], "sql": version, "granularity": 10})
+        return parse_config({"streams": [{"name": "s", "period": 10}], "tables": tables,
+                             "scheduler": {"tracks": 1, "learn_costs": False, "chop": None}})
+
+    moves: list[tuple[str, str]] = []
+    real = Scheduler._transition
+
+    def spy(self, t, kind):
+        moves.append((t.name, kind))
+        real(self, t, kind)
+
+    monkeypatch.setattr(Scheduler, "_transition", spy)
+    s = Scheduler(cfg(True), now=0.0, initial_freshness=0.0)
+    (load,) = s.handle(PartitionArrived(stream="s", partition_id="p0", start=0, end=10), 10.0)
+    (first,) = s.handle(JobFinished(job_id=load.job_id, duration=1.0), 11.0)
+    assert first.table == "d"
+    if sql:  # d's window is committed; a new SQL version makes it a recompute
+        s.handle(JobFinished(job_id=first.job_id, duration=1.0, sql_version=first.sql_version), 12.0)
+        (first,) = s.handle(Reconfigure(config=cfg(True, "SELECT 2")), 13.0)
+        assert first.kind == "recompute"
+    s.handle(Reconfigure(config=cfg(False)), 14.0)
+    moves.clear()
+    assert s.handle(Reconfigure(config=cfg(True, "SELECT 2" if sql else "SELECT 1")), 15.0) == []
+    d = s._tables["d"]
+    assert d.state is (JobState.RECOMPUTING if sql else JobState.RUNNING)
+    assert moves[0] == ("d", "adopt recompute" if sql else "adopt")
+    s.handle(JobFinished(job_id=first.job_id, duration=1.0, sql_version=first.sql_version), 16.0)
+    assert first.job_id not in s.running
+    if not sql:  # (the re-added d starts from `initial_freshness`: after the recompute its update job runs)
+        assert d.state is JobState.IDLE and d.freshness == 10.0

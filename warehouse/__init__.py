@@ -10,16 +10,20 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
 
     warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin);
                         has it work, a commit, edges and F' down the DAG (§2.2), a backfill's range
+    warehouse.layout    the tables of a config, built and wired (by name, index, stream); what a table
+                        back by a reload takes over (§4.4)
     warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)
     warehouse.derived   a derived table's edge and settle point (§2.2), refresh mode, recompute ranges
     warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
-    warehouse.queues    the ready queues per track-plan group, the urgent queue, a round (§3.2)
+    warehouse.queues    the ready queues per track-plan group, the urgent queue and its picks, a round (§3.2)
     warehouse.board     the track board: which job runs where since when, busy time
     warehouse.backoff   tables in back-off after a failure, by retry time
     warehouse.upkeep    maintenance counts, clocks, what is due and its ranking (seed 002 §2.4)
     warehouse.stats     the frozen snapshot rows and the snapshot
     warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
                         may maintenance run
+    warehouse.orders    the operator's orders (suspend, resume, refresh, backfill, cancel) and a dropped
+                        partition, as moves the Scheduler applies through its transition table
     warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
     policies.reservation  expected releases and the hold decision
     policies.bulk       which job is bulk, how many may run at once (the board counts them)

@@ -12,9 +12,10 @@ asked. Pure: no clock, no I/O; knows nothing of the Scheduler.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from tracks.plan import TrackPlan
+from warehouse.table import QUEUED, Table
 
 __all__ = ["ReadyQueues"]
 
@@ -74,6 +75,25 @@ class ReadyQueues:
 
     def waiting(self, g: int) -> bool:
         return self.queued[g] > 0
+
+    def urgent_first(self, tables: dict[str, Table], plan: TrackPlan, available: set[int]) -> Iterator[tuple[Table, int]]:
+        """The refreshes asked (ops.actions), in the order asked: each queued table with the track
+        its job takes, its own tracks first (the plan), else any free one — "now". A table gone (a
+        reconfigure) leaves the urgent queue. The caller starts each job and takes its track from
+        `available` before it asks for the next."""
+        for name in list(self.urgent):
+            if not available:
+                return
+            t = tables.get(name)
+            if t is None or t.removed:
+                del self.urgent[name]
+                continue
+            if t.state not in QUEUED:
+                continue  # running (its next job goes first) or waiting for its sources
+            track = plan.place(name, available, self.waiting)
+            if track is None:
+                track = min(available)  # "now": any free track
+            yield t, track
 
     def serve(self, plan: TrackPlan, available: set[int], names: list[str],
               take: Callable[[Entry, int], bool]) -> None:

@@ -14,6 +14,7 @@ A table is in one job state, one operator mode and one maintenance state; all mo
                       └──hold──▶ held (a track waits for more valuable jobs, policies.reservation)
     running | slicing | recomputing ──fail──▶ backoff ──retry──▶ idle
     idle ──upkeep──▶ maintaining (OPTIMIZE/VACUUM, warehouse.upkeep) ──finish──▶ idle
+    idle ──adopt──▶ running | recomputing (a reload: the job its last incarnation runs, §4.4)
 
     active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
     active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
@@ -43,26 +44,13 @@ from warehouse.backoff import Backoffs
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
-from warehouse.dag import Dag
 from warehouse.errors import PartitionRefused, SchedulerMisuse
-from warehouse.events import (
-    Backfill,
-    CancelBackfill,
-    Event,
-    JobFailed,
-    JobFinished,
-    PartitionArrived,
-    PartitionDropped,
-    Reconfigure,
-    Refresh,
-    Resume,
-    StartJob,
-    Suspend,
-    Tick,
-)
+from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
+from warehouse.layout import adopt, lay_out
 from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
+from warehouse.orders import ORDERS
 from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
@@ -73,22 +61,15 @@ from warehouse.table import (
     Mode,
     Recovered,
     Table,
-    adopt,
-    backfill_range,
-    build_tables,
     committed,
     expecting,
     failed,
     has_work,
-    named,
     raise_safe,
-    recompute_target,
     recomputed,
     sources_changed,
     stale_windows,
-    stream_readers,
     track_plan,
-    update_edge,
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
@@ -115,6 +96,8 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
     (_P, "drain"): _I,  # a reconfigure took the pending work away, or the table was suspended
     (_H, "drain"): _I,
     (_I, "upkeep"): _M,
+    (_I, "adopt"): _R,  # a table back by a reload takes over its last incarnation's running job (§4.4)
+    (_I, "adopt recompute"): _C,  # (and its maintenance job by "upkeep")
     # the operator (ops.actions)
     (_A, "refresh"): _U,
     (_U, "refresh"): _U,
@@ -132,20 +115,14 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
 }
 
 
-_ADOPT = {"recompute": _C, OPTIMIZE: _M, VACUUM: _M}  # a running job's state by its kind
+_ADOPT = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
 
 
 class Scheduler:
     """One object per warehouse; see the module docstring. Not thread-safe: one caller at a time."""
 
-    def __init__(
-        self,
-        config: FreshetConfig,
-        *,
-        now: float = 0.0,
-        recovered: dict[str, Recovered] | None = None,
-        initial_freshness: float | None = None,
-    ) -> None:
+    def __init__(self, config: FreshetConfig, *, now: float = 0.0, recovered: dict[str, Recovered] | None = None,
+                 initial_freshness: float | None = None) -> None:
         self.config = config
         self._now = now
         self._initial = initial_freshness
@@ -168,11 +145,9 @@ class Scheduler:
         self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
         self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
-        self._handlers = {  # data, jobs, the clock and the config; the operator (ops.actions)
-            PartitionArrived: self._arrived, PartitionDropped: self._dropped, JobFinished: self._finished,
-            JobFailed: self._failed_job, Tick: lambda ev, now: None, Reconfigure: self._reconfigure,
-            Suspend: self._suspend, Resume: self._resume, Refresh: self._refresh, Backfill: self._backfill,
-            CancelBackfill: self._cancel_backfill}
+        self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
+            PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
+            Tick: lambda ev, now: None, Reconfigure: self._reconfigure, **dict.fromkeys(ORDERS, self._ordered)}
         self._build(config, recovered or {}, now)
 
     # ---- construction and reconfiguration ------------------------------------------------------
@@ -185,35 +160,22 @@ class Scheduler:
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
         self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master)  # bulk jobs at once (policies.bulk)
-        dag = Dag.from_config(config)
-        tables, new = build_tables(config, dag, self._tables, recovered, self._initial, now)
-        for t in new:
-            self._adopt_running(t)
-        self._tables = tables
-        self._by_idx = [tables[n] for n in dag.order]
-        self._names = list(dag.order)  # by table index (the queues' entries name tables by index)
-        self._by_stream = stream_readers(self._by_idx, self._rates)
+        lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
+        for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
+            self._transition(t, _ADOPT.get(job.kind, "adopt"))
+            self._seq = adopt(t, job, self._seq)
+        self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._board.resize(sc.tracks, now)
-        for t in self._by_idx:  # derived edges in topological order
-            if not t.base:
-                update_edge(t)
+        for t in self._by_idx:
             if t.state in QUEUED and not has_work(t):
                 self._transition(t, "drain")
         self._plan_tables()  # counts and queues what is pending
         self._upkeep.configure(config, recovered)
-        self._due = {n: None for n in self._due if n in tables and tables[n].care is Care.DUE}
+        self._due = {n: None for n in self._due if n in lay.tables and lay.tables[n].care is Care.DUE}
         for t in self._by_idx:  # recovered (or re-configured) tables already due
             self._check_upkeep(t, now)
         for t in self._by_idx:  # releases where due
             self._work_changed(t, now)
-
-    def _adopt_running(self, t: Table) -> None:
-        """A table that returns while its previous incarnation's job still runs takes that job
-        over: one writer per table at a time, whatever the reloads (§4.4)."""
-        job = self._board.by_table.get(t.name)
-        if job is not None:
-            t.state = _ADOPT.get(job.kind, JobState.RUNNING)
-            self._seq = adopt(t, job, self._seq)
 
     def _plan_tables(self) -> None:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
@@ -260,43 +222,28 @@ class Scheduler:
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
         any: call `handle(Tick(), t)` then."""
-        wake = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
-        if self._backoffs.heap and (until := self._backoffs.next(self._backing_off)) is not None:
-            wake = until if wake is None else min(until, wake)
-        if self._upkeep.timers and (due := self._upkeep.next_due()) is not None and (wake is None or due < wake):
-            wake = due
-        return wake
+        hold = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
+        backoff = self._backoffs.next(self._backing_off) if self._backoffs.heap else None
+        due = self._upkeep.next_due() if self._upkeep.timers else None
+        return min((w for w in (hold, backoff, due) if w is not None), default=None)
 
-    # ---- operator actions (ops.actions): suspend, resume, refresh now ------------------------------
-    def _suspend(self, ev: Suspend, now: float) -> None:
-        """No job of the table starts until `Resume` (a running one finishes). Arrivals are still
-        taken; dependents wait at their trailing edge, which stops at the table's freshness."""
-        t = named(self._tables, ev.table)
-        self._mode(t, "suspend")
-        if t.state in QUEUED:  # out of the queue (its heap entry is dropped lazily)
-            self._drain(t)
-
-    def _resume(self, ev: Resume, now: float) -> None:
-        """Undo `Suspend`: what arrived meanwhile is released as one job (§2.4), maintenance too."""
-        t = named(self._tables, ev.table)
-        self._mode(t, "resume")
-        self._work_changed(t, now)
-        self._check_upkeep(t, now)
-
-    def _refresh(self, ev: Refresh, now: float) -> None:
-        """Trigger an update now: the table's next update job goes ahead of every waiting job, on
-        the first track free (its own tracks first). A table in back-off is retried now. Nothing
-        happens to a table with nothing to load, or a suspended one."""
-        t = named(self._tables, ev.table)
-        if t.mode is Mode.SUSPENDED:
-            self._mode(t, "refresh")
-            return
-        if t.state is JobState.BACKOFF:
-            t.backoff_until = now
-            self._transition(t, "retry")
-            self._work_changed(t, now)
-        if t.state is not JobState.IDLE or has_work(t):
-            self._mode(t, "refresh")
+    # ---- orders: the operator's (ops.actions) and a dropped partition (warehouse.orders) ---------
+    def _ordered(self, ev: Event, now: float) -> None:
+        """Each move an order makes of a table (warehouse.orders) goes through the door helpers
+        (TRANSITIONS) before the order decides its next."""
+        for t, move in ORDERS[type(ev)](ev, now, self._tables, self._by_stream):
+            if move == "work":
+                self._work_changed(t, now)
+            elif move == "requeue":
+                self._requeue(t)
+            elif move == "drain":
+                self._drain(t)
+            elif move == "retry":
+                self._transition(t, move)
+            elif move == "upkeep":
+                self._check_upkeep(t, now)
+            else:  # suspend, resume, refresh: the operator's word
+                self._mode(t, move)
 
     def _mode(self, t: Table, kind: str) -> None:
         t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
@@ -327,13 +274,11 @@ class Scheduler:
             self._care(t, "due")
 
     def is_suspended(self, table: str) -> bool:
-        t = self._tables.get(table)
-        return t is not None and t.mode is Mode.SUSPENDED
+        return (t := self._tables.get(table)) is not None and t.mode is Mode.SUSPENDED
 
     def refresh_pending(self, table: str) -> bool:
         """A refresh of `table` waits for its job to start."""
-        t = self._tables.get(table)
-        return t is not None and t.mode is Mode.URGENT
+        return (t := self._tables.get(table)) is not None and t.mode is Mode.URGENT
 
     # ---- events --------------------------------------------------------------------------------
     def _arrived(self, ev: PartitionArrived, now: float) -> None:
@@ -362,14 +307,6 @@ class Scheduler:
                     and end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
                 continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
-
-    def _dropped(self, ev: PartitionDropped, now: float) -> None:
-        """An accepted partition was quarantined: it leaves every table of its stream at once —
-        pending work, `arrived`, backlog (DESIGN.md §4.5). A job loading it fails and drops it."""
-        for t in self._by_stream.get(ev.stream, ()):
-            if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
-                t.log.drop({ev.partition_id}, t.freshness)
-                self._requeue(t)
 
     def _job(self, job_id: int) -> tuple[StartJob, Table | None]:
         job = self._board.release(job_id, self._now)
@@ -531,18 +468,8 @@ class Scheduler:
         return out
 
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        for name in list(self._q.urgent):
-            if not available:
-                return
-            t = self._tables.get(name)
-            if t is None or t.removed:
-                del self._q.urgent[name]
-                continue
-            if t.state not in QUEUED:
-                continue  # running (its next job goes first) or waiting for its sources
-            track = self.plan.place(name, available, self._q.waiting)
-            if track is None:
-                track = min(available)  # "now": any free track
+        """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them)."""
+        for t, track in self._q.urgent_first(self._tables, self.plan, available):
             out.append(self._start(t, track, now))
             available.discard(track)
 
@@ -642,32 +569,12 @@ class Scheduler:
         return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
                 and self._nj.candidate(t)[0].cost > self._bulk_over)
 
-    # ---- recompute and backfill (warehouse.recompute) ----------------------------------------------
+    # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
         return t.dv.describe() if t.dv is not None else ("append", "a base table appends what arrives")
 
-    def _backfill(self, ev: Backfill, now: float) -> None:
-        """Queue a recompute of the committed windows `(start, end]` of a derived table:
-        benefit-ranked jobs like late data; what depends on it follows when each piece is
-        rewritten. RecomputeRefused for an unknown or base table, an empty range, or a range
-        with no committed window (the update jobs will compute it)."""
-        t = recompute_target(self._tables, ev.table)
-        lo, hi = backfill_range(t, ev.start, ev.end)
-        assert t.dv is not None
-        t.dv.backfill(lo, hi, ev.reason or "backfill")  # a stateful table: a rebuild of its state
-        self._work_changed(t, now)
-
-    def _cancel_backfill(self, ev: CancelBackfill, now: float) -> None:
-        """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
-        ranges also wrong for another reason stay, without it."""
-        t = recompute_target(self._tables, ev.table)
-        assert t.dv is not None
-        t.dv.cancel(ev.start, ev.end, ev.reason)
-        self._requeue(t)
-
-    # ---- observation -----------------------------------------------------------------------------
     def weighted_staleness(self, now: float) -> float:
         """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
         return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
