@@ -87,7 +87,8 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
     jitter = sim.jitter * period
     delay = sim.delay
     name = stream.name
-    prev_end = origin
+    prev_end = float(origin)
+    trusted = PartitionArrived._trusted  # a float window with end > start, no rows: valid by construction
     last_t = origin
     k = 0
     while True:
@@ -97,7 +98,7 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
         last_t = t
         end = t - delay
         if end > prev_end:  # no rows: E(n) in event time, as §4.1
-            yield t, PartitionArrived(stream=name, partition_id=f"{name}-{k}", start=prev_end, end=end)
+            yield t, trusted(name, f"{name}-{k}", prev_end, end)
             prev_end = end
         k += 1
 

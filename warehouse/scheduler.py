@@ -132,6 +132,7 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
 }
 
 
+_KEEPS = frozenset(s for s in JobState if TRANSITIONS.get((s, "work")) is s and s not in QUEUED)  # work waits
 _ADOPT = {"recompute": _C, OPTIMIZE: _M, VACUUM: _M}  # a running job's state by its kind
 
 
@@ -467,7 +468,7 @@ class Scheduler:
         t.state = new
 
     def _work_changed(self, t: Table, now: float) -> None:
-        if t.mode is Mode.SUSPENDED or not has_work(t):
+        if t.state in _KEEPS or t.mode is Mode.SUSPENDED or not has_work(t):
             return
         was = t.state
         self._transition(t, "work")
