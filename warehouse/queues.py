@@ -40,7 +40,7 @@ class ReadyQueues:
     def push(self, g: int, entry: Entry) -> None:
         h = self.heaps[g]
         heapq.heappush(h, entry)
-        if len(h) > 2 * self.queued[g] + 64:  # compact stale entries: memory stays flat
+        if len(h) > 2 * self.queued[g] + 16:  # compact stale entries: memory stays flat, the heap shallow
             h[:] = [e for e in h if self.valid(e, g)]
             heapq.heapify(h)
 
