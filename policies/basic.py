@@ -16,6 +16,7 @@ __all__ = [
     "choose_with_lookahead",
     "marginal_benefit",
     "policy_key",
+    "policy_key_of",
     "set_benefit",
 ]
 
@@ -56,27 +57,33 @@ def marginal_benefit(priority: float, delta_f: float, cost: float) -> float:
     return priority * delta_f / cost if cost > 0 else float("inf") if priority * delta_f > 0 else 0.0
 
 
-def _max_benefit(c: Candidate) -> tuple:
+# Each key from the job's numbers (Candidate's fields, in its order); `POLICIES` reads them off
+# a Candidate, `policy_key_of` takes them as they are (the Scheduler keys a queued job without
+# building a Candidate, warehouse.nextjob).
+def _max_benefit(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
+                 rand: float) -> tuple:
     """(−p·ΔF/E, seq): highest marginal benefit first; ties in release order."""
-    return (-marginal_benefit(c.priority, c.delta_f, c.cost), c.seq)
+    return (-marginal_benefit(priority, delta_f, cost), seq)
 
 
-def _edf_p(c: Candidate) -> tuple:
+def _edf_p(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
+           rand: float) -> tuple:
     """(−p, r+P, seq): highest priority first, then earliest deadline (EDF-P)."""
-    return (-c.priority, c.deadline, c.seq)
+    return (-priority, release + period, seq)
 
 
-def _edf(c: Candidate) -> tuple:
+def _edf(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int, rand: float) -> tuple:
     """(r+P, seq): earliest deadline first, priorities ignored (baseline)."""
-    return (c.deadline, c.seq)
+    return (release + period, seq)
 
 
-def _fifo(c: Candidate) -> tuple:
+def _fifo(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int, rand: float) -> tuple:
     """(r, seq): oldest release first (baseline)."""
-    return (c.release, c.seq)
+    return (release, seq)
 
 
-def _random(c: Candidate) -> tuple:
+def _random(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
+            rand: float) -> tuple:
     """(x, seq): Random (§4.3) "chooses the next job randomly among the jobs in the released set".
 
     x is an exponential race: a job released when the last started job had key m draws
@@ -85,10 +92,11 @@ def _random(c: Candidate) -> tuple:
     without redrawing every key per decision (a draw kept from release would instead let a job
     that drew a large number starve for as long as the queue is never empty).
     """
-    return (c.rand, c.seq)
+    return (rand, seq)
 
 
-POLICIES: dict[str, Callable[[Candidate], tuple]] = {
+KeyOf = Callable[[float, float, float, float, float, int, float], tuple]
+_KEYS: dict[str, KeyOf] = {
     "auto": _max_benefit,  # Freshet's default orders by marginal benefit (chopping and tracks do the rest)
     "max-benefit": _max_benefit,
     "lookahead": _max_benefit,  # ordered as Max-Benefit; the first pick may change, see below
@@ -97,6 +105,23 @@ POLICIES: dict[str, Callable[[Candidate], tuple]] = {
     "fifo": _fifo,
     "random": _random,
 }
+
+
+def _on_candidate(key_of: KeyOf) -> Callable[[Candidate], tuple]:
+    def key(c: Candidate) -> tuple:
+        return key_of(c.priority, c.delta_f, c.cost, c.release, c.period, c.seq, c.rand)
+
+    key.__doc__ = key_of.__doc__
+    return key
+
+
+POLICIES: dict[str, Callable[[Candidate], tuple]] = {name: _on_candidate(k) for name, k in _KEYS.items()}
+
+
+def policy_key_of(name: str) -> KeyOf:
+    """The policy's key from the job's numbers (priority, ΔF, cost, release, period, seq, rand)."""
+    policy_key(name)  # (an unknown name: the same error)
+    return _KEYS[name]
 
 
 def policy_key(name: str) -> Callable[[Candidate], tuple]:

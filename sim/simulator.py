@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+from simpy.events import NORMAL
 
 from sim.cores import Cores
 from sim.trace import ActionRecord, Arrival, JobRecord, Trace, TraceWriter
@@ -86,7 +87,8 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
     jitter = sim.jitter * period
     delay = sim.delay
     name = stream.name
-    prev_end = origin
+    prev_end = float(origin)
+    trusted = PartitionArrived._trusted  # a float window with end > start, no rows: valid by construction
     last_t = origin
     k = 0
     while True:
@@ -96,7 +98,7 @@ def _periodic(stream: StreamConfig, sim: SimConfig, seed: int, origin: float) ->
         last_t = t
         end = t - delay
         if end > prev_end:  # no rows: E(n) in event time, as §4.1
-            yield t, PartitionArrived(stream=name, partition_id=f"{name}-{k}", start=prev_end, end=end)
+            yield t, trusted(name, f"{name}-{k}", prev_end, end)
             prev_end = end
         k += 1
 
@@ -415,12 +417,15 @@ class _Stream:
     scheduled at construction and schedules its next arrival after handing over the current one.
     `arrivals` yields (time, a trace's Arrival or the PartitionArrived itself)."""
 
-    __slots__ = ("sim", "arrivals", "due")
+    __slots__ = ("sim", "arrivals", "due", "event", "schedule")
 
     def __init__(self, sim: Simulation, arrivals: Iterator[tuple[float, Arrival | PartitionArrived]]) -> None:
         self.sim, self.arrivals = sim, arrivals
         self.due: tuple[float, Arrival | PartitionArrived] | None = None  # the arrival whose timeout is scheduled
-        start = sim.env.event()
+        self.schedule = sim.env.schedule
+        # one event, re-armed for each arrival (a processed event is a timeout again once it has
+        # callbacks and a place in the queue): as `env.timeout(dt)` does, without a new object
+        self.event = start = sim.env.event()
         start.callbacks.append(self)
         start.succeed()
 
@@ -435,7 +440,9 @@ class _Stream:
         for item in self.arrivals:  # at the start, or after the due one: hand over all due now
             if item[0] > now:
                 self.due = item
-                sim.env.timeout(item[0] - now).callbacks.append(self)
+                ev = self.event
+                ev.callbacks = [self]
+                self.schedule(ev, NORMAL, item[0] - now)
                 return
             if sim.events >= sim.limit:
                 return

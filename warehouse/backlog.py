@@ -52,6 +52,7 @@ class Partition:
 
 
 _END = attrgetter("end")  # Partition.end, in C (chop_count's bisect key)
+_ROWS, _PID = attrgetter("arrival.rows"), attrgetter("arrival.partition_id")  # (map: no comprehension frame)
 Shape = tuple[float, float, float, int, bool]  # the next job: start, end, new freshness, partitions, a slice?
 
 
@@ -139,7 +140,7 @@ class Backlog:
         """The first `count` pending partitions leave for the running job."""
         parts = self.pending[:count]
         del self.pending[:count]  # in place: no copy of the rest of the backlog
-        self.rows -= sum([p.arrival.rows for p in parts])
+        self.rows -= sum(map(_ROWS, parts))
         if self.partial is not None and any(p is self.partial for p in parts):
             self.partial = None
         self.running = parts
@@ -156,7 +157,7 @@ class Backlog:
         each — a slice only its slice, the rest of a partly loaded one from where it stopped
         (if `spans`: none are wanted where no dependent reads the table)."""
         out = [(p, p.low, min(p.end, end)) for p in (self.running if self.slice is None else [self.slice])] if spans else []
-        self.ids.difference_update([p.arrival.partition_id for p in self.running])
+        self.ids.difference_update(map(_PID, self.running))
         self.running = []
         if self.slice is not None:
             self.slice.loaded, self.partial = end, self.slice

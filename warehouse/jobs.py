@@ -11,6 +11,7 @@ are the caller's. Pure: no clock, no I/O; knows nothing of the Scheduler.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from warehouse.backlog import Partition
 from warehouse.events import PartitionArrived, StartJob
@@ -21,6 +22,8 @@ from warehouse.table import JobState, Mode, Table
 from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM, Upkeep
 
 __all__ = ["recompute_job", "update_job", "upkeep_estimate", "upkeep_job", "upkeep_may_run", "upkeep_ranked"]
+
+_ARRIVAL, _SAFE, _LATE = attrgetter("arrival"), attrgetter("safe_through"), attrgetter("late")
 
 
 def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
@@ -36,8 +39,8 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
         chopped = True
     elif t.log is not None:
         parts = t.log.take(count)
-        arrivals = tuple([p.arrival for p in parts])
-        safe = safe_freshness(new_f, t.lateness, [a.safe_through for a in arrivals], t.safe)
+        arrivals = tuple(map(_ARRIVAL, parts))  # (map over attrgetter: no comprehension frame)
+        safe = safe_freshness(new_f, t.lateness, map(_SAFE, arrivals), t.safe)
         chopped = bool(t.log.pending)
     else:
         assert t.dv is not None
@@ -62,7 +65,7 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
         delta_f=new_f - ref,
         estimate=t.cost.estimate(n),
         chopped=chopped,
-        late=tuple([p.arrival.partition_id for p in parts if p.late]) if parts else (),
+        late=tuple([p.arrival.partition_id for p in parts if p.late]) if any(map(_LATE, parts)) else (),
         full=full,
         sql_version=t.dv.rc.sql_version if t.dv is not None else "",
         work=n if t.base else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from policies.basic import Candidate, marginal_benefit
+from policies.basic import Candidate, marginal_benefit, policy_key, policy_key_of
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
 from warehouse.recompute import Piece
 from warehouse.table import Table
@@ -25,12 +25,13 @@ Shape = tuple[float, float, float, int, bool, float]  # start, end, new F, parti
 class NextJob:
     """The next job of any table under one configuration (chopping, policy key)."""
 
-    __slots__ = ("auto", "best_benefit", "chop", "key", "load_share", "pace")
+    __slots__ = ("auto", "best_benefit", "chop", "key", "key_of", "load_share", "pace")
 
-    def __init__(self, chop: float | str | None, key: Callable[[Candidate], tuple], pace: Pace) -> None:
+    def __init__(self, chop: float | str | None, policy: str, pace: Pace) -> None:
         self.chop = chop
         self.auto = chop == "auto"
-        self.key = key  # the basic algorithm's sort key (§3.1)
+        self.key: Callable[[Candidate], tuple] = policy_key(policy)  # the basic algorithm's sort key (§3.1)
+        self.key_of = policy_key_of(policy)  # the same from the job's numbers
         self.pace = pace  # observed / estimated durations (chop auto, §3.4)
         self.load_share = 0.0  # the plan's utilisation per track (set on each (re)partition, §3.2)
         self.best_benefit = 0.0  # the best regular marginal benefit of any table (§3.1)
@@ -101,10 +102,22 @@ class NextJob:
 
     def update(self, t: Table) -> Candidate:
         """t's update job as the basic algorithm sees it: ΔF over E(n) (§3.1)."""
+        delta_f, cost = self._update(t)
+        return Candidate(table=t.name, priority=t.ip, delta_f=delta_f, cost=cost, release=t.release,
+                         period=t.period, seq=t.seq, rand=t.rand)
+
+    def _update(self, t: Table) -> tuple[float, float]:
+        """(ΔF, E(n)) of t's update job."""
         start, _, new_f, _, _, n = self.shape(t)
-        ref = t.freshness if t.freshness is not None else start
-        return Candidate(table=t.name, priority=t.ip, delta_f=new_f - ref, cost=t.cost.estimate(n),
-                         release=t.release, period=t.period, seq=t.seq, rand=t.rand)
+        return new_f - (t.freshness if t.freshness is not None else start), t.cost.estimate(n)
+
+    def queue_key(self, t: Table) -> tuple:
+        """`key(candidate(t)[0])`, the key t's job waits by in the ready queues — without building
+        the Candidate where t has update jobs only (a base table)."""
+        if t.dv is not None:
+            return self.key(self.candidate(t)[0])
+        delta_f, cost = self._update(t)
+        return self.key_of(t.ip, delta_f, cost, t.release, t.period, t.seq, t.rand)
 
     def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
         """(the range, full?, priority share) of t's next recompute job, or None

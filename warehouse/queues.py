@@ -41,7 +41,7 @@ class ReadyQueues:
     def push(self, g: int, entry: Entry) -> None:
         h = self.heaps[g]
         heapq.heappush(h, entry)
-        if len(h) > 2 * self.queued[g] + 64:  # compact stale entries: memory stays flat
+        if len(h) > 2 * self.queued[g] + 16:  # compact stale entries: memory stays flat, the heap shallow
             h[:] = [e for e in h if self.valid(e, g)]
             heapq.heapify(h)
 
@@ -103,6 +103,9 @@ class ReadyQueues:
         taken) or holds the track for more valuable jobs expected (False: the job waits, the
         next one may be short). A job the plan has no track for waits too; with a uniform plan
         its group is blocked until another group runs out (non-aggressive checks, §3.2.3)."""
+        if len(self.heaps) == 1:
+            self._serve_one(plan, available, names, take)
+            return
         heaps, valid, heappop, heappush = self.heaps, self.valid, heapq.heappop, heapq.heappush
         could_use, place = plan.could_use, plan.place
         aside: list[tuple[int, Entry]] = []
@@ -163,3 +166,37 @@ class ReadyQueues:
                 blocked.clear()
         for g, entry in aside:
             self.push(g, entry)
+
+    def _serve_one(self, plan: TrackPlan, available: set[int], names: list[str],
+                   take: Callable[[Entry, int], bool]) -> None:
+        """`serve` where the plan has one group (Global, one cluster): its heap in key order, no
+        merge — the same decisions, fewer steps per round."""
+        h, valid, heappop, place, could_use = self.heaps[0], self.valid, heapq.heappop, plan.place, plan.could_use
+        queued = self.queued
+        aside: list[Entry] = []
+
+        def has_remaining(g: int) -> bool:
+            return queued[g] - len(aside) > 0
+
+        def top() -> Entry | None:
+            while h:
+                if valid(h[0], 0):
+                    return h[0]
+                heappop(h)
+            return None
+
+        entry = top()
+        while entry is not None and could_use(0, available):
+            heappop(h)
+            track = place(names[entry[2]], available, has_remaining)
+            if track is not None and take(entry, track):
+                available.discard(track)
+                if not available:
+                    break
+            else:
+                aside.append(entry)
+                if track is None and plan.uniform:
+                    break  # (no other group may run out: the round is over)
+            entry = top()
+        for entry in aside:
+            self.push(0, entry)

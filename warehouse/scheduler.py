@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from policies.basic import Candidate, policy_key
+from policies.basic import Candidate
 from policies.bulk import bulk_limit, bulk_threshold
 from policies.chopping import Pace
 from policies.reservation import Releases
@@ -115,6 +115,7 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
 }
 
 
+_KEEPS = frozenset(s for s in JobState if TRANSITIONS.get((s, "work")) is s and s not in QUEUED)  # work waits
 _ADOPT = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
 
 
@@ -154,8 +155,7 @@ class Scheduler:
     def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
         sc = config.scheduler
         self.config = config
-        self._key = policy_key(sc.policy)
-        self._nj = NextJob(sc.chop, self._key, self._pace)
+        self._nj = NextJob(sc.chop, sc.policy, self._pace)
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
@@ -217,7 +217,7 @@ class Scheduler:
             for name in self._upkeep.ripe(now):
                 if (t := self._tables.get(name)) is not None:
                     self._care(t, "due")
-        return self._dispatch(now)
+        return self._dispatch(now) if self._board.idle else []
 
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
@@ -321,10 +321,10 @@ class Scheduler:
         return self._board.jobs
 
     def _finished(self, ev: JobFinished, now: float) -> None:
-        if self._is_upkeep(ev.job_id):
-            self._maintained(ev, now)
-            return
         job, t = self._job(ev.job_id)
+        if job.kind in MAINTENANCE_KINDS:
+            self._maintained(job, t, ev, now)
+            return
         self._completed += 1
         if t is None:
             return
@@ -350,13 +350,9 @@ class Scheduler:
         if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
             self._mode(t, "served")
 
-    def _is_upkeep(self, job_id: int) -> bool:
-        return (job := self._board.jobs.get(job_id)) is not None and job.kind in MAINTENANCE_KINDS
-
-    def _maintained(self, ev: JobFinished | JobFailed, now: float) -> None:
+    def _maintained(self, job: StartJob, t: Table | None, ev: JobFinished | JobFailed, now: float) -> None:
         """A maintenance job ended: the table is free for its update jobs again. A failure is
         counted and retried after the back-off ceiling; it never delays the table's updates."""
-        job, t = self._job(ev.job_id)
         if t is None:
             return
         self._transition(t, "finish")
@@ -379,10 +375,10 @@ class Scheduler:
             self._work_changed(d, now)
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
-        if self._is_upkeep(ev.job_id):
-            self._maintained(ev, now)
-            return
         job, t = self._job(ev.job_id)
+        if job.kind in MAINTENANCE_KINDS:
+            self._maintained(job, t, ev, now)
+            return
         self._failed += 1
         if t is None:
             return
@@ -409,7 +405,7 @@ class Scheduler:
         t.state = new
 
     def _work_changed(self, t: Table, now: float) -> None:
-        if t.mode is Mode.SUSPENDED or not has_work(t):
+        if t.state in _KEEPS or t.mode is Mode.SUSPENDED or not has_work(t):
             return
         was = t.state
         self._transition(t, "work")
@@ -445,7 +441,7 @@ class Scheduler:
     def _push(self, t: Table) -> None:
         t.version += 1
         t.keyed_rate = t.rate.rate if t.rate is not None else None
-        self._q.push(t.group, (self._key(self._nj.candidate(t)[0]), t.version, t.idx))
+        self._q.push(t.group, (self._nj.queue_key(t), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[2]]

@@ -196,9 +196,10 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
     """t's update `job` finished (`ev`): E(n) observed (a no-op's duration says nothing of it,
     §2.4), F (and the staleness meter, §2.3), F' (§2.2), its counts, a derived table's SQL
     version over the window. Has E_i(P_i) drifted from the plan's by more than `drift` (§3.2)?"""
-    if ev.committed:
+    if ev.committed and t.cost.learn:
         t.cost.observe(job.n, ev.duration)
-    drifted = t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > drift * t.plan_e
+    # (E_i(P_i) moves only by learning: the plan's was taken from this model, §3.2)
+    drifted = t.cost.learn and t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > drift * t.plan_e
     if t.freshness is None:
         t.meter.start(job.new_freshness, now)
         t.freshness = job.new_freshness
