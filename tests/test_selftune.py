@@ -60,7 +60,7 @@ def test_a_simulated_run_switches_away_from_a_losing_setting_through_reconfigure
 
 
 def test_a_simulated_run_keeps_the_default_where_it_is_best_and_is_reproducible():
-    cfg = _config()
+    cfg = _config(autotune_every=1200)  # half the daemon's cadence: the same verdicts, half the cost
     assert cfg.scheduler.autotune == "apply"
     runs = [simulate(cfg, seed=3, events=EVENTS, tuner=attach) for _ in range(2)]
     at = runs[0].extra["autotune"]

@@ -139,9 +139,9 @@ def test_beyond_seeds_script_agrees_with_the_experiment_on_seeds_1_and_2(capsys)
     wl = next(w for w in BEYOND.workloads if w.name == "fig7")
     res = run_experiment(dataclasses.replace(BEYOND, workloads=(wl,)), events=1500, seeds=2, workers=1, xs=(1.1,))
     expected = beyond_ratios(res.all_curves())["fig7"][1.1][0]
-    r = spread("fig7", 1.1, seeds=4, events=1500, chops=(30.0,))
-    assert r["pairs"][0] == pytest.approx(expected)
-    assert len(r["pairs"]) == 2 and r["per_seed_sd"] > 0
+    r = spread("fig7", 1.1, seeds=2, events=1500, chops=(30.0,))
+    assert r["pairs"] == [pytest.approx(expected)]
+    assert r["per_seed_sd"] > 0
     assert set(r["extra"]) == {"MB global, c=30"} and r["extra"]["MB global, c=30"] > 0
     with pytest.raises(SystemExit):
         main(["--points", "nosuch:1.1"])
