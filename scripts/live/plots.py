@@ -29,11 +29,7 @@ def plot(result: dict[str, Any], series: dict[str, dict[str, list]], out: Path) 
     ax.set_ylabel(f"staleness of {top} (p={prios[top]:g}), s")
     ax.set_title("Staleness of the highest-priority table, from the Delta logs")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = out.with_name(out.stem + "-top.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    files.append(str(p))
+    files.append(_save(fig, out, "-top.png"))
     fig, ax = plt.subplots(figsize=(8, 4))
     names = [c["name"] for c in result["contestants"]]
     whole = [c.get("weighted_staleness") or 0 for c in result["contestants"]]
@@ -45,9 +41,16 @@ def plot(result: dict[str, Any], series: dict[str, dict[str, list]], out: Path) 
     ax.set_ylabel("average Σ p·S  (priority-seconds)")
     ax.set_title("Priority-weighted staleness per contestant (lower is better)")
     ax.legend(fontsize=8)
+    files.append(_save(fig, out, "-weighted.png"))
+    return files
+
+
+def _save(fig: Any, out: Path, suffix: str) -> str:
+    """Write `fig` beside `out` (its stem + `suffix`), close it, return the path."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    p = out.with_name(out.stem + "-weighted.png")
+    p = out.with_name(out.stem + suffix)
     fig.savefig(p, dpi=110)
     plt.close(fig)
-    files.append(str(p))
-    return files
+    return str(p)
