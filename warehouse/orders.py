@@ -5,7 +5,7 @@ partition it quarantined (DESIGN.md §4.5).
 Each order is a generator of moves `(table, move)`; the Scheduler applies each move through its
 transition helpers (`warehouse.scheduler.TRANSITIONS`, the one door) before it asks for the next,
 so an order may read the outcome of its last move. The moves: "suspend", "resume", "refresh"
-(the table's mode), "retry" (its back-off ends), "drain" (its queued job leaves the queue),
+(the table's mode), "retry" (its back-off ends now), "drain" (its queued job leaves the queue),
 "work" (its work changed: released or re-keyed), "requeue" (some of its work went away),
 "upkeep" (its maintenance may be due). Knows nothing of the Scheduler. Pure: no clock, no I/O.
 """
@@ -48,7 +48,6 @@ def refresh(ev: Refresh, now: float, tables: dict[str, Table], readers: dict[str
         yield t, "refresh"
         return
     if t.state is JobState.BACKOFF:
-        t.backoff_until = now
         yield t, "retry"
         yield t, "work"
     if t.state is not JobState.IDLE or has_work(t):

@@ -238,7 +238,8 @@ class Scheduler:
                 self._requeue(t)
             elif move == "drain":
                 self._drain(t)
-            elif move == "retry":
+            elif move == "retry":  # its back-off ends now (the heap's entry goes stale)
+                t.backoff_until = now
                 self._transition(t, move)
             elif move == "upkeep":
                 self._check_upkeep(t, now)
