@@ -13,11 +13,17 @@ session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
 
 - `freshet`               — `freshet run` with its default policy, 4 tracks;
 - `freshet-fifo`          — the same with `policy: fifo`, `partitioner: global` (an ablation);
+- `freshet-edfp`          — the same with `policy: edf-p` (static priorities; an ablation);
 - `structured-streaming`  — one streaming query per table in one Spark application (live/streaming.py);
+- `structured-streaming-tuned` — the same with pools by priority, per-query triggers, a bulk pool
+                            (live/streaming_tuned.py);
 - `cron`                  — every shortest period, refresh every table with new source data, in
                             config order, 4 workers, Freshet's own append code (live/cron.py);
+- `priority-cron`         — a 1 s tick, tables by inherited priority, valuable and bulk pools
+                            (live/priority_cron.py);
 - `declarative-pipelines` — the warehouse as a Spark Declarative Pipeline run by `spark-pipelines`
-                            against a Spark Connect server with Delta (live/pipelines.py).
+                            against a Spark Connect server with Delta, valuable datasets refreshed
+                            in a loop of their own (live/pipelines.py).
 
 Measured (`scripts/live/measure.py`): from the Delta logs with delta-rs, every table's staleness
 over the window [warm-up, duration] of the trace (seconds from each contestant's own start), its integral
@@ -405,11 +411,11 @@ def _print(result: dict[str, Any], json_out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"a {QUICK.duration:.0f} s trace per contestant "
-                                                         f"(all five within 25 minutes)")
+                                                         f"(all eight within 40 minutes)")
     ap.add_argument("--json", help="write the result here (default <out>/bench_live.json; with --seeds the "
                                    "summary, each seed's result beside it as <stem>-seed<S>.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
-    ap.add_argument("--only", help="comma-separated contestants (default: all five; \"\" with --reuse: "
+    ap.add_argument("--only", help="comma-separated contestants (default: all eight; \"\" with --reuse: "
                                    "measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--seeds", help="N (N seeds from --seed on) or a list 11,12,13: one trace per seed, the "

@@ -37,7 +37,13 @@ def settings(name: str, config: FreshetConfig) -> dict[str, Any]:
     """What contestant `name` runs with on `config` (its generated freshet.yaml), beyond the Spark
     settings every contestant shares (`spec.SPARK_CONF`, `warehouse.lake.session.DEFAULT_CONF`)."""
     if name in FRESHET:
+        from policies.bulk import BULK_POOL, bulk_limit, pool_weights
+
         sc = config.scheduler
-        return {"scheduler": sc.model_dump(mode="json"), "pools": "track-<k> per track (FIFO inside, weight 1)"}
+        return {"scheduler": sc.model_dump(mode="json"),
+                "bulk_limit": bulk_limit(sc.bulk_limit, config.spark.master),
+                "pools": {"freshet-p<w>": "w = 2^round(log2(Ip / least Ip)), FAIR inside, weight w",
+                          BULK_POOL: "bulk jobs (policies.bulk), FIFO inside, weight 1",
+                          "declared": sorted(pool_weights())}}
     module = importlib.import_module(f"scripts.live.{PEER_MODULES[name]}")
     return module.settings(config)

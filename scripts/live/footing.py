@@ -12,8 +12,7 @@ processes kept busy over a few seconds (psutil: the machine's busy share minus t
 FAIR mode included, + the config's Spark settings) with its own over them: from the peers'
 registry `scripts.live.contestants.settings(name, config)` when it knows the contestant, else
 from the module its command runs (`settings(config) -> dict` or a `SETTINGS` dict; its Spark
-settings under `spark_conf` or `spark`), else, for Freshet, its scheduler settings (tracks,
-policy, partitioner: one fair-scheduler pool per track).
+settings under `spark_conf` or `spark`), else none beyond the shared ones.
 """
 
 from __future__ import annotations
