@@ -125,7 +125,7 @@ def _entry(name: str, ws: float, *, status: str = "ok", flagged: bool = False, s
             "load_average": {"flagged": flagged},
             "check": {"d_rollup": {"mismatched_windows": 1}},
             "tables": {"b00": {"mean_staleness": ws / 100, "max_staleness": ws / 10, "starvation_seconds": starved,
-                               "starvation_periods": starved / 10}}}
+                               "starvation_periods": starved / 10, "period": 10.0}}}
 
 
 def test_summary_over_seeds() -> None:
@@ -146,6 +146,22 @@ def test_summary_over_seeds() -> None:
     assert c["tables"]["b00"]["starvation_seconds"] == 30.0 and c["tables"]["b00"]["starvation_periods"] == 3.0
     assert s["contestants"]["freshet"]["weighted_staleness"]["values"] == [50.0, 70.0, 70.0]
     assert s["contestants"]["cron"]["cpu_seconds_per_row"]["mean"] == pytest.approx(1e-6)  # not rounded away
+
+
+def test_summary_over_the_bound_and_starvation_beyond_the_target() -> None:
+    """Bound 40 on both seeds: (50 − 40) / (100 − 40) = 1/6 and (70 − 40) / (100 − 40) = 1/2; a
+    table starved 40 s with P = 10 and a 5 s burst is beyond 3·P + burst = 35 s, one of 30 s is not."""
+    from scripts.live.summary import summarise
+
+    runs = [{"seed": 1, "bound": {"weighted_staleness": 40.0}, "burst": [10.0, 15.0],
+             "contestants": [_entry("freshet", 50.0, starved=30.0), _entry("cron", 100.0, starved=40.0)]},
+            {"seed": 2, "bound": {"weighted_staleness": 40.0}, "burst": [10.0, 15.0],
+             "contestants": [_entry("freshet", 70.0, starved=35.0), _entry("cron", 100.0, starved=12.0)]}]
+    s = summarise(runs)
+    assert s["ratios"]["cron"]["excess_over_bound"]["values"] == pytest.approx([1 / 6, 1 / 2], abs=1e-5)
+    assert s["bound"]["mean"] == 40.0
+    assert s["contestants"]["cron"]["starved_beyond_target"] == {"b00": 40.0}
+    assert s["contestants"]["freshet"]["starved_beyond_target"] == {}
 
 
 def test_order_is_a_seeded_shuffle() -> None:

@@ -1,15 +1,29 @@
 """Figures over seeds (issue 23): each ratio Freshet / contestant as the mean over seeds with its
 95 % t-interval, per-table staleness (mean of the per-seed means, the largest maximum), starvation
 and CPU-seconds per committed row — from the per-seed JSON objects `scripts/bench_live.py` writes.
+
+Two figures beside the plain ratio: the ratio of the staleness each adds **over the zero-latency
+bound** of the seed's trace (`bound`: every partition committed the instant it arrives), (F − B) /
+(C − B) — the part a scheduler can move; and the tables that **starved** longer than issue 23
+allows, 3 of their periods plus the burst.
+
+    .venv/bin/python -m scripts.live.summary out/seeds/summary-seed*.json > out/seeds/resummary.json
+
+summarises per-seed JSON files again (this module's figures on runs made at another commit).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+import sys
+from pathlib import Path
 from typing import Any
 
-__all__ = ["T975", "interval", "summarise", "t975"]
+__all__ = ["STARVE_PERIODS", "T975", "interval", "summarise", "t975"]
+
+STARVE_PERIODS = 3  # issue 23: no table without a commit longer than 3 of its periods plus the burst
 
 # Student's t, 0.975 quantile, for 1 … 30 degrees of freedom (the two-sided 95 % interval);
 # the seeds are few, so the normal quantile (1.96) would understate the interval badly.
@@ -70,6 +84,12 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                     if reference in b and n in b and _ok(b[reference]) and _ok(b[n])
                     and b[reference].get(key) is not None and b[n].get(key)]
             per[key] = interval(vals)
+        per["excess_over_bound"] = interval([
+            (b[reference]["weighted_staleness"] - r["bound"]["weighted_staleness"])
+            / (b[n]["weighted_staleness"] - r["bound"]["weighted_staleness"])
+            for r, b in zip(runs, by, strict=True)
+            if reference in b and n in b and _ok(b[reference]) and _ok(b[n]) and (r.get("bound") or {}).get(
+                "weighted_staleness") is not None and b[n]["weighted_staleness"] > r["bound"]["weighted_staleness"]])
         ratios[n] = per
     contestants: dict[str, Any] = {}
     for n in names:
@@ -82,6 +102,13 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                          "max_staleness": max(x["max_staleness"] for x in rows),
                          "starvation_seconds": max(x.get("starvation_seconds", 0.0) for x in rows),
                          "starvation_periods": max(x.get("starvation_periods", 0.0) for x in rows)}
+        starved: dict[str, float] = {}  # table → its worst starvation beyond 3 periods + the burst
+        for r, c in ((r, b[n]) for r, b in zip(runs, by, strict=True) if n in b and _ok(b[n])):
+            burst = (r["burst"][1] - r["burst"][0]) if r.get("burst") else 0.0
+            for t, x in c["tables"].items():
+                gone = x.get("starvation_seconds", 0.0)
+                if x.get("period") and gone > STARVE_PERIODS * x["period"] + burst:
+                    starved[t] = max(starved.get(t, 0.0), gone)
         mism: dict[str, int] = {}
         for c in ok:
             for t, v in (c.get("check") or {}).items():
@@ -91,5 +118,21 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                                                              "burst_weighted_staleness", "cpu_seconds_per_row")},
             "failed_seeds": [s for s, c in entries if not _ok(c)],
             "flagged_seeds": [s for s, c in entries if (c.get("load_average") or {}).get("flagged")],
-            "mismatched_windows": mism, "tables": tables}
-    return {"seeds": [r["seed"] for r in runs], "reference": reference, "ratios": ratios, "contestants": contestants}
+            "mismatched_windows": mism, "starved_beyond_target": starved, "tables": tables}
+    bounds = [r["bound"]["weighted_staleness"] for r in runs if (r.get("bound") or {}).get("weighted_staleness")]
+    return {"seeds": [r["seed"] for r in runs], "reference": reference, "bound": interval(bounds), "ratios": ratios,
+            "contestants": contestants}
+
+
+def main(argv: list[str]) -> int:
+    """Summarise per-seed JSON files (`<stem>-seed<S>.json`) again; the summary to stdout."""
+    if not argv:
+        print("usage: python -m scripts.live.summary SEED.json [SEED.json ...]", file=sys.stderr)
+        return 2
+    runs = [json.loads(Path(a).read_text()) for a in argv]
+    print(json.dumps({"kind": "summary over seeds", "runs": argv, **summarise(runs)}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
