@@ -49,6 +49,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import random
 import shutil
@@ -76,6 +77,8 @@ from sim.progress import ProgressReporter  # noqa: E402
 
 CONTESTANTS = ("freshet", "freshet-fifo", "freshet-edfp", "structured-streaming", "structured-streaming-tuned",
                "cron", "priority-cron", "declarative-pipelines")
+# `--quick` without `--only`: Freshet and the strongest peer of each kind, within 30 minutes
+QUICK_CONTESTANTS = ("freshet", "structured-streaming-tuned", "priority-cron", "declarative-pipelines")
 PEERS = ("structured-streaming", "structured-streaming-tuned", "cron", "priority-cron", "declarative-pipelines")
 
 
@@ -110,6 +113,17 @@ STAGE_RATE = 4e6  # rows/s `stage` writes here (6.5 M measured; conservative): h
 
 
 # ---------------------------------------------------------------- contestants
+def start_time(now: float, rows: int, align: float = 1.0) -> float:
+    """t0 of a contestant's replay: far enough ahead of `now` for every partition to be written
+    ahead (`stage`, `rows` at STAGE_RATE), in whole seconds (event times are exact in µs), and a
+    multiple of `align` — by default (`--align`) the derived tables' bucket lengths (`spec.alignment`):
+    the buckets' phase against
+    the partitions is then the same for every contestant and for the bound. (Unaligned, each
+    contestant's t0 fell at another second of the minute, and `d_rollup`'s 1-minute buckets waited
+    0-30 s longer for `b04`'s partition by luck alone: up to 1,200 of weighted staleness.)"""
+    return float(math.ceil((now + 5 + rows / STAGE_RATE) / align) * align)
+
+
 def _free_port() -> int:
     import socket
 
@@ -172,7 +186,8 @@ def _stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
     psutil.wait_procs(tree, timeout=10)
 
 
-def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float = 300.0) -> dict[str, Any]:
+def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float = 300.0,
+                   align: float = 1.0) -> dict[str, Any]:
     """Start `name`, wait until it is ready, replay the trace into its landing zone in real time,
     stop it, and return what was run (the figures come from `evaluate`)."""
     d = (out / name).resolve()
@@ -200,8 +215,7 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
                 raise RuntimeError(f"not ready after {ready_timeout:.0f} s")
             time.sleep(0.5)
         info["startup_seconds"] = round(time.time() - began, 1)
-        # whole seconds: event times are exact in µs; every partition is written ahead (`stage`)
-        t0 = float(int(time.time() + 5 + sum(p.rows for p in trace.parts) / STAGE_RATE))
+        t0 = start_time(time.time(), sum(p.rows for p in trace.parts), align)
         info["start"] = t0
         info["staging_seconds"] = round(stage(trace, d / "staging", t0), 1)
         if time.time() > t0:
@@ -358,7 +372,7 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
             raise
         print(f"bench_live: {name}: running ({trace.duration:.0f} s trace, seed {trace.seed}; load {load['before']}"
               f"{', FLAGGED' if load['flagged'] else ''})", flush=True)
-        info = run_contestant(name, trace, out)
+        info = run_contestant(name, trace, out, align=extra.get("align_seconds", 1.0))
         info["load_average"] = {**load, "after": _load()}
         entry, s = evaluate(info, trace)
         try:  # the output check: each derived table against its SQL over the contestant's own base tables
@@ -411,11 +425,12 @@ def _print(result: dict[str, Any], json_out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"a {QUICK.duration:.0f} s trace per contestant "
-                                                         f"(all eight within 40 minutes)")
+                                                         f"(without --only: {', '.join(QUICK_CONTESTANTS)}, within 30 minutes; "
+                                                         f"all eight take about 45)")
     ap.add_argument("--json", help="write the result here (default <out>/bench_live.json; with --seeds the "
                                    "summary, each seed's result beside it as <stem>-seed<S>.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
-    ap.add_argument("--only", help="comma-separated contestants (default: all eight; \"\" with --reuse: "
+    ap.add_argument("--only", help="comma-separated contestants (default: all eight; with --quick the four of QUICK_CONTESTANTS; \"\" with --reuse: "
                                    "measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--seeds", help="N (N seeds from --seed on) or a list 11,12,13: one trace per seed, the "
@@ -434,13 +449,18 @@ def main(argv: list[str] | None = None) -> int:
                          f"(default {footing.LOAD_PER_CORE:g} per core: {footing.LoadGuard.default_threshold():g})")
     ap.add_argument("--settle", type=float, default=120.0,
                     help="seconds to wait at most before a contestant for the load to fall (default 120)")
+    ap.add_argument("--align", type=float, default=spec.alignment(),
+                    help="each contestant's t0 a multiple of this many seconds, so the derived tables' buckets "
+                         f"fall at the same instants of every replay (default {spec.alignment():g}: their "
+                         "bucket lengths' LCM; 1 for a short test)")
     ap.add_argument("--allow-load", action="store_true",
                     help="run a contestant on a loaded machine anyway, flagged in the JSON")
     args = ap.parse_args(argv)
     shape = QUICK if args.quick else FULL
     if args.shape:
         shape = Shape(*(float(x) for x in args.shape.split(",")))
-    names = [n for n in args.only.split(",") if n] if args.only is not None else list(CONTESTANTS)
+    names = ([n for n in args.only.split(",") if n] if args.only is not None
+             else list(QUICK_CONTESTANTS if args.quick else CONTESTANTS))
     unknown = [n for n in names if n not in CONTESTANTS]
     if unknown:
         ap.error(f"unknown contestant(s) {', '.join(unknown)}; known: {', '.join(CONTESTANTS)}")
@@ -453,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).resolve()
     json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
     guard = footing.LoadGuard(args.load_threshold, settle=args.settle, allow=args.allow_load)
-    extra = {"commit": footing.provenance(ROOT), "keep_landing": args.keep_landing,
+    extra = {"commit": footing.provenance(ROOT), "keep_landing": args.keep_landing, "align_seconds": args.align,
              "load_guard": {"threshold": guard.threshold, "settle": guard.settle, "allowed": guard.allow}}
     names = [n for n in CONTESTANTS if n in names]
     if seeds is None:

@@ -297,7 +297,7 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
     from scripts import bench_live
     from scripts.live import footing
 
-    def fake(name: str, trace, out: Path) -> dict:  # noqa: ANN001
+    def fake(name: str, trace, out: Path, **_: object) -> dict:  # noqa: ANN001
         root = out / name / "warehouse"
         start = time.time() - trace.warmup - 1.0
         _write(root / "b00", [(start + trace.warmup - 3 * (name == "cron"), 0, 1.0)], ("ts", "key", "value"))
@@ -414,7 +414,7 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
                            "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json"),
-                           "--allow-load", "--settle", "0"],
+                           "--allow-load", "--settle", "0", "--align", "1"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())
@@ -456,3 +456,16 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     again = json.loads((out / "again.json").read_text())
     assert [(c["name"], c["weighted_staleness"], c["reused_from"]) for c in again["contestants"]] == [
         (c["name"], c["weighted_staleness"], str(out / "r.json")) for c in r["contestants"]]
+
+
+def test_every_contestant_starts_at_the_same_phase_of_the_buckets() -> None:
+    """t0 is a multiple of 60 s (d_rollup's 1-minute and d_agg's 30-second buckets), at least
+    5 s + staging ahead: the buckets' phase against the trace is the same for every contestant."""
+    from scripts.bench_live import STAGE_RATE, start_time
+    from scripts.live import spec
+
+    assert spec.alignment() == 60.0
+    for now in (1_795_747_726.3, 1_795_747_780.0, 1_795_747_794.9):
+        t0 = start_time(now, int(8 * STAGE_RATE), spec.alignment())
+        assert t0 % 60 == 0 and now + 13 <= t0 < now + 13 + 60
+        assert start_time(now, 0) == float(int(now + 5) + (now % 1 > 0))  # --align 1: the next whole second

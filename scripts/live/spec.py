@@ -10,11 +10,12 @@ Every contestant builds the same tables (names and schemas) from these definitio
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DERIVED", "HOT_STREAMS", "KEYS", "SCHEMA", "SPARK_CONF", "STREAMS", "TRACE_KINDS", "Derived", "Stream",
-           "bursting", "freshet_config", "periods", "priorities", "targets"]
+           "alignment", "bursting", "freshet_config", "periods", "priorities", "targets"]
 
 SCHEMA = {"ts": "timestamp", "key": "int", "value": "double"}  # every stream; tables add `date`
 KEYS = 16  # distinct `key` values: the join's fan-out is rows(b02 in 30 s) / KEYS
@@ -70,6 +71,17 @@ DERIVED: tuple[Derived, ...] = (
             "WHERE a.ts > :window_start AND a.ts <= :window_end"),
     Derived("d_agg", ("b03",), 20.0, 30.0, 0.0, 90.0, _bucket(30, "b03")),
 )
+
+def alignment() -> float:
+    """Seconds every contestant's t0 is a multiple of: the least common multiple of the derived
+    tables' bucket lengths (scripts/bench_live.start_time), so buckets start at the same instant
+    of every replay."""
+    out = 1
+    for d in DERIVED:
+        if d.granularity:
+            out = math.lcm(out, int(d.granularity))
+    return float(out)
+
 
 # The trace kinds (issue 23): `bulk` — only the bulk streams burst (`Stream.bursts`); `hot` — the
 # highest-priority stream bursts with them, so a scheduler cannot keep the valuable table fresh
