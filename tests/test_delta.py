@@ -153,13 +153,20 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
     write_minutes(cfg, "m", 0, 2)
     arrivals = Intake(cfg).scan()
     seen: list[str | None] = []
-    run_base = Executor._run_base
+    splits: list[tuple[bool, str]] = []  # (read in the daemon's own session?, its split size)
+    run_base, read = Executor._run_base, Executor._read_partitions
 
     def spy(self, job, tc, t0):  # noqa: ANN001, ANN202 — records the pool the job's Spark work runs in
         seen.append(self.spark.sparkContext.getLocalProperty("spark.scheduler.pool"))
         return run_base(self, job, tc, t0)
 
+    def reads(self, stream, files, session=None):  # noqa: ANN001, ANN202 — records the session that reads
+        s = session or self.spark
+        splits.append((s is self.spark, s.conf.get("spark.sql.files.maxPartitionBytes")))
+        return read(self, stream, files, session)
+
     monkeypatch.setattr(Executor, "_run_base", spy)
+    monkeypatch.setattr(Executor, "_read_partitions", reads)
     ex = Executor(cfg, spark)
     least = min(t.priority for t in cfg.tables)
     first = dataclasses.replace(base_job(1, arrivals[:1], T0, T0 + MINUTE), priority=50 * least)
@@ -168,6 +175,13 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
                                bulk=True)
     assert ex.run(bulk).committed
     assert seen == ["freshet-p64", "freshet-bulk"]
+    # a bulk job reads in a session of its own with short splits (lake.session.read_session); the
+    # daemon's session keeps Spark's default
+    from warehouse.lake.session import BULK_SPLIT_BYTES
+
+    shared = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    assert shared != BULK_SPLIT_BYTES and splits == [(True, shared), (False, BULK_SPLIT_BYTES)], splits
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8  # both appended
     assert spark.sparkContext._jsc.sc().getPoolForName("freshet-p64").get().weight() == 64
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
 

@@ -48,7 +48,7 @@ from warehouse.lake.delta import (
 )
 from warehouse.lake.outcome import JobError, JobOutcome, noop_outcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
-from warehouse.lake.session import SparkLink, job_description, job_session
+from warehouse.lake.session import SparkLink, job_description, job_session, read_session
 from warehouse.lake.stateful import change_feed, run_stateful, state_rows
 from warehouse.sqltext import bind_window, sql_version, uses_window
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
@@ -193,16 +193,17 @@ class Executor:
         log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)
         return noop_outcome(job, time.monotonic() - t0, st, note)
 
-    def _read_partitions(self, stream_name: str, files: list[str]) -> DataFrame:
+    def _read_partitions(self, stream_name: str, files: list[str], session: SparkSession | None = None) -> DataFrame:
+        spark = session or self.spark
         stream = self.config.stream(stream_name)
         ddl = spark_schema_ddl(stream.schema_)
-        reader = self.spark.read
+        reader = spark.read
         if ddl:
             reader = reader.schema(ddl)
         if not files:
             if not ddl:
                 raise JobError(f"stream {stream_name!r} declares no schema: cannot load an empty partition")
-            return self.spark.createDataFrame([], ddl)
+            return spark.createDataFrame([], ddl)
         if stream.format == "parquet":
             return reader.parquet(*files)
         if stream.format == "csv":
@@ -232,13 +233,6 @@ class Executor:
             log.warning("table %s: loading late partition(s) %s (the derived windows computed without "
                         "them are recomputed after this load)", tc.name, ", ".join(job.late))
         tcol = time_column(self.config, tc)
-        df = self._read_partitions(tc.stream, [f for p in whole for f in p.files]) if whole or not cut else None
-        for p in cut:
-            part = window_filter(self._read_partitions(tc.stream, list(p.files)), tc, tcol,
-                                 loaded.get(p.partition_id, p.start), min(p.end, job.end))
-            df = part if df is None else df.unionByName(part)
-        assert df is not None
-        df = with_partition_column(df, tc, tcol, new_f)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
                 "safe_freshness": new_safe, "window": [job.start, job.end],
                 "windows": {p.partition_id: [p.start, p.end] for p in parts}}  # the intake's overlap check, after a restart
@@ -249,8 +243,17 @@ class Executor:
             return all(p in now.partitions for p in fps) and all(
                 p in now.partitions or now.slices.get(p, -math.inf) >= c for p, c in slices.items())
 
-        return self._commit(job, tc, df, st, t0, txn, meta, done,
-                            declared_rows=0 if cut else sum(p.rows for p in whole))
+        with read_session(self.spark, job.bulk) as session:  # a bulk job: short tasks (lake.session)
+            df = (self._read_partitions(tc.stream, [f for p in whole for f in p.files], session)
+                  if whole or not cut else None)
+            for p in cut:
+                part = window_filter(self._read_partitions(tc.stream, list(p.files), session), tc, tcol,
+                                     loaded.get(p.partition_id, p.start), min(p.end, job.end))
+                df = part if df is None else df.unionByName(part)
+            assert df is not None
+            df = with_partition_column(df, tc, tcol, new_f)
+            return self._commit(job, tc, df, st, t0, txn, meta, done,
+                                declared_rows=0 if cut else sum(p.rows for p in whole))
 
     def _run_derived(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         st = self.table_state(tc.name)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "BULK_SPLIT_BYTES",
     "DEFAULT_CONF",
     "SESSION_CONF",
     "STATIC_CONF",
@@ -54,6 +55,7 @@ __all__ = [
     "job_session",
     "jar_cache_dir",
     "package_cache_dir",
+    "read_session",
     "stop_spark",
 ]
 
@@ -142,6 +144,24 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
     finally:
         with contextlib.suppress(Exception):
             session.stop()
+
+
+# A bulk job (policies.bulk) reads its partitions in splits of this size (Spark's default: 128 MB):
+# a burst partition of 80–240 MB is read in 5–15 tasks of about a second rather than one or two
+# long ones, so the fair scheduler has task boundaries at which to hand a core to a valuable job.
+BULK_SPLIT_BYTES = str(16 * 1024 * 1024)
+
+
+@contextlib.contextmanager
+def read_session(spark: SparkSession, bulk: bool) -> Iterator[SparkSession]:
+    """The session a base job reads and appends its partitions in: the daemon's own, or for a bulk
+    job a session of its own (`job_session`) whose file splits are BULK_SPLIT_BYTES."""
+    if not bulk:
+        yield spark
+        return
+    with job_session(spark) as session:
+        session.conf.set("spark.sql.files.maxPartitionBytes", BULK_SPLIT_BYTES)
+        yield session
 
 
 @contextlib.contextmanager
