@@ -226,6 +226,7 @@ class Simulation:
         self.maintenance_busy = 0.0
         self.rows: dict[str, int] = {}
         self.started: dict[int, tuple[float, float]] = {}
+        self.tracks: dict[int, _Track] = {}  # each track's job timer (one job at a time per track)
         # cores shared by the running jobs (sim.cores); not over measured durations, which hold it
         self.cores = (Cores(self.env, config.sim.cores, min(t.priority for t in config.tables), self._ended)
                       if config.sim.cores is not None and not self.measured else None)
@@ -292,8 +293,8 @@ class Simulation:
             self._stop.succeed()
 
     def _start(self, job: StartJob, now: float) -> None:
-        """A track runs the job for its drawn execution time (§4.1) from `now`: a SimPy timeout
-        carrying the job, whose callback (`_finish`) hands its end to the Scheduler."""
+        """A track runs the job for its drawn execution time (§4.1) from `now`: the track's timer
+        (`_Track`) hands its end to the Scheduler when it fires."""
         table = job.table
         alpha, beta = self.costs[table]
         u = self.rngs[table].random()  # always drawn, so replays stay aligned with the run
@@ -311,12 +312,10 @@ class Simulation:
         if self.cores is not None:
             self.cores.start(job, duration)  # it ends when its share of the cores has done it
             return
-        self.env.timeout(duration, job).callbacks.append(self._finish)
-
-    def _finish(self, ev: simpy.Event) -> None:
-        """A job's timeout fired: it ran for the duration drawn at its start."""
-        job: StartJob = ev.value
-        self._ended(job, self.started[job.job_id][1])
+        track = self.tracks.get(job.track)
+        if track is None:
+            track = self.tracks[job.track] = _Track(self)
+        track.run(job, duration)
 
     def _ended(self, job: StartJob, duration: float) -> None:
         """`job` ended after `duration` (its timeout, or its share of the cores: sim.cores)."""
@@ -448,6 +447,37 @@ class _Stream:
                 return
             sim._arrive(*item)
         sim._fed()  # (the generated streams never end)
+
+
+class _Track:
+    """A track's running job (§4.1) ends by one SimPy event per track, re-armed for each job as
+    `_Stream`'s is for each arrival: the same place in the queue as `env.timeout(duration)`, without
+    a new object per job. The Scheduler runs at most one job per track, so the event has always
+    fired (or not yet been made) when the track's next job starts."""
+
+    __slots__ = ("sim", "job", "duration", "event")
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.job: StartJob | None = None
+        self.duration = 0.0
+        self.event: simpy.Event | None = None
+
+    def run(self, job: StartJob, duration: float) -> None:
+        """`job` runs for `duration` from now."""
+        self.job, self.duration = job, duration
+        ev = self.event
+        if ev is None:
+            self.event = ev = self.sim.env.timeout(duration)
+            ev.callbacks.append(self)
+        else:
+            assert ev.callbacks is None, "a track runs one job at a time"  # (its last one has ended)
+            ev.callbacks = [self]
+            self.sim.env.schedule(ev, NORMAL, duration)
+
+    def __call__(self, _ev: simpy.Event) -> None:
+        assert self.job is not None
+        self.sim._ended(self.job, self.duration)
 
 
 def prepare(config: FreshetConfig, seed: int) -> FreshetConfig:

@@ -43,7 +43,7 @@ def lookahead_first(q: ReadyQueues, nj: NextJob, tables: list[Table], releases: 
     valid = q.heads(LOOK)
     if not valid:
         return None
-    return first_pick([nj.candidate(tables[e[2]])[0] for e in valid], releases, now)
+    return first_pick([nj.candidate(tables[e[-1]])[0] for e in valid], releases, now)
 
 
 def hold_until(t: Table, benefit: float, nj: NextJob, ranking: ValueRanking, releases: Releases, pace: float,

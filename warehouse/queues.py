@@ -1,7 +1,7 @@
 """The ready queues: released jobs waiting for a track (§3.1-§3.2).
 
 One heap per track-plan group (tracks.plan), keyed by the basic algorithm's key (§3.1,
-policies.basic.policy_key), with lazy deletion: an entry `(key, version, index)` stands while its
+policies.basic.policy_key), with lazy deletion: an entry `(*key, version, index)` stands while its
 table's version is the one it was pushed with (the caller's `valid`). A round merges the group
 heads in key order, so a decision costs O(log n) per started job, not a sort of the queue; stale
 entries are compacted away when they outnumber the live ones, so memory stays flat. Beside them,
@@ -19,7 +19,7 @@ from warehouse.table import QUEUED, Table
 
 __all__ = ["ReadyQueues"]
 
-Entry = tuple  # (key, version, table index)
+Entry = tuple  # (*key, version, table index): flat, so a heap compares one tuple, not a key tuple inside
 
 
 class ReadyQueues:
@@ -123,24 +123,24 @@ class ReadyQueues:
                 heappop(h)
             return None
 
-        # (key, group, the head it was valid as): a group is in the merge once at a time; its head
+        # (the head it was valid as, group): a group is in the merge once at a time; its head
         # stays valid while the round serves others — a round changes only the tables it takes
         merge: list[tuple] = []
         for g in range(len(heaps)):
             first = top(g)
             if first is not None and could_use(g, available):
-                merge.append((first[0], g, first))
+                merge.append((first, g))
         if len(merge) > 1:
             heapq.heapify(merge)
         while available and merge:
-            _, g, entry = heappop(merge)
+            entry, g = heappop(merge)
             h = heaps[g]
             if not h or h[0] is not entry:  # (pushed meanwhile: look again)
                 entry = top(g)
                 if entry is None:
                     continue
             heappop(h)
-            track = place(names[entry[2]], available, has_remaining)
+            track = place(names[entry[-1]], available, has_remaining)
             nxt: Entry | None
             if track is not None and take(entry, track):
                 available.discard(track)
@@ -156,13 +156,13 @@ class ReadyQueues:
                 else:
                     nxt = top(g)
             if nxt is not None and could_use(g, available):
-                heappush(merge, (nxt[0], g, nxt))
+                heappush(merge, (nxt, g))
             elif blocked and not has_remaining(g):
                 # a group ran out: non-aggressive checks may now pass for the blocked ones
                 for b in sorted(blocked):
                     first = top(b)
                     if first is not None and could_use(b, available):
-                        heappush(merge, (first[0], b, first))
+                        heappush(merge, (first, b))
                 blocked.clear()
         for g, entry in aside:
             self.push(g, entry)
@@ -188,7 +188,7 @@ class ReadyQueues:
         entry = top()
         while entry is not None and could_use(0, available):
             heappop(h)
-            track = place(names[entry[2]], available, has_remaining)
+            track = place(names[entry[-1]], available, has_remaining)
             if track is not None and take(entry, track):
                 available.discard(track)
                 if not available:

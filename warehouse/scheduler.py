@@ -225,6 +225,8 @@ class Scheduler:
         hold = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
         backoff = self._backoffs.next(self._backing_off) if self._backoffs.heap else None
         due = self._upkeep.next_due() if self._upkeep.timers else None
+        if backoff is None and due is None:  # (the usual case, asked after every event)
+            return hold
         return min((w for w in (hold, backoff, due) if w is not None), default=None)
 
     # ---- orders: the operator's (ops.actions) and a dropped partition (warehouse.orders) ---------
@@ -336,8 +338,8 @@ class Scheduler:
             return
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
             self._pace.observe(ev.duration, job.estimate)
-            self._upkeep.committed(t.name, now)
-            self._check_upkeep(t, now)
+            if self._upkeep.committed(t.name, now) is not None:  # its maintenance is due now
+                self._care(t, "due")
         if committed(t, job, ev, now, self.config.scheduler.repartition_drift):
             self._plan_dirty = True  # its E_i(P_i) drifted from the plan's (§3.2)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
@@ -442,11 +444,11 @@ class Scheduler:
     def _push(self, t: Table) -> None:
         t.version += 1
         t.keyed_rate = t.rate.rate if t.rate is not None else None
-        self._q.push(t.group, (self._nj.queue_key(t), t.version, t.idx))
+        self._q.push(t.group, (*self._nj.queue_key(t), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
-        t = self._by_idx[entry[2]]
-        return t.version == entry[1] and t.state in QUEUED and t.group == g
+        t = self._by_idx[entry[-1]]
+        return t.version == entry[-2] and t.state in QUEUED and t.group == g
 
     # ---- a scheduling round (§3.2) ---------------------------------------------------------------
     def _dispatch(self, now: float) -> list[StartJob]:
@@ -501,10 +503,10 @@ class Scheduler:
             self._lookahead_first(now, available, out)
 
         def take(entry: tuple, track: int) -> bool:
-            t = self._by_idx[entry[2]]
+            t = self._by_idx[entry[-1]]
             if self._bulk_waits(t):
                 return False  # the bulk limit is reached: a small job may take the track
-            until = hold_until(t, -entry[0][0], self._nj, self._ranking, self._releases, self._pace.now,
+            until = hold_until(t, -entry[0], self._nj, self._ranking, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
                 self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short

@@ -109,15 +109,17 @@ class Upkeep:
             heapq.heappush(self.timers, (due, name))
 
     # ---- what the Scheduler tells it --------------------------------------------------------------
-    def committed(self, table: str, now: float) -> None:
-        """An update job of `table` committed (a no-op replay does not count)."""
+    def committed(self, table: str, now: float) -> str | None:
+        """An update job of `table` committed (a no-op replay does not count); the maintenance
+        kind it needs now, if any (`due`)."""
         u = self.tables.get(table)
         if u is None:
-            return
+            return None
         u.commits += 1
         if u.anchor is None:
             u.anchor = now
             self._arm(table, u)
+        return self.due(table, now)
 
     def finished(self, table: str, kind: str, now: float, *, through: float | None, files: int | None,
                  reclaimed: int) -> None:
