@@ -117,8 +117,8 @@ def start_time(now: float, rows: int, align: float = 1.0) -> float:
     """t0 of a contestant's replay: far enough ahead of `now` for every partition to be written
     ahead (`stage`, `rows` at STAGE_RATE), in whole seconds (event times are exact in µs), and a
     multiple of `align` — by default (`--align`) the derived tables' bucket lengths (`spec.alignment`):
-    the buckets' phase against
-    the partitions is then the same for every contestant and for the bound. (Unaligned, each
+    the buckets' phase against the partitions is then the same for every contestant and for the
+    bound. (Unaligned, each
     contestant's t0 fell at another second of the minute, and `d_rollup`'s 1-minute buckets waited
     0-30 s longer for `b04`'s partition by luck alone: up to 1,200 of weighted staleness.)"""
     return float(math.ceil((now + 5 + rows / STAGE_RATE) / align) * align)
@@ -430,8 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the result here (default <out>/bench_live.json; with --seeds the "
                                    "summary, each seed's result beside it as <stem>-seed<S>.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
-    ap.add_argument("--only", help="comma-separated contestants (default: all eight; with --quick the four of QUICK_CONTESTANTS; \"\" with --reuse: "
-                                   "measure the earlier run again)")
+    ap.add_argument("--only", help="comma-separated contestants (default: all eight; with --quick the four of "
+                                   "QUICK_CONTESTANTS; \"\" with --reuse: measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--seeds", help="N (N seeds from --seed on) or a list 11,12,13: one trace per seed, the "
                                     "contestants in a seeded shuffled order per seed, and a summary over seeds")

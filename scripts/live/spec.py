@@ -72,6 +72,7 @@ DERIVED: tuple[Derived, ...] = (
     Derived("d_agg", ("b03",), 20.0, 30.0, 0.0, 90.0, _bucket(30, "b03")),
 )
 
+
 def alignment() -> float:
     """Seconds every contestant's t0 is a multiple of: the least common multiple of the derived
     tables' bucket lengths (scripts/bench_live.start_time), so buckets start at the same instant

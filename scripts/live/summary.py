@@ -84,12 +84,13 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                     if reference in b and n in b and _ok(b[reference]) and _ok(b[n])
                     and b[reference].get(key) is not None and b[n].get(key)]
             per[key] = interval(vals)
-        per["excess_over_bound"] = interval([
-            (b[reference]["weighted_staleness"] - r["bound"]["weighted_staleness"])
-            / (b[n]["weighted_staleness"] - r["bound"]["weighted_staleness"])
-            for r, b in zip(runs, by, strict=True)
-            if reference in b and n in b and _ok(b[reference]) and _ok(b[n]) and (r.get("bound") or {}).get(
-                "weighted_staleness") is not None and b[n]["weighted_staleness"] > r["bound"]["weighted_staleness"]])
+        excess = []  # (F − B) / (C − B): the staleness each adds over the seed's zero-latency bound
+        for r, b in zip(runs, by, strict=True):
+            bound = (r.get("bound") or {}).get("weighted_staleness")
+            if bound is not None and reference in b and n in b and _ok(b[reference]) and _ok(b[n]) \
+                    and b[n]["weighted_staleness"] > bound:
+                excess.append((b[reference]["weighted_staleness"] - bound) / (b[n]["weighted_staleness"] - bound))
+        per["excess_over_bound"] = interval(excess)
         ratios[n] = per
     contestants: dict[str, Any] = {}
     for n in names:
