@@ -16,7 +16,10 @@ jobs beside them wait for slots whatever the pools say. So:
 - each job's Spark work runs in a fair-scheduler pool weighted by its table's inherited priority
   Ip (§3.3), relative to the least priority of the warehouse, in powers of two; a bulk job in the
   pool `freshet-bulk` of weight 1, so a valuable small job beside it gets the task slots as they
-  free up.
+  free up. Spark serves first a pool below its minShare and breaks ties by pool name, so the
+  priority pools have minShare 1 (the bulk pool 0) and names that sort heaviest first
+  (`freshet-00-p1024` … `freshet-10-p1`): a valuable pool running nothing takes the next free
+  slot, ahead of the bulk pool and of lighter pools.
 
 Pure: no Spark, no clock.
 """
@@ -71,10 +74,19 @@ def _weight(priority: float, least: float) -> int:
     return int(min(MAX_WEIGHT, max(1, 2 ** round(math.log2(priority / least)))))
 
 
+_TOP = int(math.log2(MAX_WEIGHT))
+
+
+def _name(weight: int) -> str:
+    """`freshet-<rank>-p<weight>`, the rank 00 for MAX_WEIGHT: name order is weight order, heaviest
+    first (Spark's fair scheduler breaks ties between pools by name)."""
+    return f"freshet-{_TOP - int(math.log2(weight)):02d}-p{weight}"
+
+
 def pool_weights() -> dict[str, int]:
-    """Every pool Freshet declares (name → weight): freshet-p1, freshet-p2, … freshet-p1024, and
-    the bulk pool (weight 1)."""
-    out = {f"freshet-p{2 ** i}": 2 ** i for i in range(int(math.log2(MAX_WEIGHT)) + 1)}
+    """Every pool Freshet declares (name → weight): freshet-00-p1024, freshet-01-p512, …
+    freshet-10-p1, and the bulk pool (weight 1)."""
+    out = {_name(2 ** i): 2 ** i for i in range(_TOP, -1, -1)}
     out[BULK_POOL] = 1
     return out
 
@@ -82,4 +94,4 @@ def pool_weights() -> dict[str, int]:
 def pool_for(priority: float, least: float, bulk: bool) -> str:
     """The pool of a job of inherited priority `priority` in a warehouse whose least priority is
     `least`; a bulk job's is BULK_POOL."""
-    return BULK_POOL if bulk else f"freshet-p{_weight(priority, least)}"
+    return BULK_POOL if bulk else _name(_weight(priority, least))

@@ -219,7 +219,7 @@ def test_settings_from_the_contestant_module_else_shared(tmp_path: Path, monkeyp
                                                        partitioner="global")))
     fr = settings("freshet-fifo", ["py", "-m", "ops.cli", "run", "--config", str(cfg)], cfg)
     assert (fr["scheduler"]["tracks"], fr["scheduler"]["policy"], fr["scheduler"]["partitioner"]) == (4, "fifo", "global")
-    assert "freshet-bulk" in fr["pools"] and "freshet-p1024" in fr["pools"]["declared"]
+    assert "freshet-bulk" in fr["pools"] and "freshet-00-p1024" in fr["pools"]["declared"]
     assert fr["bulk_limit"] == 1  # local[2]: one core kept for the small jobs
     assert fr["spark"]["spark.scheduler.mode"] == DEFAULT_CONF["spark.scheduler.mode"] == "FAIR"
     assert fr["spark"]["spark.sql.shuffle.partitions"] == "2" and fr["spark"]["master"] == "local[2]"

@@ -114,14 +114,17 @@ def test_bad_bulk_settings_are_refused_naming_the_field(field: str, value: objec
 
 
 def test_pools_by_priority() -> None:
-    """Weight 2^round(log2(Ip / least)), declared up to 1024; bulk jobs in the bulk pool."""
+    """Weight 2^round(log2(Ip / least)), declared up to 1024; bulk jobs in the bulk pool; the
+    names sort heaviest first (Spark breaks ties between pools by name)."""
     weights = pool_weights()
-    assert weights[BULK_POOL] == 1 and weights["freshet-p1024"] == 1024 and len(weights) == 12
-    assert pool_for(1, 1, False) == "freshet-p1"
-    assert pool_for(50, 1, False) == "freshet-p64"  # log2(50) = 5.6
-    assert pool_for(20, 1, False) == "freshet-p16"
-    assert pool_for(10**9, 1, False) == "freshet-p1024"
-    assert pool_for(0.5, 1, False) == "freshet-p1"
+    assert weights[BULK_POOL] == 1 and weights["freshet-00-p1024"] == 1024 and len(weights) == 12
+    assert pool_for(1, 1, False) == "freshet-10-p1"
+    assert pool_for(50, 1, False) == "freshet-04-p64"  # log2(50) = 5.6
+    assert pool_for(20, 1, False) == "freshet-06-p16"
+    assert pool_for(10**9, 1, False) == "freshet-00-p1024"
+    assert pool_for(0.5, 1, False) == "freshet-10-p1"
+    priority_pools = [n for n in weights if n != BULK_POOL]
+    assert sorted(priority_pools) == sorted(priority_pools, key=lambda n: -weights[n])
     assert pool_for(50, 1, True) == BULK_POOL
     assert all(pool_for(p, 0.01, False) in weights for p in (0.01, 0.3, 7, 1e6))
 

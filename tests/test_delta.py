@@ -144,7 +144,7 @@ def base_job(job_id: int, arrivals: list[PartitionArrived], start: float, end: f
 def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(spark, tmp_path: Path,
                                                                                   monkeypatch) -> None:
     """The session schedules FAIR; a job's Spark work runs in the pool weighted by its table's
-    inherited priority relative to the warehouse's least (policies.bulk: 50 / 1 → freshet-p64), a
+    inherited priority relative to the warehouse's least (policies.bulk: 50 / 1 → freshet-04-p64), a
     bulk job in freshet-bulk; the thread's pool is reset after."""
     import dataclasses
 
@@ -174,7 +174,7 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
     bulk = dataclasses.replace(base_job(2, arrivals[1:], T0 + MINUTE, T0 + 2 * MINUTE), priority=50 * least,
                                bulk=True)
     assert ex.run(bulk).committed
-    assert seen == ["freshet-p64", "freshet-bulk"]
+    assert seen == ["freshet-04-p64", "freshet-bulk"]
     # a bulk job reads in a session of its own with short splits (lake.session.read_session); the
     # daemon's session keeps Spark's default
     from warehouse.lake.session import BULK_SPLIT_BYTES
@@ -182,7 +182,7 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
     shared = spark.conf.get("spark.sql.files.maxPartitionBytes")
     assert shared != BULK_SPLIT_BYTES and splits == [(True, shared), (False, BULK_SPLIT_BYTES)], splits
     assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8  # both appended
-    assert spark.sparkContext._jsc.sc().getPoolForName("freshet-p64").get().weight() == 64
+    assert spark.sparkContext._jsc.sc().getPoolForName("freshet-04-p64").get().weight() == 64
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
 
 

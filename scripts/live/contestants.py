@@ -42,8 +42,8 @@ def settings(name: str, config: FreshetConfig) -> dict[str, Any]:
         sc = config.scheduler
         return {"scheduler": sc.model_dump(mode="json"),
                 "bulk_limit": bulk_limit(sc.bulk_limit, config.spark.master),
-                "pools": {"freshet-p<w>": "w = 2^round(log2(Ip / least Ip)), FAIR inside, weight w",
-                          BULK_POOL: "bulk jobs (policies.bulk), FIFO inside, weight 1",
+                "pools": {"freshet-<rank>-p<w>": "w = 2^round(log2(Ip / least Ip)), FAIR inside, weight w, minShare 1",
+                          BULK_POOL: "bulk jobs (policies.bulk), FIFO inside, weight 1, minShare 0",
                           "declared": sorted(pool_weights())}}
     module = importlib.import_module(f"scripts.live.{PEER_MODULES[name]}")
     return module.settings(config)

@@ -418,13 +418,15 @@ def _quiet_stop(session: SparkSession) -> None:
 
 def fair_pools() -> Path:
     """A fair-scheduler allocation file declaring Freshet's pools (policies.bulk.pool_weights):
-    `freshet-p1` … `freshet-p1024`, weighted 1 … 1024 by inherited priority, FAIR inside (two jobs
-    of one class share its slots); and `freshet-bulk`, weight 1, FIFO inside (bulk loads finish
-    one after another). All declared up front: no "pool … has not been configured" warning."""
+    `freshet-00-p1024` … `freshet-10-p1`, weighted 1024 … 1 by inherited priority, minShare 1, FAIR
+    inside (two jobs of one class share its slots); and `freshet-bulk`, weight 1, minShare 0, FIFO
+    inside (bulk loads finish one after another), so a priority pool running no task is served
+    before it. All declared up front: no "pool … has not been configured" warning."""
     import tempfile
 
     pools = "".join(f'  <pool name="{name}"><schedulingMode>{"FIFO" if name == BULK_POOL else "FAIR"}'
-                    f"</schedulingMode><weight>{weight}</weight><minShare>0</minShare></pool>\n"
+                    f"</schedulingMode><weight>{weight}</weight>"
+                    f"<minShare>{0 if name == BULK_POOL else 1}</minShare></pool>\n"
                     for name, weight in pool_weights().items())
     path = Path(tempfile.gettempdir()) / f"freshet-fairscheduler-{os.getuid()}-priority.xml"
     text = f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n'
