@@ -247,7 +247,7 @@ class Simulation:
         for s in config.streams:
             if s.name in fed and s.name in sources:
                 self._feeding += 1
-                _Stream(self, iter(sources[s.name]))
+                _Stream(self, iter(sources[s.name]), generated=trace is None)
         if trace is not None and trace.actions:  # operator actions replay at their times (sim.trace)
             self._feeding += 1
             self.env.process(self._actions(trace.actions))
@@ -256,7 +256,8 @@ class Simulation:
     def _arrive(self, time: float, a: Arrival | PartitionArrived) -> None:
         """A partition arrives at `time` (§2.1): hand it to the Scheduler. `a` is a trace's
         arrival, or the event itself for a generated one. Its rows are kept for the `JobFinished`
-        that loads it only where there are some (a generated partition has none)."""
+        that loads it only where there are some (a generated partition has none: where no trace
+        is written either, `_Stream` hands it to `_handle` itself)."""
         if type(a) is not PartitionArrived:  # a trace's arrival
             if self.writer is not None:
                 self.writer.arrival(a)
@@ -416,10 +417,12 @@ class _Stream:
     scheduled at construction and schedules its next arrival after handing over the current one.
     `arrivals` yields (time, a trace's Arrival or the PartitionArrived itself)."""
 
-    __slots__ = ("sim", "arrivals", "due", "event", "schedule")
+    __slots__ = ("sim", "arrivals", "due", "event", "generated", "schedule")
 
-    def __init__(self, sim: Simulation, arrivals: Iterator[tuple[float, Arrival | PartitionArrived]]) -> None:
+    def __init__(self, sim: Simulation, arrivals: Iterator[tuple[float, Arrival | PartitionArrived]],
+                 generated: bool) -> None:
         self.sim, self.arrivals = sim, arrivals
+        self.generated = generated  # PartitionArrived events with no rows: nothing for `_arrive` to keep
         self.due: tuple[float, Arrival | PartitionArrived] | None = None  # the arrival whose timeout is scheduled
         self.schedule = sim.env.schedule
         # one event, re-armed for each arrival (a processed event is a timeout again once it has
@@ -431,11 +434,15 @@ class _Stream:
     def __call__(self, _ev: simpy.Event) -> None:
         sim = self.sim
         item, self.due = self.due, None
+        now = sim.env.now
+        direct = self.generated and sim.writer is None  # no trace to write: straight to the Scheduler
         if item is not None:  # its timeout fired: it is due now
             if sim.events >= sim.limit:
                 return
-            sim._arrive(*item)
-        now = sim.env.now
+            if direct:
+                sim._handle(item[1])
+            else:
+                sim._arrive(*item)
         for item in self.arrivals:  # at the start, or after the due one: hand over all due now
             if item[0] > now:
                 self.due = item
@@ -445,7 +452,10 @@ class _Stream:
                 return
             if sim.events >= sim.limit:
                 return
-            sim._arrive(*item)
+            if direct:
+                sim._handle(item[1])
+            else:
+                sim._arrive(*item)
         sim._fed()  # (the generated streams never end)
 
 

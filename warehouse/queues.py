@@ -171,23 +171,16 @@ class ReadyQueues:
                    take: Callable[[Entry, int], bool]) -> None:
         """`serve` where the plan has one group (Global, one cluster): its heap in key order, no
         merge — the same decisions, fewer steps per round."""
-        h, valid, heappop, place, could_use = self.heaps[0], self.valid, heapq.heappop, plan.place, plan.could_use
+        h, top, place, could_use = self.heaps[0], self.top, plan.place, plan.could_use
         queued = self.queued
         aside: list[Entry] = []
 
         def has_remaining(g: int) -> bool:
             return queued[g] - len(aside) > 0
 
-        def top() -> Entry | None:
-            while h:
-                if valid(h[0], 0):
-                    return h[0]
-                heappop(h)
-            return None
-
-        entry = top()
+        entry = top(0)
         while entry is not None and could_use(0, available):
-            heappop(h)
+            heapq.heappop(h)
             track = place(names[entry[-1]], available, has_remaining)
             if track is not None and take(entry, track):
                 available.discard(track)
@@ -197,6 +190,6 @@ class ReadyQueues:
                 aside.append(entry)
                 if track is None and plan.uniform:
                     break  # (no other group may run out: the round is over)
-            entry = top()
+            entry = top(0)
         for entry in aside:
             self.push(0, entry)
