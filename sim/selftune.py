@@ -127,7 +127,7 @@ class SimTuner:
         if d.result == "switch" and d.choice is not None:
             before = label(current_setting(self.config))
             self.config = prepare(with_settings(self.config, d.choice), self.sim.seed)
-            self.sim._handle(Reconfigure(config=self.config), count=False)
+            self.sim._handle(Reconfigure(config=self.config), self.sim.env.now, count=False)
             self.last_switch = now
             self.switches.append({"time": now, "from": before, "to": label(d.choice), "reason": d.reason})
 

@@ -269,7 +269,7 @@ class Simulation:
             self.rows[a.partition_id] = a.rows
         elif self.rows:  # (an id seen before, with no rows now)
             self.rows.pop(a.partition_id, None)
-        self._handle(a)
+        self._handle(a, self.env.now)
 
     def _actions(self, actions: list[ActionRecord]) -> Generator[simpy.Event, None, None]:
         """The operator actions of a trace, handed to the Scheduler at their times; one the replayed
@@ -278,7 +278,7 @@ class Simulation:
             if a.time > self.env.now:
                 yield self.env.timeout(a.time - self.env.now)
             with contextlib.suppress(FreshetError):
-                self._handle(a.event(), count=False)
+                self._handle(a.event(), self.env.now, count=False)
         self._fed()
 
     def _fed(self) -> None:
@@ -341,7 +341,7 @@ class Simulation:
         elif self.writer is not None:  # the trace holds update jobs
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
                                       duration=duration, rows=rows, track=job.track, work=job.n))
-        self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows))
+        self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows), self.env.now)
         if self._drain:
             self._drained()
 
@@ -349,10 +349,10 @@ class Simulation:
         self._tick_at = None
         if self.events >= self.limit:
             return
-        self._handle(Tick(), count=False)
+        self._handle(Tick(), self.env.now, count=False)
 
-    def _handle(self, event: Event, count: bool = True) -> None:
-        now = self.env.now
+    def _handle(self, event: Event, now: float, count: bool = True) -> None:
+        """Hand `event` to the Scheduler at `now` (the SimPy clock's); start the jobs it decides."""
         if count:
             self.events += 1
         sched = self.sched
@@ -417,7 +417,7 @@ class _Stream:
     scheduled at construction and schedules its next arrival after handing over the current one.
     `arrivals` yields (time, a trace's Arrival or the PartitionArrived itself)."""
 
-    __slots__ = ("sim", "arrivals", "due", "event", "generated", "schedule")
+    __slots__ = ("sim", "arrivals", "due", "event", "fire", "generated", "schedule")
 
     def __init__(self, sim: Simulation, arrivals: Iterator[tuple[float, Arrival | PartitionArrived]],
                  generated: bool) -> None:
@@ -425,13 +425,16 @@ class _Stream:
         self.generated = generated  # PartitionArrived events with no rows: nothing for `_arrive` to keep
         self.due: tuple[float, Arrival | PartitionArrived] | None = None  # the arrival whose timeout is scheduled
         self.schedule = sim.env.schedule
+        # its callback: a bound method, kept (SimPy calls it faster than an object's __call__)
+        self.fire = self.fired
         # one event, re-armed for each arrival (a processed event is a timeout again once it has
         # callbacks and a place in the queue): as `env.timeout(dt)` does, without a new object
         self.event = start = sim.env.event()
-        start.callbacks.append(self)
+        start.callbacks.append(self.fire)
         start.succeed()
 
-    def __call__(self, _ev: simpy.Event) -> None:
+    def fired(self, _ev: simpy.Event) -> None:
+        """The scheduled arrival is due (or, the first time, the stream starts)."""
         sim = self.sim
         item, self.due = self.due, None
         now = sim.env.now
@@ -440,20 +443,20 @@ class _Stream:
             if sim.events >= sim.limit:
                 return
             if direct:
-                sim._handle(item[1])
+                sim._handle(item[1], now)
             else:
                 sim._arrive(*item)
         for item in self.arrivals:  # at the start, or after the due one: hand over all due now
             if item[0] > now:
                 self.due = item
                 ev = self.event
-                ev.callbacks = [self]
+                ev.callbacks = [self.fire]
                 self.schedule(ev, NORMAL, item[0] - now)
                 return
             if sim.events >= sim.limit:
                 return
             if direct:
-                sim._handle(item[1])
+                sim._handle(item[1], now)
             else:
                 sim._arrive(*item)
         sim._fed()  # (the generated streams never end)
@@ -465,10 +468,11 @@ class _Track:
     a new object per job. The Scheduler runs at most one job per track, so the event has always
     fired (or not yet been made) when the track's next job starts."""
 
-    __slots__ = ("sim", "job", "duration", "event")
+    __slots__ = ("sim", "job", "duration", "event", "fire")
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
+        self.fire = self.ended  # its callback, kept (as `_Stream.fire`)
         self.job: StartJob | None = None
         self.duration = 0.0
         self.event: simpy.Event | None = None
@@ -479,13 +483,14 @@ class _Track:
         ev = self.event
         if ev is None:
             self.event = ev = self.sim.env.timeout(duration)
-            ev.callbacks.append(self)
+            ev.callbacks.append(self.fire)
         else:
             assert ev.callbacks is None, "a track runs one job at a time"  # (its last one has ended)
-            ev.callbacks = [self]
+            ev.callbacks = [self.fire]
             self.sim.env.schedule(ev, NORMAL, duration)
 
-    def __call__(self, _ev: simpy.Event) -> None:
+    def ended(self, _ev: simpy.Event) -> None:
+        """The running job's time is up."""
         assert self.job is not None
         self.sim._ended(self.job, self.duration)
 

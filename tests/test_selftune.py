@@ -37,10 +37,10 @@ def test_a_simulated_run_switches_away_from_a_losing_setting_through_reconfigure
     handled: list[Reconfigure] = []
     real = Simulation._handle
 
-    def spy(self, event, count=True):
+    def spy(self, event, *args, **kwargs):
         if isinstance(event, Reconfigure):
             handled.append(event)
-        return real(self, event, count)
+        return real(self, event, *args, **kwargs)
 
     monkeypatch.setattr(Simulation, "_handle", spy)
     tuned = simulate(cfg, seed=3, events=EVENTS, tuner=attach)

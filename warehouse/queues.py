@@ -171,17 +171,17 @@ class ReadyQueues:
                    take: Callable[[Entry, int], bool]) -> None:
         """`serve` where the plan has one group (Global, one cluster): its heap in key order, no
         merge — the same decisions, fewer steps per round."""
-        h, top, place, could_use = self.heaps[0], self.top, plan.place, plan.could_use
         queued = self.queued
         aside: list[Entry] = []
 
         def has_remaining(g: int) -> bool:
             return queued[g] - len(aside) > 0
 
-        entry = top(0)
-        while entry is not None and could_use(0, available):
-            heapq.heappop(h)
-            track = place(names[entry[-1]], available, has_remaining)
+        # (methods called where used, not bound first: a round usually starts one job)
+        entry = self.top(0)
+        while entry is not None and plan.could_use(0, available):
+            heapq.heappop(self.heaps[0])
+            track = plan.place(names[entry[-1]], available, has_remaining)
             if track is not None and take(entry, track):
                 available.discard(track)
                 if not available:
@@ -190,6 +190,6 @@ class ReadyQueues:
                 aside.append(entry)
                 if track is None and plan.uniform:
                     break  # (no other group may run out: the round is over)
-            entry = top(0)
+            entry = self.top(0)
         for entry in aside:
             self.push(0, entry)
