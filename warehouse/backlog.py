@@ -112,11 +112,11 @@ class Backlog:
             # late data below a partly loaded partition: load it first, never across the slice
             count = min(count, max(1, bisect_left(pending, self.partial.key(), key=Partition.key)))
         end = pending[count - 1].end
-        start = min(ref, low)  # the earliest data this job touches
+        start = low if low < ref else ref  # the earliest data this job touches (min, without the call)
         cut = time_slice(max(ref, low), first.end, period, c) if count == 1 and slicing else None
         if cut is not None:
             end = cut
-        new_f = end if freshness is None else max(freshness, end)
+        new_f = end if freshness is None or end > freshness else freshness
         return start, end, new_f, count, cut is not None
 
     def work(self, rate: RowRate, count: int, start: float, end: float) -> float:
@@ -140,7 +140,8 @@ class Backlog:
         """The first `count` pending partitions leave for the running job."""
         parts = self.pending[:count]
         del self.pending[:count]  # in place: no copy of the rest of the backlog
-        self.rows -= sum(map(_ROWS, parts))
+        if self.rows:  # (rows are never negative: a zero total has none to take)
+            self.rows -= sum(map(_ROWS, parts))
         if self.partial is not None and any(p is self.partial for p in parts):
             self.partial = None
         self.running = parts

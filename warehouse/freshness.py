@@ -32,7 +32,7 @@ def safe_freshness(
             safe = p
     if previous is not None and previous > safe:
         safe = previous
-    return min(safe, freshness)
+    return freshness if freshness < safe else safe  # (min, without the call: it is on every job's path)
 
 
 def trailing_edge(freshness: Iterable[float | None]) -> float | None:
@@ -77,7 +77,7 @@ class StalenessMeter:
                 self.within += time_within_target(self.since, now, self.freshness, self.target)
             self.observed += now - self.since
         self.freshness = f
-        self.since = max(now, self.since) if self.freshness is not None else now
+        self.since = self.since if self.freshness is not None and self.since > now else now  # (max, without the call)
 
     def start(self, f: float, now: float) -> None:
         self.freshness, self.since = f, now

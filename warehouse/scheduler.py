@@ -76,8 +76,6 @@ from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 __all__ = ["TRANSITIONS", "Care", "JobState", "Mode", "Recovered", "Scheduler"]
 
 
-# (module constants, also on the hot paths below: in Python 3.11 an Enum member looked up on its
-# class costs ~80 ns — EnumType has a __getattr__ — a global ~5 ns)
 _I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
 _R, _S, _C, _M = JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING
 _A, _U, _X = Mode.ACTIVE, Mode.URGENT, Mode.SUSPENDED
@@ -506,7 +504,7 @@ class Scheduler:
 
         def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[-1]]
-            if self._bulk_waits(t):
+            if self._bulk_cap is not None and self._bulk_waits(t):  # (no limit: no call)
                 return False  # the bulk limit is reached: a small job may take the track
             until = hold_until(t, -entry[0], self._nj, self._ranking, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
@@ -552,8 +550,7 @@ class Scheduler:
             t.version += 1
             self._q.queued[t.group] -= 1
             job = update_job(t, shape, self._next_job, track)
-        if t.rand > self._race:
-            self._race = t.rand
+        self._race = t.rand if t.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
