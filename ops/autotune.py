@@ -75,8 +75,9 @@ def _child(conn: Any, config: dict[str, Any], trace: str, rules: dict[str, Any],
 
         cfg = parse_config(config, source="<autotune>")
         t0 = time.process_time()
-        window = read_window(trace, cfg, cfg.scheduler.autotune_window)
-        decision = evaluate(cfg, window, Rules(**rules), now=now, last_switch=last_switch)
+        r = Rules(**rules)
+        window = read_window(trace, cfg, cfg.scheduler.autotune_window, min_jobs=r.min_jobs, stretch=r.stretch)
+        decision = evaluate(cfg, window, r, now=now, last_switch=last_switch)
         decision.cpu_seconds = time.process_time() - t0  # reading the trace included
         bounds = {"pid": os.getpid(), "nice": os.nice(0), "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
                   "cpu": resource.getrlimit(resource.RLIMIT_CPU)[0]}

@@ -4,7 +4,10 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
 1. **Window.** The last `span` seconds of the trace (default an hour): the arrivals in it, the jobs
    that finished in it (their measured durations, and E(n) = α + β·n fitted to them, §2.4), and
    the state at its start — each table's freshness then (the end of its last job before the
-   window) and the partitions that had arrived and were not loaded yet (the backlog).
+   window) and the partitions that had arrived and were not loaded yet (the backlog). A window
+   holding fewer than `min_jobs` jobs reaches back to the `min_jobs`-th last one, up to `stretch`
+   spans: an overloaded daemon finishes few, large jobs (25-45 an hour on two unseen workloads at
+   U = 1.2), and with an hour only its tuner went blind for as long as the overload lasted.
 2. **Replay.** One simulation per setting and seed from that state over the window, the same
    arrivals for all (common random numbers: a table's n-th drawn duration is the same uniform in
    every run, sim.simulator); the score is the predicted weighted staleness Σ p_i ∫ S_i dτ (§2.3)
@@ -61,6 +64,7 @@ class Rules:
     seeds: int = 3  # every seed must agree
     finalists: int = 4  # candidates confirmed with every seed after the first-seed screen
     runout: float = 0.5  # the replay runs on this share of the window after its end (step 2)
+    stretch: float = 3.0  # a window with fewer than min_jobs jobs grows up to this many spans (step 1)
 
 
 @dataclass
@@ -102,14 +106,22 @@ def with_settings(config: FreshetConfig, settings: dict[str, Any]) -> FreshetCon
 
 
 def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | None = None,
-              warmup: float = 0.0) -> Window:
+              warmup: float = 0.0, min_jobs: int = 0, stretch: float = 1.0) -> Window:
     """Cut `(end − span, end]` out of `trace` (end: its last record), with a warm-up of
     `warmup × span` before it and the state at the warm-up's start. (Off by default: on the
     inverted-hierarchy workload of docs/operations.md §8 a quarter-window warm-up doubled the
-    switches to settings that are no better in full runs.)"""
+    switches to settings that are no better in full runs.) With fewer than `min_jobs` update jobs
+    in it, the window starts earlier, at the `min_jobs`-th last job's end, up to `stretch × span`
+    long (module docstring, step 1)."""
     last = max([trace.last_time, *(j.time for j in trace.jobs)])
     end = last if end is None else end
     start = end - span
+    if min_jobs > 0 and stretch > 1.0:
+        done = sorted(j.time for j in trace.jobs if j.status == "ok" and j.time <= end)
+        if done and sum(1 for t in done if t > start) < min_jobs:
+            first = done[-min_jobs] if len(done) >= min_jobs else done[0]
+            start = max(end - stretch * span, min(start, first - 1e-9))
+            span = end - start
     origin = start - warmup * span
     before = [j for j in trace.jobs if j.status == "ok" and j.time <= origin]
     replayed = [j for j in trace.jobs if j.status == "ok" and origin < j.time <= end]
@@ -140,12 +152,13 @@ def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | Non
 
 
 def read_window(path: str | Path, config: FreshetConfig, span: float, end: float | None = None,
-                warmup: float = 0.0) -> Window:
+                warmup: float = 0.0, min_jobs: int = 0, stretch: float = 1.0) -> Window:
     """`window_of` the trace file at `path`, reading from its end only as far back as it needs
-    (the window and its warm-up, and as much again for the backlog before them), so a trace of
-    months costs what an hour does. Operator actions and a line still being written are skipped."""
-    lines = _tail(Path(path), 2 * (1 + warmup) * span, end)
-    return window_of(parse_trace(lines, source=str(path)), config, span, end, warmup)
+    (the window — stretched, if it must be — and its warm-up, and as much again for the backlog
+    before them), so a trace of months costs what an hour does. Operator actions and a line still
+    being written are skipped."""
+    lines = _tail(Path(path), 2 * (max(stretch, 1.0) + warmup) * span, end)
+    return window_of(parse_trace(lines, source=str(path)), config, span, end, warmup, min_jobs, stretch)
 
 
 def _time(line: bytes) -> float | None:

@@ -6,8 +6,9 @@ As the daemon runs it:
 - **cadence** — every `scheduler.autotune_every` of simulated time from the start (the daemon's
   first evaluation is one period after it starts), while `scheduler.autotune` is `apply`;
 - **window** — the run's own trace so far (the records the daemon would have written to its trace
-  file: arrivals and update jobs, kept in memory for the last two windows, as far back as
-  `sim.autotune.read_window` reads), cut by `sim.autotune.window_of` at the evaluation's time;
+  file: arrivals and update jobs, kept in memory for twice the longest window, as far back as
+  `sim.autotune.read_window` reads), cut by `sim.autotune.window_of` at the evaluation's time (an
+  hour, or longer to hold `autotune_min_jobs` jobs: `Rules.stretch`);
 - **evaluation** — `sim.autotune.evaluate`, the one the daemon's child process runs, with the
   config's margin, cool-down and minimum of jobs and the daemon's three seeds;
 - **switch** — `Reconfigure(config=…)` handed to the Scheduler through the simulation's one door
@@ -96,7 +97,7 @@ class SimTuner:
     end: float = math.inf  # a replayed trace's last arrival: no evaluation after it (it would prolong the run)
 
     def __post_init__(self) -> None:
-        self.recorder = _Recorder(2 * self.config.scheduler.autotune_window, self.sim.writer)
+        self.recorder = _Recorder(2 * self.rules.stretch * self.config.scheduler.autotune_window, self.sim.writer)
         self.sim.writer = self.recorder  # type: ignore[assignment]  # a TraceWriter's interface
         self._next()
 
@@ -118,7 +119,8 @@ class SimTuner:
             self.results["cooldown"] += 1  # could not switch (module docstring)
             return
         sc = self.config.scheduler
-        window = window_of(self.recorder.trace(now), self.config, sc.autotune_window, end=now)
+        window = window_of(self.recorder.trace(now), self.config, sc.autotune_window, end=now,
+                           min_jobs=self.rules.min_jobs, stretch=self.rules.stretch)
         d = evaluate(self.config, window, self.rules, now=now, last_switch=self.last_switch)
         self.results[d.result] += 1
         self.runs += d.runs

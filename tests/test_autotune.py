@@ -125,6 +125,30 @@ def test_too_few_jobs_are_not_judged(fifo_trace):
     assert (d.result, d.runs, d.scores) == ("too_few_jobs", 0, [])
 
 
+def test_a_window_with_too_few_jobs_reaches_back_for_them(fifo_trace, tmp_path):
+    """An overloaded daemon finishes few, large jobs: its last hour may hold fewer than `min_jobs`.
+    The window then starts at the `min_jobs`-th last job (at most `stretch` spans back), so the
+    tuner judges instead of going blind for as long as the overload lasts."""
+    cfg, lines = fifo_trace
+    trace = parse_trace(lines)
+    short = window_of(trace, cfg, 300.0)
+    need = short.jobs + 20
+    d = evaluate(cfg, short, Rules(min_jobs=need), now=short.end)
+    assert d.result == "too_few_jobs"
+    longer = window_of(trace, cfg, 300.0, min_jobs=need, stretch=3.0)
+    assert longer.end == short.end and longer.jobs == need and longer.start < short.start
+    assert short.end - longer.start <= 900.0 + 1e-6
+    assert evaluate(cfg, longer, Rules(min_jobs=need), now=longer.end).result != "too_few_jobs"
+    capped = window_of(trace, cfg, 300.0, min_jobs=10_000, stretch=2.0)  # not that many jobs: two spans
+    assert capped.start == pytest.approx(short.end - 600.0) and capped.jobs < 10_000
+    enough = window_of(trace, cfg, 300.0, min_jobs=short.jobs, stretch=3.0)  # enough already: unchanged
+    assert (enough.start, enough.jobs) == (short.start, short.jobs)
+    path = tmp_path / "trace.jsonl"  # the daemon reads as far back as the stretched window needs
+    path.write_text("\n".join(lines) + "\n")
+    tail = read_window(path, cfg, 300.0, min_jobs=need, stretch=3.0)
+    assert (tail.start, tail.jobs, tail.recovered) == (longer.start, longer.jobs, longer.recovered)
+
+
 def test_the_window_read_from_the_end_of_the_file_is_the_window_of_the_whole_trace(fifo_trace, tmp_path,
                                                                                      monkeypatch):
     cfg, lines = fifo_trace

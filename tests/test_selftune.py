@@ -115,3 +115,16 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
     at = json.loads(gen)["autotune"]
     assert at["switches"] and at["evaluations"] >= 10
     assert capsys.readouterr().out == gen
+
+
+def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window():
+    """About 300 jobs an hour here: with `min_jobs` 400 an hour never holds enough, so without
+    reaching back (sim.autotune.window_of: stretch) the tuner would never judge; with it, it
+    judges once the run has 400 jobs (within three hours)."""
+    cfg = _config(autotune_min_jobs=400)
+    tuner = attach(Simulation(prepare(cfg, 3), seed=3))
+    assert tuner is not None
+    tuner.sim.run(events=EVENTS)
+    assert tuner.sim.jobs < 400 * tuner.sim.env.now / 3600  # fewer than 400 an hour
+    judged = tuner.results["keep"] + tuner.results["switch"]
+    assert judged >= 4 and tuner.results["too_few_jobs"] >= 3, tuner.results
