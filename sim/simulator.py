@@ -5,7 +5,8 @@
 - Each `StartJob` becomes a SimPy timeout of the drawn execution time: uniform in
   [b·E_i(n), (1+b)·E_i(n)] with E_i(n) = α_i + β_i·n and n = end − start, the freshness delta it
   loads; times S if the job starts inside a slow period. The normal/slow cycle starts with a normal
-  period at time 0.
+  period at time 0. `sim.bursts` (per-class phases): a named table's data is `factor` times as
+  dense in its bursts, so the event time n a job loads counts `factor` times where it lies in one.
 - Maintenance jobs (`maintenance:` in the config; `warehouse.upkeep`) are jobs like the others:
   the Scheduler starts them on tracks left idle, and their drawn time comes from the table's own
   E(n) over their window — an OPTIMIZE rewrites the data loaded since the last one, a VACUUM's
@@ -217,6 +218,15 @@ class Simulation:
         self.slow = sd.factor if (sd.slow > 0 and sd.factor != 1.0) else 1.0
         self.cycle = sd.normal + sd.slow
         self.normal = sd.normal
+        # per-class phases (sim.bursts): table → (factor, normal, cycle, offset) of each naming it
+        self.bursts: dict[str, list[tuple[float, float, float, float]]] = {}
+        names = {t.name for t in config.tables}
+        for bu in config.sim.bursts:
+            unknown = sorted(set(bu.tables) - names)
+            if unknown:
+                raise ConfigError(f"sim.bursts names table(s) not in the config: {', '.join(unknown)}")
+            for name in bu.tables:
+                self.bursts.setdefault(name, []).append((bu.factor, bu.normal, bu.normal + bu.slow, bu.offset))
         self.events = 0
         self.limit: float = math.inf  # events to handle (`run(events=…)`)
         self.busy = 0.0
@@ -304,6 +314,10 @@ class Simulation:
             n += self.late_fold[table]
             self.late_folded[table] += self.late_fold[table]
             self.late_fold[table] = 0.0
+        if self.bursts and table in self.bursts:  # its data is denser in a burst (sim.bursts)
+            for factor, normal, cycle, offset in self.bursts[table]:
+                n += (factor - 1.0) * (_burst_time(job.end - offset, normal, cycle)
+                                       - _burst_time(job.start - offset, normal, cycle))
         duration = (alpha + beta * n) * (self.b + u)
         if self.slow != 1.0 and (now - self.origin) % self.cycle >= self.normal:  # a slow period
             duration *= self.slow
@@ -408,6 +422,12 @@ class Simulation:
         return RunStats(horizon=horizon, events=self.events, weighted_staleness=stats.weighted_staleness,
                         busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table,
                         maintenance=self.maintenance, maintenance_busy=self.maintenance_busy)
+
+
+def _burst_time(t: float, normal: float, cycle: float) -> float:
+    """Time in bursts from 0 to `t` of a cycle `normal` then burst (`cycle − normal`), started at 0."""
+    k, r = divmod(t, cycle)
+    return k * (cycle - normal) + max(0.0, r - normal)
 
 
 class _Stream:

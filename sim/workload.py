@@ -13,7 +13,8 @@ work over capacity, the usual queueing meaning, so U ≥ 1 is overload whatever 
 is the mean of the uniform draw [b, 1+b]; m = (normal + slow) / (normal + slow/S) is the factor by
 which the normal/slow cycle shrinks a track's capacity (a track does 1/S of normal work per second
 while slow); N is the number of tracks. P_i of a derived table is the largest period of its
-ancestors (§2.4). For Table 2 (S=3, equal normal and slow periods) m = 1.5.
+ancestors (§2.4). For Table 2 (S=3, equal normal and slow periods) m = 1.5. Tables named in
+`sim.bursts` (per-class phases) count β times its mean over the burst cycle.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from warehouse.config import FreshetConfig, parse_config
 __all__ = [
     "TableClass",
     "build_workload",
+    "burst_factor",
     "config_of",
     "mean_slowdown",
     "periods",
@@ -130,11 +132,21 @@ def mean_slowdown(cfg: FreshetConfig) -> float:
     return (sd.normal + sd.slow) / (sd.normal + sd.slow / sd.factor)
 
 
+def burst_factor(cfg: FreshetConfig, table: str) -> float:
+    """The mean factor by which `sim.bursts` multiply a table's β: Π (normal + factor·slow) / cycle."""
+    out = 1.0
+    for bu in cfg.sim.bursts:
+        if table in bu.tables:
+            out *= (bu.normal + bu.factor * bu.slow) / (bu.normal + bu.slow)
+    return out
+
+
 def utilization(cfg: FreshetConfig, tracks: int | None = None) -> float:
-    """U = Σ E_i(P_i)/P_i · (b + ½) · m / N (see the module docstring)."""
+    """U = Σ E_i(P_i)/P_i · (b + ½) · m / N (see the module docstring; β_i times `burst_factor`)."""
     per = periods(cfg)
     costs = true_costs(cfg)
-    load = sum((a + b * per[name]) / per[name] for name, (a, b) in costs.items())
+    load = sum((a + b * per[name] * (burst_factor(cfg, name) if cfg.sim.bursts else 1.0)) / per[name]
+               for name, (a, b) in costs.items())
     n = tracks if tracks is not None else cfg.scheduler.tracks
     return load * (cfg.sim.b + 0.5) * mean_slowdown(cfg) / n
 

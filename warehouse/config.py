@@ -330,6 +330,18 @@ class Slowdown(_Strict):
     slow: Duration = Field(0.0, ge=0, description="length of a slow period (0 = never slow)")
 
 
+class Burst(_Strict):
+    """Per-class phases in the simulator: the named tables' data is `factor` times as dense for
+    `slow` seconds (of event time) in every `normal + slow`, the cycle shifted by `offset`: a job
+    pays β·factor for the part of its window inside a burst (sim.simulator)."""
+
+    tables: list[Name] = Field(min_length=1, description="the tables whose jobs cost more in a burst")
+    factor: float = Field(gt=0, description="the data's density in a burst, relative to the rest")
+    normal: Duration = Field(gt=0, description="length of the part of the cycle without a burst")
+    slow: Duration = Field(gt=0, description="length of a burst")
+    offset: Duration = Field(0.0, ge=0, description="the cycle (normal, then burst) starts at this time")
+
+
 class SimConfig(_Strict):
     """Simulator defaults (§4.1): tables without `cost` use α, β; b draws E uniformly in [bE, (1+b)E]."""
 
@@ -343,6 +355,8 @@ class SimConfig(_Strict):
                                                      "recomputed (warehouse.recompute)")
     late_after: Duration = Field(0.0, description="how long after its time a late partition arrives")
     slowdown: Slowdown = Field(default_factory=Slowdown)
+    bursts: list[Burst] = Field(default_factory=list, description="per-class phases: tables whose data is denser "
+                                                                  "for hours at a time (sim.simulator)")
     cores: int | None = Field(None, ge=1, le=4096, description="the jobs running at once share this many cores "
                                                              "by their Spark pools (sim.cores); null: each runs "
                                                              "for its drawn duration whatever else runs")
