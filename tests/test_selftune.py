@@ -11,7 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from sim.selftune import attach
+from sim.autotune import Rules
+from sim.selftune import SEEDS, SimTuner, attach
 from sim.simulator import Simulation, prepare, simulate
 from sim.workload import TableClass, build_workload, config_of, with_utilization
 from warehouse.config import FreshetConfig
@@ -117,14 +118,18 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
     assert capsys.readouterr().out == gen
 
 
-def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window():
-    """About 300 jobs an hour here: with `min_jobs` 400 an hour never holds enough, so without
-    reaching back (sim.autotune.window_of: stretch) the tuner would never judge; with it, it
-    judges once the run has 400 jobs (within three hours)."""
-    cfg = _config(autotune_min_jobs=400)
-    tuner = attach(Simulation(prepare(cfg, 3), seed=3))
-    assert tuner is not None
-    tuner.sim.run(events=EVENTS)
-    assert tuner.sim.jobs < 400 * tuner.sim.env.now / 3600  # fewer than 400 an hour
-    judged = tuner.results["keep"] + tuner.results["switch"]
-    assert judged >= 4 and tuner.results["too_few_jobs"] >= 3, tuner.results
+def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window_only_with_stretch():
+    """About 300 jobs an hour here: with `min_jobs` 400 an hour never holds enough, so by default
+    (stretch 1: the window is the hour) the tuner never judges; with stretch 3 (sim.autotune.
+    window_of) it reaches back and judges once the run has 400 jobs (within three hours)."""
+    cfg = prepare(_config(autotune_min_jobs=400), 3)
+    results = {}
+    for stretch in (1.0, 3.0):
+        sim = Simulation(cfg, seed=3)
+        tuner = SimTuner(sim, cfg, Rules(min_jobs=400, seeds=SEEDS, stretch=stretch))
+        sim.run(events=EVENTS)
+        assert sim.jobs < 400 * sim.env.now / 3600  # fewer than 400 an hour
+        results[stretch] = tuner.results
+    assert set(results[1.0]) == {"too_few_jobs"}
+    judged = results[3.0]["keep"] + results[3.0]["switch"]
+    assert judged >= 4 and results[3.0]["too_few_jobs"] >= 3, results[3.0]
