@@ -4,14 +4,13 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
 1. **Window.** The last `span` seconds of the trace (default an hour): the arrivals in it, the jobs
    that finished in it (their measured durations, and E(n) = α + β·n fitted to them, §2.4), and
    the state at its start — each table's freshness then (the end of its last job before the
-   window) and the partitions that had arrived and were not loaded yet (the backlog). With
-   `Rules.stretch` > 1 a window holding fewer than `min_jobs` jobs reaches back to the
-   `min_jobs`-th last one, up to `stretch` spans. (Off by default: an overloaded daemon finishes
-   few, large jobs — 25-45 an hour on two unseen workloads at U = 1.2 — and its tuner does not
-   judge them; with stretch 3 it does, which took `dag` at U = 1.2 from 1.036× the best paper line
-   to 1.029× and `phases` at U = 1.0 from 0.984× to 0.916×, but `phases-long` at U = 1.2 from
-   0.957× to 1.125×: switches judged on overloaded hours, 17 in 4 runs instead of 6;
-   docs/experiments.md § Unseen.)
+   window) and the partitions that had arrived and were not loaded yet (the backlog). A window
+   holding fewer than `min_jobs` jobs reaches back to the `min_jobs`-th last one, up to `stretch`
+   spans: an overloaded daemon finishes few, large jobs (13-46 an hour on two unseen workloads at
+   U = 1.2), and with the hour alone its tuner went blind for as long as the overload lasted.
+   Measured over 18 unseen points (docs/experiments.md § Unseen) it is within 3% of the best paper
+   line at 15 against 13 with `stretch` = 1, but worse on six-hour capacity phases (0.957× → 1.125×
+   at U = 1.2: switches judged on overloaded hours).
 2. **Replay.** One simulation per setting and seed from that state over the window, the same
    arrivals for all (common random numbers: a table's n-th drawn duration is the same uniform in
    every run, sim.simulator); the score is the predicted weighted staleness Σ p_i ∫ S_i dτ (§2.3)
@@ -68,7 +67,7 @@ class Rules:
     seeds: int = 3  # every seed must agree
     finalists: int = 4  # candidates confirmed with every seed after the first-seed screen
     runout: float = 0.5  # the replay runs on this share of the window after its end (step 2)
-    stretch: float = 1.0  # a window with fewer than min_jobs jobs may grow to this many spans (step 1; off)
+    stretch: float = 3.0  # a window with fewer than min_jobs jobs grows up to this many spans (step 1)
 
 
 @dataclass

@@ -7,8 +7,8 @@ As the daemon runs it:
   first evaluation is one period after it starts), while `scheduler.autotune` is `apply`;
 - **window** — the run's own trace so far (the records the daemon would have written to its trace
   file: arrivals and update jobs, kept in memory for twice the longest window, as far back as
-  `sim.autotune.read_window` reads), cut by `sim.autotune.window_of` at the evaluation's time (the
-  window; longer to hold `autotune_min_jobs` jobs only with `Rules.stretch` > 1, off by default);
+  `sim.autotune.read_window` reads), cut by `sim.autotune.window_of` at the evaluation's time (an
+  hour, or longer to hold `autotune_min_jobs` jobs: `Rules.stretch`);
 - **evaluation** — `sim.autotune.evaluate`, the one the daemon's child process runs, with the
   config's margin, cool-down and minimum of jobs and the daemon's three seeds;
 - **switch** — `Reconfigure(config=…)` handed to the Scheduler through the simulation's one door

@@ -118,10 +118,10 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
     assert capsys.readouterr().out == gen
 
 
-def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window_only_with_stretch():
-    """About 300 jobs an hour here: with `min_jobs` 400 an hour never holds enough, so by default
-    (stretch 1: the window is the hour) the tuner never judges; with stretch 3 (sim.autotune.
-    window_of) it reaches back and judges once the run has 400 jobs (within three hours)."""
+def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window():
+    """About 300 jobs an hour here: with `min_jobs` 400 an hour never holds enough, so with stretch
+    1 (the window is the hour) the tuner never judges; with stretch 3, the default (sim.autotune.
+    window_of), it reaches back and judges once the run has 400 jobs (within three hours)."""
     cfg = prepare(_config(autotune_min_jobs=400), 3)
     results = {}
     for stretch in (1.0, 3.0):
@@ -131,5 +131,6 @@ def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window_only_with_stretc
         assert sim.jobs < 400 * sim.env.now / 3600  # fewer than 400 an hour
         results[stretch] = tuner.results
     assert set(results[1.0]) == {"too_few_jobs"}
+    assert attach(Simulation(cfg, seed=3)).rules.stretch == 3.0  # the default
     judged = results[3.0]["keep"] + results[3.0]["switch"]
     assert judged >= 4 and results[3.0]["too_few_jobs"] >= 3, results[3.0]
