@@ -427,7 +427,7 @@ class FreshetConfig(_Strict):
     def _cross_field(self) -> FreshetConfig:
         problems: list[str] = []
         for rule in (verify_unique_names, verify_base_and_derived, verify_stateful, verify_sources,
-                     verify_streams_read, verify_acyclic):
+                     verify_streams_read, verify_acyclic, verify_sim_bursts):
             problems.extend(rule(self))
         if problems:
             raise ValueError("\n".join(problems))
@@ -455,6 +455,13 @@ class FreshetConfig(_Strict):
 def _hint(name: str, known: list[str]) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     return f" — did you mean {close[0]!r}?" if close else ""
+
+
+def verify_sim_bursts(cfg: FreshetConfig) -> list[str]:
+    """Every table a `sim.bursts` entry names is a table of the config."""
+    names = {t.name for t in cfg.tables}
+    unknown = sorted({n for bu in cfg.sim.bursts for n in bu.tables} - names)
+    return [f"sim.bursts names table(s) not in the config: {', '.join(unknown)}"] if unknown else []
 
 
 def verify_unique_names(cfg: FreshetConfig) -> list[str]:
