@@ -365,7 +365,8 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
             print(f"bench_live: {name}: from {reused[name]['reused_from']}", flush=True)
             continue
         try:
-            load = guard.before(name)
+            free = footing.disk_room(out, extra.get("min_free_gb", footing.MIN_FREE_GB) * 2**30, name)
+            load = {**guard.before(name), "disk_free_bytes": free}
         except RuntimeError as err:
             result["refused"] = str(err)
             json_out.write_text(json.dumps(result, indent=1))
@@ -453,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="each contestant's t0 a multiple of this many seconds, so the derived tables' buckets "
                          f"fall at the same instants of every replay (default {spec.alignment():g}: their "
                          "bucket lengths' LCM; 1 for a short test)")
+    ap.add_argument("--min-free-gb", type=float, default=footing.MIN_FREE_GB,
+                    help="refuse a contestant when its output's file system has less free space than this "
+                         f"(default {footing.MIN_FREE_GB:g}: the `--quick` shape's Delta tables and burst files)")
     ap.add_argument("--allow-load", action="store_true",
                     help="run a contestant on a loaded machine anyway, flagged in the JSON")
     args = ap.parse_args(argv)
@@ -474,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
     guard = footing.LoadGuard(args.load_threshold, settle=args.settle, allow=args.allow_load)
     extra = {"commit": footing.provenance(ROOT), "keep_landing": args.keep_landing, "align_seconds": args.align,
+             "min_free_gb": args.min_free_gb,
              "load_guard": {"threshold": guard.threshold, "settle": guard.settle, "allowed": guard.allow}}
     names = [n for n in CONTESTANTS if n in names]
     if seeds is None:

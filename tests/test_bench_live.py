@@ -309,7 +309,8 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
     monkeypatch.setattr(footing, "others_cores", lambda: 0.0)
     out = tmp_path / "b"
     assert bench_live.main(["--only", "freshet,cron", "--seeds", "2", "--seed", "5", "--shape", "4,2,2,4,10",
-                            "--out", str(out), "--json", str(out / "s.json"), "--allow-load", "--settle", "0"]) == 0
+                            "--out", str(out), "--json", str(out / "s.json"), "--allow-load", "--settle", "0",
+                            "--min-free-gb", "0"]) == 0
     s = json.loads((out / "s.json").read_text())
     assert s["seeds"] == [5, 6] and s["runs"] == [str(out / "s-seed5.json"), str(out / "s-seed6.json")]
     assert len(s["commit"]["commit"]) == 40 and isinstance(s["commit"]["dirty"], bool)
@@ -325,6 +326,14 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
     ratio = s["ratios"]["cron"]["weighted_staleness"]
     assert ratio["n"] == 2 and ratio["values"][0] < 1.0  # cron's b00 commit holds older data
     assert s["contestants"]["freshet"]["tables"]["b00"]["starvation_seconds"] == pytest.approx(8.0, abs=1.5)
+    from scripts.live import report  # the page's tables, rendered from what was just written
+
+    md = subprocess.run([sys.executable, "-m", "scripts.live.report", str(out / "s.json")], cwd=ROOT, check=True,
+                        capture_output=True, text=True).stdout
+    assert md.startswith(f"Commit {s['commit']['commit'][:7]}") and "seeds 5, 6." in md
+    row = next(line for line in md.splitlines() if line.startswith("| cron | ") and "[" in line)
+    assert row.startswith(f"| cron | {ratio['mean']:.2f} [{ratio['low']:.2f}, {ratio['high']:.2f}] |")
+    assert report.render(s, [json.loads(Path(p).read_text()) for p in s["runs"]]) == md
 
 
 def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -342,6 +351,19 @@ def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.Mo
                             "--load-threshold", "-1", "--settle", "0"]) == 3
     r = json.loads((out / "r.json").read_text())
     assert "above the threshold -1" in r["refused"] and r["contestants"] == []
+
+
+def test_a_full_disk_refuses_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More free space asked for than the disk has (a petabyte): refused before the contestant
+    starts, the space named; a contestant whose writes fail on a full disk would be measured as stale."""
+    from scripts import bench_live
+
+    monkeypatch.setattr(bench_live, "run_contestant", lambda *a, **k: pytest.fail("ran on a full disk"))
+    out = tmp_path / "b"
+    assert bench_live.main(["--only", "cron", "--shape", "4,2,2,4,10", "--out", str(out), "--json", str(out / "r.json"),
+                            "--min-free-gb", str(2**20), "--allow-load", "--settle", "0"]) == 3
+    r = json.loads((out / "r.json").read_text())
+    assert "cron: " in r["refused"] and "GiB free under" in r["refused"] and r["min_free_gb"] == 2**20
 
 
 @pytest.mark.spark
@@ -414,7 +436,7 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
                            "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json"),
-                           "--allow-load", "--settle", "0", "--align", "1"],
+                           "--allow-load", "--settle", "0", "--align", "1", "--min-free-gb", "0.5"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())

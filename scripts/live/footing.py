@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -26,9 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOAD_PER_CORE", "LoadGuard", "provenance", "settings"]
+__all__ = ["LOAD_PER_CORE", "MIN_FREE_GB", "LoadGuard", "disk_room", "provenance", "settings"]
 
 LOAD_PER_CORE = 0.5  # the default threshold: 1-minute load average per core
+# Free disk a contestant needs: its Delta tables keep ~1.3 GB and the burst's landing files a few
+# more until it is measured (the `--quick` shape); on a full disk its writes fail and it is
+# measured as stale, not refused (trace 13 of the first repeated run: docs/benchmarks.md).
+MIN_FREE_GB = 6.0
 
 
 def provenance(root: str | Path) -> dict[str, Any]:
@@ -76,6 +81,17 @@ class LoadGuard:
                                f"anyway and flags the contestant)")
         return {"before": [round(x, 2) for x in avg], "waited": round(waited, 1), "threshold": self.threshold,
                 "flagged": flagged, "others_cores": (self.others or others_cores)()}
+
+
+def disk_room(path: Path, need_bytes: float, name: str) -> int:
+    """The free bytes of the file system holding `path`; `RuntimeError` naming the contestant and
+    the space when fewer than `need_bytes` are free."""
+    path.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(path).free
+    if free < need_bytes:
+        raise RuntimeError(f"{name}: {free / 2**30:.1f} GiB free under {path}, below the {need_bytes / 2**30:.1f} GiB "
+                           f"a contestant needs (--min-free-gb): delete earlier runs' warehouses first")
+    return free
 
 
 def others_cores(interval: float = 1.0) -> float | None:
