@@ -1,5 +1,7 @@
-"""Same footing for every contestant (issue 23): the load guard, the settings each one ran with,
-and the commit the figures come from.
+"""Same footing for every contestant (issue 23): the load guard, the disk, the settings each one
+ran with, and the commit the figures come from.
+
+**The disk.** A contestant starts only with `--min-free-gb` free under the output (`disk_room`).
 
 **The load guard.** Before a contestant starts, wait (at most `settle` seconds) until the
 1-minute load average is at or below the threshold — by default half a load per core, 1.0 on the
