@@ -88,7 +88,6 @@ class LoadGuard:
 def disk_room(path: Path, need_bytes: float, name: str) -> int:
     """The free bytes of the file system holding `path`; `RuntimeError` naming the contestant and
     the space when fewer than `need_bytes` are free."""
-    path.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(path).free
     if free < need_bytes:
         raise RuntimeError(f"{name}: {free / 2**30:.1f} GiB free under {path}, below the {need_bytes / 2**30:.1f} GiB "

@@ -30,8 +30,7 @@ def _iv(v: dict[str, Any], digits: int = 2) -> str:
 
 def _seeds(summary: dict[str, Any], base: Path) -> list[dict[str, Any]]:
     """The per-seed JSON objects named in `summary["runs"]`, beside the summary (moved or not)."""
-    return [json.loads((Path(r) if Path(r).is_absolute() and Path(r).exists() else base / Path(r).name).read_text())
-            for r in summary["runs"]]
+    return [json.loads((Path(r) if Path(r).exists() else base / Path(r).name).read_text()) for r in summary["runs"]]
 
 
 def _gaps(runs: list[dict[str, Any]], ref: str, peer: str) -> dict[str, float]:
@@ -58,10 +57,9 @@ def render(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     names = [ref, *summary["ratios"]]
     seeds = [r["seed"] for r in runs]
     by = [{c["name"]: c for c in r["contestants"]} for r in runs]
-    commit = summary.get("commit") or runs[0].get("commit") or {}  # a re-summary (scripts.live.summary) has none
-    kind = summary.get("trace_kind") or runs[0].get("trace_kind")
+    commit = summary.get("commit") or {}  # none when the seeds were made at different commits
     out = [f"Commit {commit.get('commit', '?')[:7]}{' (dirty tree)' if commit.get('dirty') else ''}, "
-           f"trace kind `{kind}`, seeds {', '.join(map(str, seeds))}.", ""]
+           f"trace kind `{summary.get('trace_kind', '?')}`, seeds {', '.join(map(str, seeds))}.", ""]
 
     out += ["| contestant | " + " | ".join(f"trace {s}" for s in seeds) + " | mean |",
             "|---|" + "---|" * (len(seeds) + 1)]
@@ -104,11 +102,13 @@ def render(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         total = sum(gaps.values())
         out.append(f"| {n} | {', '.join(wins) or 'nowhere'} (all tables {total:+,.0f}) |")
 
-    out += ["", "| trace | order | load average before each (1 min) | twin (Freshet) |", "|---|---|---|---|"]
+    out += ["", "| trace | contestants as measured (* measured again from an earlier run: `--reuse`) | "
+            "load average before each (1 min) | twin (Freshet) |", "|---|---|---|---|"]
     for r, b in zip(runs, by, strict=True):
-        loads = ", ".join(f"{(b[n].get('load_average') or {}).get('before', ['?'])[0]}" for n in r["order"] if n in b)
+        loads = ", ".join(f"{(c.get('load_average') or {}).get('before', ['?'])[0]}" for c in b.values())
         twin = (b.get(ref, {}).get("twin") or {}).get("relative_error")
-        out.append(f"| {r['seed']} | {', '.join(r['order'])} | {loads} | "
+        names_run = ", ".join(n + ("*" if c.get("reused_from") else "") for n, c in b.items())
+        out.append(f"| {r['seed']} | {names_run} | {loads} | "
                    f"{'–' if twin is None else f'{twin * 100:+.1f} %'} |")
     return "\n".join(out) + "\n"
 

@@ -131,7 +131,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m scripts.live.summary SEED.json [SEED.json ...]", file=sys.stderr)
         return 2
     runs = [json.loads(Path(a).read_text()) for a in argv]
-    print(json.dumps({"kind": "summary over seeds", "runs": argv, **summarise(runs)}, indent=1))
+    # what bench_live's own summary records from its run: the commit and the trace kind, when the seeds share them
+    common = {k: runs[0].get(k) for k in ("commit", "trace_kind") if all(r.get(k) == runs[0].get(k) for r in runs)}
+    print(json.dumps({"kind": "summary over seeds", "runs": argv, **common, **summarise(runs)}, indent=1))
     return 0
 
 
