@@ -363,3 +363,44 @@ def test_a_backfill_is_loaded_in_time_slices_each_a_delta_commit(spark, tmp_path
     st = read_table_state(path, "m_raw")
     assert st.freshness == T0 + 10 * MINUTE and "backfill" in st.partitions and not st.slices
     assert not (Path(cfg.warehouse.landing) / "m" / "backfill").exists()  # archived after its last slice
+
+
+def test_a_warm_snapshot_spares_the_next_job_spark_work(spark, tmp_path: Path) -> None:
+    """lake.warm: after a commit the executor computes the table's new snapshot state in the
+    background (Delta 4.4 reads a txn's version from a state reconstruction of the log, not from
+    the checksum file); the next job of the table then runs fewer Spark jobs than with the warmer
+    off, and commits the same. A path that is no Delta table is a logged no-op."""
+    from warehouse.lake.warm import SnapshotWarmer
+
+    cfg = make_config(tmp_path)
+    write_minutes(cfg, "m", 0, 4)
+    arrivals = sorted(Intake(cfg).scan(), key=lambda a: a.partition_id)
+    tracker, sc = spark.sparkContext.statusTracker(), spark.sparkContext
+
+    def spark_jobs(ex: Executor, job: StartJob) -> int:
+        sc.setJobGroup(f"warm-{job.job_id}", "warm test")
+        try:
+            assert ex.run(job).committed
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        assert ex.warmer.idle(60)
+        return len(tracker.getJobIdsForGroup(f"warm-{job.job_id}"))
+
+    class Off(SnapshotWarmer):
+        def warm(self, path: str, pool: str | None) -> None:
+            pass
+
+    ex = Executor(cfg, spark)
+    cold = Executor(cfg, spark)
+    cold.warmer = Off(lambda: spark)
+    spark_jobs(ex, base_job(1, arrivals[:1], T0, T0 + MINUTE))  # warmed after its commit
+    warm = spark_jobs(ex, base_job(2, arrivals[1:2], T0 + MINUTE, T0 + 2 * MINUTE))
+    assert ex.warmer.warmed == 2
+    cold.refresh("m_raw")
+    spark_jobs(cold, base_job(3, arrivals[2:3], T0 + 2 * MINUTE, T0 + 3 * MINUTE))  # not warmed after
+    unwarmed = spark_jobs(cold, base_job(4, arrivals[3:4], T0 + 3 * MINUTE, T0 + 4 * MINUTE))
+    assert warm < unwarmed, (warm, unwarmed)
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 16
+
+    ex.warmer.warm(str(tmp_path / "no-table"), None)
+    assert ex.warmer.idle(60) and ex.warmer.warmed == 2

@@ -33,6 +33,7 @@ __all__ = [
     "range_predicate",
     "read_delta",
     "spark_schema_ddl",
+    "sql_path",
     "table_path",
     "time_column",
     "utc",
@@ -61,6 +62,11 @@ def is_local_root(root: str) -> bool:
     """A plain path or `file:`: the daemon can read the Delta logs itself, without Spark
     (`warehouse.paths`, the one resolver)."""
     return is_local(root)
+
+
+def sql_path(path: str) -> str:
+    """The table at `path` as Spark SQL names it: delta.`<path>`, backticks doubled."""
+    return "delta.`" + path.replace("`", "``") + "`"
 
 
 def table_path(config: FreshetConfig, table: str) -> str:

@@ -50,6 +50,7 @@ from warehouse.lake.outcome import JobError, JobOutcome, noop_outcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session, read_session
 from warehouse.lake.stateful import change_feed, run_stateful, state_rows
+from warehouse.lake.warm import SnapshotWarmer
 from warehouse.sqltext import bind_window, sql_version, uses_window
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE
 
@@ -86,6 +87,7 @@ class Executor:
                                                for t in config.tables}
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
+        self.warmer = SnapshotWarmer(lambda: self.spark)  # lake.warm
 
     def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
         """Apply a new config (SIGHUP): new tables start from their recovered state."""
@@ -153,22 +155,28 @@ class Executor:
         except StopIteration:
             raise JobError(f"unknown table {job.table!r}") from None
         t0 = time.monotonic()
+        pool = pool_for(job.priority, self._least, job.bulk)
         try:
-            with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}",
-                                 pool=pool_for(job.priority, self._least, job.bulk)):
-                if job.kind in MAINTENANCE_KINDS:
-                    return self._run_upkeep(job, tc, t0)
-                if tc.is_base:
-                    return self._run_base(job, tc, t0)
-                if tc.is_stateful:  # one MERGE of the increment, never a window rewrite (lake.stateful)
-                    return run_stateful(self, job, tc, t0)
-                if job.kind == "recompute":
-                    return self._run_recompute(job, tc, t0)
-                return self._run_derived(job, tc, t0)
+            with job_description(self.spark, f"freshet {job.kind} job {job.job_id}: {job.table}", pool=pool):
+                outcome = self._dispatch(job, tc, t0)
         except BaseException:
             with self._lock:  # outcome unknown: plan the next job from the log, not from memory
                 self._dirty.add(job.table)
             raise
+        if outcome.committed:  # the next job's txn check finds the new snapshot's state computed
+            self.warmer.warm(table_path(self.config, job.table), pool)
+        return outcome
+
+    def _dispatch(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+        if job.kind in MAINTENANCE_KINDS:
+            return self._run_upkeep(job, tc, t0)
+        if tc.is_base:
+            return self._run_base(job, tc, t0)
+        if tc.is_stateful:  # one MERGE of the increment, never a window rewrite (lake.stateful)
+            return run_stateful(self, job, tc, t0)
+        if job.kind == "recompute":
+            return self._run_recompute(job, tc, t0)
+        return self._run_derived(job, tc, t0)
 
     def _run_upkeep(self, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
         """OPTIMIZE or VACUUM (lake.maintain). Its commits carry no Freshet txn, so the next job

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from warehouse.lake.delta import sql_path
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -48,10 +50,6 @@ class Maintained:
     retention: float | None = None  # VACUUM: the retention applied, seconds
 
 
-def _sql_path(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
-
-
 def parse_interval(text: str) -> float | None:
     """Delta's `interval 7 days` / `interval 1 hour 30 minutes` → seconds; None if unreadable."""
     body = text.strip().lower().removeprefix("interval").strip()
@@ -63,7 +61,7 @@ def parse_interval(text: str) -> float | None:
 
 def table_retention(spark: SparkSession, path: str) -> float:
     """The table's `delta.deletedFileRetentionDuration` in seconds (Delta's default 7 days)."""
-    for row in spark.sql(f"SHOW TBLPROPERTIES {_sql_path(path)}").collect():
+    for row in spark.sql(f"SHOW TBLPROPERTIES {sql_path(path)}").collect():
         if row["key"] == "delta.deletedFileRetentionDuration":
             parsed = parse_interval(str(row["value"]))
             if parsed is not None:
@@ -75,14 +73,14 @@ def table_retention(spark: SparkSession, path: str) -> float:
 
 def data_files(spark: SparkSession, path: str) -> int | None:
     """Data files in the table's current version (`DESCRIBE DETAIL`)."""
-    rows = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").select("numFiles").collect()
+    rows = spark.sql(f"DESCRIBE DETAIL {sql_path(path)}").select("numFiles").collect()
     return int(rows[0]["numFiles"]) if rows and rows[0]["numFiles"] is not None else None
 
 
 def optimize(spark: SparkSession, path: str) -> Maintained:
     """Compact the table's small files (one OPTIMIZE commit, or none when nothing is worth it)."""
     before = data_files(spark, path)
-    spark.sql(f"OPTIMIZE {_sql_path(path)}").collect()
+    spark.sql(f"OPTIMIZE {sql_path(path)}").collect()
     return Maintained(before, data_files(spark, path))
 
 
@@ -94,18 +92,18 @@ def vacuum(spark: SparkSession, path: str, retain: float) -> Maintained:
         if retain < floor:
             log.info("table %s: vacuum_retain %.0fs is below the table's retention %.0fs; Delta's applies",
                      path, retain, floor)
-        spark.sql(f"VACUUM {_sql_path(path)}").collect()
+        spark.sql(f"VACUUM {sql_path(path)}").collect()
         used = floor
     else:
         hours = math.ceil(retain / 3600.0)
-        spark.sql(f"VACUUM {_sql_path(path)} RETAIN {hours} HOURS").collect()
+        spark.sql(f"VACUUM {sql_path(path)} RETAIN {hours} HOURS").collect()
         used = hours * 3600.0
     return Maintained(before, data_files(spark, path), _reclaimed(spark, path), used)
 
 
 def _reclaimed(spark: SparkSession, path: str) -> int:
     """`sizeOfDataToDelete` of the newest VACUUM START commit (0 when Delta logged none)."""
-    rows = spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT 4").select("operation", "operationMetrics").collect()
+    rows = spark.sql(f"DESCRIBE HISTORY {sql_path(path)} LIMIT 4").select("operation", "operationMetrics").collect()
     for r in rows:
         if r["operation"] == "VACUUM START":
             size = (r["operationMetrics"] or {}).get("sizeOfDataToDelete")

@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 from warehouse import times
 from warehouse.freshness import floor_to
+from warehouse.lake.delta import sql_path
 
 if TYPE_CHECKING:
     from warehouse.config import FreshetConfig
@@ -117,9 +118,8 @@ def local_min_time(path: str, column: str) -> float | None:
 
 def spark_min_time(spark: Any, path: str, column: str) -> float | None:
     """min(column) (epoch seconds) of the Delta table at `path`, through Spark."""
-    quoted = "delta.`" + path.replace("`", "``") + "`"
     col = "`" + column.replace("`", "``") + "`"
-    [row] = spark.sql(f"SELECT unix_micros(min({col})) AS t FROM {quoted}").collect()
+    [row] = spark.sql(f"SELECT unix_micros(min({col})) AS t FROM {sql_path(path)}").collect()
     return None if row["t"] is None else row["t"] / 1e6
 
 

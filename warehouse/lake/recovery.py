@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from warehouse.config import FreshetConfig
 from warehouse.errors import WarehouseError
-from warehouse.lake.delta import app_id, is_local_root, table_path
+from warehouse.lake.delta import app_id, is_local_root, sql_path, table_path
 from warehouse.lake.origin import local_min_time, repair_origins, spark_min_time
 from warehouse.lake.session import connection_lost
 from warehouse.recompute import VersionMap, touched
@@ -422,10 +422,6 @@ def _not_found(err: BaseException) -> bool:
                                    "is not a Delta table", "Path does not exist"))
 
 
-def _sql_path(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
-
-
 class SparkLog:
     """The log read through Spark (a URI root, or Spark Connect): the same actions as `LocalLog`.
 
@@ -442,7 +438,7 @@ class SparkLog:
 
     def _history(self, path: str, limit: int) -> list[Any]:
         try:
-            return self.spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT {int(limit)}").select(
+            return self.spark.sql(f"DESCRIBE HISTORY {sql_path(path)} LIMIT {int(limit)}").select(
                 "version", "userMetadata", "operationMetrics").collect()
         except Exception as err:
             if _not_found(err):
