@@ -34,8 +34,8 @@ log = logging.getLogger("freshet.executor")
 
 
 class SnapshotWarmer:
-    """One background thread that runs `DESCRIBE DETAIL` on the tables handed to `warm`, the
-    newest request per table only, oldest table first."""
+    """One background thread that runs `DESCRIBE DETAIL` on the tables handed to `warm`: the newest
+    request per table only, the table of the heaviest pool first (then the oldest request)."""
 
     def __init__(self, spark: Callable[[], SparkSession]) -> None:
         self._spark = spark
@@ -65,7 +65,8 @@ class SnapshotWarmer:
         while True:
             with self._cv:
                 self._cv.wait_for(lambda: bool(self._pending))
-                path = next(iter(self._pending))
+                # the heaviest pool first: its names sort so (policies.bulk), the bulk pool last
+                path = min(self._pending, key=lambda p: self._pending[p] or "")
                 pool = self._pending.pop(path)
                 self._busy = True
             try:
