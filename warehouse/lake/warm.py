@@ -42,6 +42,7 @@ class SnapshotWarmer:
         self._pending: dict[str, str | None] = {}  # path → the pool to warm it in
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._busy = False  # a warm-up is running
         self.warmed = 0  # snapshots warmed (tests, logs)
 
     def warm(self, path: str, pool: str | None) -> None:
@@ -58,8 +59,6 @@ class SnapshotWarmer:
         """Wait until nothing is pending or running (tests); whether it got there."""
         with self._cv:
             return self._cv.wait_for(lambda: not self._pending and not self._busy, timeout)
-
-    _busy = False
 
     def _run(self) -> None:
         while True:
