@@ -57,7 +57,8 @@ def _cycles(cfg: FreshetConfig) -> list[tuple[str, float, float, float]]:
     if sd.slow > 0 and sd.factor != 1.0:
         out.append(("slow", sd.normal, sd.normal + sd.slow, 0.0))
     for bu in cfg.sim.bursts:
-        out.append((f"burst {','.join(bu.tables)}", bu.normal, bu.normal + bu.slow, bu.offset))
+        name = bu.tables[0] if len(bu.tables) == 1 else f"{bu.tables[0]} ({len(bu.tables)} tables)"
+        out.append((f"burst {name}", bu.normal, bu.normal + bu.slow, bu.offset))
     return out
 
 
@@ -115,8 +116,8 @@ def run(data: dict[str, Any], seed: int, until: float, plan: list[tuple[float, d
 class Point:
     """One (experiment, workload, U): its configs, horizon and ideal runs per seed; memoised runs."""
 
-    def __init__(self, exp: Experiment, wl: Workload, x: float, seeds: int) -> None:
-        self.exp, self.wl, self.x, self.seeds = exp, wl, x, range(1, seeds + 1)
+    def __init__(self, exp: Experiment, wl: Workload, x: float, seeds: range) -> None:
+        self.exp, self.wl, self.x, self.seeds = exp, wl, x, seeds
         self.data = exp.config(Line("oracle", STATIC), x, wl)
         self.cfg = config_of(self.data)
         self.until = horizon_for(self.cfg, exp.events)
@@ -175,9 +176,9 @@ def tuner_ratios() -> dict[tuple[str, float], float]:
     return out
 
 
-def measure(exp: Experiment, wl: Workload, x: float, seeds: int, say: Any) -> dict[str, Any]:
+def measure(exp: Experiment, wl: Workload, x: float, seeds: int, holdout: int, say: Any) -> dict[str, Any]:
     t0 = time.process_time()
-    p = Point(exp, wl, x, seeds)
+    p = Point(exp, wl, x, range(1, seeds + 1))
     paper = p.paper()
     best_paper = min(paper, key=paper.__getitem__)
     static = sorted(range(len(p.grid)), key=p.lateness)
@@ -199,22 +200,37 @@ def measure(exp: Experiment, wl: Workload, x: float, seeds: int, say: Any) -> di
                     "phase_settings": {phase_name(p.cfg, ph): label(p.grid[i]) for ph, i in assign.items()},
                     "phase_count": len(p.phases)})
         say(f"  {wl.name} U={x:g}: phase oracle {v:.3f} ({res['phase_ratio']:.3f}) {res['phase_settings']}")
+    if holdout:  # the oracles' choices scored on seeds they were not chosen on
+        q = Point(exp, wl, x, range(seeds + 1, seeds + holdout + 1))
+        qp = q.paper()
+        qbest = min(qp.values())
+        res["holdout"] = {"seeds": [q.seeds.start, q.seeds.stop - 1], "best_paper_lateness": qbest,
+                          "static_ratio": q.lateness(top) / qbest}
+        if "phase_ratio" in res:
+            res["holdout"]["phase_ratio"] = q.lateness(assign) / qbest
+        say(f"  {wl.name} U={x:g}: on seeds {seeds + 1}-{seeds + holdout}: {res['holdout']}")
     res["runs"], res["cpu_seconds"] = p.runs, time.process_time() - t0
     return res
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
+    held = any("holdout" in r for r in rows)
     head = ("| workload | U | best paper line | static oracle | ratio | phase oracle | ratio | per phase | "
-            "tuner (docs) |\n|---|---|---|---|---|---|---|---|---|")
+            + ("held out: static, phase | " if held else "") + "tuner (docs) |\n|---|---|---|---|---|---|---|---|"
+            + ("---|" if held else "") + "---|")
     body = []
     for r in rows:
         ph = r.get("phase_ratio")
         per = "; ".join(f"{k}: {v}" for k, v in r.get("phase_settings", {}).items())
         tuner = r.get("tuner_ratio")
-        body.append(f"| {r['workload']} | {r['U']:g} | {r['best_paper']} {r['best_paper_lateness']:.3f} | "
-                    f"{r['static_oracle']} {r['static_lateness']:.3f} | {r['static_ratio']:.3f} | "
-                    + (f"{r['phase_lateness']:.3f} | {ph:.3f} | {per} | " if ph is not None else "– | – | – | ")
-                    + (f"{tuner:.3f} |" if tuner is not None else "– |"))
+        ho = r.get("holdout", {})
+        line = (f"| {r['workload']} | {r['U']:g} | {r['best_paper']} {r['best_paper_lateness']:.3f} | "
+                f"{r['static_oracle']} {r['static_lateness']:.3f} | {r['static_ratio']:.3f} | "
+                + (f"{r['phase_lateness']:.3f} | {ph:.3f} | {per} | " if ph is not None else "– | – | – | "))
+        if held:
+            line += (f"{ho['static_ratio']:.3f}, " + (f"{ho['phase_ratio']:.3f}" if "phase_ratio" in ho else "–")
+                     + " | ") if ho else "– | "
+        body.append(line + (f"{tuner:.3f} |" if tuner is not None else "– |"))
     return "\n".join([head, *body])
 
 
@@ -223,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", default="", help="WORKLOAD:U,... (default: every point with U ≥ 1.0)")
     ap.add_argument("--low", action="store_true", help="also the U < 1.0 points")
     ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--holdout", type=int, default=0, help="score the oracles' choices on this many further seeds")
     ap.add_argument("--out", type=Path, help="write every figure as JSON here")
     a = ap.parse_args(argv)
     os.nice(10)
@@ -240,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i, (e, w, x) in enumerate(todo, 1):
         print(f"[{i}/{len(todo)}] {e.name} {w.name} U={x:g} ({time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
-        r = measure(e, w, x, a.seeds, lambda m: print(m, file=sys.stderr, flush=True))
+        r = measure(e, w, x, a.seeds, a.holdout, lambda m: print(m, file=sys.stderr, flush=True))
         r["tuner_ratio"] = tuned.get((w.name, x))
         rows.append(r)
         if a.out:
