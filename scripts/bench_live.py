@@ -530,4 +530,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    # delta-rs (the audit) can abort the interpreter at exit, its threads outliving it
+    # ("terminate called without an active exception": delta-io/delta-rs#2184): flush and leave
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
