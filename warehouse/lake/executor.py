@@ -13,6 +13,9 @@ Delta txn (`freshet/<table>`, version) guards against a replay that slips past t
 - **Derived job** (§2.2): the SQL over each source restricted to `(F_D − lookback, TE]`, every
   source read at one pinned Delta version, in a session of its own (temp views are per session).
 
+After each commit the table's new Delta snapshot is warmed in the background (`lake.warm`): the
+state reconstruction Delta's txn check needs runs then, not in the table's next job.
+
 The same jobs run over Spark Connect (`spark.remote`): DataFrame writes with the txn options,
 sources pinned with `versionAsOf`, the log read through Spark (`lake.recovery.SparkLog`). A lost
 connection fails the job like any Spark error (it is retried after its back-off) and is reported
