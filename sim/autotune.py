@@ -1,20 +1,25 @@
 """The tuner (issue 20): replay the daemon's own recent trace in the simulator under the setting in
 force and under the `freshet sim tune` candidates (sim.tune.candidates), and decide whether to switch.
 
-1. **Window.** The last `span` seconds of the trace (default an hour): the arrivals in it, the jobs
-   that finished in it (their measured durations, and E(n) = α + β·n fitted to them, §2.4), and
-   the state at its start — each table's freshness then (the end of its last job before the
-   window) and the partitions that had arrived and were not loaded yet (the backlog). A window
-   holding fewer than `min_jobs` jobs reaches back to the `min_jobs`-th last one, up to `stretch`
-   spans: an overloaded daemon finishes few, large jobs (13-46 an hour on two unseen workloads at
-   U = 1.2), and with the hour alone its tuner went blind for as long as the overload lasted.
-   Measured over 18 unseen points (docs/experiments.md § Unseen) it is within 3% of the best paper
-   line at 15 against 13 with `stretch` = 1, but worse on six-hour capacity phases (0.957× → 1.125×
-   at U = 1.2: switches judged on overloaded hours).
+1. **Window.** The trace so far, up to `span` seconds of it (`scheduler.autotune_window`, default
+   a day): the arrivals in it, the jobs that finished in it (their measured durations, and E(n) =
+   α + β·n fitted to them, §2.4), and the state at its start — each table's freshness then (the
+   end of its last job before the window) and the partitions that had arrived and were not loaded
+   yet (the backlog); a trace shorter than the span is replayed from its own start. Until 27 Nov
+   2026 the window was the last hour, which starts in the backlog the setting in force left: on
+   `dag` (docs/experiments.md § Unseen) after four hours the hour's replay finds nothing 10%
+   better, the whole trace's finds the default without chopping 24% better, which full runs
+   confirm (tests/test_autotune.py); measured over the U ≥ 1.0 points of § Unseen it is better
+   on some (§ Unseen: the long window). A window holding fewer than `min_jobs` jobs reaches back
+   to the `min_jobs`-th last one, up to `stretch` spans (what made an hour's window judge an
+   overloaded daemon's 13-46 jobs an hour).
 2. **Replay.** One simulation per setting and seed from that state over the window, the same
    arrivals for all (common random numbers: a table's n-th drawn duration is the same uniform in
    every run, sim.simulator); the score is the predicted weighted staleness Σ p_i ∫ S_i dτ (§2.3)
-   over the window and a run-out of half a window after it with no more arrivals. Without the
+   over the window and a run-out of half a window (at most `runout_max`, 1.5 h: what an hour's
+   window stretched three times had) after it with no more arrivals, less the part of the
+   run-out no setting can avoid (`unavoidable`: most of the score over a long run-out, and a
+   dilution of every gain). Without the
    run-out a setting that defers work past the window's end (chopping a backlog, paying α more
    often) is not charged for the backlog it leaves: on an inverted hierarchy at U = 1.05 the
    replay then switched in 4 of 12 windows to chop 3, which full runs show is no better; with it,
@@ -24,12 +29,14 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
    `auto` several settings behave alike) run with the other seeds.
 4. **Decide.** Switch to the best finalist (lowest mean) only if it beats the current setting by
    the margin with *every* seed, the window held at least `min_jobs` jobs, and the last switch is
-   at least `cooldown` ago. Otherwise keep, and say why.
+   at least `cooldown` ago. Otherwise keep, and say why. With `recent_margin` set (off by
+   default), the winner must also beat the current setting by it with every seed on the last
+   `recent` seconds (`windows`): the long window decides, the recent one can only veto.
 
 Pure but for the simulator: no clock (time comes in), no I/O except `read_window` (the trace file).
 
 Limits: the seeds vary the drawn durations, not the arrivals — a window's winner is the setting
-that would have done best on *that* hour; the margin and the cool-down bound what a wrong guess
+that would have done best on *that* trace; the margin and the cool-down bound what a wrong guess
 costs. Jobs running at the window's start are not replayed (their tracks start free), and a
 backlog older than what `read_window` reads (two spans) starts at the oldest partition read.
 """
@@ -52,7 +59,7 @@ from warehouse.dag import Dag
 from warehouse.scheduler import Recovered, Scheduler
 
 __all__ = ["Decision", "Rules", "Score", "Window", "current_setting", "decide", "evaluate", "read_window",
-           "replay", "window_of", "with_settings"]
+           "read_windows", "replay", "window_of", "windows", "with_settings"]
 
 BLOCK = 1 << 20  # bytes read at a time from the end of the trace file
 
@@ -66,8 +73,11 @@ class Rules:
     min_jobs: int = 50  # jobs the window must hold to judge
     seeds: int = 3  # every seed must agree
     finalists: int = 4  # candidates confirmed with every seed after the first-seed screen
-    runout: float = 0.5  # the replay runs on this share of the window after its end (step 2)
+    runout: float = 0.5  # the replay runs on this share of the window after its end (step 2) …
+    runout_max: float = 5400.0  # … at most this long (the longest a stretched hour's run-out was)
     stretch: float = 3.0  # a window with fewer than min_jobs jobs grows up to this many spans (step 1)
+    recent: float = 3600.0  # the recent window checked when recent_margin is set (step 4)
+    recent_margin: float | None = None  # a winner must also beat the setting by this on the recent window
 
 
 @dataclass
@@ -118,7 +128,7 @@ def window_of(trace: Trace, config: FreshetConfig, span: float, end: float | Non
     long (module docstring, step 1)."""
     last = max([trace.last_time, *(j.time for j in trace.jobs)])
     end = last if end is None else end
-    start = end - span
+    start = max(end - span, min(trace.origin, end))  # a trace shorter than the span: all of it
     if min_jobs > 0 and stretch > 1.0:
         done = sorted(j.time for j in trace.jobs if j.status == "ok" and j.time <= end)
         if done and sum(1 for t in done if t > start) < min_jobs:
@@ -162,6 +172,26 @@ def read_window(path: str | Path, config: FreshetConfig, span: float, end: float
     being written are skipped."""
     lines = _tail(Path(path), 2 * (max(stretch, 1.0) + warmup) * span, end)
     return window_of(parse_trace(lines, source=str(path)), config, span, end, warmup, min_jobs, stretch)
+
+
+def windows(trace: Trace, config: FreshetConfig, rules: Rules, end: float | None = None) -> tuple[Window, Window | None]:
+    """What an evaluation judges on: the window of `scheduler.autotune_window` (the whole trace
+    up to that long) and, when `rules.recent_margin` is set, the recent one of `rules.recent`
+    (both stretched to `min_jobs` as `window_of` does)."""
+    long = window_of(trace, config, config.scheduler.autotune_window, end, min_jobs=rules.min_jobs,
+                     stretch=rules.stretch)
+    if rules.recent_margin is None:
+        return long, None
+    return long, window_of(trace, config, rules.recent, end, min_jobs=rules.min_jobs, stretch=rules.stretch)
+
+
+def read_windows(path: str | Path, config: FreshetConfig, rules: Rules,
+                 end: float | None = None) -> tuple[Window, Window | None]:
+    """`windows` of the trace file at `path`, read from its end as far back as `read_window` reads
+    for the longer of the two."""
+    span = max(config.scheduler.autotune_window, rules.recent if rules.recent_margin is not None else 0.0)
+    lines = _tail(Path(path), 2 * max(rules.stretch, 1.0) * span, end)
+    return windows(parse_trace(lines, source=str(path)), config, rules, end)
 
 
 def _time(line: bytes) -> float | None:
@@ -216,15 +246,42 @@ def replay_config(config: FreshetConfig, window: Window, settings: dict[str, Any
     return config.model_copy(update={"tables": tables, "scheduler": sc, "sim": SimConfig(b=0.5)})
 
 
-def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed: int, runout: float = 0.5) -> float:
+def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed: int, runout: float = 0.5,
+           runout_max: float = math.inf) -> float:
     """Predicted weighted staleness Σ p_i ∫ S_i dτ under `settings` (§2.3) over the window and a
-    run-out of `runout × span` after it with no more arrivals (module docstring, step 2)."""
+    run-out of `runout × span` (at most `runout_max`) after it with no more arrivals (module
+    docstring, step 2)."""
     cfg = prepare(replay_config(config, window, settings), seed)
     sim = Simulation(cfg, seed=seed, trace=window.trace)
     # the state at the warm-up's start (hook: Simulation has no `recovered` argument yet)
     sim.sched = Scheduler(cfg, now=window.origin, recovered=window.recovered)
     before = sim.run(until=window.start).weighted_staleness if window.start > window.origin else 0.0
-    return sim.run(until=window.end + runout * (window.end - window.start)).weighted_staleness - before
+    tail = min(runout * (window.end - window.start), runout_max)
+    return sim.run(until=window.end + tail).weighted_staleness - before - unavoidable(config, window, tail)
+
+
+def unavoidable(config: FreshetConfig, window: Window, tail: float) -> float:
+    """The weighted staleness Σ p_i ∫ (τ − F*_i) dτ over the run-out that no setting can avoid:
+    F*_i is the most table i could hold at the window's end (a base table: the end of its stream's
+    last partition arrived by then; a derived one: the least of its sources', §2.2), an upper bound,
+    so this is a lower bound of every replay's run-out and the same for all. Taken off the score,
+    the run-out charges only the backlog a setting leaves (step 2), not the hours of staleness
+    every setting accrues once the arrivals stop, which would dilute the margin of a long window."""
+    if tail <= 0:
+        return 0.0
+    best: dict[str, float] = {}
+    out = 0.0
+    for name in Dag.from_config(config).order:  # sources first
+        t = config.table(name)
+        if t.stream is not None:
+            seq = [a.end for a in window.trace.arrivals.get(t.stream, []) if a.time <= window.end]
+            best[name] = max([window.recovered[name].freshness if name in window.recovered else -math.inf, *seq])
+        else:
+            best[name] = min(best[s] for s in t.sources)
+        if math.isfinite(best[name]):
+            lag = max(window.end - best[name], 0.0)
+            out += t.priority * (tail * lag + tail * tail / 2)
+    return out
 
 
 @dataclass
@@ -261,12 +318,14 @@ class Decision:
     jobs: int = 0
     cpu_seconds: float = 0.0
     runs: int = 0  # simulations run
+    recent: Score | None = None  # the current setting on the recent window, when the winners were checked there
 
     def to_json(self) -> dict[str, Any]:
         return {"time": self.time, "result": self.result, "reason": self.reason, "current": self.current.to_json(),
                 "choice": None if self.choice is None else label(self.choice), "choice_settings": self.choice,
                 "window": list(self.window), "jobs": self.jobs, "cpu_seconds": round(self.cpu_seconds, 3),
-                "runs": self.runs, "candidates": [s.to_json() for s in self.scores]}
+                "runs": self.runs, "candidates": [s.to_json() for s in self.scores],
+                **({"recent": self.recent.to_json()} if self.recent is not None else {})}
 
 
 def beats(cand: Score, cur: Score, margin: float) -> list[bool]:
@@ -275,11 +334,24 @@ def beats(cand: Score, cur: Score, margin: float) -> list[bool]:
 
 
 def decide(current: Score, scores: Sequence[Score], rules: Rules, *, now: float,
-           last_switch: float | None, jobs: int) -> tuple[str, dict[str, Any] | None, str]:
-    """(result, choice, reason) by the rules of the module docstring (steps 3-4)."""
+           last_switch: float | None, jobs: int,
+           recent: tuple[Score, dict[str, Score]] | None = None) -> tuple[str, dict[str, Any] | None, str]:
+    """(result, choice, reason) by the rules of the module docstring (steps 3-4). `recent`: the
+    current setting's and the winners' scores on the recent window, by label (`rules.recent_margin`)."""
     full = [s for s in scores if len(s.staleness) >= rules.seeds and len(current.staleness) >= rules.seeds]
     winners = sorted((s for s in full if all(beats(s, current, rules.margin))), key=lambda s: s.mean)
+    vetoed = []
+    if recent is not None and rules.recent_margin is not None:
+        cur, by = recent
+        vetoed = [s for s in winners if s.label not in by or not all(beats(by[s.label], cur, rules.recent_margin))]
+        winners = [s for s in winners if s not in vetoed]
     if not winners:
+        if vetoed:
+            v = vetoed[0]
+            lost = 1.0 - recent[1][v.label].mean / recent[0].mean if recent and v.label in recent[1] else math.nan
+            return "keep", None, (f"{v.label} beats the current setting by {1.0 - v.mean / current.mean:.1%} over "
+                                  f"the window, but not by {rules.recent_margin:.0%} with every seed over the "
+                                  f"recent {rules.recent:.0f}s ({lost:+.1%})")
         near = min(full or scores, key=lambda s: s.mean, default=None)
         if near is None:
             return "keep", None, "no candidate"
@@ -301,8 +373,10 @@ def decide(current: Score, scores: Sequence[Score], rules: Rules, *, now: float,
 
 
 def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, now: float,
-             last_switch: float | None = None, grid: Iterable[dict[str, Any]] | None = None) -> Decision:
-    """Replay the window under the current setting and each candidate; decide (module docstring)."""
+             last_switch: float | None = None, grid: Iterable[dict[str, Any]] | None = None,
+             recent: Window | None = None) -> Decision:
+    """Replay the window under the current setting and each candidate; with `recent` (and
+    `rules.recent_margin`), replay the winners on it too; decide (module docstring)."""
     t0 = time.process_time()
     mine = current_setting(config)
     current = Score(mine)
@@ -311,9 +385,13 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
     if window.jobs < rules.min_jobs:
         return out
     seeds = list(range(1, rules.seeds + 1))
+
+    def run(w: Window, settings: dict[str, Any], seed: int) -> float:
+        return replay(config, w, settings, seed, rules.runout, rules.runout_max)
+
     cands = [s for s in (candidates(config) if grid is None else grid) if s != mine]
-    current.staleness.append(replay(config, window, mine, seeds[0], rules.runout))
-    scores = [Score(s, [replay(config, window, s, seeds[0], rules.runout)]) for s in cands]
+    current.staleness.append(run(window, mine, seeds[0]))
+    scores = [Score(s, [run(window, s, seeds[0])]) for s in cands]
     scores.sort(key=lambda s: s.staleness[0])
     runs = 1 + len(scores)
     finalists: list[Score] = []
@@ -323,11 +401,19 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
             finalists.append(s)
     if finalists:
         for seed in seeds[1:]:
-            current.staleness.append(replay(config, window, mine, seed, rules.runout))
+            current.staleness.append(run(window, mine, seed))
             for s in finalists:
-                s.staleness.append(replay(config, window, s.settings, seed, rules.runout))
+                s.staleness.append(run(window, s.settings, seed))
             runs += 1 + len(finalists)
+    checked = None
+    if recent is not None and rules.recent_margin is not None:
+        winners = [s for s in finalists if all(beats(s, current, rules.margin))]
+        if winners:
+            checked = (Score(mine, [run(recent, mine, seed) for seed in seeds]),
+                       {s.label: Score(s.settings, [run(recent, s.settings, seed) for seed in seeds]) for s in winners})
+            runs += (1 + len(winners)) * len(seeds)
+            out.recent = checked[0]
     out.result, out.choice, out.reason = decide(current, scores, rules, now=now, last_switch=last_switch,
-                                                jobs=window.jobs)
+                                                jobs=window.jobs, recent=checked)
     out.scores, out.runs, out.cpu_seconds = scores, runs, time.process_time() - t0
     return out

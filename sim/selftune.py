@@ -7,8 +7,9 @@ As the daemon runs it:
   first evaluation is one period after it starts), while `scheduler.autotune` is `apply`;
 - **window** — the run's own trace so far (the records the daemon would have written to its trace
   file: arrivals and update jobs, kept in memory for twice the longest window, as far back as
-  `sim.autotune.read_window` reads), cut by `sim.autotune.window_of` at the evaluation's time (an
-  hour, or longer to hold `autotune_min_jobs` jobs: `Rules.stretch`);
+  `sim.autotune.read_windows` reads), cut by `sim.autotune.windows` at the evaluation's time (the
+  trace so far up to `autotune_window`, a day; longer to hold `autotune_min_jobs` jobs:
+  `Rules.stretch`);
 - **evaluation** — `sim.autotune.evaluate`, the one the daemon's child process runs, with the
   config's margin, cool-down and minimum of jobs and the daemon's three seeds;
 - **switch** — `Reconfigure(config=…)` handed to the Scheduler through the simulation's one door
@@ -18,7 +19,7 @@ As the daemon runs it:
 simulated instant of the evaluation, and its CPU time is recorded (`cpu_seconds`, per evaluation
 and in total), not charged. In the daemon the child runs at nice 19 beside the loop, on a core of
 its own or idle time, and its decision lands a few seconds after it starts (the CPU seconds per
-evaluation, docs/experiments.md), against a cadence of ten minutes; charging it as a delay of
+evaluation, docs/experiments.md), against an hourly cadence; charging it as a delay of
 measured CPU time would make simulated figures depend on the machine and its load, and no longer
 reproducible from the seed.
 
@@ -38,7 +39,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.autotune import Rules, current_setting, evaluate, window_of, with_settings
+from sim.autotune import Rules, current_setting, evaluate, windows, with_settings
 from sim.simulator import Simulation, prepare
 from sim.trace import Arrival, JobRecord, Trace
 from sim.tune import label
@@ -97,7 +98,8 @@ class SimTuner:
     end: float = math.inf  # a replayed trace's last arrival: no evaluation after it (it would prolong the run)
 
     def __post_init__(self) -> None:
-        self.recorder = _Recorder(2 * self.rules.stretch * self.config.scheduler.autotune_window, self.sim.writer)
+        span = max(self.config.scheduler.autotune_window, self.rules.recent)
+        self.recorder = _Recorder(2 * max(self.rules.stretch, 1.0) * span, self.sim.writer)
         self.sim.writer = self.recorder  # type: ignore[assignment]  # a TraceWriter's interface
         self._next()
 
@@ -118,10 +120,8 @@ class SimTuner:
         if self.last_switch is not None and now - self.last_switch < self.rules.cooldown:
             self.results["cooldown"] += 1  # could not switch (module docstring)
             return
-        sc = self.config.scheduler
-        window = window_of(self.recorder.trace(now), self.config, sc.autotune_window, end=now,
-                           min_jobs=self.rules.min_jobs, stretch=self.rules.stretch)
-        d = evaluate(self.config, window, self.rules, now=now, last_switch=self.last_switch)
+        window, recent = windows(self.recorder.trace(now), self.config, self.rules, end=now)
+        d = evaluate(self.config, window, self.rules, now=now, last_switch=self.last_switch, recent=recent)
         self.results[d.result] += 1
         self.runs += d.runs
         if d.runs:

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import sim.autotune as autotune
 from ops.autotune import AutoTuner, switch
 from sim.autotune import Rules, Score, current_setting, decide, evaluate, read_window, window_of
-from sim.simulator import simulate
+from sim.simulator import horizon_for, simulate
 from sim.trace import TraceWriter, parse_trace
 from sim.workload import TableClass, build_workload, config_of, with_utilization
 from warehouse.config import FreshetConfig, parse_config
@@ -185,7 +185,8 @@ def _wait(tuner: AutoTuner, limit: float = 120.0) -> None:
 
 def _tuner(cfg: FreshetConfig, trace: Path | None, got: list, **kw) -> tuple[AutoTuner, CollectorRegistry]:
     reg = CollectorRegistry()
-    cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"autotune_window": HOUR})})
+    cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"autotune_window": HOUR,
+                                                                              "autotune_every": 600.0})})
     return AutoTuner(cfg, str(trace) if trace else None, reg, got.append, now=-600.0, busy=None, **kw), reg
 
 
@@ -207,7 +208,7 @@ def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace
     st = tuner.status()
     bounds = st["last_decision"]["process"]  # the evaluation ran in another process, niced and bounded
     assert bounds["pid"] != os.getpid() and bounds["nice"] == 19 and bounds["memory"] == 2 << 30
-    assert 0 < bounds["cpu"] <= 302
+    assert 0 < bounds["cpu"] <= 902  # the deadline, 900 s (a quarter of the hourly cadence)
     assert st["last_decision"]["result"] == "switch" and st["since"] == 1.0 and st["setting"] != before
     m = _metrics(reg)
     assert m[("freshet_autotune_runs_total", (("result", "switch"),))] == 1
@@ -305,20 +306,39 @@ def test_a_busy_machine_skips_the_evaluation(fifo_trace, tmp_path):
     assert tuner.status()["next_evaluation"] == 2 * cfg.scheduler.autotune_every
 
 
-def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
+def test_a_near_tie_is_kept_on_the_long_window():
     """Inverted hierarchy (base tables priority 16, their rollups 4 and 1) at U = 1.05 on 3 tracks,
-    where chop 3 is no better than the default in full runs: scored only up to the window's end,
-    the replay switches to a chopping setting; with the run-out it keeps the default."""
+    where chop 3 is no better than the default in full runs (0.87-1.07 over four seeds). Replayed
+    from the last hour and scored only up to its end, a chopping setting looks 21% better and the
+    tuner switches; the whole trace (the default window, 8 hours here) keeps the default. (With
+    the run-out, less its unavoidable part, the hour still switches: 24% — the hour's replay starts
+    in the default's backlog. Before the unavoidable part was taken off, the run-out's common
+    staleness diluted that to under 10%, and every real gain with it: docs/operations.md §8.)"""
     chains = (TableClass(3, period=120, priorities=(16, 4, 1), alpha=1, beta=0.1, depth=3, name="h"),)
     cfg = config_of(with_utilization(build_workload(chains, scheduler={"tracks": 3}, sim={"b": 0.5}), 1.05))
     buf = io.StringIO()
     simulate(cfg, seed=5, events=4000, writer=TraceWriter(buf))
     trace = parse_trace(buf.getvalue().splitlines())
-    window = window_of(trace, cfg, HOUR, end=0.6 * trace.last_time)
-    blind = evaluate(cfg, window, Rules(runout=0.0), now=window.end)
+    hour = window_of(trace, cfg, HOUR, end=0.6 * trace.last_time)
+    blind = evaluate(cfg, hour, Rules(runout=0.0), now=hour.end)
     assert blind.result == "switch" and blind.choice["chop"] == 3.0, blind.reason
+    window = window_of(trace, cfg, cfg.scheduler.autotune_window, end=0.6 * trace.last_time)
+    assert window.start == trace.origin
     d = evaluate(cfg, window, Rules(), now=window.end)
     assert d.result == "keep", d.reason
+
+
+def test_the_run_out_is_scored_without_what_no_setting_can_avoid(fifo_trace):
+    """Over the run-out no partition arrives, so every table's staleness grows whatever the setting:
+    `unavoidable` is that part, a lower bound of every replay's run-out, taken off every score."""
+    cfg, lines = fifo_trace
+    window = window_of(parse_trace(lines), cfg, HOUR)
+    tail = 0.5 * HOUR
+    common = autotune.unavoidable(cfg, window, tail)
+    assert common > 0 and autotune.unavoidable(cfg, window, 0.0) == 0.0
+    for settings in (current_setting(cfg), {"policy": "auto", "partitioner": "auto", "chop": "auto"}):
+        score = autotune.replay(cfg, window, settings, 1, runout=0.5)
+        assert score > 0 and score + common > 1.5 * score  # more than a third of the raw score
 
 
 def _reconfigure_path(sched, now: float):
@@ -377,3 +397,57 @@ def test_the_daemon_loop_takes_the_switch_through_the_schedulers_one_door(fifo_t
     status = DaemonBackend(loop).status()["autotune"]
     assert status["settings"]["policy"] == loop.config.scheduler.policy != "fifo"
     assert status["last_decision"]["result"] == "switch"
+
+
+def test_a_winner_on_the_long_window_must_not_lose_the_recent_one(monkeypatch):
+    """With `recent_margin` set, a candidate that wins the long window by the margin with every seed
+    is still kept out unless it also beats the setting in force on the recent window by
+    `recent_margin` with every seed."""
+    _label(monkeypatch)
+    rules = Rules(margin=0.1, seeds=3, recent_margin=0.0)
+    cur, cands = _scores([100, 100, 100], [85, 88, 89])
+    mine, other = Score({"policy": "auto"}, [10, 10, 10]), Score({"policy": "max-benefit"}, [9, 10, 9.5])
+    result, choice, _ = decide(cur, cands, rules, now=0, last_switch=None, jobs=99,
+                               recent=(mine, {"max-benefit": other}))
+    assert (result, choice) == ("switch", {"policy": "max-benefit"})  # no worse on any seed
+    other.staleness[1] = 10.5  # worse on one seed of the recent window
+    result, choice, reason = decide(cur, cands, rules, now=0, last_switch=None, jobs=99,
+                                    recent=(mine, {"max-benefit": other}))
+    assert (result, choice) == ("keep", None) and "recent" in reason
+
+
+def test_the_whole_trace_shows_a_gain_the_last_hour_hides():
+    """The `dag` workload of docs/experiments.md § Unseen at U = 1.0 (a DAG with fan-in, 2 tracks,
+    the machine at half speed 15 minutes in every 45), traced under the default, judged after four
+    hours. Replayed from the last hour (the first measurement's window: it starts in the default's
+    backlog) no candidate beats the default by 10% with every seed; replayed from the trace's start
+    (`autotune_window`, default a day: the whole trace here) the default without chopping does, by
+    about a fifth — and full runs on other seeds show it is better by more than 10%."""
+    from sim.experiments import DEFAULT_LABEL, Line
+    from sim.unseen import UNSEEN
+
+    wl = next(w for w in UNSEEN.workloads if w.name == "dag")
+    data = UNSEEN.config(Line(DEFAULT_LABEL, {}), 1.0, wl)
+    cfg = config_of(data)
+    assert cfg.scheduler.autotune == "apply" and cfg.scheduler.autotune_window >= 4 * HOUR
+    static = config_of({**data, "scheduler": {**data["scheduler"], "autotune": "off"}})
+    buf = io.StringIO()
+    simulate(static, seed=1, until=4 * HOUR + 60, writer=TraceWriter(buf))
+    trace = parse_trace(buf.getvalue().splitlines())
+    rules = Rules()
+    hour = evaluate(cfg, window_of(trace, cfg, HOUR, end=4 * HOUR, min_jobs=rules.min_jobs, stretch=rules.stretch),
+                    rules, now=4 * HOUR)
+    assert hour.result == "keep", hour.reason
+    window = window_of(trace, cfg, cfg.scheduler.autotune_window, end=4 * HOUR, min_jobs=rules.min_jobs,
+                       stretch=rules.stretch)
+    assert window.start == trace.origin and window.jobs > 3 * hour.jobs
+    d = evaluate(cfg, window, rules, now=4 * HOUR)
+    assert d.result == "switch" and d.choice is not None and d.choice["chop"] is None, d.reason
+
+    def staleness(settings: dict, seed: int) -> float:
+        sc = static.scheduler.model_copy(update=settings)
+        return simulate(static.model_copy(update={"scheduler": sc}), seed=seed, until=until).run.weighted_staleness
+
+    until = horizon_for(static, UNSEEN.events)  # the experiment's runs: 5.6 hours
+    for seed in (5, 6):
+        assert staleness(d.choice, seed) < 0.9 * staleness(current_setting(cfg), seed)

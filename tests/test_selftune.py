@@ -21,8 +21,8 @@ from warehouse.events import Reconfigure
 # the workload of tests/test_autotune.py: two priority classes on two tracks at U = 1
 TWO_CLASSES = (TableClass(6, period=60, priorities=10, alpha=0.5, beta=0.05, name="hi"),
                TableClass(3, period=600, priorities=1, alpha=10, beta=0.2, name="lo"))
-FIFO = {"policy": "fifo", "partitioner": "global", "chop": None, "autotune": "apply"}
-EVENTS = 1500  # about two simulated hours: a dozen evaluations, one every 10 minutes
+FIFO = {"policy": "fifo", "partitioner": "global", "chop": None, "autotune": "apply", "autotune_every": 600}
+EVENTS = 1500  # about two simulated hours: a dozen evaluations at a 10-minute cadence (the default is an hour)
 
 
 def _data(**scheduler) -> dict:
@@ -87,7 +87,7 @@ def test_freshet_sim_run_shows_the_tuner(tmp_path: Path):
     cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", str(EVENTS),
            "--seed", "3"]
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    assert "tuner: " in text and "switches: at 1200 s to" in text  # the --json form: the replay test below
+    assert "tuner: " in text and "switches: at 3600 s to" in text  # the default cadence: an hour; --json: below
 
 
 def test_choosing_the_algorithm_on_the_command_line_turns_the_tuner_off(tmp_path: Path, capsys):
@@ -121,8 +121,9 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
 def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window():
     """About 300 jobs an hour here: with `min_jobs` 400 an hour never holds enough, so with stretch
     1 (the window is the hour) the tuner never judges; with stretch 3, the default (sim.autotune.
-    window_of), it reaches back and judges once the run has 400 jobs (within three hours)."""
-    cfg = prepare(_config(autotune_min_jobs=400), 3)
+    window_of), it reaches back and judges once the run has 400 jobs (within three hours). (An
+    hour's window every 10 minutes, as before the default became the whole trace up to a day, hourly.)"""
+    cfg = prepare(_config(autotune_min_jobs=400, autotune_window=3600, autotune_every=600), 3)
     results = {}
     for stretch in (1.0, 3.0):
         sim = Simulation(cfg, seed=3)
