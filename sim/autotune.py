@@ -17,9 +17,7 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
    arrivals for all (common random numbers: a table's n-th drawn duration is the same uniform in
    every run, sim.simulator); the score is the predicted weighted staleness Σ p_i ∫ S_i dτ (§2.3)
    over the window and a run-out of half a window (at most `runout_max`, 1.5 h: what an hour's
-   window stretched three times had) after it with no more arrivals, less the part of the
-   run-out no setting can avoid (`unavoidable`: most of the score over a long run-out, and a
-   dilution of every gain). Without the
+   window stretched three times had) after it with no more arrivals. Without the
    run-out a setting that defers work past the window's end (chopping a backlog, paying α more
    often) is not charged for the backlog it leaves: on an inverted hierarchy at U = 1.05 the
    replay then switched in 4 of 12 windows to chop 3, which full runs show is no better; with it,
@@ -257,31 +255,7 @@ def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed
     sim.sched = Scheduler(cfg, now=window.origin, recovered=window.recovered)
     before = sim.run(until=window.start).weighted_staleness if window.start > window.origin else 0.0
     tail = min(runout * (window.end - window.start), runout_max)
-    return sim.run(until=window.end + tail).weighted_staleness - before - unavoidable(config, window, tail)
-
-
-def unavoidable(config: FreshetConfig, window: Window, tail: float) -> float:
-    """The weighted staleness Σ p_i ∫ (τ − F*_i) dτ over the run-out that no setting can avoid:
-    F*_i is the most table i could hold at the window's end (a base table: the end of its stream's
-    last partition arrived by then; a derived one: the least of its sources', §2.2), an upper bound,
-    so this is a lower bound of every replay's run-out and the same for all. Taken off the score,
-    the run-out charges only the backlog a setting leaves (step 2), not the hours of staleness
-    every setting accrues once the arrivals stop, which would dilute the margin of a long window."""
-    if tail <= 0:
-        return 0.0
-    best: dict[str, float] = {}
-    out = 0.0
-    for name in Dag.from_config(config).order:  # sources first
-        t = config.table(name)
-        if t.stream is not None:
-            seq = [a.end for a in window.trace.arrivals.get(t.stream, []) if a.time <= window.end]
-            best[name] = max([window.recovered[name].freshness if name in window.recovered else -math.inf, *seq])
-        else:
-            best[name] = min(best[s] for s in t.sources)
-        if math.isfinite(best[name]):
-            lag = max(window.end - best[name], 0.0)
-            out += t.priority * (tail * lag + tail * tail / 2)
-    return out
+    return sim.run(until=window.end + tail).weighted_staleness - before
 
 
 @dataclass

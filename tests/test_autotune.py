@@ -306,39 +306,25 @@ def test_a_busy_machine_skips_the_evaluation(fifo_trace, tmp_path):
     assert tuner.status()["next_evaluation"] == 2 * cfg.scheduler.autotune_every
 
 
-def test_a_near_tie_is_kept_on_the_long_window():
+def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
     """Inverted hierarchy (base tables priority 16, their rollups 4 and 1) at U = 1.05 on 3 tracks,
-    where chop 3 is no better than the default in full runs (0.87-1.07 over four seeds). Replayed
-    from the last hour and scored only up to its end, a chopping setting looks 21% better and the
-    tuner switches; the whole trace (the default window, 8 hours here) keeps the default. (With
-    the run-out, less its unavoidable part, the hour still switches: 24% — the hour's replay starts
-    in the default's backlog. Before the unavoidable part was taken off, the run-out's common
-    staleness diluted that to under 10%, and every real gain with it: docs/operations.md §8.)"""
+    where chop 3 is no better than the default in full runs: scored only up to the window's end,
+    the replay of the last hour switches to a chopping setting; with the run-out it keeps the
+    default, and so does the replay of the whole trace (the default window, 8 hours here)."""
     chains = (TableClass(3, period=120, priorities=(16, 4, 1), alpha=1, beta=0.1, depth=3, name="h"),)
     cfg = config_of(with_utilization(build_workload(chains, scheduler={"tracks": 3}, sim={"b": 0.5}), 1.05))
     buf = io.StringIO()
     simulate(cfg, seed=5, events=4000, writer=TraceWriter(buf))
     trace = parse_trace(buf.getvalue().splitlines())
-    hour = window_of(trace, cfg, HOUR, end=0.6 * trace.last_time)
-    blind = evaluate(cfg, hour, Rules(runout=0.0), now=hour.end)
+    window = window_of(trace, cfg, HOUR, end=0.6 * trace.last_time)
+    blind = evaluate(cfg, window, Rules(runout=0.0), now=window.end)
     assert blind.result == "switch" and blind.choice["chop"] == 3.0, blind.reason
-    window = window_of(trace, cfg, cfg.scheduler.autotune_window, end=0.6 * trace.last_time)
-    assert window.start == trace.origin
     d = evaluate(cfg, window, Rules(), now=window.end)
     assert d.result == "keep", d.reason
-
-
-def test_the_run_out_is_scored_without_what_no_setting_can_avoid(fifo_trace):
-    """Over the run-out no partition arrives, so every table's staleness grows whatever the setting:
-    `unavoidable` is that part, a lower bound of every replay's run-out, taken off every score."""
-    cfg, lines = fifo_trace
-    window = window_of(parse_trace(lines), cfg, HOUR)
-    tail = 0.5 * HOUR
-    common = autotune.unavoidable(cfg, window, tail)
-    assert common > 0 and autotune.unavoidable(cfg, window, 0.0) == 0.0
-    for settings in (current_setting(cfg), {"policy": "auto", "partitioner": "auto", "chop": "auto"}):
-        score = autotune.replay(cfg, window, settings, 1, runout=0.5)
-        assert score > 0 and score + common > 1.5 * score  # more than a third of the raw score
+    whole = window_of(trace, cfg, cfg.scheduler.autotune_window, end=0.6 * trace.last_time)
+    assert whole.start == trace.origin
+    d = evaluate(cfg, whole, Rules(), now=whole.end)
+    assert d.result == "keep", d.reason
 
 
 def _reconfigure_path(sched, now: float):

@@ -83,11 +83,12 @@ def test_no_tuner_where_the_user_chose_the_algorithm_or_on_the_ideal():
 
 def test_freshet_sim_run_shows_the_tuner(tmp_path: Path):
     path = tmp_path / "w.yaml"
-    path.write_text(yaml.safe_dump(_data(policy="fifo", partitioner="global", chop=None, autotune="apply")))
+    path.write_text(yaml.safe_dump(_data(policy="fifo", partitioner="global", chop=None, autotune="apply",
+                                         autotune_every=600)))
     cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", str(EVENTS),
            "--seed", "3"]
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    assert "tuner: " in text and "switches: at 3600 s to" in text  # the default cadence: an hour; --json: below
+    assert "tuner: " in text and "switches: at 1200 s to" in text  # the --json form: the replay test below
 
 
 def test_choosing_the_algorithm_on_the_command_line_turns_the_tuner_off(tmp_path: Path, capsys):
