@@ -100,7 +100,7 @@ class AutoTuner:
         reconfigure: Callable[[FreshetConfig], object],
         *,
         now: float,
-        deadline: float = 900.0,
+        deadline: float = 300.0,
         memory: int | None = 2 << 30,
         busy: float | None = 1.5,
         nice: int = 19,

@@ -8,8 +8,8 @@ As the daemon runs it:
 - **window** — the run's own trace so far (the records the daemon would have written to its trace
   file: arrivals and update jobs, kept in memory for twice the longest window, as far back as
   `sim.autotune.read_windows` reads), cut by `sim.autotune.windows` at the evaluation's time (the
-  trace so far up to `autotune_window`, a day; longer to hold `autotune_min_jobs` jobs:
-  `Rules.stretch`);
+  last `autotune_window`, an hour, or all of a shorter trace; longer to hold `autotune_min_jobs`
+  jobs: `Rules.stretch`);
 - **evaluation** — `sim.autotune.evaluate`, the one the daemon's child process runs, with the
   config's margin, cool-down and minimum of jobs and the daemon's three seeds;
 - **switch** — `Reconfigure(config=…)` handed to the Scheduler through the simulation's one door
@@ -19,7 +19,7 @@ As the daemon runs it:
 simulated instant of the evaluation, and its CPU time is recorded (`cpu_seconds`, per evaluation
 and in total), not charged. In the daemon the child runs at nice 19 beside the loop, on a core of
 its own or idle time, and its decision lands a few seconds after it starts (the CPU seconds per
-evaluation, docs/experiments.md), against an hourly cadence; charging it as a delay of
+evaluation, docs/experiments.md), against a cadence of ten minutes; charging it as a delay of
 measured CPU time would make simulated figures depend on the machine and its load, and no longer
 reproducible from the seed.
 

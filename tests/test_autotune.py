@@ -208,7 +208,7 @@ def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace
     st = tuner.status()
     bounds = st["last_decision"]["process"]  # the evaluation ran in another process, niced and bounded
     assert bounds["pid"] != os.getpid() and bounds["nice"] == 19 and bounds["memory"] == 2 << 30
-    assert 0 < bounds["cpu"] <= 902  # the deadline, 900 s (a quarter of the hourly cadence)
+    assert 0 < bounds["cpu"] <= 302
     assert st["last_decision"]["result"] == "switch" and st["since"] == 1.0 and st["setting"] != before
     m = _metrics(reg)
     assert m[("freshet_autotune_runs_total", (("result", "switch"),))] == 1
@@ -310,7 +310,7 @@ def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
     """Inverted hierarchy (base tables priority 16, their rollups 4 and 1) at U = 1.05 on 3 tracks,
     where chop 3 is no better than the default in full runs: scored only up to the window's end,
     the replay of the last hour switches to a chopping setting; with the run-out it keeps the
-    default, and so does the replay of the whole trace (the default window, 8 hours here)."""
+    default, and so does the replay of the whole trace (`autotune_window: 1d`, 8 hours here)."""
     chains = (TableClass(3, period=120, priorities=(16, 4, 1), alpha=1, beta=0.1, depth=3, name="h"),)
     cfg = config_of(with_utilization(build_workload(chains, scheduler={"tracks": 3}, sim={"b": 0.5}), 1.05))
     buf = io.StringIO()
@@ -321,7 +321,7 @@ def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
     assert blind.result == "switch" and blind.choice["chop"] == 3.0, blind.reason
     d = evaluate(cfg, window, Rules(), now=window.end)
     assert d.result == "keep", d.reason
-    whole = window_of(trace, cfg, cfg.scheduler.autotune_window, end=0.6 * trace.last_time)
+    whole = window_of(trace, cfg, 24 * HOUR, end=0.6 * trace.last_time)
     assert whole.start == trace.origin
     d = evaluate(cfg, whole, Rules(), now=whole.end)
     assert d.result == "keep", d.reason
@@ -407,15 +407,17 @@ def test_the_whole_trace_shows_a_gain_the_last_hour_hides():
     the machine at half speed 15 minutes in every 45), traced under the default, judged after four
     hours. Replayed from the last hour (the first measurement's window: it starts in the default's
     backlog) no candidate beats the default by 10% with every seed; replayed from the trace's start
-    (`autotune_window`, default a day: the whole trace here) the default without chopping does, by
-    about a fifth — and full runs on other seeds show it is better by more than 10%."""
+    (`autotune_window: 1d`: the whole trace here) the default without chopping does, by about a
+    fifth — and full runs on other seeds show it is better by more than 10%. (Over the experiments
+    the whole trace was not better than the hour: docs/experiments.md § Unseen; the hour stays
+    the default.)"""
     from sim.experiments import DEFAULT_LABEL, Line
     from sim.unseen import UNSEEN
 
     wl = next(w for w in UNSEEN.workloads if w.name == "dag")
     data = UNSEEN.config(Line(DEFAULT_LABEL, {}), 1.0, wl)
     cfg = config_of(data)
-    assert cfg.scheduler.autotune == "apply" and cfg.scheduler.autotune_window >= 4 * HOUR
+    assert cfg.scheduler.autotune == "apply"
     static = config_of({**data, "scheduler": {**data["scheduler"], "autotune": "off"}})
     buf = io.StringIO()
     simulate(static, seed=1, until=4 * HOUR + 60, writer=TraceWriter(buf))
@@ -424,8 +426,7 @@ def test_the_whole_trace_shows_a_gain_the_last_hour_hides():
     hour = evaluate(cfg, window_of(trace, cfg, HOUR, end=4 * HOUR, min_jobs=rules.min_jobs, stretch=rules.stretch),
                     rules, now=4 * HOUR)
     assert hour.result == "keep", hour.reason
-    window = window_of(trace, cfg, cfg.scheduler.autotune_window, end=4 * HOUR, min_jobs=rules.min_jobs,
-                       stretch=rules.stretch)
+    window = window_of(trace, cfg, 24 * HOUR, end=4 * HOUR, min_jobs=rules.min_jobs, stretch=rules.stretch)
     assert window.start == trace.origin and window.jobs > 3 * hour.jobs
     d = evaluate(cfg, window, rules, now=4 * HOUR)
     assert d.result == "switch" and d.choice is not None and d.choice["chop"] is None, d.reason

@@ -22,7 +22,7 @@ from warehouse.events import Reconfigure
 TWO_CLASSES = (TableClass(6, period=60, priorities=10, alpha=0.5, beta=0.05, name="hi"),
                TableClass(3, period=600, priorities=1, alpha=10, beta=0.2, name="lo"))
 FIFO = {"policy": "fifo", "partitioner": "global", "chop": None, "autotune": "apply", "autotune_every": 600}
-EVENTS = 1500  # about two simulated hours: a dozen evaluations at a 10-minute cadence (the default is an hour)
+EVENTS = 1500  # about two simulated hours: a dozen evaluations, one every 10 minutes
 
 
 def _data(**scheduler) -> dict:
@@ -123,7 +123,7 @@ def test_an_hour_with_too_few_jobs_is_judged_on_a_longer_window():
     """About 300 jobs an hour here: with `min_jobs` 400 an hour never holds enough, so with stretch
     1 (the window is the hour) the tuner never judges; with stretch 3, the default (sim.autotune.
     window_of), it reaches back and judges once the run has 400 jobs (within three hours). (An
-    hour's window every 10 minutes, as before the default became the whole trace up to a day, hourly.)"""
+    hour's window every 10 minutes, the defaults, said explicitly.)"""
     cfg = prepare(_config(autotune_min_jobs=400, autotune_window=3600, autotune_every=600), 3)
     results = {}
     for stretch in (1.0, 3.0):

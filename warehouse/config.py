@@ -235,9 +235,9 @@ class SchedulerConfig(_Strict):
         "off", description="replay the daemon's own recent trace in the simulator under the `freshet sim tune` "
                            "candidates and switch (apply) or only say (recommend) when one wins (ops.autotune); "
                            "default: apply when policy, partitioner and chop are all left to auto, else off")
-    autotune_every: Duration = Field(3600.0, gt=0, description="wall time between evaluations")
-    autotune_window: Duration = Field(86400.0, gt=0, description="how much of the trace is replayed: all of it, up "
-                                      "to this long, from the state at its start")
+    autotune_every: Duration = Field(600.0, gt=0, description="wall time between evaluations")
+    autotune_window: Duration = Field(3600.0, gt=0, description="how much of the recent trace is replayed (all of "
+                                      "it, from the state at its start, when the trace is shorter)")
     autotune_margin: float = Field(0.1, gt=0, lt=1, description="a candidate must beat the setting in force by "
                                                                 "this share of its weighted staleness, every seed")
     autotune_cooldown: Duration = Field(3600.0, ge=0, description="at least this long between two switches")
