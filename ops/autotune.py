@@ -71,13 +71,13 @@ def _child(conn: Any, config: dict[str, Any], trace: str, rules: dict[str, Any],
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         if cpu is not None:
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu) + 1, int(cpu) + 2))
-        from sim.autotune import Rules, evaluate, read_windows  # preloaded by the forkserver
+        from sim.autotune import Rules, evaluate, read_window  # preloaded by the forkserver
 
         cfg = parse_config(config, source="<autotune>")
         t0 = time.process_time()
         r = Rules(**rules)
-        window, recent = read_windows(trace, cfg, r)
-        decision = evaluate(cfg, window, r, now=now, last_switch=last_switch, recent=recent)
+        window = read_window(trace, cfg, cfg.scheduler.autotune_window, min_jobs=r.min_jobs, stretch=r.stretch)
+        decision = evaluate(cfg, window, r, now=now, last_switch=last_switch)
         decision.cpu_seconds = time.process_time() - t0  # reading the trace included
         bounds = {"pid": os.getpid(), "nice": os.nice(0), "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
                   "cpu": resource.getrlimit(resource.RLIMIT_CPU)[0]}

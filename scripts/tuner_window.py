@@ -5,7 +5,7 @@ ratios to the best paper line of docs/figures/tuner-oracle.json (same workloads,
 and ideal runs as the experiments; the best paper line there is the mean over seeds 1-4).
 
     python scripts/tuner_window.py --points dag:1.0,shifts:1.2 --variant long \\
-        --set autotune_window=86400 --set autotune_every=3600 [--rule recent_margin=0] [--seeds 4]
+        --set autotune_window=86400 --set autotune_every=3600 [--seeds 4]
 
 `--set` changes the config's `scheduler.autotune_*` fields, `--rule` the other fields of
 sim.autotune.Rules. Runs two worker processes at nice 10; prints one JSON line per run and a table.

@@ -29,9 +29,7 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
    `auto` several settings behave alike) run with the other seeds.
 4. **Decide.** Switch to the best finalist (lowest mean) only if it beats the current setting by
    the margin with *every* seed, the window held at least `min_jobs` jobs, and the last switch is
-   at least `cooldown` ago. Otherwise keep, and say why. With `recent_margin` set (off by
-   default), the winner must also beat the current setting by it with every seed on the last
-   `recent` seconds (`windows`): the long window decides, the recent one can only veto.
+   at least `cooldown` ago. Otherwise keep, and say why.
 
 Pure but for the simulator: no clock (time comes in), no I/O except `read_window` (the trace file).
 
@@ -59,7 +57,7 @@ from warehouse.dag import Dag
 from warehouse.scheduler import Recovered, Scheduler
 
 __all__ = ["Decision", "Rules", "Score", "Window", "current_setting", "decide", "evaluate", "read_window",
-           "read_windows", "replay", "window_of", "windows", "with_settings"]
+           "replay", "window_of", "with_settings"]
 
 BLOCK = 1 << 20  # bytes read at a time from the end of the trace file
 
@@ -76,8 +74,6 @@ class Rules:
     runout: float = 0.5  # the replay runs on this share of the window after its end (step 2) …
     runout_max: float = 5400.0  # … at most this long (the longest a stretched hour's run-out was)
     stretch: float = 3.0  # a window with fewer than min_jobs jobs grows up to this many spans (step 1)
-    recent: float = 3600.0  # the recent window checked when recent_margin is set (step 4)
-    recent_margin: float | None = None  # a winner must also beat the setting by this on the recent window
 
 
 @dataclass
@@ -172,26 +168,6 @@ def read_window(path: str | Path, config: FreshetConfig, span: float, end: float
     being written are skipped."""
     lines = _tail(Path(path), 2 * (max(stretch, 1.0) + warmup) * span, end)
     return window_of(parse_trace(lines, source=str(path)), config, span, end, warmup, min_jobs, stretch)
-
-
-def windows(trace: Trace, config: FreshetConfig, rules: Rules, end: float | None = None) -> tuple[Window, Window | None]:
-    """What an evaluation judges on: the window of `scheduler.autotune_window` (the whole trace
-    up to that long) and, when `rules.recent_margin` is set, the recent one of `rules.recent`
-    (both stretched to `min_jobs` as `window_of` does)."""
-    long = window_of(trace, config, config.scheduler.autotune_window, end, min_jobs=rules.min_jobs,
-                     stretch=rules.stretch)
-    if rules.recent_margin is None:
-        return long, None
-    return long, window_of(trace, config, rules.recent, end, min_jobs=rules.min_jobs, stretch=rules.stretch)
-
-
-def read_windows(path: str | Path, config: FreshetConfig, rules: Rules,
-                 end: float | None = None) -> tuple[Window, Window | None]:
-    """`windows` of the trace file at `path`, read from its end as far back as `read_window` reads
-    for the longer of the two."""
-    span = max(config.scheduler.autotune_window, rules.recent if rules.recent_margin is not None else 0.0)
-    lines = _tail(Path(path), 2 * max(rules.stretch, 1.0) * span, end)
-    return windows(parse_trace(lines, source=str(path)), config, rules, end)
 
 
 def _time(line: bytes) -> float | None:
@@ -294,14 +270,12 @@ class Decision:
     jobs: int = 0
     cpu_seconds: float = 0.0
     runs: int = 0  # simulations run
-    recent: Score | None = None  # the current setting on the recent window, when the winners were checked there
 
     def to_json(self) -> dict[str, Any]:
         return {"time": self.time, "result": self.result, "reason": self.reason, "current": self.current.to_json(),
                 "choice": None if self.choice is None else label(self.choice), "choice_settings": self.choice,
                 "window": list(self.window), "jobs": self.jobs, "cpu_seconds": round(self.cpu_seconds, 3),
-                "runs": self.runs, "candidates": [s.to_json() for s in self.scores],
-                **({"recent": self.recent.to_json()} if self.recent is not None else {})}
+                "runs": self.runs, "candidates": [s.to_json() for s in self.scores]}
 
 
 def beats(cand: Score, cur: Score, margin: float) -> list[bool]:
@@ -310,24 +284,11 @@ def beats(cand: Score, cur: Score, margin: float) -> list[bool]:
 
 
 def decide(current: Score, scores: Sequence[Score], rules: Rules, *, now: float,
-           last_switch: float | None, jobs: int,
-           recent: tuple[Score, dict[str, Score]] | None = None) -> tuple[str, dict[str, Any] | None, str]:
-    """(result, choice, reason) by the rules of the module docstring (steps 3-4). `recent`: the
-    current setting's and the winners' scores on the recent window, by label (`rules.recent_margin`)."""
+           last_switch: float | None, jobs: int) -> tuple[str, dict[str, Any] | None, str]:
+    """(result, choice, reason) by the rules of the module docstring (steps 3-4)."""
     full = [s for s in scores if len(s.staleness) >= rules.seeds and len(current.staleness) >= rules.seeds]
     winners = sorted((s for s in full if all(beats(s, current, rules.margin))), key=lambda s: s.mean)
-    vetoed = []
-    if recent is not None and rules.recent_margin is not None:
-        cur, by = recent
-        vetoed = [s for s in winners if s.label not in by or not all(beats(by[s.label], cur, rules.recent_margin))]
-        winners = [s for s in winners if s not in vetoed]
     if not winners:
-        if vetoed:
-            v = vetoed[0]
-            lost = 1.0 - recent[1][v.label].mean / recent[0].mean if recent and v.label in recent[1] else math.nan
-            return "keep", None, (f"{v.label} beats the current setting by {1.0 - v.mean / current.mean:.1%} over "
-                                  f"the window, but not by {rules.recent_margin:.0%} with every seed over the "
-                                  f"recent {rules.recent:.0f}s ({lost:+.1%})")
         near = min(full or scores, key=lambda s: s.mean, default=None)
         if near is None:
             return "keep", None, "no candidate"
@@ -349,10 +310,8 @@ def decide(current: Score, scores: Sequence[Score], rules: Rules, *, now: float,
 
 
 def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, now: float,
-             last_switch: float | None = None, grid: Iterable[dict[str, Any]] | None = None,
-             recent: Window | None = None) -> Decision:
-    """Replay the window under the current setting and each candidate; with `recent` (and
-    `rules.recent_margin`), replay the winners on it too; decide (module docstring)."""
+             last_switch: float | None = None, grid: Iterable[dict[str, Any]] | None = None) -> Decision:
+    """Replay the window under the current setting and each candidate; decide (module docstring)."""
     t0 = time.process_time()
     mine = current_setting(config)
     current = Score(mine)
@@ -381,15 +340,7 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
             for s in finalists:
                 s.staleness.append(run(window, s.settings, seed))
             runs += 1 + len(finalists)
-    checked = None
-    if recent is not None and rules.recent_margin is not None:
-        winners = [s for s in finalists if all(beats(s, current, rules.margin))]
-        if winners:
-            checked = (Score(mine, [run(recent, mine, seed) for seed in seeds]),
-                       {s.label: Score(s.settings, [run(recent, s.settings, seed) for seed in seeds]) for s in winners})
-            runs += (1 + len(winners)) * len(seeds)
-            out.recent = checked[0]
     out.result, out.choice, out.reason = decide(current, scores, rules, now=now, last_switch=last_switch,
-                                                jobs=window.jobs, recent=checked)
+                                                jobs=window.jobs)
     out.scores, out.runs, out.cpu_seconds = scores, runs, time.process_time() - t0
     return out

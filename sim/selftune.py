@@ -7,7 +7,7 @@ As the daemon runs it:
   first evaluation is one period after it starts), while `scheduler.autotune` is `apply`;
 - **window** — the run's own trace so far (the records the daemon would have written to its trace
   file: arrivals and update jobs, kept in memory for twice the longest window, as far back as
-  `sim.autotune.read_windows` reads), cut by `sim.autotune.windows` at the evaluation's time (the
+  `sim.autotune.read_window` reads), cut by `sim.autotune.window_of` at the evaluation's time (the
   last `autotune_window`, an hour, or all of a shorter trace; longer to hold `autotune_min_jobs`
   jobs: `Rules.stretch`);
 - **evaluation** — `sim.autotune.evaluate`, the one the daemon's child process runs, with the
@@ -39,7 +39,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.autotune import Rules, current_setting, evaluate, windows, with_settings
+from sim.autotune import Rules, current_setting, evaluate, window_of, with_settings
 from sim.simulator import Simulation, prepare
 from sim.trace import Arrival, JobRecord, Trace
 from sim.tune import label
@@ -98,8 +98,7 @@ class SimTuner:
     end: float = math.inf  # a replayed trace's last arrival: no evaluation after it (it would prolong the run)
 
     def __post_init__(self) -> None:
-        span = max(self.config.scheduler.autotune_window, self.rules.recent)
-        self.recorder = _Recorder(2 * max(self.rules.stretch, 1.0) * span, self.sim.writer)
+        self.recorder = _Recorder(2 * self.rules.stretch * self.config.scheduler.autotune_window, self.sim.writer)
         self.sim.writer = self.recorder  # type: ignore[assignment]  # a TraceWriter's interface
         self._next()
 
@@ -120,8 +119,10 @@ class SimTuner:
         if self.last_switch is not None and now - self.last_switch < self.rules.cooldown:
             self.results["cooldown"] += 1  # could not switch (module docstring)
             return
-        window, recent = windows(self.recorder.trace(now), self.config, self.rules, end=now)
-        d = evaluate(self.config, window, self.rules, now=now, last_switch=self.last_switch, recent=recent)
+        sc = self.config.scheduler
+        window = window_of(self.recorder.trace(now), self.config, sc.autotune_window, end=now,
+                           min_jobs=self.rules.min_jobs, stretch=self.rules.stretch)
+        d = evaluate(self.config, window, self.rules, now=now, last_switch=self.last_switch)
         self.results[d.result] += 1
         self.runs += d.runs
         if d.runs:
