@@ -25,6 +25,7 @@ Wiring in the scheduler loop (ops.loop), the only caller of the Scheduler:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing as mp
 import os
@@ -34,7 +35,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 
-from sim.autotune import current_setting, with_settings
+from sim.autotune import Rules, current_setting, with_settings
 from sim.tune import label
 from warehouse.config import FreshetConfig, parse_config
 from warehouse.paths import local_path
@@ -158,9 +159,7 @@ class AutoTuner:
             if load > self.busy:
                 self._done(now, "busy", {"reason": f"load {load:.2f} per core is above {self.busy:g}"})
                 return
-        sc = self.config.scheduler
-        rules = {"margin": sc.autotune_margin, "cooldown": sc.autotune_cooldown, "min_jobs": sc.autotune_min_jobs,
-                 "seeds": self.seeds}
+        rules = dataclasses.asdict(Rules.of(self.config, self.seeds))
         recv, send = self._ctx.Pipe(duplex=False)
         self._proc = self._ctx.Process(
             target=_child, name="freshet-autotune", daemon=True,

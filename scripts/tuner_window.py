@@ -53,9 +53,7 @@ def one(task: dict[str, Any]) -> dict[str, Any]:
     seed = task["seed"]
     ideal = Simulation(ideal_config(prepare(cfg, seed)), seed=seed).run(until=until).weighted_staleness
     pcfg = prepare(cfg, seed)
-    sc = pcfg.scheduler
-    rules = Rules(**{"margin": sc.autotune_margin, "cooldown": sc.autotune_cooldown, "min_jobs": sc.autotune_min_jobs,
-                     "seeds": SEEDS, **task["rule"]})
+    rules = Rules.of(pcfg, SEEDS, **task["rule"])
     sim = Simulation(pcfg, seed=seed)
     tuner = SimTuner(sim, pcfg, rules)
     t0 = time.process_time()

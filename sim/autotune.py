@@ -75,6 +75,13 @@ class Rules:
     runout_max: float = 5400.0  # … at most this long (the longest a stretched hour's run-out was)
     stretch: float = 3.0  # a window with fewer than min_jobs jobs grows up to this many spans (step 1)
 
+    @classmethod
+    def of(cls, config: FreshetConfig, seeds: int, **other: Any) -> Rules:
+        """The rules `config.scheduler.autotune_*` set, with `seeds` seeds (and `other` fields)."""
+        sc = config.scheduler
+        return cls(margin=sc.autotune_margin, cooldown=sc.autotune_cooldown, min_jobs=sc.autotune_min_jobs,
+                   seeds=seeds, **other)
+
 
 @dataclass
 class _Trace(Trace):

@@ -154,6 +154,5 @@ def attach(sim: Simulation, trace: Trace | None = None) -> SimTuner | None:
     sc = cfg.scheduler
     if sc.autotune != "apply":
         return None
-    rules = Rules(margin=sc.autotune_margin, cooldown=sc.autotune_cooldown, min_jobs=sc.autotune_min_jobs,
-                  seeds=SEEDS)
+    rules = Rules.of(cfg, SEEDS)
     return SimTuner(sim, cfg, rules, end=trace.last_time if trace is not None else math.inf)
