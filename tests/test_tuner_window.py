@@ -37,3 +37,21 @@ def test_hours_without_the_paper_lines_is_refused(capsys):
         tuner_window.main(["--points", "dag:1.0", "--hours", "48"])
     assert e.value.code == 2
     assert "--hours needs --paper" in capsys.readouterr().err
+
+
+def test_the_judge_finds_no_difference_between_the_default_and_itself():
+    from scripts import tuner_judge
+
+    rows = tuner_judge.judge("dag", 1.0, 1, {}, every=1.0, hours=2.5, truth_seeds=1)
+    assert [r["hour"] for r in rows] == [1.0, 2.0]
+    for r in rows:
+        assert r["jobs"] > 0
+        assert r["model"] == r["truth"] == r["switch_next"] == r["switch_to_end"] == 1.0
+
+
+def test_the_judge_sees_a_worse_setting_over_the_rest_of_the_run():
+    from scripts import tuner_judge
+
+    # one track's worth of the default's two, held back by chopping every backlog into small pieces
+    rows = tuner_judge.judge("dag", 1.0, 1, {"tracks": 1, "chop": 1.0}, every=1.0, hours=3.0, truth_seeds=1)
+    assert all(r["switch_to_end"] > 1.1 and r["truth"] > 1.1 and r["model"] > 1.1 for r in rows)
