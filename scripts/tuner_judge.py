@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.autotune import Rules, Window, current_setting, replay, window_of, with_settings  # noqa: E402
+from sim.autotune import Rules, Window, current_setting, replay, score, window_of, with_settings  # noqa: E402
 from sim.experiments import DEFAULT_LABEL, Line  # noqa: E402
 from sim.selftune import SEEDS, _Recorder  # noqa: E402
 from sim.simulator import Simulation, horizon_for, prepare  # noqa: E402
@@ -39,7 +39,6 @@ from sim.unseen import EXPERIMENTS  # noqa: E402
 from sim.workload import config_of  # noqa: E402
 from warehouse.config import FreshetConfig  # noqa: E402
 from warehouse.events import Reconfigure  # noqa: E402
-from warehouse.scheduler import Scheduler  # noqa: E402
 
 
 def truth(config: FreshetConfig, window: Window, settings: dict[str, Any], seed: int, rules: Rules) -> float:
@@ -47,10 +46,7 @@ def truth(config: FreshetConfig, window: Window, settings: dict[str, Any], seed:
     cfg = prepare(with_settings(config, settings), seed)
     sim = Simulation(cfg, seed=seed, trace=window.trace, use_measured=False)
     sim.origin = 0.0  # slow periods on the run's clock, not the window's
-    sim.sched = Scheduler(cfg, now=window.origin, recovered=window.recovered)
-    before = sim.run(until=window.start).weighted_staleness if window.start > window.origin else 0.0
-    tail = min(rules.runout * (window.end - window.start), rules.runout_max)
-    return sim.run(until=window.end + tail).weighted_staleness - before
+    return score(sim, window, rules.runout, rules.runout_max)
 
 
 def switched(config: FreshetConfig, seed: int, at: float, settings: dict[str, Any] | None, until: float) -> float:

@@ -57,7 +57,7 @@ from warehouse.dag import Dag
 from warehouse.scheduler import Recovered, Scheduler
 
 __all__ = ["Decision", "Rules", "Score", "Window", "current_setting", "decide", "evaluate", "read_window",
-           "replay", "window_of", "with_settings"]
+           "replay", "score", "window_of", "with_settings"]
 
 BLOCK = 1 << 20  # bytes read at a time from the end of the trace file
 
@@ -235,9 +235,14 @@ def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed
     run-out of `runout × span` (at most `runout_max`) after it with no more arrivals (module
     docstring, step 2)."""
     cfg = prepare(replay_config(config, window, settings), seed)
-    sim = Simulation(cfg, seed=seed, trace=window.trace)
+    return score(Simulation(cfg, seed=seed, trace=window.trace), window, runout, runout_max)
+
+
+def score(sim: Simulation, window: Window, runout: float = 0.5, runout_max: float = math.inf) -> float:
+    """`sim` (built on `window.trace`) run from the state at the window's warm-up start; its
+    weighted staleness from the window's start to `runout × span` (at most `runout_max`) after its end."""
     # the state at the warm-up's start (hook: Simulation has no `recovered` argument yet)
-    sim.sched = Scheduler(cfg, now=window.origin, recovered=window.recovered)
+    sim.sched = Scheduler(sim.cfg, now=window.origin, recovered=window.recovered)
     before = sim.run(until=window.start).weighted_staleness if window.start > window.origin else 0.0
     tail = min(runout * (window.end - window.start), runout_max)
     return sim.run(until=window.end + tail).weighted_staleness - before
