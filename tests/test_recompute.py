@@ -9,7 +9,7 @@ from tests.helpers_engine import config
 from warehouse.errors import RecomputeRefused
 from warehouse.events import Backfill, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.recompute import Ranges, VersionMap, full_pays, touched
-from warehouse.scheduler import Scheduler
+from warehouse.scheduler import Recovered, Scheduler
 from warehouse.sqltext import refresh_plan, sql_version
 
 ROLLUP = "SELECT window(ts, '5 minutes').end AS ts, k, count(*) AS n FROM raw GROUP BY 1, 2"
@@ -344,3 +344,58 @@ def test_a_failed_update_leaves_no_recompute_above_the_freshness():
     rec = [j for j in log if j.kind == "recompute"]
     assert [(j.start, j.end) for j in rec] == []  # (600, 900] was never committed: the retry reads it
     assert _table(s, "roll", now).freshness == 900 and _table(s, "roll", now).recompute_pending == 0
+
+
+
+def _reload_cfg(*names: str) -> object:
+    """_cfg's tables `names`, on two tracks, without chopping."""
+    streams = [{"name": "s", "period": 60}]
+    tables = [{"name": "raw", "stream": "s", "cost": {"alpha": 1, "beta": 0.01}},
+              {"name": "roll", "sources": ["raw"], "granularity": 300, "sql": ROLLUP, "cost": {"alpha": 1, "beta": 0.01}},
+              {"name": "top", "sources": ["roll"], "granularity": 600, "sql": TOP, "cost": {"alpha": 1, "beta": 0.01}}]
+    return config(streams, [t for t in tables if t["name"] in names], tracks=2)
+
+
+def test_a_table_back_from_a_reload_recomputes_what_changed_under_its_running_job():
+    """A reload removes `roll` while its job runs; late data lands in its source meanwhile; the
+    next reload brings it back and it takes the job over (§4.4). The window that job computed
+    from the old rows is recomputed after it: storage could not say so (the job had not
+    committed when the table came back), the engine saw the change. (Found by tests/test_model.py.)"""
+    s = Scheduler(_reload_cfg("raw", "roll", "top"), now=0)
+    log: list[StartJob] = []
+    now = 0.0
+    for i in range(15):
+        now = _run(s, _arrive(s, i, now), now, log)
+    assert _table(s, "roll", now).freshness == 900
+    (raw,) = _arrive(s, 15, now)  # roll's next window, (900, 1200]
+    assert [j for i in range(16, 20) for j in _arrive(s, i, now)] == []
+    (raw2,) = s.handle(JobFinished(job_id=raw.job_id, duration=1), now + 1)
+    (roll,) = s.handle(JobFinished(job_id=raw2.job_id, duration=1), now + 2)
+    assert (roll.table, roll.start, roll.end) == ("roll", 900, 1200)
+    assert s.handle(Reconfigure(config=_reload_cfg("raw")), now + 3) == []  # roll's job runs on
+    (late,) = s.handle(PartitionArrived(stream="s", partition_id="late", start=1000, end=1060, rows=5), now + 4)
+    assert late.late == ("late",)
+    assert s.handle(JobFinished(job_id=late.job_id, duration=1), now + 5) == []
+    back = {"roll": Recovered(900, 900, 0), "top": Recovered(600, 600, 0)}  # what storage holds
+    s.handle(Reconfigure(config=_reload_cfg("raw", "roll", "top"), recovered=back), now + 6)
+    after = s.handle(JobFinished(job_id=roll.job_id, duration=1), now + 7)
+    assert ("roll", "recompute", 900, 1200) in [(j.table, j.kind, j.start, j.end) for j in after]
+
+
+def test_a_table_back_from_a_reload_takes_over_its_recompute_job():
+    """A returning table that takes over its running recompute job (§4.4) does not queue the
+    windows that job rewrites once more, though storage still calls them wrong (the job has not
+    committed). (Found by tests/test_model.py.)"""
+    s = Scheduler(_reload_cfg("raw", "roll", "top"), now=0)
+    log: list[StartJob] = []
+    now = 0.0
+    for i in range(10):
+        now = _run(s, _arrive(s, i, now), now, log)
+    (late,) = s.handle(PartitionArrived(stream="s", partition_id="late", start=100, end=160, rows=5), now)
+    (rc,) = s.handle(JobFinished(job_id=late.job_id, duration=1), now + 1)
+    assert (rc.table, rc.kind, rc.start, rc.end) == ("roll", "recompute", 0, 300)
+    s.handle(Reconfigure(config=_reload_cfg("raw")), now + 2)
+    back = {"roll": Recovered(600, 600, 0, dirty=((0, 300),)), "top": Recovered(600, 600, 0)}
+    s.handle(Reconfigure(config=_reload_cfg("raw", "roll", "top"), recovered=back), now + 3)
+    after = s.handle(JobFinished(job_id=rc.job_id, duration=1), now + 4)
+    assert [(j.table, j.kind) for j in after] == [("top", "recompute")]  # roll's windows are right now

@@ -6,6 +6,7 @@ moves a table that takes a job over by its transition table. Pure: no clock, no 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from policies.inheritance import inherit
@@ -16,9 +17,11 @@ from warehouse.dag import Dag
 from warehouse.derived import Derived
 from warehouse.events import StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
-from warehouse.table import Mode, Recovered, Table, update_edge
+from warehouse.table import Mode, Recovered, Table, read_stale, update_edge
 
-__all__ = ["Layout", "adopt", "build_tables", "lay_out", "stream_readers"]
+Change = tuple[float, float, str, tuple[str, ...]]  # a source's rows changed in (lo, hi]: reason, late ids
+
+__all__ = ["Change", "Layout", "adopt", "build_tables", "lay_out", "stream_readers"]
 
 
 class Layout(NamedTuple):
@@ -128,13 +131,22 @@ def stream_readers(tables: list[Table], rates: dict[str, RowRate]) -> dict[str, 
 
 
 
-def adopt(t: Table, job: StartJob, seq: int) -> int:
-    """A new incarnation of a base table (a reconfigure) takes over the partitions its previous
-    one's running `job` loads, numbered after `seq`; the last number used."""
+def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = ()) -> int:
+    """A new incarnation of a table (a reconfigure) takes over its previous one's running `job`:
+    a base table the partitions it loads, numbered after `seq` (the last number used is returned);
+    a derived table the windows it rewrites (as when it started, warehouse.jobs), and the windows
+    it computes from rows of its sources that `changed` while it ran, to recompute after it."""
     if t.log is not None:
         parts = []
         for a in job.arrivals:
             seq += 1
             parts.append(Partition(a.end, a.start, seq, a.partition_id in job.late, a))
         t.log.adopt(parts)
+    if t.dv is not None:
+        if job.kind == "recompute":
+            t.dv.take(job.start, job.end, job.full, upto=t.freshness)
+        elif job.full:
+            t.dv.take(job.start, job.end, full=True)
+        for lo, hi, reason, late in changed:
+            read_stale(t, job, lo, hi, reason, late)
     return seq

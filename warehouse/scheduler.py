@@ -47,7 +47,7 @@ from warehouse.cost import RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
-from warehouse.layout import adopt, lay_out
+from warehouse.layout import Change, adopt, lay_out
 from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
@@ -133,6 +133,9 @@ class Scheduler:
         self._by_stream: dict[str, list[Table]] = {}
         self._rates: dict[str, RowRate] = {}  # per stream: the typical rows per second (§2.4 n)
         self._board = TrackBoard()  # which job runs on which track (and for which table)
+        # per running job, its sources' rows that changed while it ran: a reload may remove and
+        # re-add its table, and the returning table that takes the job over must recompute them
+        self._read_old: dict[int, list[Change]] = {}
         self._next_job = 1
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
@@ -163,7 +166,7 @@ class Scheduler:
         lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
             self._transition(t, _ADOPT.get(job.kind, "adopt"))
-            self._seq = adopt(t, job, self._seq)
+            self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
         self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._board.resize(sc.tracks, now)
         for t in self._by_idx:
@@ -315,6 +318,7 @@ class Scheduler:
         job = self._board.release(job_id, self._now)
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
+        self._read_old.pop(job_id, None)
         t = self._tables.get(job.table)
         return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
@@ -332,7 +336,8 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        spans = t.log.finished(job.end, bool(t.dependents)) if t.log is not None else []  # what it loaded of each
+        reads = bool(t.dependents) or any(t.name in j.sources for j in self._board.jobs.values())
+        spans = t.log.finished(job.end, reads) if t.log is not None else []  # what it loaded of each
         if job.kind == "recompute":
             self._recomputed(t, job, ev, now)
             return
@@ -376,6 +381,9 @@ class Scheduler:
         """x's rows in `(lo, hi]` changed: its dependents' windows computed from them are wrong."""
         for d in stale_windows(x, lo, hi, reason, late, self._board.by_table):
             self._work_changed(d, now)
+        for job in self._board.jobs.values():  # kept for a returning table (_build)
+            if x.name in job.sources:
+                self._read_old.setdefault(job.job_id, []).append((lo, hi, reason, late))
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
         job, t = self._job(ev.job_id)

@@ -27,7 +27,8 @@ from warehouse.freshness import StalenessMeter
 from warehouse.recompute import touched, window_count
 
 __all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "backfill_range", "committed",
-           "expecting", "failed", "has_work", "named", "profile", "raise_safe", "recompute_target", "recomputed", "stale_windows",
+           "expecting", "failed", "has_work", "named", "profile", "raise_safe", "read_stale", "recompute_target", "recomputed",
+           "stale_windows",
            "sources_changed", "track_plan", "update_edge"]
 
 
@@ -254,21 +255,22 @@ def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, 
     """x's rows in `(lo, hi]` changed (late data, a rewritten source, a dependent that ran ahead by
     max_skew): the windows its dependents computed from them are marked to recompute
     (warehouse.derived); the dependents that got work. `running`: the job each table runs."""
-    out = []
-    for d in x.dependents:
-        if d.dv is None:
-            continue
-        job = running.get(d.name)
-        update = job if job is not None and job.kind != "recompute" else None
-        if d.freshness is None and update is None:
-            continue  # nothing computed, nothing being computed: its first job reads the new rows
-        # what it computed, and what its running job (its first one, too) may have read the old rows for
-        taken = max(d.freshness if d.freshness is not None else -math.inf,
-                    update.new_freshness if update is not None else -math.inf)
-        origin = d.origin if d.origin is not None else (update.start if update is not None else None)
-        if d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin):
-            out.append(d)
-    return out
+    return [d for d in x.dependents if d.dv is not None and read_stale(d, running.get(d.name), lo, hi, reason, late)]
+
+
+def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str, late: tuple[str, ...]) -> bool:
+    """A source of the derived table d changed its rows in `(lo, hi]`: mark the windows d computed
+    from the old rows — committed, or being computed by its running update `job` — to recompute.
+    True when that gave d work."""
+    assert d.dv is not None
+    update = job if job is not None and job.kind != "recompute" else None
+    if d.freshness is None and update is None:
+        return False  # nothing computed, nothing being computed: its first job reads the new rows
+    # what it computed, and what its running job (its first one, too) may have read the old rows for
+    taken = max(d.freshness if d.freshness is not None else -math.inf,
+                update.new_freshness if update is not None else -math.inf)
+    origin = d.origin if d.origin is not None else (update.start if update is not None else None)
+    return d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin)
 
 
 def named(tables: dict[str, Table], name: str) -> Table:
