@@ -12,8 +12,8 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
    18 unseen points (docs/experiments.md § Unseen) it is within 3% of the best paper line at 15
    against 13 with `stretch` = 1, but worse on six-hour capacity phases (0.957× → 1.125× at
    U = 1.2: switches judged on overloaded hours). A window of the whole trace (`autotune_window:
-   1d`, hourly) sees gains the hour hides in single decisions (tests/test_autotune.py: `dag`),
-   but over the experiments it was worse than the hour at 7 of 18 points, better at 3 (§ Unseen, "A judge on the
+   1d`, hourly) saw gains the hour hides in single decisions (a `dag` trace, docs/operations.md
+   §8: chopping's cost there was mostly the chopped full refresh, fixed since), but over the experiments it was worse than the hour at 7 of 18 points, better at 3 (§ Unseen, "A judge on the
    whole trace"), so the hour stays the default.
 2. **Replay.** One simulation per setting and seed from that state over the window, the same
    arrivals for all (common random numbers: a table's n-th drawn duration is the same uniform in

@@ -200,6 +200,20 @@ def test_a_global_aggregate_refreshes_in_full():
     assert _table(s, "tot", now).refresh_mode == "full"
 
 
+@pytest.mark.parametrize("chop", [1, "auto"])
+def test_a_full_refresh_far_behind_is_not_chopped(chop):
+    """A full refresh costs E(edge − origin) whatever it lands: chopped to c·P_i it would pay the
+    whole recompute for c periods, and a table far behind would fall further behind for good (the
+    `phases` workload at 48 simulated hours: its join 16 h behind, its staleness growing linearly)."""
+    streams = [{"name": "s", "period": 60}]
+    tables = [{"name": "raw", "stream": "s"},
+              {"name": "tot", "sources": ["raw"], "sql": "SELECT max(ts) AS ts, count(*) AS n FROM raw"}]
+    rec = {"raw": Recovered(3600, 3600, 0), "tot": Recovered(600, 600, 0)}
+    s = Scheduler(config(streams, tables, chop=chop), now=4000, recovered=rec)
+    (j,) = s.handle(Tick(), 4000)
+    assert (j.table, j.full, j.start, j.end) == ("tot", True, 0, 3600)
+
+
 def test_refresh_plan_tells_window_local_sql_from_the_rest():
     assert refresh_plan(ROLLUP, ["ts"])[0]
     assert refresh_plan("SELECT a.ts, b.v FROM a JOIN b ON b.k = a.k AND b.ts > a.ts - INTERVAL 5 MINUTES "

@@ -58,9 +58,12 @@ class NextJob:
             return shape
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.dv is not None and t.dv.edge is not None
-        end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
-        if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md)
+        if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
+            # the edge: a chopped one would cost as much and land less (§3.4's pieces are cheaper
+            # because they load less), so the table would fall behind for good
             start = t.origin if t.origin is not None else start
+            return start, t.dv.edge, t.dv.edge, 0, False, t.dv.edge - start
+        end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
         return start, end, end, 0, False, end - start
 
     def chop_c(self, t: Table) -> float | None:
