@@ -381,8 +381,8 @@ class Scheduler:
         """x's rows in `(lo, hi]` changed: its dependents' windows computed from them are wrong."""
         for d in stale_windows(x, lo, hi, reason, late, self._board.by_table):
             self._work_changed(d, now)
-        for job in self._board.jobs.values():  # kept for a returning table (_build)
-            if x.name in job.sources:
+        for job in self._board.jobs.values():  # kept for a returning table (_build): rows it read
+            if lo < job.end and x.name in job.sources:
                 self._read_old.setdefault(job.job_id, []).append((lo, hi, reason, late))
 
     def _failed_job(self, ev: JobFailed, now: float) -> None:
