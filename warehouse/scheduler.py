@@ -136,6 +136,7 @@ class Scheduler:
         # per running job, its sources' rows that changed while it ran: a reload may remove and
         # re-add its table, and the returning table that takes the job over must recompute them
         self._read_old: dict[int, list[Change]] = {}
+        self._orphans: set[int] = set()  # running jobs whose table a reload removed
         self._next_job = 1
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
@@ -168,6 +169,7 @@ class Scheduler:
             self._transition(t, _ADOPT.get(job.kind, "adopt"))
             self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
         self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
+        self._orphans = {j.job_id for j in self._board.jobs.values() if j.table not in lay.tables}
         self._board.resize(sc.tracks, now)
         for t in self._by_idx:
             if t.state in QUEUED and not has_work(t):
@@ -319,6 +321,7 @@ class Scheduler:
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
         self._read_old.pop(job_id, None)
+        self._orphans.discard(job_id)
         t = self._tables.get(job.table)
         return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
@@ -336,7 +339,8 @@ class Scheduler:
         if t is None:
             return
         self._transition(t, "finish")
-        reads = bool(t.dependents) or any(t.name in j.sources for j in self._board.jobs.values())
+        # what each partition loaded matters to dependents, and to a removed table's job still running
+        reads = bool(t.dependents) or any(t.name in self._board.jobs[i].sources for i in self._orphans)
         spans = t.log.finished(job.end, reads) if t.log is not None else []  # what it loaded of each
         if job.kind == "recompute":
             self._recomputed(t, job, ev, now)
