@@ -360,7 +360,6 @@ def test_a_failed_update_leaves_no_recompute_above_the_freshness():
     assert _table(s, "roll", now).freshness == 900 and _table(s, "roll", now).recompute_pending == 0
 
 
-
 def _reload_cfg(*names: str) -> object:
     """_cfg's tables `names`, on two tracks, without chopping."""
     streams = [{"name": "s", "period": 60}]
