@@ -52,7 +52,7 @@ from typing import Any
 from sim.simulator import Simulation, prepare
 from sim.trace import Trace, parse_trace
 from sim.tune import SETTINGS, candidates, label
-from warehouse.config import CostPrior, FreshetConfig, SimConfig, parse_config
+from warehouse.config import CostPrior, FreshetConfig, SchedulerConfig, SimConfig, parse_config
 from warehouse.dag import Dag
 from warehouse.scheduler import Recovered, Scheduler
 
@@ -62,13 +62,18 @@ __all__ = ["Decision", "Rules", "Score", "Window", "current_setting", "decide", 
 BLOCK = 1 << 20  # bytes read at a time from the end of the trace file
 
 
+def _default(field: str) -> Any:
+    """The config's default for `scheduler.<field>`: the one place the tuner's defaults live."""
+    return SchedulerConfig.model_fields[field].default
+
+
 @dataclass(frozen=True)
 class Rules:
     """When a candidate may replace the setting in force (config `scheduler.autotune_*`)."""
 
-    margin: float = 0.1  # better by at least this share of the current weighted staleness
-    cooldown: float = 3600.0  # seconds between switches
-    min_jobs: int = 50  # jobs the window must hold to judge
+    margin: float = _default("autotune_margin")  # better by this share of the current weighted staleness
+    cooldown: float = _default("autotune_cooldown")  # seconds between switches
+    min_jobs: int = _default("autotune_min_jobs")  # jobs the window must hold to judge
     seeds: int = 3  # every seed must agree
     finalists: int = 4  # candidates confirmed with every seed after the first-seed screen
     runout: float = 0.5  # the replay runs on this share of the window after its end (step 2) …
