@@ -26,16 +26,17 @@ from warehouse.config import FreshetConfig, parse_config
 from warehouse.errors import ConfigError
 
 # two priority classes: six cheap tables of priority 10 every minute, three costly ones of
-# priority 1 every ten minutes, on two tracks at U = 1 (simulated seconds)
+# priority 1 every ten minutes, on two tracks (simulated seconds); FIFO on it at U = 1.05 loses by
+# more than the default margin (20%), at U = 1 by about 13%
 TWO_CLASSES = (TableClass(6, period=60, priorities=10, alpha=0.5, beta=0.05, name="hi"),
                TableClass(3, period=600, priorities=1, alpha=10, beta=0.2, name="lo"))
 FIFO = {"policy": "fifo", "partitioner": "global", "chop": None}
 HOUR = 3600.0
 
 
-def _config(**scheduler) -> FreshetConfig:
+def _config(u: float = 1.0, **scheduler) -> FreshetConfig:
     return config_of(with_utilization(build_workload(TWO_CLASSES, scheduler={"tracks": 2, **scheduler},
-                                                     sim={"b": 0.5}), 1.0))
+                                                     sim={"b": 0.5}), u))
 
 
 def _trace_lines(cfg: FreshetConfig, events: int = 2000, seed: int = 7) -> list[str]:
@@ -47,6 +48,14 @@ def _trace_lines(cfg: FreshetConfig, events: int = 2000, seed: int = 7) -> list[
 
 @pytest.fixture(scope="module")
 def fifo_trace() -> tuple[FreshetConfig, list[str]]:
+    cfg = _config(1.05, **FIFO, autotune="apply")
+    return cfg, _trace_lines(cfg)
+
+
+@pytest.fixture(scope="module")
+def calm_trace() -> tuple[FreshetConfig, list[str]]:
+    """FIFO at U = 1, for the tests of how windows are read (their five-minute windows need jobs
+    that end within them; at U = 1.05 FIFO's backlog is older)."""
     cfg = _config(**FIFO, autotune="apply")
     return cfg, _trace_lines(cfg)
 
@@ -54,13 +63,13 @@ def fifo_trace() -> tuple[FreshetConfig, list[str]]:
 def test_the_tuner_switches_a_daemon_whose_setting_loses(fifo_trace):
     cfg, lines = fifo_trace
     window = window_of(parse_trace(lines), cfg, HOUR)
-    assert window.jobs >= 100
+    assert window.jobs >= Rules().min_jobs
     d = evaluate(cfg, window, Rules(), now=window.end)
     assert d.result == "switch", d.reason
     assert d.choice is not None and d.choice["policy"] != "fifo"
     best = next(s for s in d.scores if s.settings == d.choice)
     assert len(best.staleness) == len(d.current.staleness) == 3
-    assert all(b <= 0.9 * c for b, c in zip(best.staleness, d.current.staleness, strict=True))
+    assert all(b <= 0.8 * c for b, c in zip(best.staleness, d.current.staleness, strict=True))
     assert d.runs > 90 and d.cpu_seconds > 0
     # the prediction holds: on a fresh run of the workload (another seed), the choice beats FIFO
 
@@ -68,7 +77,7 @@ def test_the_tuner_switches_a_daemon_whose_setting_loses(fifo_trace):
         sc = cfg.scheduler.model_copy(update=settings)
         return simulate(cfg.model_copy(update={"scheduler": sc}), seed=11, events=2000).run.weighted_staleness
 
-    assert staleness(d.choice) < 0.9 * staleness(current_setting(cfg))
+    assert staleness(d.choice) < 0.8 * staleness(current_setting(cfg))
 
 
 def test_the_tuner_keeps_the_default_where_it_is_best():
@@ -125,11 +134,11 @@ def test_too_few_jobs_are_not_judged(fifo_trace):
     assert (d.result, d.runs, d.scores) == ("too_few_jobs", 0, [])
 
 
-def test_a_window_with_too_few_jobs_reaches_back_for_them(fifo_trace, tmp_path):
+def test_a_window_with_too_few_jobs_reaches_back_for_them(calm_trace, tmp_path):
     """An overloaded daemon finishes few, large jobs: its last hour may hold fewer than `min_jobs`.
     The window then starts at the `min_jobs`-th last job (at most `stretch` spans back), so the
     tuner judges instead of going blind for as long as the overload lasts."""
-    cfg, lines = fifo_trace
+    cfg, lines = calm_trace
     trace = parse_trace(lines)
     short = window_of(trace, cfg, 300.0)
     need = short.jobs + 20
@@ -149,9 +158,9 @@ def test_a_window_with_too_few_jobs_reaches_back_for_them(fifo_trace, tmp_path):
     assert (tail.start, tail.jobs, tail.recovered) == (longer.start, longer.jobs, longer.recovered)
 
 
-def test_the_window_read_from_the_end_of_the_file_is_the_window_of_the_whole_trace(fifo_trace, tmp_path,
+def test_the_window_read_from_the_end_of_the_file_is_the_window_of_the_whole_trace(calm_trace, tmp_path,
                                                                                      monkeypatch):
-    cfg, lines = fifo_trace
+    cfg, lines = calm_trace
     path = tmp_path / "trace.jsonl"
     half = '{"time": 1e12, "table": "hi0", "start": 0'  # a record still being written
     action = json.dumps({"time": 10.0, "action": "suspend", "table": "hi0"})
@@ -280,7 +289,7 @@ def test_autotune_is_on_when_the_algorithm_is_left_to_freshet_and_its_fields_are
     assert sched(chop=None).autotune == "off" and sched(policy="edf-p").autotune == "off"
     assert sched(partitioner="global", autotune="recommend").autotune == "recommend"
     s = sched(autotune_every="5m", autotune_window="2h", autotune_cooldown="30m")
-    assert (s.autotune_every, s.autotune_window, s.autotune_cooldown, s.autotune_margin) == (300, 7200, 1800, 0.1)
+    assert (s.autotune_every, s.autotune_window, s.autotune_cooldown, s.autotune_margin) == (300, 7200, 1800, 0.2)
     tuned = switch(parse_config(base), {"policy": "max-benefit", "partitioner": "global", "chop": None},
                    lambda c: None)
     assert tuned.scheduler.autotune == "apply"  # a tuned config stays tuned
@@ -317,7 +326,7 @@ def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
     simulate(cfg, seed=5, events=4000, writer=TraceWriter(buf))
     trace = parse_trace(buf.getvalue().splitlines())
     window = window_of(trace, cfg, HOUR, end=0.6 * trace.last_time)
-    blind = evaluate(cfg, window, Rules(runout=0.0), now=window.end)
+    blind = evaluate(cfg, window, Rules(margin=0.1, runout=0.0), now=window.end)
     assert blind.result == "switch" and blind.choice["chop"] == 3.0, blind.reason
     d = evaluate(cfg, window, Rules(), now=window.end)
     assert d.result == "keep", d.reason

@@ -18,23 +18,25 @@ from sim.workload import TableClass, build_workload, config_of, with_utilization
 from warehouse.config import FreshetConfig
 from warehouse.events import Reconfigure
 
-# the workload of tests/test_autotune.py: two priority classes on two tracks at U = 1
+# the workload of tests/test_autotune.py: two priority classes on two tracks; FIFO is run at U = 1.1,
+# where the simulated run's hour windows find it losing by more than the default margin (20%)
+# within two hours (at U = 1.05, only after nearly three)
 TWO_CLASSES = (TableClass(6, period=60, priorities=10, alpha=0.5, beta=0.05, name="hi"),
                TableClass(3, period=600, priorities=1, alpha=10, beta=0.2, name="lo"))
 FIFO = {"policy": "fifo", "partitioner": "global", "chop": None, "autotune": "apply", "autotune_every": 600}
-EVENTS = 1500  # about two simulated hours: a dozen evaluations, one every 10 minutes
+EVENTS = 1500  # about 2.7 simulated hours: 16 evaluations, one every 10 minutes
 
 
-def _data(**scheduler) -> dict:
-    return with_utilization(build_workload(TWO_CLASSES, scheduler={"tracks": 2, **scheduler}, sim={"b": 0.5}), 1.0)
+def _data(u: float = 1.0, **scheduler) -> dict:
+    return with_utilization(build_workload(TWO_CLASSES, scheduler={"tracks": 2, **scheduler}, sim={"b": 0.5}), u)
 
 
-def _config(**scheduler) -> FreshetConfig:
-    return config_of(_data(**scheduler))
+def _config(u: float = 1.0, **scheduler) -> FreshetConfig:
+    return config_of(_data(u, **scheduler))
 
 
 def test_a_simulated_run_switches_away_from_a_losing_setting_through_reconfigure(monkeypatch):
-    cfg = _config(**FIFO)
+    cfg = _config(1.1, **FIFO)
     handled: list[Reconfigure] = []
     real = Simulation._handle
 
@@ -83,12 +85,11 @@ def test_no_tuner_where_the_user_chose_the_algorithm_or_on_the_ideal():
 
 def test_freshet_sim_run_shows_the_tuner(tmp_path: Path):
     path = tmp_path / "w.yaml"
-    path.write_text(yaml.safe_dump(_data(policy="fifo", partitioner="global", chop=None, autotune="apply",
-                                         autotune_every=600)))
+    path.write_text(yaml.safe_dump(_data(1.1, **FIFO)))
     cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", str(EVENTS),
            "--seed", "3"]
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    assert "tuner: " in text and "switches: at 1200 s to" in text  # the --json form: the replay test below
+    assert "tuner: " in text and "switches: at 5400 s to" in text  # the --json form: the replay test below
 
 
 def test_choosing_the_algorithm_on_the_command_line_turns_the_tuner_off(tmp_path: Path, capsys):
@@ -109,7 +110,7 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
     from ops.cli import main as freshet
 
     path, trace = tmp_path / "w.yaml", tmp_path / "run.jsonl"
-    path.write_text(yaml.safe_dump(_data(**FIFO)))
+    path.write_text(yaml.safe_dump(_data(1.1, **FIFO)))
     argv = ["sim", "run", "--config", str(path), "--events", str(EVENTS), "--seed", "3", "--json"]
     assert freshet([*argv, "--write-trace", str(trace)]) == 0
     gen = capsys.readouterr().out

@@ -238,7 +238,7 @@ class SchedulerConfig(_Strict):
     autotune_every: Duration = Field(600.0, gt=0, description="wall time between evaluations")
     autotune_window: Duration = Field(3600.0, gt=0, description="how much of the recent trace is replayed (all of "
                                       "it, from the state at its start, when the trace is shorter)")
-    autotune_margin: float = Field(0.1, gt=0, lt=1, description="a candidate must beat the setting in force by "
+    autotune_margin: float = Field(0.2, gt=0, lt=1, description="a candidate must beat the setting in force by "
                                                                 "this share of its weighted staleness, every seed")
     autotune_cooldown: Duration = Field(3600.0, ge=0, description="at least this long between two switches")
     autotune_min_jobs: int = Field(50, ge=1, description="jobs the window must hold before it is judged")
