@@ -88,9 +88,9 @@ def test_the_tuner_keeps_the_default_where_it_is_best():
     assert d.result == "keep", d.reason
     assert d.choice is None
     assert len(d.scores) > 90
-    # what looked 10% better on the first seed was noise: over all three seeds, not on average
-    confirmed = [s for s in d.scores if len(s.staleness) == 3]
-    assert all(s.mean > 0.9 * d.current.mean for s in confirmed)
+    # no candidate even passes the first seed's screen (the best is 3.1% better there)
+    assert all(s.staleness[0] > (1 - Rules().margin) * d.current.staleness[0] for s in d.scores)
+    assert min(s.staleness[0] for s in d.scores) < d.current.staleness[0]  # though some are better
 
 
 def _scores(current: list[float], cand: list[float]) -> tuple[Score, list[Score]]:
