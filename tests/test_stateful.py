@@ -203,7 +203,7 @@ def test_sigkill_during_the_merge_then_late_data_and_a_restart_fold_everything_o
     then restarted from the Delta logs alone: the state is the aggregates over every base row."""
     import signal
 
-    from test_recovery import start_child, wait_line
+    from tests.helpers_live import start_child, wait_line
 
     data = _data(tmp_path)
     data["scheduler"]["chop"] = 1.0  # one minute per job: many MERGEs to kill
