@@ -70,6 +70,18 @@ class HumanFormatter(logging.Formatter):
         return line
 
 
+def _py4j_without_traceback(record: logging.LogRecord) -> bool:
+    """Py4J logs a failed call through the root logger with its traceback (`logging.exception`);
+    the caller gets the error too and says what failed (a job, the liveness check), so the record
+    keeps its message and error and loses the traceback, at warning level."""
+    if record.exc_info and f"{os.sep}py4j{os.sep}" in record.pathname:
+        exc = record.exc_info[1]
+        record.msg = f"py4j: {record.getMessage()} ({type(exc).__name__}: {exc})"
+        record.args, record.exc_info, record.exc_text = (), None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True
+
+
 def setup_logging(fmt: str, level: str = "INFO", *, capture_stderr: bool = False) -> None:
     """One handler on the root logger, in `fmt` ("human" | "json"), writing to stderr.
 
@@ -85,6 +97,7 @@ def setup_logging(fmt: str, level: str = "INFO", *, capture_stderr: bool = False
         stream = _capture.stream
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else HumanFormatter())
+    handler.addFilter(_py4j_without_traceback)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

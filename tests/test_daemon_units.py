@@ -195,6 +195,32 @@ def test_everything_on_stderr_goes_through_the_log_format(tmp_path, fmt):
     assert len(recs) == 6
 
 
+def test_py4j_failures_lose_their_traceback_and_ours_keep_it(caplog):
+    """Py4J logs a call into a dead JVM through the root logger with a traceback: the daemon's
+    handler keeps the message and error, at warning level, without it (the caller logs what failed)."""
+    import logging
+
+    import py4j.java_gateway as gateway
+
+    from ops.logs import _py4j_without_traceback
+
+    def record_of(code: str, filename: str) -> logging.LogRecord:
+        with caplog.at_level(logging.INFO):
+            caplog.clear()
+            exec(compile(code, filename, "exec"), {"logging": logging, "gateway": gateway})
+        (rec,) = caplog.records
+        assert _py4j_without_traceback(rec)
+        return rec
+
+    py4j = record_of("try:\n raise gateway.Py4JNetworkError('Answer from Java side is empty')\n"
+                     "except Exception:\n logging.exception('Exception while sending command.')", gateway.__file__)
+    line = json.loads(JsonFormatter().format(py4j))
+    assert line["level"] == "warning" and "exc" not in line
+    assert line["msg"] == "py4j: Exception while sending command. (Py4JNetworkError: Answer from Java side is empty)"
+    ours = record_of("try:\n 1 / 0\nexcept Exception:\n logging.exception('a job failed')", __file__)
+    assert ours.levelname == "ERROR" and "ZeroDivisionError" in json.loads(JsonFormatter().format(ours))["exc"]
+
+
 @pytest.mark.parametrize("text, n", [
     ("streams:\n  - {name: s, period: 1m}\ntables:\n  - {name: x, stream: s, priority: -1}\n"
      "  - {name: y, stream: s, priority: 0, target_staleness: soon}\n", 3),
