@@ -116,3 +116,18 @@ def test_auto_is_proportional_unless_the_long_jobs_are_the_valuable_ones():
     assert plan.partitioner == "global" and "longest-job cluster" in plan.note
     one = make_plan("auto", [JobProfile(f"t{i}", 100, 11, 1.0) for i in range(6)], 4)
     assert one.partitioner == "proportional" and len(one.groups) == 1  # one cluster on all tracks: Global
+
+
+def test_auto_lends_a_long_cluster_an_idle_short_track_keeping_one_free():
+    # two clusters of equal load on 4 tracks: the long jobs' home is tracks 0-1, the short's 2-3
+    jobs = [JobProfile(f"s{i}", 100, 11, 10.0) for i in range(4)] + [
+        JobProfile(f"l{i}", 10_000, 1100, 9.0) for i in range(4)]
+    paper, auto = make_plan("proportional", jobs, 4, k=10), make_plan("auto", jobs, 4, k=10)
+    assert paper.home == auto.home == [(2, 3), (0, 1)] and auto.partitioner == "proportional"
+    short_waits = lambda g: g == 0  # noqa: E731
+    assert paper.place("l0", {2, 3}, NONE_LEFT) is None  # §3.2.3: long jobs never go up
+    assert auto.place("l0", {2, 3}, NONE_LEFT) == 3  # f: one short track lent, one kept
+    assert auto.place("l0", {2}, NONE_LEFT) is None  # the last free short track is kept
+    assert auto.place("l0", {2, 3}, short_waits) is None  # a short job waits for it
+    assert auto.place("s0", {0, 1}, ALL_LEFT) == 0  # e: short jobs still borrow down, aggressively
+    assert auto.could_use(1, {3}) and not paper.could_use(1, {3})

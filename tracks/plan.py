@@ -41,6 +41,10 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     case. When the long jobs are worth LONG_MORE_VALUABLE times more than every shorter cluster,
     confining them to their share starves the tables that matter (measured: 1.6× Global's
     lateness), so a single Global queue lets Max-Benefit give them any track.
+
+    The Proportional plan of `auto` lends (step f, `ProportionalPlan.lend`): a cluster whose load
+    outgrows its share — a class busy for hours while another is quiet — may take an idle track of
+    a shorter-job cluster, one of whose home tracks stays free.
     """
     prop = plan_proportional(profiles, n, **kw)  # type: ignore[arg-type]
     if len(prop.groups) < 2:
@@ -51,6 +55,7 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
         plan = plan_global(profiles, n, **kw)  # type: ignore[arg-type]
         plan.note = "auto: the longest-job cluster is the most valuable, so one global queue"
         return plan
+    prop.lend = True
     prop.note = prop.note or "auto: Proportional, the short jobs are at least as valuable as the long ones"
     return prop
 

@@ -18,6 +18,8 @@ class ProportionalPlan(Plan):
     boundary: list[int | None] = field(default_factory=list)  # the step c track per cluster
     lo: list[float] = field(default_factory=list)
     hi: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)  # U of each cluster (Σ u_i)
+    lend: bool = False  # step f (Freshet's `auto`): a shorter cluster's idle track, one kept free
 
     def place(self, table: str, available: Collection[int], has_remaining: HasRemaining) -> int | None:
         """§3.2.3 steps b-e, tracks numbered as the steps say: the longest-job cluster from track 0."""
@@ -35,10 +37,21 @@ class ProportionalPlan(Plan):
         for r in sorted(t for t in available if t < limit):
             if self.aggressive or not any(has_remaining(h) for h in self.owners.get(r, ())):
                 return r
+        return self._lent(g, available, has_remaining) if self.lend else None
+
+    def _lent(self, g: int, available: Collection[int], has_remaining: HasRemaining) -> int | None:
+        """f: a track of a shorter-job cluster none of whose jobs waits, when another of its home
+        tracks stays free for the next one — so a cluster whose load outgrows its share (a class
+        busy for hours) uses what the others leave idle, and short jobs still find a track."""
+        for r in sorted(available, reverse=True):
+            owners = [h for h in self.owners.get(r, ()) if h < g]
+            if owners and not any(has_remaining(h) for h in owners) and all(
+                    sum(u != r and u in available for u in self.home[h]) >= max(self.load[h], EPS) for h in owners):
+                return r
         return None
 
     def _usable(self, g: int) -> set[int]:
-        return set(range(math.floor(self.lo[g] + EPS)))
+        return set(range(self.n_tracks)) if self.lend else set(range(math.floor(self.lo[g] + EPS)))
 
 
 def cluster(profiles: Sequence[JobProfile], k: float) -> list[list[JobProfile]]:
@@ -112,4 +125,5 @@ def plan_proportional(
         boundary=boundary,
         lo=lo,
         hi=hi,
+        load=uc,
     )
