@@ -118,7 +118,7 @@ def test_auto_is_proportional_unless_the_long_jobs_are_the_valuable_ones():
     assert one.partitioner == "proportional" and len(one.groups) == 1  # one cluster on all tracks: Global
 
 
-def test_auto_lends_a_long_cluster_an_idle_short_track_keeping_one_free():
+def test_auto_lends_a_long_cluster_an_idle_short_track_keeping_enough_free():
     # two clusters of equal load on 4 tracks: the long jobs' home is tracks 0-1, the short's 2-3
     jobs = [JobProfile(f"s{i}", 100, 11, 10.0) for i in range(4)] + [
         JobProfile(f"l{i}", 10_000, 1100, 9.0) for i in range(4)]
@@ -131,3 +131,8 @@ def test_auto_lends_a_long_cluster_an_idle_short_track_keeping_one_free():
     assert auto.place("l0", {2, 3}, short_waits) is None  # a short job waits for it
     assert auto.place("s0", {0, 1}, ALL_LEFT) == 0  # e: short jobs still borrow down, aggressively
     assert auto.could_use(1, {3}) and not paper.could_use(1, {3})
+    # a busier short cluster (U = 1.2): one free home track left would not carry it, so none is lent
+    busy = [JobProfile(f"s{i}", 100, 30, 10.0) for i in range(4)] + jobs[4:]
+    auto = make_plan("auto", busy, 4, k=10)
+    assert auto.home[0] == (1, 2, 3) and auto.load[0] == pytest.approx(1.2)
+    assert auto.place("l0", {2, 3}, NONE_LEFT) is None

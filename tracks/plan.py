@@ -44,7 +44,7 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
 
     The Proportional plan of `auto` lends (step f, `ProportionalPlan.lend`): a cluster whose load
     outgrows its share — a class busy for hours while another is quiet — may take an idle track of
-    a shorter-job cluster, one of whose home tracks stays free.
+    a shorter-job cluster whose other free home tracks still carry that cluster's load.
     """
     prop = plan_proportional(profiles, n, **kw)  # type: ignore[arg-type]
     if len(prop.groups) < 2:

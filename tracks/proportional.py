@@ -19,7 +19,7 @@ class ProportionalPlan(Plan):
     lo: list[float] = field(default_factory=list)
     hi: list[float] = field(default_factory=list)
     load: list[float] = field(default_factory=list)  # U of each cluster (Σ u_i)
-    lend: bool = False  # step f (Freshet's `auto`): a shorter cluster's idle track, one kept free
+    lend: bool = False  # step f (Freshet's `auto`): a shorter cluster's idle track, enough kept free
 
     def place(self, table: str, available: Collection[int], has_remaining: HasRemaining) -> int | None:
         """§3.2.3 steps b-e, tracks numbered as the steps say: the longest-job cluster from track 0."""
@@ -40,9 +40,9 @@ class ProportionalPlan(Plan):
         return self._lent(g, available, has_remaining) if self.lend else None
 
     def _lent(self, g: int, available: Collection[int], has_remaining: HasRemaining) -> int | None:
-        """f: a track of a shorter-job cluster none of whose jobs waits, when another of its home
-        tracks stays free for the next one — so a cluster whose load outgrows its share (a class
-        busy for hours) uses what the others leave idle, and short jobs still find a track."""
+        """f: a track of a shorter-job cluster none of whose jobs waits, when its other free home
+        tracks still carry its load (Σu_i) — so a cluster whose load outgrows its share (a class
+        busy for hours) uses what the others leave idle, and their jobs still find a track."""
         for r in sorted(available, reverse=True):
             owners = [h for h in self.owners.get(r, ()) if h < g]
             if owners and not any(has_remaining(h) for h in owners) and all(
