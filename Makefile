@@ -25,7 +25,7 @@ system-deps:
 test: system-deps setup
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/fetch_jars.py
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # A Spark Connect server with Delta on this machine, for `spark: {remote: "sc://127.0.0.1:15002"}`
 # (ops/README.md). Foreground; Ctrl-C stops it. CONNECT_ARGS="--port 15003 --master local[2]" etc.

@@ -11,6 +11,7 @@ ignores it silently (`-Xshare:auto`, CDS logging off): slower, never wrong.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -47,6 +48,12 @@ def archive(base_opts: str) -> Path | None:
     if path.is_file():
         return path
     CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:  # one training at a time (pytest-xdist workers)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return path if path.is_file() else _trained(base_opts, path)
+
+
+def _trained(base_opts: str, path: Path) -> Path | None:
     fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".jsa.tmp")
     os.close(fd)
     os.unlink(tmp)  # the JVM writes it at exit
