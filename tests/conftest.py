@@ -23,27 +23,14 @@ from warehouse.config import FreshetConfig, SparkConfig, parse_config
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
-_archive_checked = False
-
-
-def use_class_archive() -> None:
-    """Before this process's first Spark test, its JVMs get Spark's classes from a shared archive
-    (tests/helpers_cds.py: trained once per machine, ~25 s; then ~6 s less per JVM start).
-    FRESHET_TEST_CDS=0 runs them without it."""
-    global _archive_checked
-    if _archive_checked:
-        return
-    _archive_checked = True
-    if os.environ.get("FRESHET_TEST_CDS", "1") != "0" and "SharedArchiveFile" not in os.environ["SPARK_SUBMIT_OPTS"]:
-        from tests.helpers_cds import jvm_options
-
-        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(os.environ["SPARK_SUBMIT_OPTS"])
-
-
 @pytest.fixture(autouse=True)
 def _spark_class_archive(request: pytest.FixtureRequest) -> None:
+    """Before this process's first Spark test, its JVMs get Spark's classes from a shared archive
+    (tests/helpers_cds.py: trained once per machine, ~25 s; then ~6 s less per JVM start)."""
     if request.node.get_closest_marker("spark"):
-        use_class_archive()
+        from tests.helpers_cds import use
+
+        use()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -77,9 +64,10 @@ BAND_SQL = (
 @pytest.fixture(scope="session")
 def spark() -> Any:
     """The process's SparkSession (Delta enabled); stopped at the end of the test session."""
+    from tests.helpers_cds import use
     from warehouse.lake.session import get_spark, stop_spark
 
-    use_class_archive()  # (session fixtures start before the autouse one)
+    use()  # (session fixtures start before the autouse one)
     session = get_spark(SparkConfig(master="local[2]", conf=SPARK_CONF))
     yield session
     stop_spark()

@@ -12,6 +12,7 @@ ignores it silently (`-Xshare:auto`, CDS logging off): slower, never wrong.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import subprocess
@@ -19,8 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["archive", "jvm_options"]
+__all__ = ["archive", "use"]
 
+ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "freshet" / "cds"
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -54,27 +56,31 @@ def archive(base_opts: str) -> Path | None:
 
 
 def _trained(base_opts: str, path: Path) -> Path | None:
-    fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".jsa.tmp")
-    os.close(fd)
-    os.unlink(tmp)  # the JVM writes it at exit
+    tmp = path.with_suffix(".tmp")  # (under the lock) the JVM writes it at exit
+    tmp.unlink(missing_ok=True)
     env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{base_opts} -XX:ArchiveClassesAtExit={tmp} {QUIET}",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+           "PYTHONPATH": str(ROOT)}
     try:
-        subprocess.run([sys.executable, "-m", "tests.helpers_cds"], env=env, cwd=Path(__file__).resolve().parents[1],
+        subprocess.run([sys.executable, "-m", "tests.helpers_cds"], env=env, cwd=ROOT,
                        capture_output=True, timeout=300, check=True)
     except (OSError, subprocess.SubprocessError):
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         return None
-    if not Path(tmp).is_file():
+    if not tmp.is_file():
         return None
     os.replace(tmp, path)
     return path
 
 
-def jvm_options(base_opts: str) -> str:
-    """`base_opts` plus the archive, when there is one."""
-    path = archive(base_opts)
-    return f"{base_opts} -XX:SharedArchiveFile={path} {QUIET}" if path else base_opts
+@functools.cache
+def use() -> None:
+    """Once per process, before its first Spark test: SPARK_SUBMIT_OPTS gains the archive, when
+    there is one (FRESHET_TEST_CDS=0: never)."""
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if os.environ.get("FRESHET_TEST_CDS", "1") != "0" and "SharedArchiveFile" not in opts:
+        path = archive(opts)
+        if path is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} -XX:SharedArchiveFile={path} {QUIET}"
 
 
 def _train() -> None:
