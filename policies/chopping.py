@@ -3,15 +3,16 @@ partition, so a backlog after overload is loaded in several short jobs instead o
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
 from typing import Any, TypeVar
 
 from warehouse.freshness import floor_to
 
 T = TypeVar("T", bound=Any)
 
-__all__ = ["ALPHA_SHARE", "AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
+__all__ = ["ALPHA_SHARE", "AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Outranking", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
 
 AUTO_C = 3.0  # the paper's c (§4.7), used while chopping pays
 SLOW = 1.5  # recent observed/estimated durations above this: a transient slowdown
@@ -73,7 +74,8 @@ class Pace:
 
 
 def chop_pays(
-    pace: Pace, load: float, benefit: float, best_benefit: float, alpha: float = 0.0, beta_period: float = 0.0
+    pace: Pace, load: float, benefit: float, best_benefit: float, alpha: float = 0.0, beta_period: float = 0.0,
+    above: float = 0.0, tracks: int = 1,
 ) -> float | None:
     """`chop: auto` (§3.4 extended): c for the next job, or None to load everything pending.
 
@@ -92,18 +94,41 @@ def chop_pays(
     In sustained overload (load ≥ OVERLOAD) each extra α is capacity lost for good: a priority
     inversion — a job INVERSION times less valuable per second (p_i·ΔF_i/E_i(ΔF_i), §3.1) than the
     best table's typical p_k·P_k/E_k(P_k), a backlog that runs only when nothing better waits — is
-    loaded whole so that it is amortised (§2.4); any other job is chopped only where a longer one
-    would save less than ALPHA_SHARE of its cost in α, c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at
-    least AUTO_C): a slowdown that begins with a longer job would hold the track for its whole
-    length, and is seen only when jobs finish.
+    loaded whole so that it is amortised (§2.4), as long as the other tracks carry the tables worth
+    more than it (`above`, their Σu_k·m, at most tracks − 1); where they cannot (few tracks), the
+    whole backlog would hold a track they need, so it is chopped to the paper's c. Any other job is
+    chopped only where a longer one would save less than ALPHA_SHARE of its cost in α,
+    c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at least AUTO_C): a slowdown that begins with a longer
+    job would hold the track for its whole length, and is seen only when jobs finish.
     """
     if pace.now > SLOW:
         return AUTO_C
     if load < OVERLOAD:
         return max(AUTO_C, alpha / beta_period) if beta_period > 0 else AUTO_C  # a piece pays its α: β·c·P > α
-    if benefit * INVERSION < best_benefit or beta_period <= 0:
-        return None
+    if beta_period <= 0:
+        return None  # a piece would cost as much as the whole
+    if benefit * INVERSION < best_benefit:
+        return AUTO_C if above > tracks - 1 else None
     return max(AUTO_C, alpha / (ALPHA_SHARE * beta_period))
+
+
+class Outranking:
+    """The tables by regular marginal benefit Ip_k·P_k/E_k(P_k) (§3.1), from (benefit, u_k) pairs:
+    the best benefit, and the load Σu_k of the tables worth more than a given benefit (O(log n))."""
+
+    __slots__ = ("_load", "_neg")
+
+    def __init__(self, tables: Iterable[tuple[float, float]]) -> None:
+        ranked = sorted(tables, key=lambda bu: -bu[0])
+        self._neg = [-b for b, _ in ranked]
+        self._load = [0.0, *accumulate(u for _, u in ranked)]
+
+    @property
+    def best(self) -> float:
+        return -self._neg[0] if self._neg else 0.0
+
+    def load_above(self, benefit: float) -> float:
+        return self._load[bisect_left(self._neg, -benefit)]
 
 
 def time_slice(loaded: float, partition_end: float, period: float, c: float | None) -> float | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from policies.chopping import AUTO_C, Pace, chop_pays
+import pytest
+
+from policies.chopping import AUTO_C, Outranking, Pace, chop_pays
 from policies.reservation import Upcoming, hold_for
 from tests.helpers_engine import config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
@@ -47,11 +49,20 @@ def test_chop_pays_while_slow_or_with_spare_capacity_and_in_overload_not_on_an_i
     assert chop_pays(_pace(1.0), load=0.9, benefit=5, best_benefit=50, alpha=1, beta_period=10) == AUTO_C
     assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50, alpha=50, beta_period=10) == 5
     assert chop_pays(_pace(3.0), load=1.2, benefit=5, best_benefit=50) == AUTO_C  # transient slowdown
-    # sustained overload: an inverted (low-value) backlog is loaded whole
+    # sustained overload: an inverted (low-value) backlog is loaded whole while the other tracks carry
+    # what is worth more (1.8 ≤ 3 of 4), chopped to c where they cannot (1.8 > 1 of 2)
     assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None
+    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50, alpha=1, beta_period=10, above=1.8, tracks=4) is None
+    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50, alpha=1, beta_period=10, above=1.8, tracks=2) == AUTO_C
     # ... otherwise chop only where a longer job would save under 1% in α: α = 1, β·P = 10 → c = 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=1, beta_period=10) == 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=0.01, beta_period=10) == AUTO_C
+
+
+def test_outranking_gives_the_best_benefit_and_the_load_of_the_tables_worth_more():
+    rank = Outranking([(40.0, 0.3), (5.0, 0.9), (50.0, 0.5)])
+    assert rank.best == 50.0 and Outranking(()).best == 0.0
+    assert [rank.load_above(b) for b in (60.0, 50.0, 45.0, 40.0, 5.0, 1.0)] == pytest.approx([0, 0, 0.5, 0.5, 0.8, 1.7])
 
 
 def _backlog(s: Scheduler, stream: str, n: int, period: float, now: float) -> None:
@@ -107,6 +118,26 @@ def test_auto_chops_a_low_priority_backlog_that_would_block_valuable_jobs():
     (job,) = s.handle(JobFinished(job_id=busy.job_id, duration=busy.estimate), 101)
     # U_tot = 2 · 2/10 = 0.4 on one track: spare capacity, so the inversion is worth an extra α
     assert (job.table, job.end - job.start, job.chopped) == ("lo", AUTO_C * 10, True)
+
+
+@pytest.mark.parametrize(("tracks", "low_tables", "whole"), [(2, 1, False), (4, 6, True)])
+def test_auto_loads_an_inverted_backlog_whole_only_while_the_other_tracks_carry_the_valuable_tables(
+    tracks: int, low_tables: int, whole: bool
+):
+    """Overload (Σu/N = 1.2 on 2 tracks, 1.1 on 4), five valuable tables with Σu = 2 (u = 0.4 each):
+    on 2 tracks the one other track cannot carry them, so the low-priority backlog is chopped to c;
+    on 4 the other three can, so it is loaded whole (amortised, §2.4)."""
+    hi = [{"name": f"hi{i}", "stream": f"h{i}", "priority": 100, "cost": {"alpha": 1, "beta": 0.3}} for i in range(5)]
+    lo = [{"name": f"lo{i}", "stream": f"l{i}", "priority": 1, "cost": {"alpha": 1, "beta": 0.3}}
+          for i in range(low_tables)]
+    streams = [{"name": t["stream"], "period": 10} for t in hi + lo]
+    s = Scheduler(config(streams, hi + lo, chop="auto", tracks=tracks), now=0, initial_freshness=0.0)
+    busy = [j for i in range(tracks) for j in s.handle(
+        PartitionArrived(stream=f"h{i}", partition_id="x", start=0, end=10), 10)]
+    assert len(busy) == tracks  # every track runs a valuable job
+    _backlog(s, "l0", 10, 10, 100)
+    (job,) = s.handle(JobFinished(job_id=busy[0].job_id, duration=busy[0].estimate), 101)
+    assert (job.table, job.end - job.start, job.chopped) == ("lo0", 100 if whole else AUTO_C * 10, not whole)
 
 
 # ---- time-sliced loading ------------------------------------------------------------------------------

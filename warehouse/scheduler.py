@@ -36,7 +36,7 @@ import random
 
 from policies.basic import Candidate
 from policies.bulk import bulk_limit, bulk_threshold
-from policies.chopping import Pace
+from policies.chopping import Outranking, Pace
 from policies.reservation import Releases
 from tracks.plan import TrackPlan
 from warehouse.backlog import Partition
@@ -187,7 +187,8 @@ class Scheduler:
         sc = self.config.scheduler
         self.plan: TrackPlan
         self.plan, self._ranking, profiles = track_plan(sc, self._by_idx)
-        self._nj.best_benefit = max((p.benefit for p in profiles), default=0.0)
+        self._nj.outranking = Outranking((p.benefit, p.u) for p in profiles)
+        self._nj.tracks = sc.tracks
         self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
         self._nj.load_share = self.plan.utilization / sc.tracks
         self._q.reset(len(self.plan.groups))
