@@ -316,14 +316,14 @@ def test_a_busy_machine_skips_the_evaluation(fifo_trace, tmp_path):
 
 
 def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
-    """Inverted hierarchy (base tables priority 16, their rollups 4 and 1) at U = 1.05 on 3 tracks,
+    """Inverted hierarchy (base tables priority 16, their rollups 4 and 1) at U = 1.05 on 4 tracks,
     where chop 3 is no better than the default in full runs: scored only up to the window's end,
     the replay of the last hour switches to a chopping setting; with the run-out it keeps the
     default, and so does the replay of the whole trace (`autotune_window: 1d`, 8 hours here)."""
     chains = (TableClass(3, period=120, priorities=(16, 4, 1), alpha=1, beta=0.1, depth=3, name="h"),)
-    cfg = config_of(with_utilization(build_workload(chains, scheduler={"tracks": 3}, sim={"b": 0.5}), 1.05))
+    cfg = config_of(with_utilization(build_workload(chains, scheduler={"tracks": 4}, sim={"b": 0.5}), 1.05))
     buf = io.StringIO()
-    simulate(cfg, seed=5, events=4000, writer=TraceWriter(buf))
+    simulate(cfg, seed=6, events=4000, writer=TraceWriter(buf))
     trace = parse_trace(buf.getvalue().splitlines())
     window = window_of(trace, cfg, HOUR, end=0.6 * trace.last_time)
     blind = evaluate(cfg, window, Rules(margin=0.1, runout=0.0), now=window.end)
