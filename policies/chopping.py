@@ -3,16 +3,15 @@ partition, so a backlog after overload is loaded in several short jobs instead o
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from warehouse.freshness import floor_to
 
 T = TypeVar("T", bound=Any)
 
-__all__ = ["ALPHA_SHARE", "AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Outranking", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
+__all__ = ["ALPHA_SHARE", "AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
 
 AUTO_C = 3.0  # the paper's c (§4.7), used while chopping pays
 SLOW = 1.5  # recent observed/estimated durations above this: a transient slowdown
@@ -110,25 +109,6 @@ def chop_pays(
     if benefit * INVERSION < best_benefit:
         return AUTO_C if above > tracks - 1 else None
     return max(AUTO_C, alpha / (ALPHA_SHARE * beta_period))
-
-
-class Outranking:
-    """The tables by regular marginal benefit Ip_k·P_k/E_k(P_k) (§3.1), from (benefit, u_k) pairs:
-    the best benefit, and the load Σu_k of the tables worth more than a given benefit (O(log n))."""
-
-    __slots__ = ("_load", "_neg")
-
-    def __init__(self, tables: Iterable[tuple[float, float]]) -> None:
-        ranked = sorted(tables, key=lambda bu: -bu[0])
-        self._neg = [-b for b, _ in ranked]
-        self._load = [0.0, *accumulate(u for _, u in ranked)]
-
-    @property
-    def best(self) -> float:
-        return -self._neg[0] if self._neg else 0.0
-
-    def load_above(self, benefit: float) -> float:
-        return self._load[bisect_left(self._neg, -benefit)]
 
 
 def time_slice(loaded: float, partition_end: float, period: float, c: float | None) -> float | None:

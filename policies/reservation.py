@@ -22,6 +22,7 @@ itself, the ski-rental compromise between Lookahead's never-idle rule (§3.1) an
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -94,19 +95,29 @@ def held_until(now: float, cost: float, weight: float, since: float, p_min: floa
 
 
 class ValueRanking:
-    """Base tables by regular marginal benefit Ip_i·P_i / E_i(P_i) (§3.1), for the question "the
-    shortest period among the tables worth more than this job" (who is *long*)."""
+    """The tables by regular marginal benefit Ip_i·P_i / E_i(P_i) (§3.1), from (benefit, period,
+    u_i) — period None for a derived table: the best benefit, and of the tables worth more than a
+    job the shortest base period (who is *long*) and the load Σu_i (policies.chopping.chop_pays)."""
 
-    __slots__ = ("_neg", "_pmin")
+    __slots__ = ("_load", "_neg", "_pmin")
 
-    def __init__(self, tables: Iterable[tuple[float, float]]) -> None:
-        ranked = sorted(tables, key=lambda bp: -bp[0])  # (benefit, period)
-        self._neg = [-b for b, _ in ranked]
-        self._pmin = list(accumulate((p for _, p in ranked), min))
+    def __init__(self, tables: Iterable[tuple[float, float | None, float]]) -> None:
+        ranked = sorted(tables, key=lambda t: -t[0])
+        self._neg = [-b for b, _, _ in ranked]
+        self._pmin = list(accumulate((math.inf if p is None else p for _, p, _ in ranked), min))
+        self._load = [0.0, *accumulate(u for _, _, u in ranked)]
+
+    @property
+    def best(self) -> float:
+        return -self._neg[0] if self._neg else 0.0
 
     def shortest_period_above(self, benefit: float) -> float | None:
         more = bisect_left(self._neg, -benefit)  # tables with a higher regular benefit
-        return self._pmin[more - 1] if more else None
+        p = self._pmin[more - 1] if more else math.inf
+        return None if p == math.inf else p
+
+    def load_above(self, benefit: float) -> float:
+        return self._load[bisect_left(self._neg, -benefit)]
 
 
 class Releases:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.chopping import AUTO_C, Outranking, Pace, chop_pays
-from policies.reservation import Upcoming, hold_for
+from policies.chopping import AUTO_C, Pace, chop_pays
+from policies.reservation import Upcoming, ValueRanking, hold_for
 from tests.helpers_engine import config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
 from warehouse.scheduler import Scheduler
@@ -59,10 +59,12 @@ def test_chop_pays_while_slow_or_with_spare_capacity_and_in_overload_not_on_an_i
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=0.01, beta_period=10) == AUTO_C
 
 
-def test_outranking_gives_the_best_benefit_and_the_load_of_the_tables_worth_more():
-    rank = Outranking([(40.0, 0.3), (5.0, 0.9), (50.0, 0.5)])
-    assert rank.best == 50.0 and Outranking(()).best == 0.0
-    assert [rank.load_above(b) for b in (60.0, 50.0, 45.0, 40.0, 5.0, 1.0)] == pytest.approx([0, 0, 0.5, 0.5, 0.8, 1.7])
+def test_the_value_ranking_gives_the_best_benefit_and_of_the_tables_worth_more_their_load_and_base_period():
+    rank = ValueRanking([(40.0, 20.0, 0.3), (5.0, 10.0, 0.9), (50.0, None, 0.5)])  # the best one derived
+    assert rank.best == 50.0 and ValueRanking(()).best == 0.0
+    above = (60.0, 50.0, 45.0, 40.0, 5.0, 1.0)
+    assert [rank.load_above(b) for b in above] == pytest.approx([0, 0, 0.5, 0.5, 0.8, 1.7])
+    assert [rank.shortest_period_above(b) for b in above] == [None, None, None, None, 20.0, 10.0]
 
 
 def _backlog(s: Scheduler, stream: str, n: int, period: float, now: float) -> None:

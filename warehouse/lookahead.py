@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from policies.basic import Candidate, Expected, choose_with_lookahead
-from policies.reservation import Releases, Upcoming, ValueRanking, held_until
+from policies.reservation import Releases, Upcoming, held_until
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
 from warehouse.table import JobState, Mode, Table
@@ -46,12 +46,12 @@ def lookahead_first(q: ReadyQueues, nj: NextJob, tables: list[Table], releases: 
     return first_pick([nj.candidate(tables[e[-1]])[0] for e in valid], releases, now)
 
 
-def hold_until(t: Table, benefit: float, nj: NextJob, ranking: ValueRanking, releases: Releases, pace: float,
+def hold_until(t: Table, benefit: float, nj: NextJob, releases: Releases, pace: float,
                free_at: Callable[[], list[float]], now: float) -> float | None:
     """Track reservation by lookahead (policies.reservation): until when should a track wait for
     jobs of higher marginal benefit expected before t's long job (`nj.shape`) would end? None:
     start it. `free_at`: when each other track is expected free."""
-    p_min = ranking.shortest_period_above(benefit)
+    p_min = nj.ranking.shortest_period_above(benefit)
     if p_min is None:
         return None
     start, _, new_f, _, _, n = nj.shape(t)

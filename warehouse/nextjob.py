@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from policies.basic import Candidate, marginal_benefit, policy_key, policy_key_of
-from policies.chopping import AUTO_C, Outranking, Pace, chop_pays, chop_window
+from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
+from policies.reservation import ValueRanking
 from warehouse.recompute import Piece
 from warehouse.table import Table
 
@@ -25,7 +26,7 @@ Shape = tuple[float, float, float, int, bool, float]  # start, end, new F, parti
 class NextJob:
     """The next job of any table under one configuration (chopping, policy key)."""
 
-    __slots__ = ("auto", "chop", "key", "key_of", "load_share", "outranking", "pace", "tracks")
+    __slots__ = ("auto", "chop", "key", "key_of", "load_share", "pace", "ranking", "tracks")
 
     def __init__(self, chop: float | str | None, policy: str, pace: Pace) -> None:
         self.chop = chop
@@ -34,7 +35,7 @@ class NextJob:
         self.key_of = policy_key_of(policy)  # the same from the job's numbers
         self.pace = pace  # observed / estimated durations (chop auto, §3.4)
         self.load_share = 0.0  # the plan's utilisation per track (set on each (re)partition, §3.2)
-        self.outranking = Outranking(())  # the tables by regular marginal benefit (§3.1), on each (re)partition
+        self.ranking = ValueRanking(())  # the tables by regular marginal benefit (§3.1), on each (re)partition
         self.tracks = 1  # N, on each (re)partition
 
     def shape(self, t: Table) -> Shape:
@@ -81,7 +82,7 @@ class NextJob:
             assert t.dv is not None and t.dv.edge is not None
             delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
         benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
-        rank = self.outranking
+        rank = self.ranking
         return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period,
                          rank.load_above(benefit) * self.pace.long, self.tracks)
 

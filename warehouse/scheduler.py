@@ -36,7 +36,7 @@ import random
 
 from policies.basic import Candidate
 from policies.bulk import bulk_limit, bulk_threshold
-from policies.chopping import Outranking, Pace
+from policies.chopping import Pace
 from policies.reservation import Releases
 from tracks.plan import TrackPlan
 from warehouse.backlog import Partition
@@ -186,8 +186,7 @@ class Scheduler:
         """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
         sc = self.config.scheduler
         self.plan: TrackPlan
-        self.plan, self._ranking, profiles = track_plan(sc, self._by_idx)
-        self._nj.outranking = Outranking((p.benefit, p.u) for p in profiles)
+        self.plan, self._nj.ranking, profiles = track_plan(sc, self._by_idx)
         self._nj.tracks = sc.tracks
         self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
         self._nj.load_share = self.plan.utilization / sc.tracks
@@ -519,7 +518,7 @@ class Scheduler:
             t = self._by_idx[entry[-1]]
             if self._bulk_cap is not None and self._bulk_waits(t):  # (no limit: no call)
                 return False  # the bulk limit is reached: a small job may take the track
-            until = hold_until(t, -entry[0], self._nj, self._ranking, self._releases, self._pace.now,
+            until = hold_until(t, -entry[0], self._nj, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
                 self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short

@@ -320,10 +320,10 @@ def profile(t: Table) -> JobProfile:
 
 def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, list[JobProfile]]:
     """(Re)partition (§3.2) from each table's profile at its current E_i(P_i): the plan (each table
-    takes its group), the base tables by decreasing benefit with the shortest period so far (who
-    is "long", policies.reservation) and the profiles."""
+    takes its group), the tables by decreasing benefit (policies.reservation.ValueRanking: who is
+    "long", what load outranks a job) and the profiles."""
     profiles = [profile(t) for t in tables]
-    ranking = ValueRanking((t.benefit, t.period) for t in tables if t.base)
+    ranking = ValueRanking((t.benefit, t.period if t.base else None, p.u) for t, p in zip(tables, profiles, strict=True))
     plan = make_plan(sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive)
     for t in tables:
         t.group = plan.group_of[t.name]
