@@ -319,7 +319,7 @@ def test_the_run_out_charges_a_setting_for_the_backlog_it_leaves():
     """Inverted hierarchy (base tables priority 16, their rollups 4 and 1) at U = 1.05 on 4 tracks,
     where chop 3 is no better than the default in full runs: scored only up to the window's end,
     the replay of the last hour switches to a chopping setting; with the run-out it keeps the
-    default, and so does the replay of the whole trace (`autotune_window: 1d`, 8 hours here)."""
+    default, and so does the replay of the whole trace (`autotune_window: 1d`, 8.6 hours here)."""
     chains = (TableClass(3, period=120, priorities=(16, 4, 1), alpha=1, beta=0.1, depth=3, name="h"),)
     cfg = config_of(with_utilization(build_workload(chains, scheduler={"tracks": 4}, sim={"b": 0.5}), 1.05))
     buf = io.StringIO()
