@@ -74,7 +74,7 @@ class Pace:
 
 def chop_pays(
     pace: Pace, load: float, benefit: float, best_benefit: float, alpha: float = 0.0, beta_period: float = 0.0,
-    above: float = 0.0, tracks: int = 1,
+    load_above: Callable[[float], float] | None = None, tracks: int = 1,
 ) -> float | None:
     """`chop: auto` (§3.4 extended): c for the next job, or None to load everything pending.
 
@@ -94,8 +94,9 @@ def chop_pays(
     inversion — a job INVERSION times less valuable per second (p_i·ΔF_i/E_i(ΔF_i), §3.1) than the
     best table's typical p_k·P_k/E_k(P_k), a backlog that runs only when nothing better waits — is
     loaded whole so that it is amortised (§2.4), as long as the other tracks carry the tables worth
-    more than it (`above`, their Σu_k·m, at most tracks − 1); where they cannot (few tracks), the
-    whole backlog would hold a track they need, so it is chopped to the paper's c. Any other job is
+    more than it (their load Σu_k·m, `load_above(benefit)`·m, at most tracks − 1); where they cannot
+    (few tracks), the whole backlog would hold a track they need, so it is chopped to the paper's c.
+    Any other job is
     chopped only where a longer one would save less than ALPHA_SHARE of its cost in α,
     c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at least AUTO_C): a slowdown that begins with a longer
     job would hold the track for its whole length, and is seen only when jobs finish.
@@ -107,6 +108,7 @@ def chop_pays(
     if beta_period <= 0:
         return None  # a piece would cost as much as the whole
     if benefit * INVERSION < best_benefit:
+        above = load_above(benefit) * pace.long if load_above is not None else 0.0
         return AUTO_C if above > tracks - 1 else None
     return max(AUTO_C, alpha / (ALPHA_SHARE * beta_period))
 

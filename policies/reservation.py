@@ -99,17 +99,14 @@ class ValueRanking:
     u_i) — period None for a derived table: the best benefit, and of the tables worth more than a
     job the shortest base period (who is *long*) and the load Σu_i (policies.chopping.chop_pays)."""
 
-    __slots__ = ("_load", "_neg", "_pmin")
+    __slots__ = ("_load", "_neg", "_pmin", "best")
 
     def __init__(self, tables: Iterable[tuple[float, float | None, float]]) -> None:
         ranked = sorted(tables, key=lambda t: -t[0])
         self._neg = [-b for b, _, _ in ranked]
         self._pmin = list(accumulate((math.inf if p is None else p for _, p, _ in ranked), min))
         self._load = [0.0, *accumulate(u for _, _, u in ranked)]
-
-    @property
-    def best(self) -> float:
-        return -self._neg[0] if self._neg else 0.0
+        self.best = -self._neg[0] if self._neg else 0.0  # the best regular benefit
 
     def shortest_period_above(self, benefit: float) -> float | None:
         more = bisect_left(self._neg, -benefit)  # tables with a higher regular benefit

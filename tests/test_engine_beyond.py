@@ -50,10 +50,12 @@ def test_chop_pays_while_slow_or_with_spare_capacity_and_in_overload_not_on_an_i
     assert chop_pays(_pace(1.0), load=0.9, benefit=40, best_benefit=50, alpha=50, beta_period=10) == 5
     assert chop_pays(_pace(3.0), load=1.2, benefit=5, best_benefit=50) == AUTO_C  # transient slowdown
     # sustained overload: an inverted (low-value) backlog is loaded whole while the other tracks carry
-    # what is worth more (1.8 ≤ 3 of 4), chopped to c where they cannot (1.8 > 1 of 2)
+    # what is worth more (1.8 ≤ 3 of 4), chopped to c where they cannot (1.8 > 1 of 2; 1.8·m = 3.6 > 3)
     assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50) is None
-    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50, alpha=1, beta_period=10, above=1.8, tracks=4) is None
-    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50, alpha=1, beta_period=10, above=1.8, tracks=2) == AUTO_C
+    carried = {"load_above": lambda b: 1.8 if b < 50 else 0.0, "alpha": 1, "beta_period": 10}
+    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50, tracks=4, **carried) is None
+    assert chop_pays(_pace(1.0), load=1.1, benefit=5, best_benefit=50, tracks=2, **carried) == AUTO_C
+    assert chop_pays(_pace(1.0, long=2.0), load=1.1, benefit=5, best_benefit=50, tracks=4, **carried) == AUTO_C  # ·m
     # ... otherwise chop only where a longer job would save under 1% in α: α = 1, β·P = 10 → c = 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=1, beta_period=10) == 10
     assert chop_pays(_pace(1.0), load=1.1, benefit=40, best_benefit=50, alpha=0.01, beta_period=10) == AUTO_C

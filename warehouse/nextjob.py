@@ -83,8 +83,8 @@ class NextJob:
             delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
         benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
         rank = self.ranking
-        return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period,
-                         rank.load_above(benefit) * self.pace.long, self.tracks)
+        return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period, rank.load_above,
+                         self.tracks)
 
     def candidate(self, t: Table) -> tuple[Candidate, bool]:
         """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
