@@ -96,10 +96,9 @@ def chop_pays(
     loaded whole so that it is amortised (§2.4), as long as the other tracks carry the tables worth
     more than it (their load Σu_k·m, `load_above(benefit)`·m, at most tracks − 1); where they cannot
     (few tracks), the whole backlog would hold a track they need, so it is chopped to the paper's c.
-    Any other job is
-    chopped only where a longer one would save less than ALPHA_SHARE of its cost in α,
-    c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at least AUTO_C): a slowdown that begins with a longer
-    job would hold the track for its whole length, and is seen only when jobs finish.
+    Any other job is chopped only where a longer one would save less than ALPHA_SHARE of its cost in
+    α, c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at least AUTO_C): a slowdown that begins with a
+    longer job would hold the track for its whole length, and is seen only when jobs finish.
     """
     if pace.now > SLOW:
         return AUTO_C
