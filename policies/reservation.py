@@ -97,11 +97,14 @@ def held_until(now: float, cost: float, weight: float, since: float, p_min: floa
 class ValueRanking:
     """The tables by regular marginal benefit Ip_i·P_i / E_i(P_i) (§3.1), from (benefit, period,
     u_i) — period None for a derived table: the best benefit, and of the tables worth more than a
-    job the shortest base period (who is *long*) and the load Σu_i (policies.chopping.chop_pays)."""
+    job the shortest base period (who is *long*) and the load Σu_i (policies.chopping.chop_pays);
+    `total`: the load of them all, U_tot (§3.2)."""
 
-    __slots__ = ("_load", "_neg", "_pmin", "best")
+    __slots__ = ("_load", "_neg", "_pmin", "best", "total")
 
     def __init__(self, tables: Iterable[tuple[float, float | None, float]]) -> None:
+        tables = list(tables)
+        self.total = sum(u for _, _, u in tables)
         ranked = sorted(tables, key=lambda t: -t[0])
         self._neg = [-b for b, _, _ in ranked]
         self._pmin = list(accumulate((math.inf if p is None else p for _, p, _ in ranked), min))

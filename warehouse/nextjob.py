@@ -26,7 +26,7 @@ Shape = tuple[float, float, float, int, bool, float]  # start, end, new F, parti
 class NextJob:
     """The next job of any table under one configuration (chopping, policy key)."""
 
-    __slots__ = ("auto", "chop", "key", "key_of", "load_share", "pace", "ranking", "tracks")
+    __slots__ = ("auto", "chop", "key", "key_of", "pace", "ranking", "tracks")
 
     def __init__(self, chop: float | str | None, policy: str, pace: Pace) -> None:
         self.chop = chop
@@ -34,7 +34,6 @@ class NextJob:
         self.key: Callable[[Candidate], tuple] = policy_key(policy)  # the basic algorithm's sort key (§3.1)
         self.key_of = policy_key_of(policy)  # the same from the job's numbers
         self.pace = pace  # observed / estimated durations (chop auto, §3.4)
-        self.load_share = 0.0  # the plan's utilisation per track (set on each (re)partition, §3.2)
         self.ranking = ValueRanking(())  # the tables by regular marginal benefit (§3.1), on each (re)partition
         self.tracks = 1  # N, on each (re)partition
 
@@ -73,7 +72,8 @@ class NextJob:
         (policies.chopping.chop_pays)."""
         if not self.auto:
             return self.chop  # type: ignore[return-value]
-        load = self.load_share * self.pace.long
+        rank = self.ranking
+        load = rank.total / self.tracks * self.pace.long  # U_tot·m/N
         if t.log is not None:
             assert t.rate is not None
             ref, end = t.log.whole(t.freshness)
@@ -82,7 +82,6 @@ class NextJob:
             assert t.dv is not None and t.dv.edge is not None
             delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
         benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
-        rank = self.ranking
         return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period, rank.load_above,
                          self.tracks)
 

@@ -189,7 +189,6 @@ class Scheduler:
         self.plan, self._nj.ranking, profiles = track_plan(sc, self._by_idx)
         self._nj.tracks = sc.tracks
         self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
-        self._nj.load_share = self.plan.utilization / sc.tracks
         self._q.reset(len(self.plan.groups))
         for t in self._by_idx:
             if t.state in QUEUED:
