@@ -50,7 +50,7 @@ from typing import Any
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
 from warehouse.events import Backfill, CancelBackfill, OperatorAction, Refresh, Resume, StartJob, Suspend
-from warehouse.paths import local_path
+from warehouse.paths import state_dir
 from warehouse.stats import SchedulerStats
 from warehouse.times import iso, parse_time
 
@@ -101,9 +101,8 @@ class ActionRequest:
 
 def store_path(config: FreshetConfig) -> Path:
     """`<warehouse.root>/_freshet/actions.json` (a local root; else beside the landing zone)."""
-    for root in (config.warehouse.root, config.warehouse.landing):
-        if (base := local_path(root)) is not None:
-            return base / "_freshet" / "actions.json"
+    if (base := state_dir(config.warehouse.root, config.warehouse.landing)) is not None:
+        return base / "actions.json"
     raise FreshetError(f"operator actions are kept under a local warehouse.root or landing; both are URIs "
                        f"({config.warehouse.root!r}, {config.warehouse.landing!r})")
 

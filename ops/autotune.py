@@ -9,14 +9,15 @@ It never hurts the daemon:
 - `poll(now)` never blocks: the loop calls it on every turn; a process past its deadline is
   killed; one that crashes or reports an error is counted and logged; when the machine is busy
   (load per core above `busy`) the evaluation is skipped. In every such case nothing changes;
-- it reads the trace file the daemon already writes (`warehouse.trace` / `--trace`), from its end.
+- it reads the trace file the daemon already writes (`warehouse.trace` / `--trace`; with neither,
+  the daemon keeps one for it: `trace_file`), from its end.
 
 Metrics (on the registry passed in): `freshet_autotune_runs_total{result}`,
 `freshet_autotune_predicted_staleness{setting}` (the last evaluation's mean over seeds) and
 `freshet_autotune_setting_info` (the setting in force). `status()` is what `/v1/status` shows.
 
 Wiring in the scheduler loop (ops.loop), the only caller of the Scheduler:
-    tuner = AutoTuner(config, opts.trace or config.warehouse.trace, registry, reconfigure, now=time.time())
+    tuner = AutoTuner(config, trace_file(config, opts.trace)[0], registry, reconfigure, now=time.time())
     every turn of the loop: tuner.poll(now); after a SIGHUP reload: tuner.reconfigured(config, now);
     at stop: tuner.close(); in /v1/status: tuner.status().
 `reconfigure(new)` is the daemon's reconfigure path: hand `Reconfigure(config=new)` to
@@ -38,10 +39,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from sim.autotune import Rules, current_setting, with_settings
 from sim.tune import label
 from warehouse.config import FreshetConfig, parse_config
-from warehouse.paths import local_path
+from warehouse.paths import local_path, state_dir
 from warehouse.times import iso
 
-__all__ = ["RESULTS", "AutoTuner", "switch"]
+__all__ = ["RESULTS", "TRACE_ROTATE", "AutoTuner", "switch", "trace_file"]
 
 log = logging.getLogger("freshet")
 
@@ -49,6 +50,22 @@ log = logging.getLogger("freshet")
 # what the daemon made of it, or why it did not finish
 RESULTS = ("switch", "recommend", "keep", "cooldown", "too_few_jobs",
            "timeout", "crashed", "error", "busy", "no_trace", "failed")
+
+
+TRACE_ROTATE = 64 * 2**20  # bytes: the tuner's own trace (none configured) starts a new file at this size
+
+
+def trace_file(config: FreshetConfig, given: str | None) -> tuple[str | None, int | None]:
+    """The trace the daemon appends to and its tuner reads, and the size it rotates at: `--trace`
+    (`given`) or `warehouse.trace`, kept whole; else, while the tuner is on (`recommend`, `apply`),
+    `trace.jsonl` in the daemon's state directory (warehouse.paths.state_dir), rotated at
+    TRACE_ROTATE bytes, the file before kept as `.1` (the tuner reads on into it); else none."""
+    if path := given or config.warehouse.trace:
+        return path, None
+    base = state_dir(config.warehouse.root, config.warehouse.landing)
+    if config.scheduler.autotune == "off" or base is None:
+        return None, None
+    return str(base / "trace.jsonl"), TRACE_ROTATE
 
 
 def switch(config: FreshetConfig, settings: dict[str, Any], reconfigure: Callable[[FreshetConfig], object]) -> FreshetConfig:
@@ -188,7 +205,8 @@ class AutoTuner:
         """What `/v1/status` shows under `autotune`."""
         return {"mode": self.mode, "setting": label(_setting(self.config)), "settings": _setting(self.config),
                 "since": self.since, "since_iso": iso(self.since), "running": self.running,
-                "next_evaluation": None if self.mode == "off" else self.next_at, "last_decision": self.last}
+                "next_evaluation": None if self.mode == "off" else self.next_at, "trace": self.trace,
+                "last_decision": self.last}
 
     # ---- internals ----------------------------------------------------------------------------
     def _check(self, now: float) -> None:

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from ops.actions import ActionStore, OperatorActions, store_path
+from ops.autotune import trace_file
 from ops.backend import serve
 from ops.lease import take_lease
 from ops.liveness import SparkWatch
@@ -115,10 +116,11 @@ class Daemon(SchedulerLoop):
     def run(self) -> int:
         cfg = self.config
         listen = self.opts.listen or cfg.listen
-        if self.opts.trace or cfg.warehouse.trace:
-            path = self.opts.trace or cfg.warehouse.trace or ""
+        path, rotate_at = trace_file(cfg, self.opts.trace)
+        if path is not None:
             try:
-                self._trace = TraceWriter.append_to(path, {"source": "freshet run", "clock": "epoch seconds"})
+                self._trace = TraceWriter.append_to(path, {"source": "freshet run", "clock": "epoch seconds"},
+                                                    rotate_at=rotate_at)
             except OSError as e:
                 raise FreshetError(f"cannot append to the trace file {path}: {e}") from None
         self.lease = take_lease(cfg, listen, self._lost_lease)
@@ -155,7 +157,8 @@ class Daemon(SchedulerLoop):
         sd_notify(f"READY=1\nSTATUS=scheduling {len(cfg.tables)} tables on {cfg.scheduler.tracks} tracks\n"
                   f"MAINPID={os.getpid()}")
         log.info("ready", extra={"tables": len(cfg.tables), "tracks": cfg.scheduler.tracks,
-                                 "policy": cfg.scheduler.policy, "partitioner": cfg.scheduler.partitioner})
+                                 "policy": cfg.scheduler.policy, "partitioner": cfg.scheduler.partitioner,
+                                 "autotune": cfg.scheduler.autotune, "trace": self.tuner.trace})
         self._dispatch(self._restored)
         try:
             return self._loop()

@@ -32,7 +32,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ops.actions import ActionRequest, OperatorActions
-from ops.autotune import AutoTuner
+from ops.autotune import AutoTuner, trace_file
 from ops.history import History
 from ops.lineage import LineageEmitter
 from ops.logs import RepeatedFailure
@@ -93,7 +93,7 @@ class SchedulerLoop:
         self.metrics.declare(config)
         self.lineage = LineageEmitter(config, self.registry)  # OpenLineage per job (ops.lineage); off without `lineage:`
         # the scheduler that tunes itself (issue 20): replays the trace in a separate process
-        self.tuner = AutoTuner(config, opts.trace or config.warehouse.trace, self.registry, self._autotuned,
+        self.tuner = AutoTuner(config, trace_file(config, opts.trace)[0], self.registry, self._autotuned,
                                now=time.time())
         self.reloader = Reloader(opts.config_path, lambda result: self.metrics.reloads.labels(result=result).inc())
         self.parts: Parts | None = None

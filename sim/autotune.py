@@ -177,8 +177,13 @@ def read_window(path: str | Path, config: FreshetConfig, span: float, end: float
     """`window_of` the trace file at `path`, reading from its end only as far back as it needs
     (the window — stretched, if it must be — and its warm-up, and as much again for the backlog
     before them), so a trace of months costs what an hour does. Operator actions and a line still
-    being written are skipped."""
-    lines = _tail(Path(path), 2 * (max(stretch, 1.0) + warmup) * span, end)
+    being written are skipped. A rotated trace (`<name>.1`, sim.trace.TraceWriter) is read on
+    into the file before it when the current one does not reach back far enough."""
+    p, back = Path(path), 2 * (max(stretch, 1.0) + warmup) * span
+    lines, since, reached = _tail(p, back, end)
+    older = p.with_name(p.name + ".1")
+    if not reached and older.exists():
+        lines = _tail(older, back, end if end is not None or since is None else since + back)[0] + lines
     return window_of(parse_trace(lines, source=str(path)), config, span, end, warmup, min_jobs, stretch)
 
 
@@ -191,7 +196,10 @@ def _time(line: bytes) -> float | None:
     return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
 
 
-def _tail(path: Path, back: float, end: float | None) -> list[str]:
+def _tail(path: Path, back: float, end: float | None) -> tuple[list[str], float | None, bool]:
+    """The records of `path` from `back` seconds before `end` (default: its last record's time),
+    that time, and whether the file reaches back that far."""
+    reached = False
     with path.open("rb") as f:
         size = f.seek(0, 2)
         pos, buf, since = size, b"", None
@@ -207,6 +215,7 @@ def _tail(path: Path, back: float, end: float | None) -> list[str]:
                     since = (last if end is None else end) - back
             first = next((t for ln in whole if (t := _time(ln)) is not None), None)
             if since is not None and first is not None and first < since:
+                reached = True
                 break
     complete = buf.split(b"\n")[:-1]  # the last piece has no newline yet: still being written
     if pos > 0:
@@ -222,7 +231,7 @@ def _tail(path: Path, back: float, end: float | None) -> list[str]:
             continue
         if isinstance(obj, dict) and "action" not in obj and ("stream" in obj or "table" in obj):
             out.append(text)
-    return out
+    return out, since, reached
 
 
 def replay_config(config: FreshetConfig, window: Window, settings: dict[str, Any]) -> FreshetConfig:

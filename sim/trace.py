@@ -21,7 +21,9 @@ A replay shifts nothing: the simulation starts at the earliest `time` or `start`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +32,8 @@ from typing import IO, Any
 
 from warehouse.errors import ConfigError, SchedulerMisuse
 from warehouse.events import ACTION_EVENTS, Backfill, CancelBackfill, OperatorAction
+
+log = logging.getLogger("freshet")
 
 __all__ = ["ActionRecord", "Arrival", "JobRecord", "Trace", "TraceWriter", "read_trace"]
 
@@ -248,34 +252,76 @@ def _action(obj: dict[str, Any], where: str) -> ActionRecord:
 class TraceWriter:
     """Appends arrivals and finished jobs as JSON lines: the simulator's `--write-trace` and the
     daemon's trace file write the same records. Thread-safe; a write error (a full disk) is
-    reported to `on_error` and never raised, so a trace can never stop the warehouse."""
+    reported to `on_error` and never raised, so a trace can never stop the warehouse.
 
-    def __init__(self, fh: IO[str], header: dict[str, Any] | None = None, *, write_header: bool = True,
-                 on_error: Callable[[OSError], None] | None = None) -> None:
+    `append_to(..., rotate_at=B)`: once the file holds B bytes it is renamed `<name>.1` (replacing
+    the one before) and a new file begins, so a trace kept for the tuner alone stays bounded."""
+
+    def __init__(self, fh: IO[str] | None, header: dict[str, Any] | None = None, *, write_header: bool = True,
+                 on_error: Callable[[OSError], None] | None = None, path: Path | None = None,
+                 rotate_at: int | None = None) -> None:
         self._fh = fh
         self._lock = threading.Lock()
         self._on_error = on_error
-        if write_header:
-            self._write({"freshet_trace": TRACE_VERSION, **(header or {})})
+        self._header = {"freshet_trace": TRACE_VERSION, **(header or {})}
+        self._path, self._rotate_at = path, rotate_at
+        self._size = 0
+        self._rotate_failed = False
+        if fh is None:
+            self._open()
+        elif write_header:
+            self._write(self._header)
 
     @classmethod
     def append_to(cls, path: str | Path, header: dict[str, Any] | None = None, *,
-                  on_error: Callable[[OSError], None] | None = None) -> TraceWriter:
+                  on_error: Callable[[OSError], None] | None = None, rotate_at: int | None = None) -> TraceWriter:
         """Open `path` for appending (line-buffered); the header only goes into a new file."""
         p = Path(path).expanduser()
         p.parent.mkdir(parents=True, exist_ok=True)
-        new = not p.exists() or p.stat().st_size == 0
-        return cls(p.open("a", buffering=1), header, write_header=new, on_error=on_error)
+        return cls(None, header, on_error=on_error, path=p, rotate_at=rotate_at)
+
+    def _open(self) -> None:
+        assert self._path is not None
+        self._size = self._path.stat().st_size if self._path.exists() else 0
+        self._fh = self._path.open("a", buffering=1)
+        if self._size == 0:
+            line = json.dumps(self._header, sort_keys=True) + "\n"
+            self._fh.write(line)
+            self._size = len(line.encode())
 
     def _write(self, obj: dict[str, Any]) -> None:
         line = json.dumps(obj, sort_keys="freshet_trace" in obj) + "\n"
         with self._lock:
             try:
+                if self._fh is None:  # a rotation could not reopen the file: try again
+                    self._open()
+                assert self._fh is not None
                 self._fh.write(line)
+                self._size += len(line.encode())
             except OSError as e:
                 if self._on_error is None:
                     raise
                 self._on_error(e)
+                return
+            if self._rotate_at is not None and self._size >= self._rotate_at:
+                self._rotate()
+
+    def _rotate(self) -> None:
+        """The line is written: a failure here is logged and never raised (a retried write would
+        write it twice); the rename is tried again at the next write, a reopen before it."""
+        assert self._fh is not None and self._path is not None
+        self._fh.close()
+        self._fh = None
+        try:
+            self._path.replace(self._path.with_name(self._path.name + ".1"))
+        except OSError as e:
+            if not self._rotate_failed:  # once, not at every line
+                log.warning("cannot rotate the trace file %s (it grows on): %s", self._path, e)
+            self._rotate_failed = True
+        else:
+            self._rotate_failed = False
+        with contextlib.suppress(OSError):
+            self._open()
 
     def arrival(self, a: Arrival) -> None:
         self._write(a.to_json())
@@ -288,7 +334,8 @@ class TraceWriter:
 
     def close(self) -> None:
         with self._lock:
-            self._fh.close()
+            if self._fh is not None:
+                self._fh.close()
 
 
 def iter_records(trace: Trace) -> Iterator[Arrival | ActionRecord | JobRecord]:

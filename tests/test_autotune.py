@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import sim.autotune as autotune
-from ops.autotune import AutoTuner, switch
+from ops.autotune import TRACE_ROTATE, AutoTuner, switch, trace_file
 from sim.autotune import Rules, Score, current_setting, decide, evaluate, read_window, window_of
 from sim.simulator import simulate
 from sim.trace import TraceWriter, parse_trace
@@ -171,6 +171,47 @@ def test_the_window_read_from_the_end_of_the_file_is_the_window_of_the_whole_tra
     assert (tail.start, tail.end, tail.jobs, tail.recovered) == (whole.start, whole.end, whole.jobs, whole.recovered)
     assert tail.trace.arrivals == whole.trace.arrivals and tail.trace.durations == whole.trace.durations
     assert path.stat().st_size > 20 * 4096
+
+
+def test_a_rotated_trace_is_written_whole_and_read_on_into_the_file_before(calm_trace, tmp_path, monkeypatch):
+    """The trace the daemon keeps for its tuner starts a new file at `rotate_at` bytes, the one
+    before kept as `.1`: every record is in one of the two, each file parses with its header, and
+    a window that reaches back past the rotation reads the same as from one file."""
+    cfg, lines = calm_trace
+    path = tmp_path / "trace.jsonl"
+    records = [json.loads(ln) for ln in lines[1:]]
+    size = sum(len(json.dumps(r)) + 1 for r in records)
+    w = TraceWriter.append_to(path, {"source": "test"}, rotate_at=int(0.9 * size))  # once, late
+    for r in records:
+        w._write(r)
+    w.close()
+    old, new = path.with_name("trace.jsonl.1").read_text().splitlines(), path.read_text().splitlines()
+    assert json.loads(old[0])["freshet_trace"] == json.loads(new[0])["freshet_trace"] == 1
+    assert [json.loads(ln) for ln in old[1:] + new[1:]] == records  # nothing lost, nothing twice
+    monkeypatch.setattr(autotune, "BLOCK", 4096)
+    tail = read_window(path, cfg, 1800.0)
+    whole = window_of(parse_trace(lines), cfg, 1800.0)
+    assert tail.start < json.loads(new[1])["time"]  # the window begins in the file before
+    assert (tail.start, tail.end, tail.jobs, tail.recovered) == (whole.start, whole.end, whole.jobs, whole.recovered)
+    assert tail.trace.arrivals == whole.trace.arrivals and tail.trace.durations == whole.trace.durations
+
+
+def test_the_daemon_keeps_a_trace_for_its_tuner_when_none_is_configured(tmp_path):
+    """Under the default (autotune apply) a daemon with no `warehouse.trace` / `--trace` still has
+    one to replay: `_freshet/trace.jsonl` under a local root (else beside the landing zone),
+    rotated; a configured one is kept whole; with the tuner off there is none."""
+    base = {"warehouse": {"root": str(tmp_path / "wh"), "landing": str(tmp_path / "in")},
+            "streams": [{"name": "s", "period": 60}], "tables": [{"name": "t", "stream": "s"}]}
+    auto = parse_config(base)
+    assert auto.scheduler.autotune == "apply"
+    assert trace_file(auto, None) == (str((tmp_path / "wh" / "_freshet" / "trace.jsonl").resolve()), TRACE_ROTATE)
+    assert trace_file(auto, "/x/t.jsonl") == ("/x/t.jsonl", None)
+    given = parse_config({**base, "warehouse": {**base["warehouse"], "trace": "/y/t.jsonl"}})
+    assert trace_file(given, None) == ("/y/t.jsonl", None)
+    remote = parse_config({**base, "warehouse": {"root": "s3a://b/wh", "landing": str(tmp_path / "in")}})
+    assert trace_file(remote, None)[0] == str((tmp_path / "in" / "_freshet" / "trace.jsonl").resolve())
+    off = parse_config({**base, "scheduler": {"policy": "max-benefit"}})
+    assert off.scheduler.autotune == "off" and trace_file(off, None) == (None, None)
 
 
 # ---- in the daemon: ops.autotune ----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The one resolver of local paths (DESIGN.md §3): everything that touches the warehouse root or
-the landing zone on this machine — the lease, the Delta tables, the operator-actions store —
-asks `local_path`, so they all agree on where a configured location is.
+the landing zone on this machine — the lease, the Delta tables, the operator-actions store, the
+tuner's trace — asks `local_path`, so they all agree on where a configured location is.
 
 A location is *local* when it is a plain path (`~/wh`, `./data`, `/srv/wh`) or a `file:` URI
 (`file:///srv/wh`, `file:/srv/wh`, `file://localhost/srv/wh`); anything else with a scheme
@@ -34,3 +34,14 @@ def local_path(location: str) -> Path | None:
     elif "://" in location:
         return None
     return Path(location).expanduser().resolve()
+
+
+def state_dir(root: str, landing: str) -> Path | None:
+    """Where the daemon keeps its own files (operator actions, the tuner's trace): `_freshet`
+    under the warehouse root when it is local, else beside the landing zone; None when both are
+    URIs."""
+    for location in (root, landing):
+        if (base := local_path(location)) is not None:
+            return base / "_freshet"
+    return None
+
