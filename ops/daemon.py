@@ -74,6 +74,7 @@ class Daemon(SchedulerLoop):
             try:
                 for ev in self.intake.scan():
                     self.events.put(ev)
+                self.metrics.unknown_directories(self.intake.unknown)
             except Exception as e:
                 failures.failed(e)
             else:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -335,6 +335,10 @@ class FreshetMetrics:
         self.partitions_duplicate = Counter(
             "freshet_partitions_duplicate", "re-delivered partitions already loaded with the same content (no-ops)",
             ["stream"], registry=registry)
+        self.unknown_partitions = Gauge(
+            "freshet_landing_unknown_partitions", "complete partitions waiting under a landing-zone directory "
+            "that names no configured stream: not loaded, left in place", ["directory"], registry=registry)
+        self._unknown_dirs: set[str] = set()
         self.decision_seconds = Histogram(
             "freshet_scheduler_decision_seconds", "time the Scheduler took to handle one event",
             buckets=DECISION_BUCKETS, registry=registry)
@@ -393,6 +397,14 @@ class FreshetMetrics:
             self.partitions_duplicate.labels(stream=stream).inc()
         elif counter == "quarantine_failures":
             self.loop_errors.labels(loop="quarantine").inc()
+
+    def unknown_directories(self, counts: Mapping[str, int]) -> None:
+        """The intake's `unknown` after a scan: directories gone from it are dropped."""
+        for directory in self._unknown_dirs - counts.keys():
+            self.unknown_partitions.remove(directory)
+        for directory, n in counts.items():
+            self.unknown_partitions.labels(directory=directory).set(n)
+        self._unknown_dirs = set(counts)
 
     def job_done(self, table: str, kind: str, duration: float, rows: int, late_rows: int = 0) -> None:
         self.job_duration.labels(table=table, kind=kind).observe(duration)

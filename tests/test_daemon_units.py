@@ -115,6 +115,7 @@ def test_a_loop_failing_on_every_poll_is_logged_rate_limited_and_counted(caplog)
 
     class BrokenIntake:
         calls = 0
+        unknown: dict[str, int] = {}  # no directory of no stream
 
         def scan(self):
             self.calls += 1

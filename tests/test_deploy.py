@@ -338,6 +338,7 @@ def exported_families() -> dict[str, set[str]]:
     m.declare(load_config(ROOT / "examples" / "netmon.yaml"))
     m.job_done("t", "base", 1.0, 10, late_rows=2)
     m.decision_seconds.observe(0.001)
+    m.unknown_directories({"router-cpu": 1})  # a landing directory of no stream
     create_app(None, reg)  # freshet_api_requests_rejected_total
     LineageEmitter(load_config(ROOT / "examples" / "netmon.yaml"), reg)  # freshet_lineage_events_*_total
     tuner = AutoTuner(load_config(ROOT / "examples" / "netmon.yaml"), None, reg, lambda new: None, now=0.0)

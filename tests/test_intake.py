@@ -63,6 +63,33 @@ def test_discovers_complete_partitions_in_order_and_once(cfg) -> None:
     assert len(intake.partition("m", "m-0001").files) == 1
 
 
+def test_a_directory_naming_no_stream_is_logged_and_counted_once_and_left_in_place(cfg, caplog) -> None:
+    """A producer writing under a directory that names no configured stream (a typo) loses
+    nothing silently: the directory's complete partitions are counted while there (`unknown`, the
+    daemon's freshet_landing_unknown_partitions), logged once with the known streams, and left
+    where they are until the stream exists."""
+    write_minutes(cfg, "m", 0, 1)
+    landing = Path(cfg.warehouse.landing)
+    (landing / "m").rename(landing / "mm")  # the typo: `mm/` instead of `m/`
+    (landing / "notes").mkdir()  # a directory without partitions is nobody's business
+    clock = [T0]
+    intake = Intake(cfg, clock=lambda: clock[0])
+    with caplog.at_level("WARNING", logger="freshet.intake"):
+        assert intake.scan() == []
+    assert intake.unknown == {"mm": 1}
+    assert "mm/ names no configured stream" in caplog.text and "m-0000" in caplog.text
+    assert "known streams: a, m" in caplog.text
+    caplog.clear()
+    clock[0] += 60
+    with caplog.at_level("WARNING", logger="freshet.intake"):
+        intake.scan()
+    assert intake.unknown == {"mm": 1} and caplog.text == ""  # logged once
+    assert (landing / "mm" / "m-0000" / "_partition.json").is_file()  # left in place
+    (landing / "mm").rename(landing / "m")  # fixed: the partition loads
+    clock[0] += 60
+    assert [e.partition_id for e in intake.scan()] == ["m-0000"] and intake.unknown == {}
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

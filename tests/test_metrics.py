@@ -127,6 +127,17 @@ def test_shell_instruments_histogram_and_counters(setup):
     assert s["freshet_scheduler_decision_seconds_count"][()] == 1
 
 
+def test_partitions_under_a_directory_of_no_stream_are_a_gauge_per_directory(setup):
+    reg, _holder, _clock, m = setup
+    m.unknown_directories({"router-cpu": 3, "tmp": 1})
+    s = scrape(reg)["freshet_landing_unknown_partitions"]
+    assert s == {(("directory", "router-cpu"),): 3, (("directory", "tmp"),): 1}
+    m.unknown_directories({"router-cpu": 4})  # `tmp` is gone: its series too
+    assert scrape(reg)["freshet_landing_unknown_partitions"] == {(("directory", "router-cpu"),): 4}
+    m.unknown_directories({})
+    assert "freshet_landing_unknown_partitions" not in scrape(reg)  # no directory, no sample
+
+
 def test_names_follow_conventions(setup):
     reg, *_ = setup
     fams = list(text_string_to_metric_families(generate_latest(reg).decode()))

@@ -22,6 +22,7 @@ import bisect
 import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import threading
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 LOADED = "_loaded"
+UNKNOWN_EVERY = 10.0  # seconds between two listings of the landing zone for directories of no stream
 log = logging.getLogger("freshet.intake")
 
 
@@ -202,6 +204,9 @@ class Intake:
         self.quarantined: Counter[str] = Counter()
         self.duplicates: Counter[str] = Counter()
         self.quarantine_failures: Counter[str] = Counter()  # moves into quarantine that failed (retried)
+        self.unknown: dict[str, int] = {}  # complete partitions now under directories naming no stream
+        self._unknown_seen: set[tuple[str, str]] = set()
+        self._unknown_at = -math.inf  # when the landing zone's root was last listed for them
         self.last_rejection: dict[str, str] = {}
         self._unmoved: dict[tuple[str, str], _Unmoved] = {}  # quarantines to finish (scan retries them)
         self._configure(config, state)
@@ -307,8 +312,40 @@ class Intake:
                         p = self._discover(stream, e.name, Path(e.path), now)
                         if p is not None:
                             out.append(p)
+        if now - self._unknown_at >= UNKNOWN_EVERY:
+            self._unknown_at = now
+            self._scan_unknown()
         out.sort(key=lambda p: (p.stream, p.end, p.start, p.id))
         return [p.arrived() for p in out]
+
+    def _scan_unknown(self) -> None:
+        """Complete partitions under a directory that names no configured stream (a producer's
+        typo, a stream not configured yet) are never loaded: each is logged once, counted per
+        directory in `unknown` while it is there, and left in place, so a reload that adds the
+        stream picks it up."""
+        seen: set[tuple[str, str]] = set()
+        try:
+            dirs = [e for e in os.scandir(self.landing) if not e.name.startswith((".", "_"))
+                    and e.name not in self._streams and e.is_dir(follow_symlinks=False)]
+            for d in dirs:
+                new = []
+                for e in os.scandir(d.path):
+                    if not e.name.startswith((".", "_")) and e.is_dir(follow_symlinks=False) \
+                            and os.path.isfile(os.path.join(e.path, MANIFEST)):
+                        seen.add((d.name, e.name))
+                        if (d.name, e.name) not in self._unknown_seen:
+                            self._unknown_seen.add((d.name, e.name))
+                            new.append(e.name)
+                if new:
+                    log.warning("landing zone: %s/ names no configured stream, so its partition(s) %s are not "
+                                "loaded (left in place); known streams: %s", d.name, ", ".join(sorted(new)[:5])
+                                + (f" and {len(new) - 5} more" if len(new) > 5 else ""),
+                                ", ".join(sorted(self._streams)))
+        except OSError as err:
+            log.warning("cannot list the landing zone %s: %s", self.landing, err)
+            return
+        self._unknown_seen = seen
+        self.unknown = dict(Counter(d for d, _ in seen))
 
     def _discover(self, stream: str, pid: str, directory: Path, now: float) -> Partition | None:
         """One directory of the landing zone, under its claim."""
