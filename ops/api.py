@@ -189,8 +189,10 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(req: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code in (404, 405):  # a mistyped path or method: name what was asked for
+            detail = f"{req.method} {req.url.path}: {detail} (the API: /docs)"
         if req.method not in ("GET", "HEAD", "OPTIONS"):  # e.g. a producer POSTing to a mistyped path
-            reject(req, None, ApiError(exc.status_code, f"{req.method} {req.url.path}: {detail}", "no_route"))
+            reject(req, None, ApiError(exc.status_code, detail, "no_route"))
         return _error(exc.status_code, detail)
 
     @app.exception_handler(RequestValidationError)

@@ -244,9 +244,11 @@ def test_a_post_to_a_path_the_api_does_not_serve_is_counted(server, caplog):
     _b, client, _, srv = server
     before = srv.rejected()["no_route"]
     with caplog.at_level(logging.WARNING, logger="freshet.api"):
-        assert client.post("/v1/streams/m/partition", json={}, headers=AUTH).status_code == 404
+        r = client.post("/v1/streams/m/partition", json={}, headers=AUTH)
+        assert r.status_code == 404 and r.json()["error"].startswith("POST /v1/streams/m/partition: Not Found")
         assert client.put("/v1/streams/m/partitions", json={}, headers=AUTH).status_code == 405
-        assert client.get("/v1/nothing").status_code == 404  # a read is not a rejected request
+        r = client.get("/v1/nothing")  # a read is not a rejected request; its answer names the path too
+        assert r.status_code == 404 and "GET /v1/nothing: Not Found" in r.json()["error"]
     assert srv.rejected()["no_route"] == before + 2
     assert [r.status for r in caplog.records if r.getMessage() == "request rejected"] == [404, 405]
 

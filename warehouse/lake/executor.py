@@ -242,7 +242,9 @@ class Executor:
         slices = {p.partition_id: job.end for p in parts if p.end > job.end}
         if job.late:
             log.warning("table %s: loading late partition(s) %s (the derived windows computed without "
-                        "them are recomputed after this load)", tc.name, ", ".join(job.late))
+                        "them are recomputed after this load; a derived table holds nothing before its "
+                        "origin, so data older than that stays out of it: docs/warehouse.md §8)",
+                        tc.name, ", ".join(job.late))
         tcol = time_column(self.config, tc)
         meta = {"kind": "base", "job_id": job.job_id, "partitions": fps, "freshness": new_f,
                 "safe_freshness": new_safe, "window": [job.start, job.end],

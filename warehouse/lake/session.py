@@ -470,10 +470,18 @@ def _local(cfg: SparkConfig) -> SparkSession:
     return spark
 
 
-def stop_spark() -> None:
-    """Stop the process's session (tests and shutdown)."""
+def stop_spark(settle: float = 10.0) -> None:
+    """Stop the process's session (tests and shutdown) once nothing runs on it any more — what
+    Spark or Delta still runs after the last job (a checkpoint after a commit) gets up to `settle`
+    seconds — so a graceful stop does not end in tasks a stopping executor rejects (logged at
+    ERROR with Java stack traces)."""
     global _session
     with _lock:
         if _session is not None:
+            with contextlib.suppress(Exception):
+                tracker = _session.sparkContext.statusTracker()
+                deadline = time.monotonic() + settle
+                while (tracker.getActiveJobsIds() or tracker.getActiveStageIds()) and time.monotonic() < deadline:
+                    time.sleep(0.05)
             _session.stop()
             _session = None
