@@ -341,6 +341,8 @@ class Intake:
                                 "loaded (left in place); known streams: %s", d.name, ", ".join(sorted(new)[:5])
                                 + (f" and {len(new) - 5} more" if len(new) > 5 else ""),
                                 ", ".join(sorted(self._streams)))
+        except FileNotFoundError:  # no landing zone (yet): nothing waits in it
+            pass
         except OSError as err:
             log.warning("cannot list the landing zone %s: %s", self.landing, err)
             return
