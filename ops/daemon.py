@@ -25,7 +25,6 @@ import time
 from typing import Any
 
 from ops.actions import ActionStore, OperatorActions, store_path
-from ops.autotune import trace_file
 from ops.backend import serve
 from ops.lease import take_lease
 from ops.liveness import SparkWatch
@@ -117,11 +116,10 @@ class Daemon(SchedulerLoop):
     def run(self) -> int:
         cfg = self.config
         listen = self.opts.listen or cfg.listen
-        path, rotate_at = trace_file(cfg, self.opts.trace)
-        if path is not None:
+        if (path := self.trace_path) is not None:
             try:
                 self._trace = TraceWriter.append_to(path, {"source": "freshet run", "clock": "epoch seconds"},
-                                                    rotate_at=rotate_at)
+                                                    rotate_at=self.trace_rotate)
             except OSError as e:
                 raise FreshetError(f"cannot append to the trace file {path}: {e}") from None
         self.lease = take_lease(cfg, listen, self._lost_lease)

@@ -93,8 +93,8 @@ class SchedulerLoop:
         self.metrics.declare(config)
         self.lineage = LineageEmitter(config, self.registry)  # OpenLineage per job (ops.lineage); off without `lineage:`
         # the scheduler that tunes itself (issue 20): replays the trace in a separate process
-        self.tuner = AutoTuner(config, trace_file(config, opts.trace)[0], self.registry, self._autotuned,
-                               now=time.time())
+        self.trace_path, self.trace_rotate = trace_file(config, opts.trace)  # the one decision: written and read
+        self.tuner = AutoTuner(config, self.trace_path, self.registry, self._autotuned, now=time.time())
         self.reloader = Reloader(opts.config_path, lambda result: self.metrics.reloads.labels(result=result).inc())
         self.parts: Parts | None = None
         self.actions: OperatorActions | None = None

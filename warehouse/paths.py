@@ -44,4 +44,3 @@ def state_dir(root: str, landing: str) -> Path | None:
         if (base := local_path(location)) is not None:
             return base / "_freshet"
     return None
-
