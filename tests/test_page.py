@@ -384,9 +384,18 @@ def test_the_page_of_a_running_daemon_in_headless_chromium(tmp_path):
         assert not driver.find_elements(By.TAG_NAME, "script")  # readable without JavaScript
 
         # it refreshes itself: the meta refresh reloads it (a new instant) without any script
-        first = driver.find_element(By.ID, "now").get_attribute("data-now")
-        wait_for("the page to reload itself", lambda: driver.find_element(By.ID, "now").get_attribute("data-now")
-                 != first, timeout=15, every=0.5)
+        def shown_now() -> str | None:  # None while the page is between two loads
+            from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+            try:
+                return driver.find_element(By.ID, "now").get_attribute("data-now")
+            except (NoSuchElementException, StaleElementReferenceException):
+                return None
+
+        first = shown_now()
+        assert first is not None
+        wait_for("the page to reload itself", lambda: (now := shown_now()) is not None and now != first,
+                 timeout=15, every=0.5)
 
         driver.get(url + "/?refresh=0")
         height = driver.execute_script("return document.documentElement.scrollHeight")
