@@ -286,3 +286,9 @@ class StartJob:
     def partitions(self) -> tuple[str, ...]:
         """The ids of the partitions this job loads (base jobs), chronological."""
         return tuple(p.partition_id for p in self.arrivals)
+
+    @property
+    def time_slice(self) -> bool:
+        """A base job loading a time slice of one partition (§3.4): the partition ends after the
+        job's window, and stays pending for the next slice."""
+        return len(self.arrivals) == 1 and self.arrivals[0].end > self.end

@@ -14,7 +14,7 @@ A table is in one job state, one operator mode and one maintenance state; all mo
                       └──hold──▶ held (a track waits for more valuable jobs, policies.reservation)
     running | slicing | recomputing ──fail──▶ backoff ──retry──▶ idle
     idle ──upkeep──▶ maintaining (OPTIMIZE/VACUUM, warehouse.upkeep) ──finish──▶ idle
-    idle ──adopt──▶ running | recomputing (a reload: the job its last incarnation runs, §4.4)
+    idle ──adopt──▶ running | slicing | recomputing (a reload: the job its last incarnation runs, §4.4)
 
     active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
     active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
@@ -97,6 +97,7 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
     (_H, "drain"): _I,
     (_I, "upkeep"): _M,
     (_I, "adopt"): _R,  # a table back by a reload takes over its last incarnation's running job (§4.4)
+    (_I, "adopt slice"): _S,
     (_I, "adopt recompute"): _C,  # (and its maintenance job by "upkeep")
     # the operator (ops.actions)
     (_A, "refresh"): _U,
@@ -166,7 +167,7 @@ class Scheduler:
         self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master)  # bulk jobs at once (policies.bulk)
         lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
-            self._transition(t, _ADOPT.get(job.kind, "adopt"))
+            self._transition(t, "adopt slice" if job.time_slice else _ADOPT.get(job.kind, "adopt"))
             self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
         self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._orphans = {j.job_id for j in self._board.jobs.values() if j.table not in lay.tables}
