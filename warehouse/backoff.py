@@ -8,6 +8,7 @@ clock, no I/O; knows nothing of the Scheduler.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -17,8 +18,18 @@ T = TypeVar("T")
 
 
 def backoff_for(failures: int, base: float, ceiling: float) -> float:
-    """Seconds before the retry after `failures` failures in a row: base·2^(failures−1), capped."""
-    return min(base * 2 ** (failures - 1), ceiling)
+    """Seconds before the retry after `failures` failures in a row: base·2^(failures−1), capped at
+    `ceiling` — at any count: the doubling is compared with the ceiling in logarithms, so no power
+    of two is taken that a float cannot hold (base·2^1024 is not one)."""
+    if failures <= 1 or not base < ceiling:
+        return min(base, ceiling)
+    doublings = failures - 1
+    if doublings > _FLOAT_RANGE or doublings >= math.log2(ceiling) - math.log2(base):
+        return ceiling
+    return math.ldexp(base, doublings)  # base·2^doublings < ceiling: a finite float
+
+
+_FLOAT_RANGE = 2100  # binary exponents of positive finite floats span less than this (-1074 … 1023)
 
 
 class Backoffs:
