@@ -46,7 +46,7 @@ from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
-from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
+from warehouse.jobs import recompute_job, update_job, upkeep_estimate, upkeep_job, upkeep_ranked
 from warehouse.layout import Change, adopt, lay_out
 from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
@@ -164,7 +164,7 @@ class Scheduler:
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
-        self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master)  # bulk jobs at once (policies.bulk)
+        self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores)  # (policies.bulk)
         lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
             self._transition(t, "adopt slice" if job.time_slice else _ADOPT.get(job.kind, "adopt"))
@@ -479,8 +479,11 @@ class Scheduler:
         return out
 
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them)."""
+        """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them);
+        a bulk one only within the bulk limit (it keeps its place: first when a bulk job ends)."""
         for t, track in self._q.urgent_first(self._tables, self.plan, available):
+            if self._bulk_cap is not None and self._bulk_waits(t):
+                continue
             out.append(self._start(t, track, now))
             available.discard(track)
 
@@ -497,6 +500,8 @@ class Scheduler:
             if not available:
                 return
             t = self._by_idx[idx]
+            if self._bulk_cap is not None and self._bulk_full(upkeep_estimate(t, kind, self._upkeep)):
+                continue  # the bulk limit is reached: it stays due
             track = self.plan.place(t.name, available, self._q.waiting)
             if track is not None:
                 out.append(self._start_upkeep(t, kind, track, now))
@@ -566,19 +571,28 @@ class Scheduler:
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it costs more
-        than the bulk threshold (policies.bulk)."""
+        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it is (`_bulk`)."""
         self._next_job += 1
-        bulk = job.estimate > self._bulk_over
+        bulk = self._bulk(job.estimate)
         if bulk:
             job = dataclasses.replace(job, bulk=True)
         self._board.occupy(job, now, bulk)
         return job
 
+    def _bulk(self, estimate: float) -> bool:
+        """A job estimated to run `estimate` seconds is bulk (policies.bulk): the one definition, for
+        the board's count and the limit's check alike, whatever the job (update, recompute,
+        maintenance, an operator's refresh)."""
+        return estimate > self._bulk_over
+
+    def _bulk_full(self, estimate: float) -> bool:
+        """A job of `estimate` would pass the bulk limit: it is bulk, and the limit's bulk jobs run."""
+        return self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap and self._bulk(estimate)
+
     def _bulk_waits(self, t: Table) -> bool:
-        """t's next job is bulk and the bulk limit is reached: it waits (policies.bulk)."""
+        """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit."""
         return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
-                and self._nj.candidate(t)[0].cost > self._bulk_over)
+                and self._bulk(self._nj.candidate(t)[0].cost))
 
     # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
