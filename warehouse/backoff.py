@@ -1,7 +1,8 @@
 """Tables in back-off after a failed job, by when they are retried (exponential, capped).
 
 A heap of (until, seq, table name) with lazy deletion: an entry counts while its table is still
-in back-off until then (`current` says so; names, since indices move on a reconfigure). Pure: no
+in back-off until then (`current` says so; names, since indices move on a reconfigure); stale
+entries leave at the top by `prune` (the owner's change of state), never by a query. Pure: no
 clock, no I/O; knows nothing of the Scheduler.
 """
 
@@ -50,12 +51,13 @@ class Backoffs:
             if (t := current(name, until)) is not None:
                 yield t
 
-    def next(self, current: Callable[[str, float], object | None]) -> float | None:
-        """The earliest back-off still current, if any (stale entries leave on the way)."""
+    def prune(self, current: Callable[[str, float], object | None]) -> None:
+        """Stale entries at the top leave (a change of state: the Scheduler calls it in `handle`),
+        so that `next` finds the earliest current one on top."""
         h = self.heap
-        while h:
-            until, _, name = h[0]
-            if current(name, until) is not None:
-                return until
+        while h and current(h[0][2], h[0][0]) is None:
             heapq.heappop(h)
-        return None
+
+    def next(self) -> float | None:
+        """The earliest back-off, if any: the top entry, current since the last `prune`. A query."""
+        return self.heap[0][0] if self.heap else None

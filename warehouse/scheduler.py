@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from policies.basic import Candidate
 from policies.bulk import bulk_limit, bulk_threshold
@@ -155,6 +157,7 @@ class Scheduler:
             PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
             Tick: lambda ev, now: None, Reconfigure: self._reconfigure, **dict.fromkeys(ORDERS, self._ordered)}
         self._build(config, recovered or {}, now)
+        self._prune()
 
     # ---- construction and reconfiguration ------------------------------------------------------
     def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
@@ -222,13 +225,23 @@ class Scheduler:
             for name in self._upkeep.ripe(now):
                 if (t := self._tables.get(name)) is not None:
                     self._care(t, "due")
-        return self._dispatch(now) if self._board.idle else []
+        out = self._dispatch(now) if self._board.idle else []
+        self._prune()
+        return out
+
+    def _prune(self) -> None:
+        """Timers no longer standing leave the tops of their heaps, so `next_wakeup` (a query) reads
+        the tops as they are."""
+        if self._backoffs.heap:
+            self._backoffs.prune(self._backing_off)
+        if self._upkeep.timers:
+            self._upkeep.prune()
 
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
-        any: call `handle(Tick(), t)` then."""
+        any: call `handle(Tick(), t)` then. A query: it changes nothing."""
         hold = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
-        backoff = self._backoffs.next(self._backing_off) if self._backoffs.heap else None
+        backoff = self._backoffs.next() if self._backoffs.heap else None
         due = self._upkeep.next_due() if self._upkeep.timers else None
         if backoff is None and due is None:  # (the usual case, asked after every event)
             return hold
@@ -326,9 +339,9 @@ class Scheduler:
         return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
     @property
-    def running(self) -> dict[int, StartJob]:
-        """The jobs running now, by id (read only: the track board's)."""
-        return self._board.jobs
+    def running(self) -> Mapping[int, StartJob]:
+        """The jobs running now, by id: a read-only view of the track board's (it follows the board)."""
+        return MappingProxyType(self._board.jobs)
 
     def _finished(self, ev: JobFinished, now: float) -> None:
         job, t = self._job(ev.job_id)
@@ -454,9 +467,16 @@ class Scheduler:
             self._drain(t)
 
     def _push(self, t: Table) -> None:
+        """t's job is (re)keyed in its queue; a base table's shape under a fixed c is kept with it
+        (`Table.shaped`: NextJob.shape reads it until the version or the row rate moves)."""
         t.version += 1
-        t.keyed_rate = t.rate.rate if t.rate is not None else None
-        self._q.push(t.group, (*self._nj.queue_key(t), t.version, t.idx))
+        t.keyed_rate = rate = t.rate.rate if t.rate is not None else None
+        nj = self._nj
+        if t.log is not None and not nj.auto:
+            t.shaped = (t.version, rate, shape := nj.shape(t))
+            self._q.push(t.group, (*nj.queue_key(t, shape), t.version, t.idx))
+        else:
+            self._q.push(t.group, (*nj.queue_key(t), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[-1]]
