@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -461,6 +461,21 @@ class FreshetConfig(_Strict):
 
     def cost_prior(self, table: TableConfig) -> CostPrior:
         return table.cost or CostPrior(alpha=self.sim.alpha, beta=self.sim.beta)
+
+    def job_definitions(self, names: Iterable[str]) -> dict[str, tuple]:
+        """What the jobs of the tables `names` run, as the config says (a table it has not: left
+        out): the table's entry but its scheduling parameters (priority, target staleness, cost
+        prior, maintenance) and, for a base table, the format of the stream it loads. Two configs
+        that give a table the same definition run the same job for it."""
+        wanted = set(names)
+        streams = {s.name: s for s in self.streams}
+        return {t.name: (t.model_dump(exclude=_SCHEDULING),
+                         streams[t.stream].model_dump(include=_STREAM_FORMAT) if t.stream in streams else None)
+                for t in self.tables if t.name in wanted}
+
+
+_SCHEDULING = frozenset({"priority", "target_staleness", "cost", "maintenance"})
+_STREAM_FORMAT = frozenset({"time_column", "format", "schema_"})
 
 
 def _hint(name: str, known: list[str]) -> str:

@@ -204,7 +204,16 @@ class Scheduler:
     def _reconfigure(self, ev: Reconfigure, now: float) -> None:
         """Apply a new config: added/removed tables, changed priorities; repartition (§3.2).
         Tables that stay keep their run state — during a run the Scheduler owns it; a table added
-        over existing data starts from what storage holds (`ev.recovered`), not as never loaded."""
+        over existing data starts from what storage holds (`ev.recovered`), not as never loaded.
+        A table in back-off whose job the new config changes (its SQL, say) is retried now, its
+        failures forgotten: they were the old job's."""
+        if backing := [t for t in self._by_idx if t.state is _B]:
+            names = [t.name for t in backing]
+            was, new = self.config.job_definitions(names), ev.config.job_definitions(names)
+            for t in backing:
+                if t.name in new and new[t.name] != was.get(t.name):
+                    t.backoff_until, t.failures = now, 0  # (its heap entry goes stale)
+                    self._transition(t, "retry")
         self._build(ev.config, dict(ev.recovered or {}), now)
 
     # ---- the event interface ---------------------------------------------------------------------
