@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from warehouse.config import FreshetConfig, load_config
+from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.errors import ConfigError
 from warehouse.events import Reconfigure
 from warehouse.times import iso
@@ -144,7 +144,7 @@ class Reloader:
     def _prepare(self, current: FreshetConfig, parts: Parts) -> _Prepared:
         from warehouse.lake.recovery import recover
 
-        new = load_config(self.path)
+        new = with_cores(load_config(self.path), current.spark.cores)  # the cores counted at start stand
         problems = [f"{s}: changing it needs a restart" for s in RESTART_SECTIONS
                     if getattr(new, s) != getattr(current, s)]
         if not problems:  # a changed derived SQL must keep its table's schema or only add columns (seed 001)

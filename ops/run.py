@@ -6,9 +6,10 @@ import argparse
 import logging
 
 from ops.api import parse_listen
+from ops.cores import machine_cores
 from ops.daemon import Daemon, Options
 from ops.logs import setup_logging
-from warehouse.config import load_config, parse_duration
+from warehouse.config import load_config, parse_duration, with_cores
 from warehouse.errors import ConfigError, FreshetError
 
 __all__ = ["add_arguments", "main"]
@@ -54,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = with_cores(load_config(args.config), machine_cores())  # local[*]: this machine's (bulk_limit auto)
     if args.grace < 0:
         raise ConfigError(f"--grace must not be negative (got {args.grace})")
     if args.listen:

@@ -9,8 +9,9 @@ import json
 import sys
 from typing import Any
 
+from ops.cores import machine_cores
 from policies.bulk import bulk_limit
-from warehouse.config import FreshetConfig, load_config
+from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.dag import Dag
 from warehouse.scheduler import Scheduler
 
@@ -64,7 +65,7 @@ def describe(cfg: FreshetConfig) -> dict[str, Any]:
             "free_tracks": list(plan.free_tracks),
             "feasible": plan.feasible,
             "note": plan.note,
-            "bulk_limit": bulk_limit(cfg.scheduler.bulk_limit, cfg.spark.master),
+            "bulk_limit": bulk_limit(cfg.scheduler.bulk_limit, cfg.spark.master, cfg.spark.cores),
         },
     }
 
@@ -109,7 +110,8 @@ def _text(d: dict[str, Any]) -> str:
     lines.append(f"  free tracks: {p['free_tracks'] or 'none'}")
     limit, asked = p["bulk_limit"], s["bulk_limit"]
     over = "4 × the median E(P)" if s["bulk_cost"] == "auto" else f"{s['bulk_cost']:g} s"
-    lines.append(f"  bulk jobs at once: {'no limit' if limit is None else limit}{' (auto)' if asked == 'auto' else ''};"
+    why = "" if asked != "auto" else " (auto)" if limit is not None else " (auto: the cores are unknown, say spark.cores)"
+    lines.append(f"  bulk jobs at once: {'no limit' if limit is None else limit}{why};"
                  f" a job estimated over {over} is bulk (docs/operations.md §9)")
     if p["note"]:
         lines.append(f"  note: {p['note']}")
@@ -124,7 +126,7 @@ def _dur(seconds: float) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    cfg = with_cores(load_config(args.config), machine_cores())  # as the daemon would on this machine
     d = describe(cfg)
     if args.json:
         json.dump(d, sys.stdout, sort_keys=True)

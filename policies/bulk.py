@@ -8,11 +8,13 @@ jobs beside them wait for slots whatever the pools say. So:
 - a job is **bulk** when its estimated cost E_i(n) (§2.4) exceeds a threshold: `scheduler.bulk_cost`,
   or with `auto` `BULK_FACTOR` × the median over tables of E_j(P_j), the cost of an ordinary job
   (one period of data) — a burst, a backlog after overload, a table's first load;
-- at most `scheduler.bulk_limit` bulk jobs run at once (`auto`: one fewer than the cores of a
-  `local[N]` master, so one core stays for the small jobs; unknown cores — `local[*]`, a cluster,
-  Spark Connect — leave it uncapped: the simulator must decide as the daemon does, so the limit is
-  a function of the config alone). A bulk job over the limit waits in its queue; a small job
-  takes the track.
+- at most `scheduler.bulk_limit` bulk jobs run at once (`auto`: one fewer than the cores, so one
+  core stays for the small jobs — the N of a `local[N]` master, or `spark.cores`: what the config
+  says, or for `local[*]` the machine's, which the daemon writes there when it loads the config;
+  a cluster or Spark Connect whose `spark.cores` is not said leaves it uncapped). The limit is a
+  function of the config alone, so the simulator given the daemon's config decides as it does.
+  Every job counts, and every job obeys it — update, recompute, maintenance, an operator's
+  refresh: a bulk job over the limit waits (in its queue, or due); a small job takes the track.
 - each job's Spark work runs in a fair-scheduler pool weighted by its table's inherited priority
   Ip (§3.3), relative to the least priority of the warehouse, in powers of two; a bulk job in the
   pool `freshet-bulk` of weight 1, so a valuable small job beside it gets the task slots as they
@@ -47,15 +49,18 @@ BULK_POOL = "freshet-bulk"
 _LOCAL = re.compile(r"^local\[(\d+)(?:\s*,\s*\d+)?\]$")
 
 
-def bulk_limit(setting: int | str | None, master: str | None) -> int | None:
-    """How many bulk jobs may run at once: `setting`, or for `auto` the cores of a `local[N]`
-    master less one (at least 1); None: no limit."""
+def bulk_limit(setting: int | str | None, master: str | None, cores: int | None = None) -> int | None:
+    """How many bulk jobs may run at once: `setting`, or for `auto` the cores less one (at least
+    1) — `cores` (the config's `spark.cores`: said, or `local[*]`'s resolved by the shell, which
+    knows the machine), else N of a `local[N]` master; None: no limit (the cores are unknown)."""
     if setting is None:
         return None
     if setting != "auto":
         return int(setting)
-    m = _LOCAL.match((master or "").strip())
-    return max(1, int(m.group(1)) - 1) if m else None
+    if cores is None:
+        m = _LOCAL.match((master or "").strip())
+        cores = int(m.group(1)) if m else None
+    return max(1, cores - 1) if cores is not None else None
 
 
 def bulk_threshold(setting: float | str, ordinary: Iterable[float]) -> float:

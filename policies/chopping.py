@@ -56,6 +56,7 @@ class Pace:
 
     NOW_WEIGHT = 0.25
     LONG_WEIGHT = 0.001
+    MAX_RATIO = 1e6  # one job this many times slower than estimated says no more than this
 
     def __init__(self) -> None:
         self.now = 1.0
@@ -67,7 +68,8 @@ class Pace:
 
     def observe(self, duration: float, estimate: float) -> None:
         if estimate > 0 and duration >= 0:
-            self.now += self.NOW_WEIGHT * (duration / estimate - self.now)
+            ratio = duration / estimate  # (an estimate near zero: at most MAX_RATIO, never inf)
+            self.now += self.NOW_WEIGHT * ((ratio if ratio < self.MAX_RATIO else self.MAX_RATIO) - self.now)
             self._observed += self.LONG_WEIGHT * (duration - self._observed)
             self._estimated += self.LONG_WEIGHT * (estimate - self._estimated)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from warehouse.config import FreshetConfig, SparkConfig, parse_config
 
@@ -21,6 +22,18 @@ from warehouse.config import FreshetConfig, SparkConfig, parse_config
 # JVM; every JVM the tests start inherits it (the session's, the daemons', the Connect server's).
 # The daemon outside the tests is unchanged.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+# The property and model tests (tests/test_properties.py, tests/test_model.py) run a few hundred
+# examples each in `make test`; `HYPOTHESIS_PROFILE=long` runs 5,000 each (`HYPOTHESIS_EXAMPLES=N`:
+# N), outside `make test` (docs/simulator.md § Property tests). Each test asks `examples(n)`.
+settings.register_profile("long", max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "5000")), deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def examples(n: int) -> int:
+    """`n` examples in `make test`; the profile's count where it asks more (`HYPOTHESIS_PROFILE=long`)."""
+    return max(n, settings.default.max_examples)
 
 
 @pytest.fixture(autouse=True)

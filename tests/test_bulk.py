@@ -10,7 +10,7 @@ import pytest
 
 from policies.bulk import BULK_POOL, bulk_limit, bulk_threshold, pool_for, pool_weights
 from tests.helpers_engine import config
-from warehouse.config import parse_config
+from warehouse.config import parse_config, with_cores
 from warehouse.errors import ConfigError
 from warehouse.events import JobFinished, PartitionArrived, StartJob
 from warehouse.scheduler import Scheduler
@@ -189,9 +189,12 @@ def test_cores_shared_by_pool_weight() -> None:
 def test_validate_shows_the_bulk_limit_in_force() -> None:
     from ops.validate import _text, describe
 
-    for master, says in (("local[2]", "bulk jobs at once: 1 (auto)"), ("local[*]", "bulk jobs at once: no limit (auto)")):
+    for master, cores, limit, says in (
+            ("local[2]", None, 1, "bulk jobs at once: 1 (auto)"),
+            ("local[*]", 4, 3, "bulk jobs at once: 3 (auto)"),  # the cores `freshet validate` counted (with_cores)
+            ("local[*]", None, None, "bulk jobs at once: no limit (auto: the cores are unknown, say spark.cores)")):
         cfg = config(STREAMS, TABLES, tracks=4)
-        cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"master": master})})
+        cfg = with_cores(cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"master": master})}), cores)
         d = describe(cfg)
-        assert d["plan"]["bulk_limit"] == (1 if master == "local[2]" else None)
+        assert d["plan"]["bulk_limit"] == limit
         assert says in _text(d)

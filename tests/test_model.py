@@ -40,6 +40,7 @@ from hypothesis.stateful import (
 )
 
 from ops.actions import ActionRejected, ActionRequest, ActionStore, OperatorActions
+from tests.conftest import examples as conftest_examples
 from tests.model_ref import Arrived, ModelLake, Plan, Reference, unjustified, window_ends
 from warehouse.config import FreshetConfig, parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
@@ -500,7 +501,7 @@ def _run(checks: set[type], triggers: set[str], examples: int, shrink: bool = Tr
     machine = type("Checked", (Warehouse,), {"checks": frozenset(checks), "triggers": frozenset(triggers)})
     phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
     run_state_machine_as_test(machine, settings=settings(
-        max_examples=examples, stateful_step_count=40, derandomize=True, database=None, deadline=None,
+        max_examples=conftest_examples(examples), stateful_step_count=40, derandomize=True, database=None, deadline=None,
         phases=phases, report_multiple_bugs=False, print_blob=False,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
 

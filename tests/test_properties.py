@@ -7,9 +7,10 @@ import random
 from collections import defaultdict
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from warehouse.config import FreshetConfig, parse_config
 from warehouse.errors import PartitionRefused
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, Tick
@@ -124,7 +125,7 @@ def drive(cfg, arrivals, seed, fail_prob):
     return s, loaded
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 def test_random_workloads_keep_the_invariants(w):
     cfg, arrivals, seed, fail_prob = w
@@ -210,8 +211,30 @@ def _variant(cfg, drop, tracks, partitioner, priority):
     return parse_config(raw)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _found(streams: dict[str, float], tables: list[dict], scheduler: dict, arrivals: list[tuple], seed: int,
+           fail_prob: float, changes: list[tuple]) -> tuple:
+    """A workload the long profile found (`reconfigured_workloads`' shape), pinned as an example."""
+    cfg = parse_config({"streams": [{"name": n, "period": p} for n, p in streams.items()], "tables": tables,
+                        "scheduler": {"retry_backoff": 1, "retry_backoff_max": 8, **scheduler}})
+    return cfg, arrivals, seed, fail_prob, changes
+
+
+_COST = {"alpha": 0.1, "beta": 0.1}
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reconfigured_workloads())
+# b0_0 is removed (with s0) while it loads a time slice of s0-2 and returns before the slice ends:
+# the returning table took the job over as if it loaded all of s0-2, and the rest was never loaded
+@example(_found(
+    {"s0": 1, "s1": 2, "s2": 1},
+    [{"name": "b0_0", "stream": "s0", "cost": _COST}, {"name": "b1_0", "stream": "s1", "cost": _COST},
+     {"name": "b2_0", "stream": "s2", "cost": _COST}, {"name": "d0", "sources": ["b0_0", "b1_0"]}],
+    {"tracks": 1, "policy": "auto", "partitioner": "auto", "k": 1, "allocation": "basic", "aggressive": False,
+     "inheritance": "none", "chop": "auto", "learn_costs": False},
+    [(1, "s2", "s2-0", 0, 1, 0), (7, "s0", "s0-0", 0, 7, 0), (14, "s0", "s0-1", 7, 14, 0),
+     (14, "s1", "s1-0", 0, 14, 0), (21, "s0", "s0-2", 14, 21, 0)],
+    1, 0.0, [(25.0, ["b0_0"], 1, "global", 1)]))
 def test_reconfigure_mixed_with_events_keeps_the_invariants(w):
     """Tables come and go while partitions arrive and jobs finish or fail. The Delta log is
     modelled: what each job committed survives its table's removal and is handed back

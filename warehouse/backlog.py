@@ -98,6 +98,18 @@ class Backlog:
         self.running = parts
         self.ids.update(p.pid for p in parts)
 
+    def adopt_slice(self, p: Partition, start: float) -> None:
+        """A job of a previous incarnation of the table loads a time slice of `p` from `start`
+        (a reconfigure): `p` is pending, loaded up to `start`, as after `take_slice`; the rest of
+        it stays to load after the slice."""
+        self.add(p)
+        if start > p.start and (p.loaded is None or start > p.loaded):
+            p.loaded = start
+        if p.loaded is not None:
+            self.partial = p
+        self.slice = p
+        self.running = []
+
     # ---- the next job (§2.4, §3.4) ------------------------------------------------------------
     def shape(self, freshness: float | None, period: float, c: float | None, slicing: bool) -> Shape:
         """The job that loads the backlog now — (start, end, new freshness, partitions, a time

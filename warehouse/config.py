@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -42,6 +42,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "parse_duration",
+    "with_cores",
 ]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -279,6 +280,7 @@ class SchedulerConfig(_Strict):
 TIME_ZONE_KEY = "spark.sql.session.timeZone"
 UTC_NAMES = frozenset({"utc", "etc/utc", "z", "+00:00", "gmt", "etc/gmt"})  # what the key may say
 _REMOTE = re.compile(r"^sc://[^/:\s]+(:\d{1,5})?(/;[^\s]*)?$")
+_LOCAL_ALL = re.compile(r"^local\[\*(?:\s*,\s*\d+)?\]$")
 
 
 class SparkConfig(_Strict):
@@ -289,6 +291,9 @@ class SparkConfig(_Strict):
     remote: str | None = Field(None, description="Spark Connect: sc://host:port (instead of master)")
     app_name: str = "freshet"
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration")
+    cores: int | None = Field(None, ge=1, le=65536, description="the cores Spark's jobs share, for `scheduler."
+                              "bulk_limit: auto`; default: N of local[N]; for local[*] the machine's (the daemon "
+                              "counts them when it starts); a cluster or Spark Connect: say it, else no limit")
 
     @field_validator("conf")
     @classmethod
@@ -318,6 +323,11 @@ class SparkConfig(_Strict):
         if self.remote is not None and not _REMOTE.match(self.remote):
             raise ValueError(f"remote {self.remote!r} is not a Spark Connect URL: expected sc://host:port")
         return self
+
+    @property
+    def all_local_cores(self) -> bool:
+        """`local[*]` (or `local[*, F]`): Spark in this process on every core of the machine."""
+        return self.remote is None and _LOCAL_ALL.match((self.master or "").strip()) is not None
 
     @property
     def where(self) -> str:
@@ -451,6 +461,21 @@ class FreshetConfig(_Strict):
 
     def cost_prior(self, table: TableConfig) -> CostPrior:
         return table.cost or CostPrior(alpha=self.sim.alpha, beta=self.sim.beta)
+
+    def job_definitions(self, names: Iterable[str]) -> dict[str, tuple]:
+        """What the jobs of the tables `names` run, as the config says (a table it has not: left
+        out): the table's entry but its scheduling parameters (priority, target staleness, cost
+        prior, maintenance) and, for a base table, the format of the stream it loads. Two configs
+        that give a table the same definition run the same job for it."""
+        wanted = set(names)
+        streams = {s.name: s for s in self.streams}
+        return {t.name: (t.model_dump(exclude=_SCHEDULING),
+                         streams[t.stream].model_dump(include=_STREAM_FORMAT) if t.stream in streams else None)
+                for t in self.tables if t.name in wanted}
+
+
+_SCHEDULING = frozenset({"priority", "target_staleness", "cost", "maintenance"})
+_STREAM_FORMAT = frozenset({"time_column", "format", "schema_"})
 
 
 def _hint(name: str, known: list[str]) -> str:
@@ -627,6 +652,17 @@ def parse_config(data: Any, *, source: str | None = None) -> FreshetConfig:
         return FreshetConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_errors(err, source, data), source=source) from None
+
+
+def with_cores(config: FreshetConfig, cores: int | None) -> FreshetConfig:
+    """`config` with `spark.cores` = `cores`, the machine's, where its master is `local[*]` and the
+    config does not say them: the number `scheduler.bulk_limit: auto` needs (policies.bulk). The
+    shell counts them (the daemon, once, when it starts); the config stays the one input of the
+    Scheduler, so a simulator given this config decides as the daemon does."""
+    sp = config.spark
+    if cores is None or sp.cores is not None or not sp.all_local_cores:
+        return config
+    return config.model_copy(update={"spark": sp.model_copy(update={"cores": cores})})
 
 
 def load_config(path: str | Path) -> FreshetConfig:

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 __all__ = ["CostModel", "RowRate"]
 
 
+_LOG_BOUND = 460.0  # |log rows per second| at most this: e^±460 ≈ 10^±200, squares stay finite
+_BOUND = 1e100  # n and durations beyond this (seconds) count as this: sums of squares stay finite
+
+
 @dataclass(slots=True)
 class RowRate:
     """A stream's typical rows per event-second: a decayed geometric mean over its partitions, so
@@ -30,10 +34,13 @@ class RowRate:
     _log: float = 0.0
 
     def observe(self, rows: int, span: float) -> None:
-        """A partition of `rows` rows covering `span` event-seconds arrived."""
-        if rows <= 0 or span <= 0:  # an empty partition says nothing about the rate
+        """A partition of `rows` rows (an int64, PartitionArrived) covering `span` event-seconds
+        arrived. Its log-rate is bounded: any count over any span gives a finite, nonzero rate."""
+        if rows <= 0 or not span > 0:  # an empty partition says nothing about the rate
             return
-        x = math.log(rows / span)
+        q = rows / span
+        x = math.log(q) if 0.0 < q < math.inf else _LOG_BOUND if q > 0.0 else -_LOG_BOUND
+        x = _LOG_BOUND if x > _LOG_BOUND else -_LOG_BOUND if x < -_LOG_BOUND else x
         self._log = x if self.rate is None else self.decay * self._log + (1.0 - self.decay) * x
         self.rate = math.exp(self._log)
 
@@ -71,9 +78,10 @@ class CostModel:
 
     def observe(self, n: float, duration: float) -> None:
         """Fold in one job that loaded freshness delta n and ran for `duration` seconds."""
-        if not self.learn or duration < 0:
+        if not self.learn or not duration >= 0:
             return
-        n = max(n, 0.0)
+        n = (n if n < _BOUND else _BOUND) if n > 0.0 else 0.0  # (NaN: 0) a bound no real job comes near,
+        duration = duration if duration < _BOUND else _BOUND  # so the statistics never overflow
         if self.n_obs >= 3:
             pred = max(self.estimate(n), 1e-9)
             duration = min(duration, pred * self.clip)

@@ -34,6 +34,7 @@ __all__ = [
 
 _C = TypeVar("_C", bound=type)
 _INF, _NINF = math.inf, -math.inf  # a float x is finite iff -inf < x < inf (NaN compares false): no call
+_INT64 = 2**63 - 1  # the most rows a partition's files can hold (Parquet's row count is an int64)
 
 
 def _quick_init(cls: _C) -> _C:
@@ -98,8 +99,10 @@ class PartitionArrived:
             object.__setattr__(self, "end", float(end))
         if self.end <= self.start:
             raise SchedulerMisuse(f"partition {self.partition_id!r} of {self.stream!r}: end <= start")
-        if self.rows < 0:
-            raise SchedulerMisuse(f"partition {self.partition_id!r}: rows < 0")
+        if not 0 <= self.rows <= _INT64:
+            got = str(self.rows)
+            raise SchedulerMisuse(f"partition {self.partition_id!r}: rows must be a count from 0 to 2^63 − 1 "
+                                  f"(a Parquet row count), got {got if len(got) < 24 else got[:20] + '…'}")
 
 
 @_quick_init
@@ -286,3 +289,9 @@ class StartJob:
     def partitions(self) -> tuple[str, ...]:
         """The ids of the partitions this job loads (base jobs), chronological."""
         return tuple(p.partition_id for p in self.arrivals)
+
+    @property
+    def time_slice(self) -> bool:
+        """A base job loading a time slice of one partition (§3.4): the partition ends after the
+        job's window, and stays pending for the next slice."""
+        return len(self.arrivals) == 1 and self.arrivals[0].end > self.end

@@ -11,14 +11,19 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["StalenessMeter", "floor_to", "safe_freshness", "staleness_area", "time_within_target", "trailing_edge"]
+__all__ = ["WHOLE", "StalenessMeter", "floor_to", "safe_freshness", "staleness_area", "time_within_target", "trailing_edge"]
 
 
 def floor_to(t: float, granularity: float | None) -> float:
-    """Floor a time to a multiple of `granularity` (no-op without one)."""
+    """Floor a time to a multiple of `granularity` (no-op without one, or one too fine for a float
+    to count `t` in: every float beyond 2^53 is whole already)."""
     if not granularity:
         return t
-    return math.floor(t / granularity + 1e-12) * granularity
+    q = t / granularity + 1e-12
+    return math.floor(q) * granularity if -WHOLE < q < WHOLE else t
+
+
+WHOLE = 2.0**53  # floats at or beyond this are whole numbers: floor and ceil leave them as they are
 
 
 def safe_freshness(

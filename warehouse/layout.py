@@ -133,7 +133,8 @@ def stream_readers(tables: list[Table], rates: dict[str, RowRate]) -> dict[str, 
 
 def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = ()) -> int:
     """A new incarnation of a table (a reconfigure) takes over its previous one's running `job`:
-    a base table the partitions it loads, numbered after `seq` (the last number used is returned);
+    a base table the partitions it loads, numbered after `seq` (the last number used is returned)
+    — a time slice's partition stays pending for the slices after it;
     a derived table the windows it rewrites (as when it started, warehouse.jobs), and the windows
     it computes from rows of its sources that `changed` while it ran, to recompute after it."""
     if t.log is not None:
@@ -141,7 +142,10 @@ def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = ()) -> 
         for a in job.arrivals:
             seq += 1
             parts.append(Partition(a.end, a.start, seq, a.partition_id in job.late, a))
-        t.log.adopt(parts)
+        if job.time_slice:  # the rest of the partition is loaded by later slices (§3.4)
+            t.log.adopt_slice(parts[0], job.start)
+        else:
+            t.log.adopt(parts)
     if t.dv is not None:
         if job.kind == "recompute":
             t.dv.take(job.start, job.end, job.full, upto=t.freshness)

@@ -41,22 +41,20 @@ class NextJob:
         """(start, end, new freshness, partitions, time slice?, n of E(n)) of the update job t
         would run now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound
         is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
-        origin."""
+        origin. A fixed c's shape holds while the table's version and its stream's rate do: the
+        one the Scheduler kept when it queued the job (`Table.shaped`) is read, never written here."""
         if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
             assert t.rate is not None
             if self.auto:
                 c = self.chop_c(t)
-            else:  # a fixed c: the shape holds while the table's version and its stream's rate do
+            else:
                 c = self.chop
                 memo = t.shaped
                 if memo is not None and memo[0] == t.version and memo[1] == t.rate.rate:
                     return memo[2]
             start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
             n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
-            shape = start, end, new_f, count, sliced, n
-            if not self.auto:
-                t.shaped = (t.version, t.rate.rate, shape)
-            return shape
+            return start, end, new_f, count, sliced, n
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.dv is not None and t.dv.edge is not None
         if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
@@ -112,17 +110,17 @@ class NextJob:
         return Candidate(table=t.name, priority=t.ip, delta_f=delta_f, cost=cost, release=t.release,
                          period=t.period, seq=t.seq, rand=t.rand)
 
-    def _update(self, t: Table) -> tuple[float, float]:
-        """(ΔF, E(n)) of t's update job."""
-        start, _, new_f, _, _, n = self.shape(t)
+    def _update(self, t: Table, shape: Shape | None = None) -> tuple[float, float]:
+        """(ΔF, E(n)) of t's update job (of `shape`, if given: its `shape(t)`)."""
+        start, _, new_f, _, _, n = self.shape(t) if shape is None else shape
         return new_f - (t.freshness if t.freshness is not None else start), t.cost.estimate(n)
 
-    def queue_key(self, t: Table) -> tuple:
+    def queue_key(self, t: Table, shape: Shape | None = None) -> tuple:
         """`key(candidate(t)[0])`, the key t's job waits by in the ready queues — without building
-        the Candidate where t has update jobs only (a base table)."""
+        the Candidate where t has update jobs only (a base table; `shape`: its `shape(t)`, if known)."""
         if t.dv is not None:
             return self.key(self.candidate(t)[0])
-        delta_f, cost = self._update(t)
+        delta_f, cost = self._update(t, shape)
         return self.key_of(t.ip, delta_f, cost, t.release, t.period, t.seq, t.rand)
 
     def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:

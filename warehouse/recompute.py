@@ -25,7 +25,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from warehouse.freshness import floor_to
+from warehouse.freshness import WHOLE, floor_to
 
 __all__ = [
     "EVOLVE_SHARE",
@@ -46,7 +46,8 @@ def ceil_to(t: float, granularity: float | None) -> float:
     """Ceil a time to a multiple of `granularity` (no-op without one)."""
     if not granularity:
         return t
-    return math.ceil(t / granularity - 1e-12) * granularity
+    q = t / granularity - 1e-12
+    return math.ceil(q) * granularity if -WHOLE < q < WHOLE else t  # (as floor_to)
 
 
 def touched(a: float, b: float, *, lookback: float, granularity: float | None, taken: float | None,
@@ -67,7 +68,10 @@ def touched(a: float, b: float, *, lookback: float, granularity: float | None, t
 def window_count(length: float, granularity: float | None, period: float) -> int:
     """How many windows a range of `length` seconds holds: granules, or periods without a granularity."""
     step = granularity or period
-    return max(1, round(length / step)) if length > 0 and step > 0 else 0
+    if not (length > 0 and step > 0):
+        return 0
+    q = length / step
+    return max(1, round(q)) if q < WHOLE else int(WHOLE)  # (never round(inf))
 
 
 def full_pays(alpha: float, beta: float, work: float, span: float, table: float, c: float) -> bool:
@@ -78,7 +82,8 @@ def full_pays(alpha: float, beta: float, work: float, span: float, table: float,
     never holds a track much longer than a chopped job would (§3.4)."""
     if work <= 0 or table <= 0:
         return False
-    pieces = math.ceil(work / span - 1e-9) if span > 0 else 1
+    q = work / span - 1e-9 if span > 0 else 1.0
+    pieces = math.ceil(q) if q < WHOLE else WHOLE  # (never ceil(inf))
     full = alpha + beta * table
     return full < pieces * alpha + beta * work and full <= c * (alpha + beta * span)
 

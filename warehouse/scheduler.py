@@ -14,7 +14,7 @@ A table is in one job state, one operator mode and one maintenance state; all mo
                       └──hold──▶ held (a track waits for more valuable jobs, policies.reservation)
     running | slicing | recomputing ──fail──▶ backoff ──retry──▶ idle
     idle ──upkeep──▶ maintaining (OPTIMIZE/VACUUM, warehouse.upkeep) ──finish──▶ idle
-    idle ──adopt──▶ running | recomputing (a reload: the job its last incarnation runs, §4.4)
+    idle ──adopt──▶ running | slicing | recomputing (a reload: the job its last incarnation runs, §4.4)
 
     active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
     active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from policies.basic import Candidate
 from policies.bulk import bulk_limit, bulk_threshold
@@ -46,7 +48,7 @@ from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
-from warehouse.jobs import recompute_job, update_job, upkeep_job, upkeep_ranked
+from warehouse.jobs import recompute_job, update_job, upkeep_estimate, upkeep_job, upkeep_ranked
 from warehouse.layout import Change, adopt, lay_out
 from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
@@ -97,6 +99,7 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
     (_H, "drain"): _I,
     (_I, "upkeep"): _M,
     (_I, "adopt"): _R,  # a table back by a reload takes over its last incarnation's running job (§4.4)
+    (_I, "adopt slice"): _S,
     (_I, "adopt recompute"): _C,  # (and its maintenance job by "upkeep")
     # the operator (ops.actions)
     (_A, "refresh"): _U,
@@ -154,6 +157,7 @@ class Scheduler:
             PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
             Tick: lambda ev, now: None, Reconfigure: self._reconfigure, **dict.fromkeys(ORDERS, self._ordered)}
         self._build(config, recovered or {}, now)
+        self._prune()
 
     # ---- construction and reconfiguration ------------------------------------------------------
     def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
@@ -163,10 +167,10 @@ class Scheduler:
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
-        self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master)  # bulk jobs at once (policies.bulk)
+        self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores)  # (policies.bulk)
         lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
-            self._transition(t, _ADOPT.get(job.kind, "adopt"))
+            self._transition(t, "adopt slice" if job.time_slice else _ADOPT.get(job.kind, "adopt"))
             self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
         self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._orphans = {j.job_id for j in self._board.jobs.values() if j.table not in lay.tables}
@@ -200,7 +204,16 @@ class Scheduler:
     def _reconfigure(self, ev: Reconfigure, now: float) -> None:
         """Apply a new config: added/removed tables, changed priorities; repartition (§3.2).
         Tables that stay keep their run state — during a run the Scheduler owns it; a table added
-        over existing data starts from what storage holds (`ev.recovered`), not as never loaded."""
+        over existing data starts from what storage holds (`ev.recovered`), not as never loaded.
+        A table in back-off whose job the new config changes (its SQL, say) is retried now, its
+        failures forgotten: they were the old job's."""
+        if backing := [t for t in self._by_idx if t.state is _B]:
+            names = [t.name for t in backing]
+            was, new = self.config.job_definitions(names), ev.config.job_definitions(names)
+            for t in backing:
+                if t.name in new and new[t.name] != was.get(t.name):
+                    t.backoff_until, t.failures = now, 0  # (its heap entry goes stale)
+                    self._transition(t, "retry")
         self._build(ev.config, dict(ev.recovered or {}), now)
 
     # ---- the event interface ---------------------------------------------------------------------
@@ -221,13 +234,23 @@ class Scheduler:
             for name in self._upkeep.ripe(now):
                 if (t := self._tables.get(name)) is not None:
                     self._care(t, "due")
-        return self._dispatch(now) if self._board.idle else []
+        out = self._dispatch(now) if self._board.idle else []
+        self._prune()
+        return out
+
+    def _prune(self) -> None:
+        """Timers no longer standing leave the tops of their heaps, so `next_wakeup` (a query) reads
+        the tops as they are."""
+        if self._backoffs.heap:
+            self._backoffs.prune(self._backing_off)
+        if self._upkeep.timers:
+            self._upkeep.prune()
 
     def next_wakeup(self) -> float | None:
         """The earliest back-off expiry, maintenance due time or end of a track reservation, if
-        any: call `handle(Tick(), t)` then."""
+        any: call `handle(Tick(), t)` then. A query: it changes nothing."""
         hold = self._hold_until if self._hold_until is not None and self._hold_until > self._now else None
-        backoff = self._backoffs.next(self._backing_off) if self._backoffs.heap else None
+        backoff = self._backoffs.next() if self._backoffs.heap else None
         due = self._upkeep.next_due() if self._upkeep.timers else None
         if backoff is None and due is None:  # (the usual case, asked after every event)
             return hold
@@ -325,9 +348,9 @@ class Scheduler:
         return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
     @property
-    def running(self) -> dict[int, StartJob]:
-        """The jobs running now, by id (read only: the track board's)."""
-        return self._board.jobs
+    def running(self) -> Mapping[int, StartJob]:
+        """The jobs running now, by id: a read-only view of the track board's (it follows the board)."""
+        return MappingProxyType(self._board.jobs)
 
     def _finished(self, ev: JobFinished, now: float) -> None:
         job, t = self._job(ev.job_id)
@@ -453,9 +476,16 @@ class Scheduler:
             self._drain(t)
 
     def _push(self, t: Table) -> None:
+        """t's job is (re)keyed in its queue; a base table's shape under a fixed c is kept with it
+        (`Table.shaped`: NextJob.shape reads it until the version or the row rate moves)."""
         t.version += 1
-        t.keyed_rate = t.rate.rate if t.rate is not None else None
-        self._q.push(t.group, (*self._nj.queue_key(t), t.version, t.idx))
+        t.keyed_rate = rate = t.rate.rate if t.rate is not None else None
+        nj = self._nj
+        if t.log is not None and not nj.auto:
+            t.shaped = (t.version, rate, shape := nj.shape(t))
+            self._q.push(t.group, (*nj.queue_key(t, shape), t.version, t.idx))
+        else:
+            self._q.push(t.group, (*nj.queue_key(t), t.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[-1]]
@@ -478,8 +508,11 @@ class Scheduler:
         return out
 
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them)."""
+        """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them);
+        a bulk one only within the bulk limit (it keeps its place: first when a bulk job ends)."""
         for t, track in self._q.urgent_first(self._tables, self.plan, available):
+            if self._bulk_cap is not None and self._bulk_waits(t):
+                continue
             out.append(self._start(t, track, now))
             available.discard(track)
 
@@ -496,6 +529,8 @@ class Scheduler:
             if not available:
                 return
             t = self._by_idx[idx]
+            if self._bulk_cap is not None and self._bulk_full(upkeep_estimate(t, kind, self._upkeep)):
+                continue  # the bulk limit is reached: it stays due
             track = self.plan.place(t.name, available, self._q.waiting)
             if track is not None:
                 out.append(self._start_upkeep(t, kind, track, now))
@@ -565,19 +600,28 @@ class Scheduler:
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it costs more
-        than the bulk threshold (policies.bulk)."""
+        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it is (`_bulk`)."""
         self._next_job += 1
-        bulk = job.estimate > self._bulk_over
+        bulk = self._bulk(job.estimate)
         if bulk:
             job = dataclasses.replace(job, bulk=True)
         self._board.occupy(job, now, bulk)
         return job
 
+    def _bulk(self, estimate: float) -> bool:
+        """A job estimated to run `estimate` seconds is bulk (policies.bulk): the one definition, for
+        the board's count and the limit's check alike, whatever the job (update, recompute,
+        maintenance, an operator's refresh)."""
+        return estimate > self._bulk_over
+
+    def _bulk_full(self, estimate: float) -> bool:
+        """A job of `estimate` would pass the bulk limit: it is bulk, and the limit's bulk jobs run."""
+        return self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap and self._bulk(estimate)
+
     def _bulk_waits(self, t: Table) -> bool:
-        """t's next job is bulk and the bulk limit is reached: it waits (policies.bulk)."""
+        """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit."""
         return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
-                and self._nj.candidate(t)[0].cost > self._bulk_over)
+                and self._bulk(self._nj.candidate(t)[0].cost))
 
     # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:

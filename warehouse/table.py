@@ -136,7 +136,7 @@ class Table:
     seq: int = 0
     rand: float = 0.0
     version: int = 0
-    shaped: tuple | None = None  # base, fixed c: (version, row rate, its next job's shape) (warehouse.nextjob)
+    shaped: tuple | None = None  # base, fixed c: (version, row rate, its next job's shape) kept when queued (Scheduler._push)
     keyed_rate: float | None = -1.0  # base: its stream's row rate when its queue entry was keyed (Scheduler._push)
     group: int = 0
     plan_e: float = 0.0

@@ -77,7 +77,8 @@ class Upkeep:
 
     def __init__(self) -> None:
         self.tables: dict[str, TableUpkeep] = {}
-        self.timers: list[tuple[float, str]] = []  # (vacuum due, table): lazy deletion
+        self.timers: list[tuple[float, str]] = []  # (vacuum due or retry, table): lazy deletion
+        self._armed: set[tuple[float, str]] = set()  # the entries of `timers`: each is armed once
 
     def configure(self, config: FreshetConfig, recovered: dict[str, object]) -> None:
         """Policies from the config; a table seen for the first time starts from what the Delta
@@ -98,15 +99,30 @@ class Upkeep:
                     u.optimized_through = getattr(rec, "optimized_through", None)
                 self.tables[tc.name] = u
             u.policy = policy
-            self._arm(tc.name, u)
+            self._arm(tc.name, u.vacuum_due())
         for name in list(self.tables):
             if name not in names:
                 del self.tables[name]
+        if len(self.timers) > 2 * len(self.tables) + 16:  # stale entries (policies changed, tables removed)
+            self.timers = [e for e in self.timers if self._current(*e)]
+            heapq.heapify(self.timers)
+            self._armed = set(self.timers)
 
-    def _arm(self, name: str, u: TableUpkeep) -> None:
-        due = u.vacuum_due()
-        if due is not None:
+    def _arm(self, name: str, due: float | None) -> None:
+        """A timer at `due` for `name`, unless one is armed there already (a reload re-arms none)."""
+        if due is not None and (due, name) not in self._armed:
+            self._armed.add((due, name))
             heapq.heappush(self.timers, (due, name))
+
+    def _pop(self) -> tuple[float, str]:
+        entry = heapq.heappop(self.timers)
+        self._armed.discard(entry)
+        return entry
+
+    def _current(self, due: float, name: str) -> bool:
+        """The timer still stands for `name`'s vacuum due time or its retry."""
+        u = self.tables.get(name)
+        return u is not None and due in (u.vacuum_due(), u.retry_at)
 
     # ---- what the Scheduler tells it --------------------------------------------------------------
     def committed(self, table: str, now: float) -> str | None:
@@ -118,7 +134,7 @@ class Upkeep:
         u.commits += 1
         if u.anchor is None:
             u.anchor = now
-            self._arm(table, u)
+            self._arm(table, u.vacuum_due())
         return self.due(table, now)
 
     def finished(self, table: str, kind: str, now: float, *, through: float | None, files: int | None,
@@ -136,7 +152,7 @@ class Upkeep:
         else:
             u.last_vacuum = u.anchor = now
             u.bytes_reclaimed += reclaimed
-            self._arm(table, u)
+            self._arm(table, u.vacuum_due())
 
     def ended(self, job: StartJob, ev: JobFinished | JobFailed, now: float, backoff: float) -> None:
         """A maintenance `job` ended: finished (`ev` a JobFinished) or failed (retried after `backoff`)."""
@@ -153,7 +169,7 @@ class Upkeep:
         assert u.failed is not None
         u.failed[kind] = u.failed.get(kind, 0) + 1
         u.retry_at = now + backoff
-        heapq.heappush(self.timers, (u.retry_at, table))
+        self._arm(table, u.retry_at)
 
     # ---- what is due --------------------------------------------------------------------------------
     def due(self, table: str, now: float) -> str | None:
@@ -182,7 +198,7 @@ class Upkeep:
         """The tables whose vacuum clock (or retry) has run out by `now` and whose maintenance is due."""
         out = []
         while self.timers and self.timers[0][0] <= now:
-            _, name = heapq.heappop(self.timers)
+            _, name = self._pop()
             if self.due(name, now) is not None:
                 out.append(name)
         return out
@@ -223,15 +239,16 @@ class Upkeep:
             return cost(freshness - self.span(table, kind, freshness, origin))
         return alpha
 
+    def prune(self) -> None:
+        """Stale timers at the top leave (a change of state: the Scheduler calls it in `handle`),
+        so that `next_due` finds the earliest current one on top."""
+        while self.timers and not self._current(*self.timers[0]):
+            self._pop()
+
     def next_due(self) -> float | None:
-        """The earliest vacuum due time still to come (lazy: stale entries are skipped)."""
-        while self.timers:
-            due, name = self.timers[0]
-            u = self.tables.get(name)
-            if u is not None and due in (u.vacuum_due(), u.retry_at):
-                return due
-            heapq.heappop(self.timers)
-        return None
+        """The earliest vacuum due time (or retry) still to come: the top timer, current since the
+        last `prune`. A query."""
+        return self.timers[0][0] if self.timers else None
 
     def stats(self, table: str) -> UpkeepStats | None:
         u = self.tables.get(table)

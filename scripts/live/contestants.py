@@ -41,7 +41,7 @@ def settings(name: str, config: FreshetConfig) -> dict[str, Any]:
 
         sc = config.scheduler
         return {"scheduler": sc.model_dump(mode="json"),
-                "bulk_limit": bulk_limit(sc.bulk_limit, config.spark.master),
+                "bulk_limit": bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores),
                 "pools": {"freshet-<rank>-p<w>": "w = 2^round(log2(Ip / least Ip)), FAIR inside, weight w, minShare 1",
                           BULK_POOL: "bulk jobs (policies.bulk), FIFO inside, weight 1, minShare 0",
                           "declared": sorted(pool_weights())}}
