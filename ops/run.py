@@ -10,6 +10,7 @@ from ops.daemon import Daemon, Options
 from ops.logs import setup_logging
 from warehouse.config import load_config, parse_duration
 from warehouse.errors import ConfigError, FreshetError
+from warehouse.sqlcheck import column_problems
 
 __all__ = ["add_arguments", "main"]
 
@@ -55,6 +56,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if problems := column_problems(config):  # refused before anything runs (warehouse.sqlcheck)
+        raise ConfigError(problems, source=args.config)
     if args.grace < 0:
         raise ConfigError(f"--grace must not be negative (got {args.grace})")
     if args.listen:

@@ -269,7 +269,8 @@ def test_route_serves_the_page_a_starting_page_and_clear_errors(tmp_path):
 
 
 # ---------------------------------------------------------------- a real daemon in a real browser
-BROKEN_SQL = "SELECT ts, no_such_column FROM m_raw"
+# a SQL that analyses (so `freshet run` accepts it, warehouse.sqlcheck) and fails every job that reads a row
+BROKEN_SQL = "SELECT ts, CAST(raise_error('broken on purpose') AS STRING) AS boom FROM m_raw"
 
 
 def _chrome() -> Any:
@@ -374,7 +375,7 @@ def test_the_page_of_a_running_daemon_in_headless_chromium(tmp_path):
             assert bars(name, True) == r["jobs_failed"], name
         assert rows["broken"]["jobs_failed"] >= 1
         failures = driver.find_element(By.ID, "failures").text
-        assert "broken" in failures and "no_such_column" in failures
+        assert "broken" in failures and "broken on purpose" in failures
         # the sparkline of a loaded table is drawn; quarantine, suspension shown with their reasons
         assert driver.find_elements(By.CSS_SELECTOR, "tr[data-table='m_raw'] svg.spark polyline")
         reason = (tmp_path / "landing" / "_quarantine" / "m" / "bad-0099" / "reason").read_text().strip()
