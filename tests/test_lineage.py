@@ -528,3 +528,61 @@ def test_a_stateful_job_carries_its_increment_as_the_sql_facet(tmp_path):
     ev = json.loads(Serde.to_json(run_event(cfg, cfg.lineage, job, "0190e7b4-4b6a-7f3c-9a5e-1d2c3b4a5f60", T0, T0)))
     validate(ev)
     assert ev["job"]["facets"]["sql"]["query"] == inc
+
+
+def test_runs_in_flight_at_a_sigkill_are_aborted_after_the_restart(tmp_path, receiver):
+    """A process STARTs two runs, completes one and is killed (SIGKILL). The next daemon finds
+    the other one open (`_freshet/lineage_runs.json`) and closes it with ABORT and why — a valid
+    OpenLineage event with the same run id; the completed run is not touched, and a third start
+    has nothing left to close."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+
+    from warehouse.config import load_config
+
+    rx = receiver()
+    d = warehouse_dict(tmp_path)
+    d["lineage"] = {"transport": "http", "url": rx.url, "namespace": "e2e"}
+    path = tmp_path / "freshet.yaml"
+    path.write_text(yaml.safe_dump(d))
+    child = (
+        "import os, signal, sys\n"
+        "from prometheus_client import CollectorRegistry\n"
+        "from ops.lineage import LineageEmitter\n"
+        "from tests.test_lineage import OUTCOMES, jobs\n"
+        "from warehouse.config import load_config\n"
+        "em = LineageEmitter(load_config(sys.argv[1]), CollectorRegistry())\n"
+        "j = {job.job_id: job for job in jobs()}\n"
+        "em.started(j[1], 1.0e9); em.started(j[3], 1.0e9); em.ended(j[3], OUTCOMES[3], 1.0e9 + 4)\n"
+        "assert em.flush(30)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", child, str(path)], cwd=root, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    before = [(b["eventType"], b["run"]["facets"]["freshet"]["jobId"]) for b in rx.bodies]
+    assert before == [("START", 1), ("START", 3), ("COMPLETE", 3)]
+    left = json.loads((tmp_path / "data" / "_freshet" / "lineage_runs.json").read_text())["runs"]
+    assert list(left) == [rx.bodies[0]["run"]["runId"]]  # the completed run left the file
+
+    em = LineageEmitter(load_config(path), CollectorRegistry())  # the restarted daemon
+    try:
+        assert em.close_abandoned(1.0e9 + 60) == 1
+        assert em.flush(10)
+    finally:
+        em.close()
+    abort = rx.bodies[-1]
+    validate(abort)
+    assert len(rx.bodies) == 4 and abort["eventType"] == "ABORT"
+    assert abort["run"]["runId"] == rx.bodies[0]["run"]["runId"]
+    assert (abort["job"]["namespace"], abort["job"]["name"]) == ("e2e", "m_raw")
+    assert "daemon stopped while this job ran" in abort["run"]["facets"]["errorMessage"]["message"]
+    assert json.loads((tmp_path / "data" / "_freshet" / "lineage_runs.json").read_text())["runs"] == {}
+    again = LineageEmitter(load_config(path), CollectorRegistry())
+    assert again.close_abandoned(1.0e9 + 120) == 0
+    again.close()
+    assert len(rx.bodies) == 4
