@@ -81,7 +81,7 @@ def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], floa
         executor = Executor(config, None, state, link=spark.link)
     else:
         executor = Executor(config, spark.spark, state)
-    sched = Scheduler(config, now=now(), recovered=state.recovered)
+    sched = Scheduler(config, now=now(), recovered=state.recovered, first_job=state.next_job_id)
     log.info("recovery done", extra={"tables": len(config.tables), "seconds": round(now() - t0, 3)})
     return Parts(state, intake, executor, sched)
 
