@@ -153,12 +153,10 @@ def daemon_url(url: str | None, config: str | None, environ: dict[str, str] | No
     if url:
         return url.rstrip("/")
     if config:
-        from ops.api import parse_listen
+        from ops.listen import connect_url
         from warehouse.config import load_config
 
-        host, port = parse_listen(load_config(config).listen)
-        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return connect_url(load_config(config).listen)
     return (os.environ if environ is None else environ).get("FRESHET_URL", DEFAULT_URL).rstrip("/")
 
 
@@ -182,7 +180,7 @@ def fetch(url: str, timeout: float) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     import json
 
-    url = args.url = daemon_url(args.url, args.config)
+    url = args.url = daemon_url(args.url, getattr(args, "config", None))
     if getattr(args, "watch", None) is not None:
         return watch(args)
     body = fetch(url, args.timeout)
