@@ -32,7 +32,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -45,8 +44,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ops.auth import load_token
+from ops.listen import parse_listen
 from ops.metrics import extrapolate
-from warehouse.errors import ConfigError, FreshetError
+from warehouse.errors import FreshetError
 from warehouse.landing.intake import Submitted, UnknownStream
 from warehouse.landing.manifest import JSON_SCHEMA, REJECTION_KINDS, PartitionRejected
 from warehouse.stats import SchedulerStats, TableStats
@@ -414,11 +414,3 @@ class ApiServer:
         if self._thread is not None:
             self._thread.join(timeout)
 
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """`HOST:PORT` (or `[v6]:PORT`, or `:PORT` = 127.0.0.1) → (host, port); ConfigError naming it."""
-    m = re.match(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>\d{1,5})$", value.strip())
-    if not m or int(m.group("port")) > 65535:
-        raise ConfigError(f"listen: expected HOST:PORT such as 127.0.0.1:9464, got {value!r}")
-    host = m.group("v6") or m.group("host") or "127.0.0.1"
-    return host, int(m.group("port"))

@@ -100,7 +100,9 @@ class Daemon(SchedulerLoop):
 
     def _startup(self) -> bool:
         """Build the parts from the Delta log (`ops.reload.start_parts`), re-apply the kept
-        operator actions, and run one round before any event (maintenance already due, upkeep)."""
+        operator actions, and run one round before any event (maintenance already due, upkeep).
+        OpenLineage runs the previous daemon left open are closed first (ops.lineage: ABORT)."""
+        self.lineage.close_abandoned(time.time())  # the lease is held: no other daemon's runs
         self.parts = start_parts(self.config, self.spark, on_count=self.metrics.intake_counted)
         if self.parts is None:
             return False

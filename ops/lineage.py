@@ -9,6 +9,14 @@ the table at the version written, with the rows. The window `(start, end]` is th
 (§2.1); the `freshet` run facet carries the job kind, priority and the staleness before and the one
 expected after (§2.3: S = τ − F).
 
+**Runs a restart finds open.** A run is STARTed when its job starts and closed by its COMPLETE or
+FAIL; a daemon killed between the two (SIGKILL, a crash, a stop with jobs still running) would
+leave it STARTed in the catalog for ever. So every run started and not yet closed is kept in
+`_freshet/lineage_runs.json` under the warehouse root (`OpenRuns`: one small JSON file, replaced
+atomically), a run leaving it once its closing event was delivered (or dropped); after a restart the
+daemon closes each run left there with ABORT and an error message saying why
+(`LineageEmitter.close_abandoned`, called once it holds the warehouse lease).
+
 A lineage endpoint that is down or slow never delays or fails a job: the daemon's scheduler loop
 only puts an event on a bounded queue (`buffer`); one background thread sends them in order, and
 retries a failed send with doubling back-off (`retries` times) before dropping it. An event that
@@ -18,12 +26,14 @@ finds the queue full is dropped at once. Both are counted in
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -53,10 +63,12 @@ from warehouse.config import FreshetConfig, LineageConfig, TableConfig
 from warehouse.errors import ConfigError
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.lake.delta import table_path
+from warehouse.paths import state_dir
 from warehouse.times import iso
 from warehouse.upkeep import MAINTENANCE_KINDS
 
-__all__ = ["FACET_SCHEMA", "PRODUCER", "FreshetRunFacet", "LineageEmitter", "dataset_id", "run_event"]
+__all__ = ["FACET_SCHEMA", "PRODUCER", "FreshetRunFacet", "LineageEmitter", "OpenRuns", "abort_event", "dataset_id",
+           "run_event"]
 
 log = logging.getLogger("freshet.lineage")
 
@@ -195,6 +207,83 @@ def run_event(config: FreshetConfig, lineage: LineageConfig, job: StartJob, run_
                     inputs=inputs, outputs=[output])
 
 
+ABANDONED = ("the Freshet daemon stopped while this job ran (killed, crashed, or stopped before the job ended); "
+             "the restarted daemon recovered the table from its Delta log, where a job that did not commit left "
+             "nothing")
+
+
+def abort_event(run: dict[str, Any], now: float) -> RunEvent:
+    """ABORT of a run a restart found open (`OpenRuns`), with why in its errorMessage facet."""
+    return RunEvent(eventType=RunState.ABORT, eventTime=iso(now, "milliseconds"), producer=PRODUCER,
+                    run=Run(runId=run["run_id"], facets={"errorMessage": error_message_run.ErrorMessageRunFacet(
+                        message=f"{ABANDONED} (job {run.get('job_id')}, started {iso(run.get('started'))})",
+                        programmingLanguage="python")}),
+                    job=Job(namespace=run["namespace"], name=run["job"]), inputs=[], outputs=[])
+
+
+class OpenRuns:
+    """The runs STARTed and not closed yet, kept in one small JSON file (run id → namespace, job,
+    job id, start), replaced atomically (temp file, rename) at each change; thread-safe.
+    Without a file (`path` None: the warehouse and the landing zone are both URIs) only in memory."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._runs: dict[str, dict[str, Any]] = {}
+        self._failures = RepeatedFailure(log, "cannot write the open OpenLineage runs; a restart may not close them",
+                                         "the open OpenLineage runs are written again", every=60.0,
+                                         path=str(path))
+
+    def left(self) -> list[dict[str, Any]]:
+        """The runs a previous daemon left open, from the file (a file that cannot be read: none)."""
+        if self.path is None:
+            return []
+        try:
+            runs = json.loads(self.path.read_text()).get("runs", {})
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, AttributeError) as e:
+            log.warning("cannot read the open OpenLineage runs; not closing them",
+                        extra={"path": str(self.path), "error": f"{type(e).__name__}: {e}"})
+            return []
+        return [{**r, "run_id": k} for k, r in sorted(runs.items()) if isinstance(r, dict) and r.get("job")]
+
+    def adopt(self, runs: list[dict[str, Any]]) -> None:
+        """Keep `runs` (left open by a previous daemon) until their ABORT is delivered."""
+        with self._lock:
+            self._runs.update({r["run_id"]: {k: v for k, v in r.items() if k != "run_id"} for r in runs})
+            self._write()
+
+    def add(self, run_id: str, namespace: str, job: StartJob, began: float) -> None:
+        with self._lock:
+            self._runs[run_id] = {"namespace": namespace, "job": job.table, "job_id": job.job_id, "started": began}
+            self._write()
+
+    def remove(self, run_id: str) -> None:
+        with self._lock:
+            if self._runs.pop(run_id, None) is not None:
+                self._write()
+
+    def _write(self) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(json.dumps({"runs": self._runs}, sort_keys=True))
+            os.replace(tmp, self.path)  # no fsync: it must survive the process killed, not a power cut
+        except OSError as e:  # a full or read-only disk: the jobs go on; a restart may miss these runs
+            self._failures.failed(e)
+        else:
+            self._failures.ok()
+
+
+def runs_path(config: FreshetConfig) -> Path | None:
+    """`<warehouse.root>/_freshet/lineage_runs.json` (a local root; else beside the landing zone)."""
+    base = state_dir(config.warehouse.root, config.warehouse.landing)
+    return None if base is None else base / "lineage_runs.json"
+
+
 def make_transport(lineage: LineageConfig, environ: dict[str, str] | None = None) -> Transport:
     """The openlineage-python transport of the `lineage:` section (ConfigError: a missing API key)."""
     if lineage.transport == "console":
@@ -239,7 +328,9 @@ class LineageEmitter:
         self._thread: threading.Thread | None = None
         if self.lineage is None:
             return
-        self._queue: queue.Queue[RunEvent] = queue.Queue(maxsize=self.lineage.buffer)
+        self.open = OpenRuns(runs_path(config))  # STARTed, not closed yet: closed after a restart
+        # each event, with the run it closes (its COMPLETE, FAIL or ABORT) once delivered or dropped
+        self._queue: queue.Queue[tuple[RunEvent, str | None]] = queue.Queue(maxsize=self.lineage.buffer)
         self.client = OpenLineageClient(transport=transport or make_transport(self.lineage))
         self._failures = RepeatedFailure(log, "cannot send an OpenLineage event; retrying with back-off",
                                          "OpenLineage events are delivered again", every=60.0,
@@ -261,7 +352,32 @@ class LineageEmitter:
             return
         run_id = str(generate_new_uuid())
         self._runs[job.job_id] = (run_id, now)
+        assert self.lineage is not None
+        self.open.add(run_id, self.lineage.namespace, job, now)
         self._offer(job, run_id, now, now, None)
+
+    def close_abandoned(self, now: float) -> int:
+        """ABORT every run a previous daemon left open (STARTed, never closed: it was killed while
+        the job ran); call once the warehouse lease is held. How many were queued."""
+        if not self.enabled:
+            return 0
+        runs = self.open.left()
+        self.open.adopt(runs)
+        queued = 0
+        for run in runs:
+            try:
+                self._queue.put_nowait((abort_event(run, now), run["run_id"]))
+            except queue.Full:  # kept in the file: the next restart closes it
+                self.dropped.labels(reason="buffer_full").inc()
+                continue
+            except Exception:  # a bug here must not stop the daemon
+                log.exception("cannot build an OpenLineage ABORT", extra={"run": run.get("run_id")})
+                continue
+            queued += 1
+        if runs:
+            log.info("closing OpenLineage runs left open by the previous daemon",
+                     extra={"runs": len(runs), "jobs": sorted({r["job"] for r in runs})})
+        return queued
 
     def finished(self, job: StartJob, event: JobFinished, now: float | None = None) -> None:
         self._end(job, event, now)
@@ -290,25 +406,29 @@ class LineageEmitter:
             self.dropped.labels(reason="undeliverable").inc()
             return
         try:
-            self._queue.put_nowait(ev)
+            self._queue.put_nowait((ev, None if outcome is None else run_id))
         except queue.Full:
             self.dropped.labels(reason="buffer_full").inc()
+            if outcome is not None:
+                self.open.remove(run_id)  # its close is lost either way: a restart's ABORT would be wrong
 
     # -- the background thread --
     def _drain(self) -> None:
         assert self.lineage is not None
         while not self._stop.is_set():
             try:
-                ev = self._queue.get(timeout=0.2)
+                ev, closes = self._queue.get(timeout=0.2)
             except queue.Empty:
                 continue
             try:
-                self._send(ev)
+                if self._send(ev) and closes is not None:
+                    self.open.remove(closes)
             finally:
                 self._queue.task_done()
 
-    def _send(self, ev: RunEvent) -> None:
-        """Send one event; on failure retry after 0.5 s, 1 s, 2 s … (at most MAX_BACKOFF), then drop."""
+    def _send(self, ev: RunEvent) -> bool:
+        """Send one event; on failure retry after 0.5 s, 1 s, 2 s … (at most MAX_BACKOFF), then drop.
+        False only when the sender stopped before it was sent or dropped."""
         assert self.lineage is not None
         tries = 0
         while True:
@@ -319,13 +439,13 @@ class LineageEmitter:
                 tries += 1
                 if tries > self.lineage.retries:
                     self.dropped.labels(reason="undeliverable").inc()
-                    return
+                    return True
                 if self._stop.wait(min(MAX_BACKOFF, 0.5 * 2 ** (tries - 1))):
-                    return
+                    return False
             else:
                 self._failures.ok()
                 self.sent.inc()
-                return
+                return True
 
     def flush(self, timeout: float) -> bool:
         """Wait until every queued event was sent or dropped (tests, shutdown); True if it was."""

@@ -6,7 +6,8 @@ the executor and the Scheduler. A local root with a local Spark: the log's files
 (no Spark needed). A URI root or Spark Connect: Spark first, then the log through it.
 
 **Reload** (`Reloader`): first *prepare* everything that can fail — read and validate the file,
-refuse the sections that need a restart (`warehouse`, `spark`, `listen`), check that a changed
+refuse the sections that need a restart (`warehouse`, `spark`, `listen`) and a SQL naming a column
+its sources do not have (`warehouse.sqlcheck`, no Spark), check that a changed
 derived SQL keeps its schema or only adds columns (seed 001), recover the new config's tables
 from their Delta logs — then *switch* every part at once: the Scheduler (`reconfigure`: tables
 added and removed, priorities, repartition §3.2), the intake, the executor, and the daemon's own
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.errors import ConfigError
 from warehouse.events import Reconfigure
+from warehouse.sqlcheck import column_problems
 from warehouse.times import iso
 
 if TYPE_CHECKING:
@@ -79,7 +81,7 @@ def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], floa
         executor = Executor(config, None, state, link=spark.link)
     else:
         executor = Executor(config, spark.spark, state)
-    sched = Scheduler(config, now=now(), recovered=state.recovered)
+    sched = Scheduler(config, now=now(), recovered=state.recovered, first_job=state.next_job_id)
     log.info("recovery done", extra={"tables": len(config.tables), "seconds": round(now() - t0, 3)})
     return Parts(state, intake, executor, sched)
 
@@ -147,6 +149,7 @@ class Reloader:
         new = with_cores(load_config(self.path), current.spark.cores)  # the cores counted at start stand
         problems = [f"{s}: changing it needs a restart" for s in RESTART_SECTIONS
                     if getattr(new, s) != getattr(current, s)]
+        problems += column_problems(new)  # a column the SQL names that its sources lack (warehouse.sqlcheck)
         if not problems:  # a changed derived SQL must keep its table's schema or only add columns (seed 001)
             problems = _evolution_problems(parts.executor, new)
         if problems:

@@ -11,6 +11,7 @@ from ops.daemon import Daemon, Options
 from ops.logs import setup_logging
 from warehouse.config import load_config, parse_duration, with_cores
 from warehouse.errors import ConfigError, FreshetError
+from warehouse.sqlcheck import column_problems
 
 __all__ = ["add_arguments", "main"]
 
@@ -56,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     config = with_cores(load_config(args.config), machine_cores())  # local[*]: this machine's (bulk_limit auto)
+    if problems := column_problems(config):  # refused before anything runs (warehouse.sqlcheck)
+        raise ConfigError(problems, source=args.config)
     if args.grace < 0:
         raise ConfigError(f"--grace must not be negative (got {args.grace})")
     if args.listen:

@@ -1,4 +1,6 @@
-"""`freshet status [--url URL]`: a running daemon's tables, most over target first, with a staleness bar.
+"""`freshet status [--url URL | --config FILE]`: a running daemon's tables, most over target first, with a
+staleness bar. The daemon is found at `--url`, else at the `listen:` of the `--config` file, else at
+`$FRESHET_URL`, else at 127.0.0.1:9464 (`daemon_url`).
 
 Order: tables over their target first, the most over (staleness / target) on top; then the others,
 stalest first; tables never loaded last. The bar is staleness against the table's target
@@ -21,16 +23,17 @@ from typing import Any
 
 from warehouse.errors import FreshetError
 
-__all__ = ["add_arguments", "fmt_backlog", "fmt_duration", "main", "maintenance_line", "order", "render",
-           "state_of"]
+__all__ = ["add_arguments", "daemon_url", "fmt_backlog", "fmt_duration", "main", "maintenance_line", "order",
+           "render", "state_of"]
 
 DEFAULT_URL = "http://127.0.0.1:9464"
 BAR = 24
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=os.environ.get("FRESHET_URL", DEFAULT_URL),
-                        help=f"the daemon's HTTP API (default $FRESHET_URL or {DEFAULT_URL})")
+    parser.add_argument("--url", help=f"the daemon's HTTP API (default: the `listen:` of --config, else "
+                                      f"$FRESHET_URL, else {DEFAULT_URL})")
+    parser.add_argument("--config", help="the daemon's config file: its `listen:` says where the API is")
     parser.add_argument("--json", action="store_true", help="print the raw /v1/tables JSON")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the daemon")
     parser.add_argument("--watch", nargs="?", type=_interval, const=2.0, default=None, metavar="SECONDS",
@@ -144,6 +147,19 @@ def render(body: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def daemon_url(url: str | None, config: str | None, environ: dict[str, str] | None = None) -> str:
+    """Where the daemon's API is: `url`, else the `listen:` of the config file `config` (a wildcard
+    host such as 0.0.0.0 is asked on loopback), else `$FRESHET_URL`, else DEFAULT_URL."""
+    if url:
+        return url.rstrip("/")
+    if config:
+        from ops.listen import connect_url
+        from warehouse.config import load_config
+
+        return connect_url(load_config(config).listen)
+    return (os.environ if environ is None else environ).get("FRESHET_URL", DEFAULT_URL).rstrip("/")
+
+
 def fetch(url: str, timeout: float) -> dict[str, Any]:
     """GET /v1/tables; FreshetError saying why not."""
     import httpx
@@ -164,7 +180,7 @@ def fetch(url: str, timeout: float) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     import json
 
-    url = args.url.rstrip("/")
+    url = args.url = daemon_url(args.url, getattr(args, "config", None))
     if getattr(args, "watch", None) is not None:
         return watch(args)
     body = fetch(url, args.timeout)

@@ -107,7 +107,8 @@ def run_until_idle(
         state = recover(config, delta_log(config, spark))
         intake = intake or Intake(config, state)
         executor = executor or Executor(config, spark, state)
-        scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered)
+        scheduler = scheduler or Scheduler(config, now=time.time(), recovered=state.recovered,
+                                           first_job=state.next_job_id)
     report = RunReport()
     todo: list[StartJob] = []
     for arrival in intake.scan():

@@ -1,6 +1,7 @@
 """`freshet validate --config FILE [--json]`: check a config and show what the Scheduler will do
 with it — the DAG, each table's period, priority and inherited priority (§3.3), and the track
-plan (§3.2) from the configured cost priors. Never imports Spark."""
+plan (§3.2) from the configured cost priors. A derived SQL naming a column its sources do not have
+is refused (warehouse.sqlcheck, with sqlglot against the declared schemas). Never imports Spark."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from ops.cores import machine_cores
 from policies.bulk import bulk_limit
 from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.dag import Dag
+from warehouse.errors import ConfigError
 from warehouse.scheduler import Scheduler
+from warehouse.sqlcheck import column_problems
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -127,6 +130,8 @@ def _dur(seconds: float) -> str:
 
 def main(args: argparse.Namespace) -> int:
     cfg = with_cores(load_config(args.config), machine_cores())  # as the daemon would on this machine
+    if problems := column_problems(cfg):  # columns the SQL names that its sources lack (no Spark)
+        raise ConfigError(problems, source=args.config)
     d = describe(cfg)
     if args.json:
         json.dump(d, sys.stdout, sort_keys=True)

@@ -34,3 +34,30 @@ def test_freshet_status_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None
     assert first.startswith(b"TABLE"), first
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
     assert code == 141, (code, err)
+
+
+def test_freshet_status_finds_the_daemon_at_the_configs_listen(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`freshet status --config FILE` asks the daemon where the file's `listen:` puts it (the
+    wildcard 0.0.0.0 asked on loopback), not at the default 127.0.0.1:9464; `--url` still wins."""
+    import yaml
+    from conftest import warehouse_dict
+
+    from ops import cli
+    from ops.status import daemon_url
+
+    srv = Server(tmp_path)
+    try:
+        srv.backend.holder.publish(make_stats(T0, [make_table("only_here", freshness=T0 - 5)]))
+        port = srv.client.base_url.port
+        path = tmp_path / "freshet.yaml"
+        path.write_text(yaml.safe_dump({**warehouse_dict(tmp_path), "listen": f"0.0.0.0:{port}"}))
+        monkeypatch.delenv("FRESHET_URL", raising=False)
+        assert cli.main(["status", "--config", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("TABLE") and "only_here" in out, out
+    finally:
+        srv.close()
+    assert daemon_url(None, str(path)) == f"http://127.0.0.1:{port}"
+    assert daemon_url("http://h:1/", str(path)) == "http://h:1"
+    assert daemon_url(None, None, {"FRESHET_URL": "http://e:2"}) == "http://e:2"
+    assert daemon_url(None, None, {}) == "http://127.0.0.1:9464"

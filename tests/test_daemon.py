@@ -83,9 +83,11 @@ class Daemon:
         raw["warehouse"] = {"root": str(tmp / "data"), "landing": str(tmp / "landing"),
                             "trace": str(tmp / "trace.jsonl")}
         raw["listen"] = f"127.0.0.1:{self.port}"
-        # a derived table whose SQL cannot run: its jobs fail and are retried after a back-off
+        # a derived table whose SQL analyses but cannot run: its jobs fail and are retried after a
+        # back-off (a SQL naming a missing column is refused at start, warehouse.sqlcheck)
         raw["tables"].append({"name": "broken_cpu", "sources": ["cpu_raw"], "priority": 1,
-                              "sql": "SELECT ts, no_such_column FROM cpu_raw"})
+                              "sql": "SELECT ts, CAST(raise_error('broken on purpose') AS STRING) AS boom "
+                                     "FROM cpu_raw"})
         # a derived table whose jobs take a few seconds (the JVM sleeps once per job): SIGTERM can
         # be sent while one of them is certainly running
         raw["tables"].append({"name": "slow_cpu", "sources": ["cpu_raw"], "priority": 1, "sql": SLOW_SQL})
@@ -479,13 +481,13 @@ def test_a_failing_table_backs_off_retries_and_others_carry_on(daemon):
         return t if t["consecutive_failures"] >= 2 else None
 
     t = wait_for("broken_cpu to fail twice (retry after the back-off)", failed_twice, timeout=120)
-    assert t["last_result"].startswith("failed") and "no_such_column" in t["last_result"]
+    assert t["last_result"].startswith("failed") and "broken on purpose" in t["last_result"]
     assert t["freshness"] is None
     m = daemon.metrics()
     assert m["freshet_jobs_completed_total"][(("status", "failed"), ("table", "broken_cpu"))] >= 2
     assert m["freshet_table_consecutive_failures"][(("table", "broken_cpu"),)] >= 2
     failed = [e for e in daemon.logs() if e["msg"] == "job failed" and e["table"] == "broken_cpu"]
-    assert len(failed) >= 2 and "no_such_column" in failed[0]["reason"]
+    assert len(failed) >= 2 and "broken on purpose" in failed[0]["reason"]
     assert daemon.tables()["cpu_raw"]["last_result"] == "ok"
 
 

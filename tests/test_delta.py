@@ -404,3 +404,43 @@ def test_a_warm_snapshot_spares_the_next_job_spark_work(spark, tmp_path: Path) -
 
     ex.warmer.warm(str(tmp_path / "no-table"), None)
     assert ex.warmer.idle(60) and ex.warmer.warmed == 2
+
+
+def test_job_ids_do_not_repeat_in_the_commits_after_a_restart(spark, tmp_path: Path) -> None:
+    """A restarted daemon (`ops.reload.start_parts`) numbers its jobs above every `job_id` its Delta
+    logs record, so the ids in the commits' metadata never repeat across restarts (read back by
+    delta-rs, an independent reader)."""
+    from deltalake import DeltaTable
+
+    from ops.liveness import SparkWatch
+    from ops.reload import start_parts
+
+    cfg = make_config(tmp_path)
+    write_minutes(cfg, "m", 0, 2)
+    write_minutes(cfg, "a", 0, 2)
+    run_until_idle(cfg, spark)  # the first daemon
+
+    def job_ids() -> list[int]:
+        ids = []
+        for t in cfg.tables:
+            if not (Path(table_path(cfg, t.name)) / "_delta_log").is_dir():
+                continue  # no job committed to it yet
+            for c in DeltaTable(table_path(cfg, t.name)).history():
+                meta = json.loads(c.get("userMetadata") or "{}")
+                if "job_id" in meta:
+                    ids.append(meta["job_id"])
+        return ids
+
+    before = job_ids()
+    assert before
+    for restart in range(2):  # the daemon restarted, twice
+        watch = SparkWatch(cfg.spark, connected=lambda up: None, lost=lambda: None, ready=lambda up, why: None,
+                           serving=lambda: True, stopping=lambda: False, helper=lambda pid: None)
+        parts = start_parts(cfg, watch)
+        assert parts is not None
+        write_minutes(cfg, "m", 2 + 2 * restart, 2)
+        run_until_idle(cfg, spark, intake=parts.intake, executor=parts.executor, scheduler=parts.sched)
+    after = job_ids()
+    assert len(after) > len(before)
+    assert len(after) == len(set(after)), sorted(after)
+    assert recover(cfg).next_job_id == max(after) + 1

@@ -528,3 +528,134 @@ def test_a_stateful_job_carries_its_increment_as_the_sql_facet(tmp_path):
     ev = json.loads(Serde.to_json(run_event(cfg, cfg.lineage, job, "0190e7b4-4b6a-7f3c-9a5e-1d2c3b4a5f60", T0, T0)))
     validate(ev)
     assert ev["job"]["facets"]["sql"]["query"] == inc
+
+
+def test_runs_in_flight_at_a_sigkill_are_aborted_after_the_restart(tmp_path, receiver):
+    """A process STARTs two runs, completes one and is killed (SIGKILL). The next daemon finds
+    the other one open (`_freshet/lineage_runs.json`) and closes it with ABORT and why — a valid
+    OpenLineage event with the same run id; the completed run is not touched, and a third start
+    has nothing left to close."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+
+    from warehouse.config import load_config
+
+    rx = receiver()
+    d = warehouse_dict(tmp_path)
+    d["lineage"] = {"transport": "http", "url": rx.url, "namespace": "e2e"}
+    path = tmp_path / "freshet.yaml"
+    path.write_text(yaml.safe_dump(d))
+    child = (
+        "import os, signal, sys\n"
+        "from prometheus_client import CollectorRegistry\n"
+        "from ops.lineage import LineageEmitter\n"
+        "from tests.test_lineage import OUTCOMES, jobs\n"
+        "from warehouse.config import load_config\n"
+        "em = LineageEmitter(load_config(sys.argv[1]), CollectorRegistry())\n"
+        "j = {job.job_id: job for job in jobs()}\n"
+        "em.started(j[1], 1.0e9); em.started(j[3], 1.0e9); em.ended(j[3], OUTCOMES[3], 1.0e9 + 4)\n"
+        "assert em.flush(30)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", child, str(path)], cwd=root, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    before = [(b["eventType"], b["run"]["facets"]["freshet"]["jobId"]) for b in rx.bodies]
+    assert before == [("START", 1), ("START", 3), ("COMPLETE", 3)]
+    left = json.loads((tmp_path / "data" / "_freshet" / "lineage_runs.json").read_text())["runs"]
+    assert list(left) == [rx.bodies[0]["run"]["runId"]]  # the completed run left the file
+
+    em = LineageEmitter(load_config(path), CollectorRegistry())  # the restarted daemon
+    try:
+        assert em.close_abandoned(1.0e9 + 60) == 1
+        assert em.flush(10)
+    finally:
+        em.close()
+    abort = rx.bodies[-1]
+    validate(abort)
+    assert len(rx.bodies) == 4 and abort["eventType"] == "ABORT"
+    assert abort["run"]["runId"] == rx.bodies[0]["run"]["runId"]
+    assert (abort["job"]["namespace"], abort["job"]["name"]) == ("e2e", "m_raw")
+    assert "daemon stopped while this job ran" in abort["run"]["facets"]["errorMessage"]["message"]
+    assert json.loads((tmp_path / "data" / "_freshet" / "lineage_runs.json").read_text())["runs"] == {}
+    again = LineageEmitter(load_config(path), CollectorRegistry())
+    assert again.close_abandoned(1.0e9 + 120) == 0
+    again.close()
+    assert len(rx.bodies) == 4
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_daemon_killed_mid_job_aborts_the_run_after_its_restart(tmp_path, receiver):
+    """`freshet run` with lineage: a derived job that takes seconds (its SQL sleeps in the JVM) is
+    STARTed, the daemon and its JVM are SIGKILLed; the restarted daemon sends ABORT for that run
+    (the same run id) before it runs the job again as a new run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+    import yaml
+
+    from tests.conftest import write_minutes
+    from tests.helpers_live import free_port, wait_for
+    from warehouse.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    rx = receiver()
+    port = free_port()
+    slow = ("SELECT ts, n, reflect('java.lang.Thread', 'sleep', CAST(6000 AS BIGINT)) AS slept "
+            "FROM (SELECT max(ts) AS ts, count(*) AS n FROM m_raw) WHERE n > 0")
+    raw = warehouse_dict(tmp_path, tracks=1, extra_tables=[{"name": "slow_m", "sources": ["m_raw"], "priority": 100,
+                                                            "sql": slow}])
+    raw["listen"] = f"127.0.0.1:{port}"
+    raw["lineage"] = {"transport": "http", "url": rx.url, "namespace": "e2e"}
+    path = tmp_path / "freshet.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    cfg = load_config(path)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+
+    def start(name: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "ops.cli", "run", "--config", str(path), "--log-format",
+                                 "json", "--poll", "0.3"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+                                stdout=(tmp_path / f"{name}.log").open("w"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        wait_for(f"{name} ready", lambda: proc.poll() is None and client.get("/readyz").status_code == 200,
+                 timeout=300)
+        return proc
+
+    def events(kind: str, job: str) -> list[dict[str, Any]]:
+        return [b for b in list(rx.bodies) if b["eventType"] == kind and b["job"]["name"] == job]
+
+    first = start("first")
+    second = None
+    try:
+        write_minutes(cfg, "m", 0, 1)
+        (started,) = wait_for("slow_m's job STARTed", lambda: events("START", "slow_m"), timeout=180, every=0.1)
+        assert not events("COMPLETE", "slow_m")  # it sleeps 6 s in the JVM: still running
+        os.killpg(first.pid, signal.SIGKILL)  # the daemon and its Spark JVM, mid-job
+        first.wait(30)
+        run_id = started["run"]["runId"]
+        assert run_id in json.loads((tmp_path / "data" / "_freshet" / "lineage_runs.json").read_text())["runs"]
+
+        second = start("second")
+        (abort,) = wait_for("the ABORT of the killed run", lambda: events("ABORT", "slow_m"), timeout=60)
+        validate(abort)
+        assert abort["run"]["runId"] == run_id and abort["job"]["namespace"] == "e2e"
+        assert "daemon stopped while this job ran" in abort["run"]["facets"]["errorMessage"]["message"]
+        done = wait_for("slow_m run again, as a new run", lambda: events("COMPLETE", "slow_m"), timeout=180)
+        assert all(d["run"]["runId"] != run_id for d in done)
+        assert rx.bodies.index(abort) < rx.bodies.index(done[0])
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(120) == 0
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(30)
+        client.close()

@@ -269,7 +269,8 @@ def test_route_serves_the_page_a_starting_page_and_clear_errors(tmp_path):
 
 
 # ---------------------------------------------------------------- a real daemon in a real browser
-BROKEN_SQL = "SELECT ts, no_such_column FROM m_raw"
+# a SQL that analyses (so `freshet run` accepts it, warehouse.sqlcheck) and fails every job that reads a row
+BROKEN_SQL = "SELECT ts, CAST(raise_error('broken on purpose') AS STRING) AS boom FROM m_raw"
 
 
 def _chrome() -> Any:
@@ -284,6 +285,7 @@ def _chrome() -> Any:
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--window-size=1280,1000", "--hide-scrollbars"):
         opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # the DevTools events: page loads
     return webdriver.Chrome(options=opts, service=Service(driver))
 
 
@@ -337,8 +339,11 @@ def test_the_page_of_a_running_daemon_in_headless_chromium(tmp_path):
         wait_for("broken suspended", suspended)
 
         driver = _chrome()
-        driver.get(url + "/?refresh=2")
+        # read a page that does not reload itself: a reload while a row is read loses the element
+        # (NoSuchElementException, or Chromium's "unhandled inspector error")
+        driver.get(url + "/?refresh=0")
         assert "Freshet" in driver.title
+        assert not driver.find_elements(By.CSS_SELECTOR, "meta[http-equiv='refresh']")
         page_now = float(driver.find_element(By.ID, "now").get_attribute("data-now"))
         shown = [{"name": tr.get_attribute("data-table"), "staleness": tr.get_attribute("data-staleness"),
                   "cells": [td.text for td in tr.find_elements(By.TAG_NAME, "td")]}
@@ -374,7 +379,7 @@ def test_the_page_of_a_running_daemon_in_headless_chromium(tmp_path):
             assert bars(name, True) == r["jobs_failed"], name
         assert rows["broken"]["jobs_failed"] >= 1
         failures = driver.find_element(By.ID, "failures").text
-        assert "broken" in failures and "no_such_column" in failures
+        assert "broken" in failures and "broken on purpose" in failures
         # the sparkline of a loaded table is drawn; quarantine, suspension shown with their reasons
         assert driver.find_elements(By.CSS_SELECTOR, "tr[data-table='m_raw'] svg.spark polyline")
         reason = (tmp_path / "landing" / "_quarantine" / "m" / "bad-0099" / "reason").read_text().strip()
@@ -382,22 +387,30 @@ def test_the_page_of_a_running_daemon_in_headless_chromium(tmp_path):
         assert "bad-0099" in quarantine and reason[:60] in quarantine
         assert "SQL under repair" in driver.find_element(By.ID, "suspended").text
         assert not driver.find_elements(By.TAG_NAME, "script")  # readable without JavaScript
+        # everything above was read from one load of the page: it did not reload under the reads
+        assert float(driver.find_element(By.ID, "now").get_attribute("data-now")) == page_now
 
-        # it refreshes itself: the meta refresh reloads it (a new instant) without any script
-        def shown_now() -> str | None:  # None while the page is between two loads
-            from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+        # the real page refreshes itself, without any script: its meta refresh, read from the bytes
+        # the browser gets (not from a page that may be reloading while it is read)
+        real = Page(client.get("/").text)
+        assert real.meta == {"refresh": "10"} and real.scripts == 0
+        assert Page(client.get("/?refresh=3").text).meta == {"refresh": "3"}
+        # and Chromium follows it: the DevTools log (not the page, which is between two loads at
+        # times) records the document requested again
+        driver.get(url + "/?refresh=1&minutes=5")
+        loads: list[str] = []
 
-            try:
-                return driver.find_element(By.ID, "now").get_attribute("data-now")
-            except (NoSuchElementException, StaleElementReferenceException):
-                return None
+        def reloaded() -> bool:
+            for entry in driver.get_log("performance"):  # the entries since the last call
+                m = json.loads(entry["message"])["message"]
+                if m["method"] == "Network.requestWillBeSent" and m["params"].get("type") == "Document" \
+                        and m["params"]["request"]["url"].endswith("/?refresh=1&minutes=5"):
+                    loads.append(m["params"]["request"]["url"])
+            return len(loads) >= 2
 
-        first = shown_now()
-        assert first is not None
-        wait_for("the page to reload itself", lambda: (now := shown_now()) is not None and now != first,
-                 timeout=15, every=0.5)
-
+        wait_for("Chromium to reload the page by its meta refresh", reloaded, timeout=20, every=0.5)
         driver.get(url + "/?refresh=0")
+
         height = driver.execute_script("return document.documentElement.scrollHeight")
         driver.set_window_size(1280, height + 20)
         out = Path(os.environ.get("FRESHET_SCREENSHOT") or tmp_path / "status_page.png")

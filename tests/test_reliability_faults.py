@@ -179,8 +179,13 @@ def test_a_full_disk_fails_jobs_with_back_off_and_loading_resumes_when_space_is_
     t = d.table("m_raw")
     assert t["freshness"] == fr0 and t["pending_partitions"] >= 2
     assert t["consecutive_failures"] >= 1 or t["state"] in ("backoff", "running", "pending")
-    assert any(e.get("msg") == "job failed" and e.get("table") == "m_raw" for e in d.lines())
+    failed = [e for e in d.lines() if e.get("msg") == "job failed" and e.get("table") == "m_raw"]
+    assert failed
     assert "No space left on device" in d.log.read_text()  # the cause is in the log
+    # and in the job's failure reason (the JVM exception's root cause, not only TASK_WRITE_FAILED):
+    # the log line, /v1/tables' last result and the Scheduler's reason all say it
+    assert all("No space left on device" in e["reason"] for e in failed), [e["reason"] for e in failed]
+    assert "No space left on device" in (d.table("m_raw")["last_result"] or ""), d.table("m_raw")["last_result"]
     ballast.unlink(missing_ok=True)
     wait_for("m_raw loads after space is freed", lambda: d.table("m_raw")["freshness"] == T0 + 22 * MINUTE,
              timeout=180)

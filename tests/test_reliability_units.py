@@ -69,3 +69,36 @@ def test_a_plain_failure_keeps_every_partition(tmp_path: Path) -> None:
     sched.handle(JobFailed(job_id=job.job_id, reason="Spark went away"), NOW)
     retry = [j for j in sched.handle(Tick(), sched.next_wakeup()) if j.table == "m_raw"]
     assert [a.partition_id for a in retry[0].arrivals] == [a.partition_id for a in job.arrivals]
+
+
+def test_a_job_failure_reason_carries_the_java_root_cause():
+    """What a full disk raised under a real daemon (a Py4JJavaError's text, shortened): the reason
+    is one line with the innermost `Caused by:`; the same from the stack trace classic PySpark
+    keeps beside a converted exception; nothing added when there is no chain or the first line says it."""
+    from warehouse.lake.outcome import failure_reason
+
+    text = ("An error occurred while calling o123.save.\n"
+            ": org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing rows to "
+            "file:/srv/wh/m_raw. SQLSTATE: 58030\n\tat org.apache.spark.sql.errors.QueryExecutionErrors$."
+            "taskFailedWhileWritingRowsError(QueryExecutionErrors.scala:774)\n"
+            "Caused by: org.apache.hadoop.fs.FSError: java.io.IOException: No space left on device\n"
+            "\tat org.apache.hadoop.fs.RawLocalFileSystem$LocalFSFileOutputStream.write(RawLocalFileSystem.java:357)\n"
+            "Caused by: java.io.IOException: No space left on device\n"
+            "\tat java.base/java.io.FileOutputStream.writeBytes(Native Method)\n\t... 42 more\n")
+
+    class Py4JJavaError(Exception):
+        pass
+
+    reason = failure_reason(Py4JJavaError(text))
+    assert reason == ("Py4JJavaError: : org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while "
+                      "writing rows to file:/srv/wh/m_raw. SQLSTATE: 58030 (cause: java.io.IOException: No space "
+                      "left on device)")
+
+    class Captured(Exception):  # pyspark's CapturedException: the message, and the JVM trace beside it
+        _stackTrace = text
+
+    assert failure_reason(Captured("[TASK_WRITE_FAILED] Task failed")).endswith(
+        "(cause: java.io.IOException: No space left on device)")
+    assert failure_reason(ValueError("bad")) == "ValueError: bad"
+    long = failure_reason(Py4JJavaError(": " + "x" * 2000 + "\nCaused by: java.io.IOException: No space left on device"))
+    assert len(long) == 500 and long.endswith("(cause: java.io.IOException: No space left on device)")

@@ -126,7 +126,7 @@ class Scheduler:
     """One object per warehouse; see the module docstring. Not thread-safe: one caller at a time."""
 
     def __init__(self, config: FreshetConfig, *, now: float = 0.0, recovered: dict[str, Recovered] | None = None,
-                 initial_freshness: float | None = None) -> None:
+                 initial_freshness: float | None = None, first_job: int = 1) -> None:
         self.config = config
         self._now = now
         self._initial = initial_freshness
@@ -140,7 +140,7 @@ class Scheduler:
         # re-add its table, and the returning table that takes the job over must recompute them
         self._read_old: dict[int, list[Change]] = {}
         self._orphans: set[int] = set()  # running jobs whose table a reload removed
-        self._next_job = 1
+        self._next_job = first_job  # a restarted daemon's: above the ids its Delta log records
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)

@@ -49,7 +49,7 @@ from warehouse.lake.delta import (
     window_filter,
     with_partition_column,
 )
-from warehouse.lake.outcome import JobError, JobOutcome, noop_outcome
+from warehouse.lake.outcome import JobError, JobOutcome, failure_reason, noop_outcome
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session, read_session
 from warehouse.lake.stateful import change_feed, run_stateful, state_rows
@@ -66,13 +66,8 @@ log = logging.getLogger("freshet.executor")
 
 
 def _reason(err: BaseException) -> str:
-    """A one-line reason from a Spark/Py4J error (the JVM stack trace stays in the log)."""
-    text = str(err).strip() or type(err).__name__
-    first = text.splitlines()[0].strip()
-    for prefix in ("An error occurred while calling",):
-        if first.startswith(prefix) and len(text.splitlines()) > 1:
-            first = text.splitlines()[1].strip()
-    return f"{type(err).__name__}: {first}"[:500]
+    """A one-line reason with the Java root cause (lake.outcome.failure_reason)."""
+    return failure_reason(err)
 
 
 class Executor:

@@ -3,6 +3,7 @@ executor (lake.executor) and the stateful job (lake.stateful)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,11 +13,42 @@ from warehouse.events import JobFinished, StartJob
 if TYPE_CHECKING:
     from warehouse.lake.recovery import TableState
 
-__all__ = ["JobError", "JobOutcome", "noop_outcome"]
+__all__ = ["JobError", "JobOutcome", "failure_reason", "noop_outcome", "root_cause"]
 
 
 class JobError(WarehouseError):
     """An update job did not commit (Spark error, bad SQL, missing source, bad partition)."""
+
+
+_CAUSED_BY = re.compile(r"^\s*Caused by: (.+?)\s*$", re.MULTILINE)
+
+
+def root_cause(err: BaseException) -> str | None:
+    """The innermost `Caused by:` of the Java exception chain behind a Spark error — from its text
+    (a Py4JJavaError carries the JVM stack trace), the stack trace classic PySpark keeps beside a
+    converted exception, or the one Spark Connect fetched from the server — or None."""
+    for text in (str(err), getattr(err, "_stackTrace", None), getattr(err, "_stacktrace", None)):
+        if isinstance(text, str) and (causes := _CAUSED_BY.findall(text)):
+            return causes[-1]
+    return None
+
+
+def failure_reason(err: BaseException, limit: int = 500) -> str:
+    """A one-line reason from a Spark/Py4J error (the JVM stack trace stays in the log): its first
+    line and, when that does not say it, the root cause of the Java exception chain — a full disk
+    is `… [TASK_WRITE_FAILED] Task failed while writing rows … (cause: java.io.IOException: No space
+    left on device)`, not TASK_WRITE_FAILED alone."""
+    text = str(err).strip() or type(err).__name__
+    lines = text.splitlines()
+    first = lines[0].strip()
+    if first.startswith("An error occurred while calling") and len(lines) > 1:
+        first = lines[1].strip()
+    head = f"{type(err).__name__}: {first}"
+    root = root_cause(err)
+    if not root or root in head:
+        return head[:limit]
+    tail = f" (cause: {root[:limit // 2]})"
+    return head[:limit - len(tail)] + tail
 
 
 @dataclass(frozen=True, slots=True)

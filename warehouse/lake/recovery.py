@@ -86,6 +86,7 @@ class TableState:
     log_from: int | None = None  # the oldest retained JSON commit: 0 unless Delta cleaned up the log
     read: dict[str, int] = field(default_factory=dict)  # the source versions the last commit read (stateful)
     rebuild: dict[str, Any] | None = None  # stateful: the last rebuild's progress (from, to, done, versions)
+    last_job_id: int | None = None  # the highest `job_id` a retained commit records
 
     def copy(self) -> TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
@@ -93,7 +94,7 @@ class TableState:
                           self.commits_since_optimize, self.optimized_through, self.last_optimize,
                           self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()),
                           log_from=self.log_from, read=dict(self.read),
-                          rebuild=None if self.rebuild is None else dict(self.rebuild))
+                          rebuild=None if self.rebuild is None else dict(self.rebuild), last_job_id=self.last_job_id)
 
     def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
         """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
@@ -110,6 +111,12 @@ class RecoveryState:
 
     tables: dict[str, TableState]
     loaded: dict[str, dict[str, str]]  # stream → {partition id → fingerprint}
+
+    @property
+    def next_job_id(self) -> int:
+        """The first job id of a daemon started on this log: above every id a commit records, so
+        `job_id` in the commits' metadata never repeats across restarts."""
+        return 1 + max((s.last_job_id or 0 for s in self.tables.values()), default=0)
 
     @property
     def recovered(self) -> dict[str, Any]:
@@ -236,6 +243,8 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
                 best_txn, best_meta = txn_v, meta
         if meta is not None:
             state.commits += 1
+            if isinstance(job_id := meta.get("job_id"), int):
+                state.last_job_id = max(state.last_job_id or 0, job_id)
             state.commits_since_optimize += 1
             if meta.get("freshness") is not None:
                 loaded = float(meta["freshness"]) if loaded is None else max(loaded, float(meta["freshness"]))
