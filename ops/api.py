@@ -140,6 +140,7 @@ def table_view(t: TableStats, snap_now: float, now: float, actions: dict[str, An
         # derived tables (warehouse.recompute): refresh mode, SQL version, what is left to rewrite
         "refresh_mode": t.refresh_mode, "sql_version": t.sql_version, "windows_old_sql": t.windows_old_sql,
         "recompute_pending": t.recompute_pending, "windows_recomputed": t.windows_recomputed,
+        "late_rows_unfolded": t.late_rows_unfolded,  # stateful: late rows its state has not folded yet
     }
 
 

@@ -37,7 +37,7 @@ class JobSpan:
     job_id: int
     track: int
     table: str
-    kind: str  # StartJob.kind: base, derived, recompute, optimize, vacuum
+    kind: str  # StartJob.kind: base, derived, stateful, recompute, optimize, vacuum
     began: float
     ended: float
     ok: bool

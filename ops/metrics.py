@@ -201,6 +201,9 @@ class SnapshotCollector(Collector):
                          "committed derived windows computed by an older SQL, not rewritten yet (seed 001)", ["table"])
         rc_pending = _gauge("freshet_table_recompute_pending_seconds",
                             "event time of committed derived windows waiting to be recomputed", ["table"])
+        late_unfolded = _gauge("freshet_table_late_rows_unfolded",
+                               "stateful tables: rows of late loads committed below F that the state has not "
+                               "folded yet (a late fold is released for them)", ["table"])
 
         ws_now = 0.0
         ws_area = 0.0
@@ -256,11 +259,13 @@ class SnapshotCollector(Collector):
                 recomputed.add_metric(n, t.windows_recomputed)
                 old_sql.add_metric(n, t.windows_old_sql)
                 rc_pending.add_metric(n, t.recompute_pending)
+            if t.kind == "stateful":
+                late_unfolded.add_metric(n, t.late_rows_unfolded)
 
         yield from (staleness, fresh, safe, arrived, target, within, observed, within_ratio, prio, iprio,
                     backlog, pend_delta, pend_parts, run_parts, state, fails, released, completed, loaded_delta,
                     alpha, beta, tws, suspended, files, reclaimed, since_opt, last_maint, maint_jobs,
-                    recomputed, old_sql, rc_pending)
+                    recomputed, old_sql, rc_pending, late_unfolded)
 
         ws = _gauge("freshet_weighted_staleness_seconds",
                     "Σ p_i · S_i at scrape time: the integrand of the objective Σ p_i ∫ S_i dτ (§2.3)")
@@ -380,7 +385,8 @@ class FreshetMetrics:
                 c.labels(stream=s.name)
         for t in config.tables:
             self.rows_loaded.labels(table=t.name)
-            self.job_duration.labels(table=t.name, kind="base" if t.is_base else "derived")
+            self.job_duration.labels(table=t.name, kind="base" if t.is_base else "stateful" if t.is_stateful
+                                     else "derived")
             for action in ACTIONS:
                 self.operator_actions.labels(table=t.name, action=action)
             if t.is_base:

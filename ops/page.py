@@ -40,8 +40,8 @@ __all__ = ["KIND_COLOURS", "Quarantined", "bad_param", "quarantined", "starting_
 HOUR = 3600.0
 SPARK_W, SPARK_H = 180, 30
 TIMELINE_W, ROW_H, LABEL_W = 760, 24, 70
-KIND_COLOURS = {"base": "#4c78a8", "derived": "#59a14f", "recompute": "#f28e2b", "optimize": "#b07aa1",
-                "vacuum": "#9c755f"}
+KIND_COLOURS = {"base": "#4c78a8", "derived": "#59a14f", "stateful": "#76b7b2", "recompute": "#f28e2b",
+                "optimize": "#b07aa1", "vacuum": "#9c755f"}
 OTHER_COLOUR, FAILED_COLOUR = "#8c8c8c", "#d62728"
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),

@@ -13,8 +13,8 @@
   window is empty (α: a listing). So they compete for tracks with their costs.
 - A stateful table's job (lake.stateful) costs E(n) over its increment: n is its window, plus the
   event time of the late partitions its base sources loaded since its last job — late rows are
-  folded with the next increment, never recomputed (no recompute job; `late_folded` per table).
-  A rebuild's chunks are recompute jobs of E(chunk).
+  folded with the next increment, or, when none is due, by a late fold of E(their event time),
+  never recomputed (`late_folded` per table). A rebuild's chunks are recompute jobs of E(chunk).
 - The Scheduler is called on every arrival and every completion (and at back-off expiry); it
   integrates the weighted staleness exactly.
 - **Relative lateness** = the run's weighted staleness over [0, T] divided by that of the ideal
@@ -307,8 +307,9 @@ class Simulation:
         alpha, beta = self.costs[table]
         u = self.rngs[table].random()  # always drawn, so replays stay aligned with the run
         n = job.n
-        if table in self.late_fold and job.kind == "derived":  # late rows ride with the increment
-            n += self.late_fold[table]
+        if table in self.late_fold and job.kind in ("stateful", "recompute") and "rebuild" not in job.reasons:
+            # late rows ride with the increment, or are folded alone by a late fold (lake.stateful)
+            n = self.late_fold[table] + (n if job.kind == "stateful" else 0.0)
             self.late_folded[table] += self.late_fold[table]
             self.late_fold[table] = 0.0
         if self.bursts and table in self.bursts:  # its data is denser in a burst (sim.bursts)

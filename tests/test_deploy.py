@@ -314,7 +314,8 @@ def test_promtool_unit_tests_can_fail(tmp_path):
 PENDING_METRICS = {"freshet_autotune_predicted_staleness": "no series before the tuner's first evaluation "
                                                            "(10 minutes and 50 jobs into a run)",
                    "freshet_landing_unknown_partitions": "a series only while a landing directory that names no "
-                                                         "stream holds partitions"}
+                                                         "stream holds partitions",
+                   "freshet_table_late_rows_unfolded": "a series only for stateful tables"}
 
 #: Exported families no dashboard panel charts, with the reason (empty: every metric has a panel).
 NOT_CHARTED: dict[str, str] = {}
@@ -334,7 +335,8 @@ def exported_families() -> dict[str, set[str]]:
     tables = [make_table("t", freshness=50.0, safe_freshness=40.0, arrived=60.0, target_staleness=60.0,
                          observed_time=10.0, time_within_target=5.0, upkeep=upkeep),
               make_table("d", kind="derived", freshness=30.0, safe_freshness=30.0, windows_old_sql=2,
-                         recompute_pending=600.0, windows_recomputed=4)]
+                         recompute_pending=600.0, windows_recomputed=4),
+              make_table("s", kind="stateful", freshness=30.0, safe_freshness=30.0, late_rows_unfolded=3)]
     reg = CollectorRegistry()
     m = register_metrics(reg, lambda: make_stats(100.0, tables), lambda: 100.0)
     m.declare(load_config(ROOT / "examples" / "netmon.yaml"))
@@ -397,6 +399,7 @@ def test_dashboard_charts_every_exported_metric():
     intake, the API's rejections included), or a reason in NOT_CHARTED."""
     families = exported_families()
     assert {"freshet_late_rows", "freshet_windows_recomputed", "freshet_table_windows_old_sql",
+            "freshet_table_late_rows_unfolded",
             "freshet_maintenance_jobs", "freshet_operator_actions", "freshet_spark_connected",
             "freshet_spark_connection_lost", "freshet_api_requests_rejected"} <= set(families)
     charted = {m for _, e in dashboard_queries() for m in METRIC.findall(e)}

@@ -20,6 +20,7 @@ from warehouse.config import parse_config
 from warehouse.events import Backfill, StartJob, Tick
 from warehouse.lake.delta import ms, table_path
 from warehouse.lake.executor import Executor
+from warehouse.lake.rebuild import shadow_path
 from warehouse.lake.recovery import SparkLog, delta_version, recover
 from warehouse.lake.stateful import at_column
 from warehouse.scheduler import Scheduler
@@ -28,10 +29,12 @@ pytestmark = pytest.mark.spark
 
 INCREMENT = (
     "SELECT k, count(*) AS n, sum(v) AS v_sum, min(v) AS v_min, max(v) AS v_max, max_by(v, ts) AS last_v, "
-    "min_by(v, ts) AS first_v, max(ts) AS ts FROM m_raw WHERE ts > :window_start AND ts <= :window_end GROUP BY k"
+    "min_by(v, ts) AS first_v, min(ts) AS first_ts, max(ts) AS ts FROM m_raw "
+    "WHERE ts > :window_start AND ts <= :window_end GROUP BY k"
 )
 FOLD = {"n": "count", "v_sum": "sum", "v_min": "min", "v_max": "max", "last_v": "last", "first_v": "first",
-        "ts": "max"}
+        "first_ts": "min", "ts": "max"}
+ORDER = {"first_v": "first_ts"}  # a first by the earliest time, a last by the latest
 
 
 def _data(tmp: Path) -> dict[str, Any]:
@@ -39,7 +42,7 @@ def _data(tmp: Path) -> dict[str, Any]:
     data["streams"] = [s for s in data["streams"] if s["name"] == "m"]
     data["tables"] = [t for t in data["tables"] if t["name"] == "m_raw"] + [
         {"name": "state", "kind": "stateful", "sources": ["m_raw"], "key": ["k"], "increment": INCREMENT,
-         "fold": FOLD, "priority": 5, "cost": {"alpha": 1, "beta": 0.01}}]
+         "fold": FOLD, "order": ORDER, "priority": 5, "cost": {"alpha": 1, "beta": 0.01}}]
     return data
 
 
@@ -53,36 +56,38 @@ def _rows(path: str) -> list[dict[str, Any]]:
     return DeltaTable(path).to_pyarrow_table().to_pylist()
 
 
-def _expected(base: list[dict[str, Any]], upto: float) -> dict[str, dict[str, Any]]:
-    """The state computed independently: plain Python aggregates over every base row ≤ upto."""
+def _expected(base: list[dict[str, Any]], upto: float, scale: float = 1.0) -> dict[str, dict[str, Any]]:
+    """The state computed independently: plain Python aggregates over every base row ≤ upto
+    (`scale`: the v_sum of an increment that sums v·scale)."""
     cut = dt.datetime.fromtimestamp(upto, dt.UTC)
     out: dict[str, dict[str, Any]] = {}
     for r in sorted((r for r in base if r["ts"] <= cut), key=lambda r: r["ts"]):
-        e = out.setdefault(r["k"], {"n": 0, "v_sum": 0.0, "v_min": r["v"], "v_max": r["v"], "first_v": r["v"]})
+        e = out.setdefault(r["k"], {"n": 0, "v_sum": 0.0, "v_min": r["v"], "v_max": r["v"], "first_v": r["v"],
+                                    "first_ts": r["ts"]})
         e["n"] += 1
-        e["v_sum"] += r["v"]
+        e["v_sum"] += r["v"] * scale
         e["v_min"], e["v_max"] = min(e["v_min"], r["v"]), max(e["v_max"], r["v"])
         e["last_v"], e["ts"] = r["v"], r["ts"]
     return out
 
 
-def _audit(cfg: Any, upto: float) -> None:
+def _audit(cfg: Any, upto: float, scale: float = 1.0) -> None:
     state = {r["k"]: r for r in _rows(table_path(cfg, "state"))}
-    expected = _expected(_rows(table_path(cfg, "m_raw")), upto)
+    expected = _expected(_rows(table_path(cfg, "m_raw")), upto, scale)
     assert len(_rows(table_path(cfg, "state"))) == len(state)  # one row per key
     assert sorted(state) == sorted(expected)
     for k, e in expected.items():
         got = state[k]
         assert got["n"] == e["n"], (k, got, e)  # a key folded twice would count its rows twice
         assert math.isclose(got["v_sum"], e["v_sum"], rel_tol=1e-9), (k, got, e)
-        assert (got["v_min"], got["v_max"], got["last_v"], got["first_v"], got["ts"]) == (
-            e["v_min"], e["v_max"], e["last_v"], e["first_v"], e["ts"]), (k, got, e)
+        assert (got["v_min"], got["v_max"], got["last_v"], got["first_v"], got["first_ts"], got["ts"]) == (
+            e["v_min"], e["v_max"], e["last_v"], e["first_v"], e["first_ts"], e["ts"]), (k, got, e)
 
 
-def _metas(cfg: Any) -> list[dict[str, Any]]:
-    """The userMetadata of every Freshet commit of the state."""
+def _metas(cfg: Any, path: str | None = None) -> list[dict[str, Any]]:
+    """The userMetadata of every Freshet commit of the state (or of the table at `path`)."""
     out = []
-    for f in sorted((Path(table_path(cfg, "state")) / "_delta_log").glob("*.json")):
+    for f in sorted((Path(path or table_path(cfg, "state")) / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
             if line.startswith('{"commitInfo"') and "userMetadata" in (info := json.loads(line)["commitInfo"]):
                 out.append(json.loads(info["userMetadata"]))
@@ -117,7 +122,7 @@ def test_increments_fold_by_one_merge_each_exactly_once(spark, tmp_path: Path) -
     assert f2 == T0 + 12 * MINUTE and rec.tables["state"].txn_version == ms(f2)  # recovery reads it from the log
     _audit(cfg, f2)
     late = [m for m in _metas(cfg) if "late_from" in m]
-    assert len(late) == 1 and late[0]["late_from"] <= T0 + 3 * MINUTE and late[0]["window"][0] == f1
+    assert len(late) == 1 and late[0]["late_from"] <= T0 + 3 * MINUTE and late[0].get("window", [f1])[0] == f1
     assert recover(cfg, SparkLog(spark)).tables["state"].freshness == f2  # the log read through Spark (Connect)
     meta = _last_meta(cfg)
     assert meta["operation"] == "MERGE" and meta["kind"] == "stateful"
@@ -148,14 +153,19 @@ def test_increments_fold_by_one_merge_each_exactly_once(spark, tmp_path: Path) -
     sched = Scheduler(cfg, now=time.time(), recovered=recover(cfg).recovered)
     jobs = sched.handle(Backfill(table="state", start=T0, end=T0 + MINUTE), time.time())
     _drive(sched, Executor(cfg, spark, recover(cfg)), jobs, stop_after=2)
-    assert recover(cfg).recovered["state"].rebuild == (T0 + 6 * MINUTE, f2)  # its progress, from the log
+    assert recover(cfg).recovered["state"].rebuild == (T0 + 6 * MINUTE, f2)  # its progress, from the shadow's log
+    spoilt = {r["k"]: r["n"] for r in _rows(table_path(cfg, "state"))}  # readers still see the whole old state
+    assert spoilt == {k: e["n"] + 100 for k, e in _expected(_rows(table_path(cfg, "m_raw")), f2).items()}
+    assert all(m["sources"] == m["rebuild"]["versions"] for m in _metas(cfg, shadow_path(cfg, "state")))
     sched = Scheduler(cfg, now=time.time(), recovered=recover(cfg).recovered)
     done = _drive(sched, Executor(cfg, spark, recover(cfg)), sched.handle(Tick(), time.time()))
     assert [(j.start, j.end) for j in done] == [(T0 + 6 * MINUTE, T0 + 9 * MINUTE), (T0 + 9 * MINUTE, f2)]
     rec = recover(cfg)
     assert rec.tables["state"].freshness == f2 and rec.recovered["state"].rebuild is None
-    chunks = [m for m in _metas(cfg) if "rebuild" in m]
-    assert [tuple(m["window"]) for m in chunks] == [(T0 + i * 3 * MINUTE, T0 + (i + 1) * 3 * MINUTE) for i in range(4)]
+    assert rec.tables["state"].txn_version == ms(f2) + 1  # the swap: one commit, one txn version
+    (swap,) = [m for m in _metas(cfg) if "rebuild" in m]
+    assert swap["rebuild"]["swapped"] and swap["window"] == [T0, f2] and swap["sources"] == swap["read"]
+    assert not Path(shadow_path(cfg, "state")).exists()  # the shadow's files are removed after the swap
     _audit(cfg, f2)  # the spoilt counts are gone: the state is folded again from every base row
 
 
@@ -171,6 +181,140 @@ def _drive(sched: Any, ex: Executor, jobs: list[StartJob], stop_after: int | Non
         done.append(job)
         jobs += sched.handle(event, time.time())
     return done
+
+
+
+def _write_rows(cfg: Any, minute: int, rows: list[tuple[str, float]], pid: str) -> None:
+    """One partition of stream m for `minute` after T0 holding `rows` (key, v), in time order."""
+    import pyarrow as pa
+
+    from ops.demo import write_partition
+
+    start = T0 + minute * MINUTE
+    ts = [dt.datetime.fromtimestamp(start + 1 + i, dt.UTC) for i in range(len(rows))]
+    table = pa.table({"ts": pa.array(ts, pa.timestamp("us", tz="UTC")), "k": [k for k, _ in rows],
+                      "v": [v for _, v in rows], "id": [int(start) * 100 + 90 + i for i in range(len(rows))]})
+    write_partition(cfg.warehouse.landing, "m", pid, start, start + MINUTE, table)
+
+
+def test_a_late_load_alone_is_folded_at_once_first_values_included(spark, tmp_path: Path) -> None:
+    """A late partition and no on-time data after it: the Scheduler releases a late fold of its rows
+    (no job waits for the sources' edge to move); a late row earlier than a key's first value
+    replaces it (the first orders by its own column, min(ts)); a key only the late rows hold appears."""
+    cfg = _config(tmp_path)
+    write_minutes(cfg, "m", 1, 4, n=6)
+    report, _ = run_until_idle(cfg, spark)
+    assert report.failed == 0
+    f = recover(cfg).tables["state"].freshness
+    assert f == T0 + 5 * MINUTE
+    _write_rows(cfg, 0, [("r1", 1000.5), ("late-only", 7.25)], "m-late-0")  # below F, before every first
+    report, sched = run_until_idle(cfg, spark)
+    assert report.failed == 0
+    rec = recover(cfg)
+    assert rec.tables["state"].freshness == f
+    state = {r["k"]: r for r in _rows(table_path(cfg, "state"))}
+    assert state["r1"]["first_v"] == 1000.5 and state["late-only"]["n"] == 1
+    _audit(cfg, f)  # every base row folded once, the late ones included
+    (fold,) = [m for m in _metas(cfg) if "late_from" in m]
+    assert fold["late_from"] < T0 + MINUTE and fold["reasons"] == ["late"] and fold["late"] == ["m-late-0"]
+    assert fold["sources"] == fold["read"] == {"m_raw": rec.tables["m_raw"].delta_version}
+    assert next(t for t in sched.stats(time.time()).tables if t.name == "state").late_rows_unfolded == 0
+
+
+def test_an_update_folds_after_the_txn_version_crept_past_its_window(spark, tmp_path: Path) -> None:
+    """Late folds and rebuild swaps take one txn version each above ms(F): once the recorded
+    version is past ms(end) of the next window, that update job still folds it (one above the
+    recorded) — it is not a no-op the Scheduler would count as folded."""
+    from warehouse.lake.delta import commit_message
+
+    cfg = _config(tmp_path)
+    write_minutes(cfg, "m", 0, 3, n=6)
+    assert run_until_idle(cfg, spark)[0].failed == 0
+    st = recover(cfg).tables["state"]
+    path = table_path(cfg, "state")
+    crept = ms(st.freshness) + 10 * 60_000  # many versions above ms(F): past the next windows' ends
+    meta = {"kind": "stateful", "partitions": {}, "freshness": st.freshness, "safe_freshness": st.freshness,
+            "sources": st.read, "read": st.read}
+    (spark.read.format("delta").load(path).limit(0).write.format("delta").mode("append")
+     .option("txnAppId", "freshet/state").option("txnVersion", str(crept))
+     .option("userMetadata", commit_message(meta, crept)).save(path))
+    write_minutes(cfg, "m", 3, 2, n=6)
+    assert run_until_idle(cfg, spark)[0].failed == 0
+    rec = recover(cfg).tables["state"]
+    assert rec.freshness == T0 + 5 * MINUTE and rec.txn_version > crept
+    _audit(cfg, rec.freshness)
+
+
+DEP_SQL = "SELECT ts, k, n FROM state WHERE ts > :window_start AND ts <= :window_end"
+
+
+def test_a_rebuild_while_data_arrives_is_never_read_partial(spark, tmp_path: Path) -> None:
+    """A changed increment with `rebuild: true` (a SIGHUP) while minutes keep arriving, and a derived
+    table over the state: after every job the live state holds every key with its count over all
+    base rows up to its F — readers and the dependent's jobs never see a partial state; the rebuilt
+    state is swapped in once, caught up with the update folded meanwhile; the dependent is then
+    recomputed over the whole state. Each commit's sources agree with what the job reports read."""
+    import copy
+
+    from warehouse.events import JobFinished
+    from warehouse.landing.intake import Intake
+
+    data = _data(tmp_path)
+    data["scheduler"].update(chop=2.0, policy="fifo")  # chunks of 2 minutes; a due update job goes first
+    data["tables"].append({"name": "dep", "sources": ["state"], "granularity": "1m", "sql": DEP_SQL,
+                           "cost": {"alpha": 1, "beta": 0.01}})
+    cfg = parse_config(data)
+    write_minutes(cfg, "m", 0, 6, n=6)
+    assert run_until_idle(cfg, spark)[0].failed == 0
+    changed = copy.deepcopy(data)
+    changed["tables"][1].update(increment=INCREMENT.replace("sum(v) AS", "sum(v * 2) AS"), rebuild=True)
+    cfg = parse_config(changed)
+    rec = recover(cfg)
+    sched = Scheduler(cfg, now=time.time(), recovered=rec.recovered)
+    ex, intake = Executor(cfg, spark, rec), Intake(cfg, rec)
+    path, spath = table_path(cfg, "state"), shadow_path(cfg, "state")
+    kinds: list[tuple[str, str, bool]] = []
+
+    def step(job: StartJob, meanwhile: Any = None) -> list[StartJob]:
+        """Run `job`, check what its commit says it read, and (after `meanwhile`) hand its end
+        to the Scheduler; then read the live state as any reader would: it must be whole."""
+        event = ex.execute(job)
+        assert isinstance(event, JobFinished), event
+        kinds.append((job.table, job.kind, "rebuild" in job.reasons))
+        if job.kind == "base":
+            intake.archive(job)
+        if job.table == "state" and event.committed:  # what the commit says it read is what the job read
+            last = _metas(cfg, spath)[-1] if job.kind == "recompute" and Path(spath).exists() else _metas(cfg)[-1]
+            assert last["sources"] == dict(event.read), (last, event)
+            if "rebuild" in last and not last["rebuild"].get("swapped"):
+                assert last["sources"] == last["rebuild"]["versions"]
+        if meanwhile is not None:
+            meanwhile()
+        out = sched.handle(event, time.time())
+        f = recover(cfg).tables["state"].freshness
+        live = {r["k"]: r["n"] for r in _rows(path)}  # a reader of the state, now
+        assert live == {k: e["n"] for k, e in _expected(_rows(table_path(cfg, "m_raw")), f).items()}, (job, f)
+        return out
+
+    def arrive() -> None:  # two minutes arrive and are loaded while the rebuild's first chunk runs
+        write_minutes(cfg, "m", 6, 2, n=6)
+        more = [j for a in intake.scan() for j in sched.handle(a, time.time())]
+        while more:
+            more += step(more.pop(0))
+
+    jobs = sched.handle(Tick(), time.time())
+    assert [(j.table, j.kind, j.full) for j in jobs] == [("state", "recompute", True)]
+    while jobs:
+        job = jobs.pop(0)
+        jobs += step(job, arrive if job.full else None)
+    f = recover(cfg).tables["state"].freshness
+    assert f == T0 + 8 * MINUTE and ("state", "stateful", False) in kinds  # its own kind, not derived
+    assert kinds.index(("state", "stateful", False)) < max(i for i, k in enumerate(kinds) if k[2])  # mid-rebuild
+    _audit(cfg, f, scale=2.0)  # the new increment over every base row, the minutes folded meanwhile too
+    (swap,) = [m for m in _metas(cfg) if "rebuild" in m]
+    assert swap["rebuild"]["swapped"] and swap["rebuild"]["to"] == T0 + 6 * MINUTE and swap["freshness"] == f
+    dep = sorted((r["k"], r["n"]) for r in _rows(table_path(cfg, "dep")))
+    assert dep == sorted((r["k"], r["n"]) for r in _rows(path))  # the dependent recomputed over the new state
 
 
 CHILD = """

@@ -43,11 +43,29 @@ def test_a_stateful_table_parses():
     ({"increment": None}, "tables[state].increment: a stateful table needs the increment SQL"),
     ({"sql": "SELECT 1 AS ts"}, "tables[state].sql: a stateful table has an `increment`, not `sql`"),
     ({"lookback": "2m"}, "tables[state].lookback: does not apply to a stateful table"),
+    # a first and a last cannot share one ordering column: max(ts) hides a late row earlier than the first
+    ({"increment": INC.replace("max(ts) AS last_seen", "min_by(v, ts) AS w"),
+      "fold": {"n": "sum", "w": "first", "v": "last"}},
+     "tables[state].fold: w (first) and v (last) order by one column 'ts': a first needs the earliest time"),
+    ({"increment": INC.replace("max(ts) AS last_seen", "min_by(v, ts) AS w"), "fold": {"n": "sum", "w": "first"},
+      "time_column": None}, "tables[state].fold: no fold for increment column(s) v"),
+    ({"increment": INC.replace("max(ts) AS last_seen", "min_by(v, ts) AS w").replace("max_by(v, ts) AS v, ", ""),
+      "fold": {"n": "sum", "w": "first", "ts": "max"}},
+     "tables[state].fold: w (first) order by 'ts', which is folded max: a first needs the earliest time"),
+    ({"order": {"n": "last_seen"}}, "tables[state].order: 'n' is not a `last`/`first` fold column"),
+    ({"order": {"v": "seen"}}, "tables[state].order: v compare the increment's 'seen' column, which it does not output"),
 ])
 def test_mistakes_name_file_and_field(table, message):
     with pytest.raises(ConfigError) as err:
         parse_config(_config(**table), source="wh.yaml")
     assert "wh.yaml" in str(err.value) and message in str(err.value), str(err.value)
+
+
+def test_a_first_and_a_last_each_order_by_their_own_column():
+    inc = INC.replace("max(ts) AS last_seen", "min(ts) AS first_ts, min_by(v, ts) AS w")
+    cfg = parse_config(_config(increment=inc, fold={"n": "sum", "first_ts": "min", "w": "first", "v": "last"},
+                               order={"w": "first_ts"}), source="wh.yaml")
+    assert cfg.table("state").order == {"w": "first_ts"}
 
 
 def test_stateful_fields_on_other_tables_are_refused():

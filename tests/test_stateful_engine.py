@@ -48,21 +48,31 @@ def _arrive(s: Scheduler, i: int, now: float) -> list[StartJob]:
     return s.handle(PartitionArrived(stream="s", partition_id=f"p{i}", start=i * 60.0, end=(i + 1) * 60.0), now)
 
 
-def test_stateful_jobs_fold_consecutive_windows_and_never_recompute():
+def test_stateful_jobs_fold_consecutive_windows_and_a_late_load_releases_a_late_fold():
     s = Scheduler(_cfg(), now=0)
     log: list[StartJob] = []
     now = 0.0
     for i in [*range(0, 7), *range(8, 20)]:  # minute 7 held back, then late
         now = _run(s, _arrive(s, i, now), now, log)
     mine = [j for j in log if j.table == "state"]
-    assert mine and all(j.kind != "recompute" for j in mine)
+    assert mine and all(j.kind == "stateful" for j in mine)  # its own kind in logs, /v1 and the page
     assert [(j.start, j.end) for j in mine] == list(zip([0.0] + [j.end for j in mine[:-1]], [j.end for j in mine],
                                                         strict=True))  # consecutive windows, each folded once
     assert mine[-1].end == 1200
     log.clear()
-    now = _run(s, _arrive(s, 7, now), now, log)  # late: the derived roll-up is recomputed, the state is not
-    assert [j.table for j in log if j.kind == "recompute"] == ["roll"]
-    assert not [j for j in log if j.table == "state"]
+    late = s.handle(PartitionArrived(stream="s", partition_id="p7", start=420.0, end=480.0, rows=10), now)
+    now += 1
+    (base,) = late
+    late = s.handle(JobFinished(job_id=base.job_id, duration=1), now)  # the late minute is loaded
+    state = next(t for t in s.stats(now).tables if t.name == "state")
+    assert state.late_rows_unfolded == 10  # freshet_table_late_rows_unfolded: not folded yet
+    now = _run(s, late, now, log)  # the derived roll-up is recomputed; the state folds the late rows alone
+    folds = [j for j in log if j.table == "state"]
+    assert [(j.kind, j.reasons, j.start, j.end, j.late) for j in folds] == [("recompute", ("late",), 420.0, 480.0,
+                                                                             ("p7",))]
+    assert sorted(j.table for j in log if j.kind == "recompute") == ["roll", "state"]
+    assert next(t for t in s.stats(now).tables if t.name == "state").late_rows_unfolded == 0
+    log.clear()
     jobs = s.handle(Reconfigure(config=_cfg(INC.replace("count(*)", "count(k)"))), now)  # a changed increment
     assert not [j for j in jobs if j.table == "state"]
     stats = next(t for t in s.stats(now).tables if t.name == "state")
@@ -140,8 +150,8 @@ def test_a_rebuild_that_would_lose_rows_is_refused_by_name():
     import pytest
 
     from warehouse.lake.outcome import JobError
+    from warehouse.lake.rebuild import run_rebuild
     from warehouse.lake.recovery import TableState
-    from warehouse.lake.stateful import run_rebuild
 
     cfg = _cfg()
 
@@ -180,7 +190,7 @@ def test_the_simulator_folds_late_rows_into_the_next_increment_and_recomputes_no
     sim = Simulation(cfg, seed=3)
     run = sim.run(events=600)
     state, roll = run.per_table["state"], run.per_table["roll"]
-    assert "recompute_jobs" not in state and roll["recompute_jobs"] > 0
+    assert state.get("windows_recomputed", 0) == 0 and roll["recompute_jobs"] > 0  # late folds rewrite no window
     assert state["late_folded"] > 0 and state["late_folded"] % 60 == 0, state  # whole late minutes, folded
     assert state["late_folded"] + sim.late_fold["state"] == 60 * sim.sched.late_partitions, (state, run.per_table)
 
@@ -202,3 +212,29 @@ def test_a_backfill_of_a_stateful_table_is_refused_when_a_source_lost_rows_and_c
     log.clear()
     _run(s, s.handle(Resume(table="state"), now), now, log)
     assert not [j for j in log if j.table == "state"]
+
+
+def test_a_rebuild_marks_the_dependents_once_when_it_is_swapped_in():
+    """A dependent over the state reads the live state, which a rebuild leaves whole until its last
+    chunk swaps the rebuilt one in (lake.rebuild): no chunk before marks the dependent's windows;
+    the swap marks all of them, from the state's origin to its F, once."""
+    dep = {"name": "dep", "sources": ["state"], "granularity": 60, "cost": {"alpha": 1, "beta": 0.01},
+           "sql": "SELECT ts, k, n FROM state WHERE ts > :window_start AND ts <= :window_end"}
+    s = Scheduler(config([{"name": "s", "period": 60}], [*_tables(INC, False), dep], chop=3, tracks=2), now=0)
+    log: list[StartJob] = []
+    now = 0.0
+    for i in range(20):
+        now = _run(s, _arrive(s, i, now), now, log)
+    log.clear()
+    jobs = s.handle(Backfill(table="state", start=300, end=600, reason="ops"), now)
+    seen: list[tuple[str, float, float]] = []
+    while jobs:
+        job = jobs.pop(0)
+        now += 1
+        seen.append((job.table, job.start, job.end))
+        jobs += s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+    chunks = [x for x in seen if x[0] == "state"]
+    assert len(chunks) == 7 and chunks[-1][2] == 1200
+    deps = [x for x in seen if x[0] == "dep"]
+    assert deps and seen.index(deps[0]) > seen.index(chunks[-1])  # nothing of dep before the swap
+    assert min(lo for _, lo, _ in deps) == 0 and max(hi for _, _, hi in deps) == 1200  # then all of it

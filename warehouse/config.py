@@ -192,6 +192,10 @@ class TableConfig(_Strict):
                                           "sum, count, min, max, last, first (last/first by `time_column`)")
     time_column: Name | None = Field(
         None, description="stateful: the increment's event-time column that `last`/`first` compare (default ts)")
+    order: dict[Name, Name] = Field(
+        default_factory=dict, description="stateful: a `last`/`first` column's own ordering column (default "
+                                          "`time_column`): a `first` needs the earliest time of its key's rows "
+                                          "in the increment (min(ts)), a `last` the latest (max(ts))")
 
     @property
     def is_base(self) -> bool:
@@ -517,7 +521,7 @@ def verify_base_and_derived(cfg: FreshetConfig) -> list[str]:
     return problems
 
 
-STATEFUL_FIELDS = ("key", "increment", "fold", "time_column")
+STATEFUL_FIELDS = ("key", "increment", "fold", "time_column", "order")
 
 
 def verify_stateful(cfg: FreshetConfig) -> list[str]:
@@ -562,14 +566,41 @@ def verify_stateful(cfg: FreshetConfig) -> list[str]:
                         f"(it outputs {', '.join(cols)}){_hint(c, cols)}" for c in t.fold if c not in have)
         problems.extend(f"{where}.fold: {c!r} is a key column; keys are matched, not folded"
                         for c in t.fold if c in t.key)
-        ordered = any(f in ("last", "first") for f in t.fold.values())
-        if ordered and tcol not in have:
-            problems.append(f"{where}.time_column: `last`/`first` folds compare the increment's {tcol!r} "
-                            f"column, which it does not output (it outputs {', '.join(cols)})")
-        loose = [c for c in cols if c not in t.key and c not in t.fold and not (ordered and c == tcol)]
+        orders = {c: t.order.get(c, tcol) for c, f in t.fold.items() if f in ("last", "first")}
+        problems.extend(_order_problems(t, where, orders, cols))
+        loose = [c for c in cols if c not in t.key and c not in t.fold and c not in orders.values()]
         if loose:
             problems.append(f"{where}.fold: no fold for increment column(s) {', '.join(loose)} "
                             f"(one of {', '.join(FOLDS)})")
+    return problems
+
+
+def _order_problems(t: TableConfig, where: str, orders: dict[str, str], cols: list[str]) -> list[str]:
+    """Each `last`/`first` column's ordering column (`order`, else `time_column`): output by the
+    increment, and the right end of its key's rows — a `first` compares the earliest time
+    (folded `min`), a `last` the latest (folded `max`), so one column cannot serve both."""
+    problems = [f"{where}.order: {c!r} is not a `last`/`first` fold column" for c in t.order if c not in orders]
+    for o in sorted({o for c, o in orders.items() if o not in cols}):
+        own = sorted(c for c in t.order if t.order[c] == o)
+        what = f"order: {', '.join(own)} compare" if own else "time_column: `last`/`first` folds compare"
+        problems.append(f"{where}.{what} the increment's {o!r} column, which it does not output "
+                        f"(it outputs {', '.join(cols)})")
+    for o in sorted(set(orders.values())):
+        users = {f: sorted(c for c, x in orders.items() if x == o and t.fold[c] == f) for f in ("first", "last")}
+        if users["first"] and users["last"]:
+            problems.append(
+                f"{where}.fold: {', '.join(users['first'])} (first) and {', '.join(users['last'])} (last) order by "
+                f"one column {o!r}: a first needs the earliest time of each key's rows in the increment, a last "
+                f"the latest — with max({o}) a late row earlier than the first value held would not replace it. "
+                f"Give the first its own ordering column: output `min(ts) AS first_ts`, fold it `min`, and set "
+                f"`order: {{{users['first'][0]}: first_ts}}`")
+            continue
+        want = "min" if users["first"] else "max"
+        if t.fold.get(o) in ("min", "max") and t.fold[o] != want:
+            kind = "first" if users["first"] else "last"
+            problems.append(f"{where}.fold: {', '.join(users[kind])} ({kind}) order by {o!r}, which is folded "
+                            f"{t.fold[o]}: a {kind} needs the {'earliest' if kind == 'first' else 'latest'} "
+                            f"time of each key's rows ({want}({o})), folded {want}")
     return problems
 
 

@@ -35,31 +35,54 @@ __all__ = ["Derived", "Folded"]
 @dataclass(slots=True)
 class Folded(TableRecompute):
     """A stateful table's recompute state: it folds increments (seed 003 §3) and never rewrites
-    committed windows, so a late partition or a changed increment alone asks for nothing.
+    committed windows. Its `dirty` ranges are late rows: rows a late load committed below F,
+    which no job has read — folded by its next job (an update job reads them too) or, when no
+    update job is due, by a late fold of their own (a recompute job with reason `late`).
 
     A **rebuild** folds the whole state again from its sources — asked by a backfill (folds are
     not invertible: one range cannot be refolded alone) or by a changed increment with `rebuild:
-    true` — in chunks of at most c·P_i (§3.4), each one job: the first overwrites the state from
-    the origin (`full`, asked), the others fold `(next, next + span]` until `to`, the freshness
-    when the first chunk started (lake.stateful.run_rebuild)."""
+    true` — in chunks of at most c·P_i (§3.4), each one job: the first starts it from the origin
+    (`full`, asked), the others fold `(next, next + span]` until `to`, the freshness when the
+    first chunk started; the last swaps the rebuilt state in (lake.rebuild)."""
 
     next: float | None = None  # a rebuild under way: the next chunk's start
     to: float | None = None  # … and where it ends
+    late_rows: int = 0  # rows of the late loads in `dirty`, not folded yet
+    taken_rows: int = 0  # … and of those its running job folds
 
     def under_way(self) -> bool:
         return self.next is not None and self.to is not None and self.next < self.to
 
     def has_work(self) -> bool:
-        return self.full or self.under_way()
+        return self.full or self.under_way() or bool(self.dirty)
 
     def chunk(self, freshness: float, origin: float, span: float) -> tuple[Piece, bool, float] | None:
-        """(the next chunk, does it overwrite the state?, priority share 1), or None."""
+        """(the next job: a rebuild's first chunk, a late fold, or the rebuild's next chunk; does it
+        start the rebuild?, priority share 1), or None."""
         if self.full:
             return Piece(origin, min(origin + span, freshness), {"rebuild"}), True, 1.0
+        if self.dirty:  # late rows: their range, the whole of it (one MERGE folds them all)
+            late = set().union(*(p.late for p in self.dirty.items))
+            return Piece(self.dirty.items[0].lo, self.dirty.items[-1].hi, {"late"}, late), False, 1.0
         if self.under_way():
             assert self.next is not None and self.to is not None
             return Piece(self.next, min(self.next + span, self.to), {"rebuild"}), False, 1.0
         return None
+
+    def late(self, lo: float, hi: float, ids: tuple[str, ...], taken: float | None, rows: int) -> bool:
+        """A base source committed `rows` rows in `(lo, hi]`: those at or below `taken` (F, or the
+        running update job's new F) are late rows no job has read. True when some are."""
+        if taken is None or lo >= taken or hi <= lo:
+            return False
+        top = min(hi, taken)
+        self.dirty.add(lo, top, ("late",), ids)
+        self.late_rows += round(rows * (top - lo) / (hi - lo))
+        return True
+
+    def take_late(self) -> list[Piece]:
+        """A job starts that reads every late row committed so far (a late fold, an update job)."""
+        self.taken_rows, self.late_rows = self.taken_rows + self.late_rows, 0
+        return self.dirty.remove(-math.inf, math.inf)
 
 
 @lru_cache(maxsize=4096)
@@ -154,11 +177,13 @@ class Derived:
 
     # ---- recomputing committed windows (warehouse.recompute) --------------------------------------
     def mark(self, lo: float, hi: float, reason: str, late: tuple[str, ...], *, granularity: float | None,
-             taken: float | None, origin: float | None) -> bool:
+             taken: float | None, origin: float | None, rows: int = 0) -> bool:
         """A source's rows in `(lo, hi]` changed: the windows computed from them (up to `taken`) are
-        wrong. True when something was marked."""
+        wrong — a stateful table's: `rows` late rows to fold. True when something was marked."""
+        if isinstance(self.rc, Folded):  # rows below what it folded: late rows for a late fold (lake.stateful)
+            return self.rc.late(lo, hi, late, taken, rows)
         r = touched(lo, hi, lookback=self.lookback, granularity=granularity, taken=taken, origin=origin)
-        if r is None or self.stateful:  # a stateful table is never rewritten (late rows: docs/warehouse.md)
+        if r is None:
             return False
         self.rc.dirty.add(r[0], r[1], (reason,), late)
         return True
@@ -189,12 +214,21 @@ class Derived:
         assert piece is not None
         return piece, False, share
 
-    def take(self, lo: float, hi: float, full: bool, upto: float | None = None) -> tuple[set[str], set[str]]:
+    def take(self, lo: float, hi: float, full: bool, upto: float | None = None,
+             reasons: frozenset[str] | set[str] = frozenset()) -> tuple[set[str], set[str]]:
         """A job starts that rewrites `(lo, hi]` (all of it when `full`): what it takes leaves
         `dirty` now, so a change while it runs is recomputed again after it. (reasons, late ids).
-        A stateful table's first rebuild chunk fixes where the rebuild ends: `upto`, its F now."""
-        if isinstance(self.rc, Folded) and full:
-            self.rc.next, self.rc.to = lo, upto
+        A stateful table's (`reasons` say which job): a late fold takes every late row; a
+        rebuild's first chunk fixes where the rebuild ends: `upto`, its F now."""
+        if isinstance(self.rc, Folded):
+            if "rebuild" not in reasons:  # a late fold: every late row so far
+                self.taken = self.rc.take_late()
+                return {"late"}, set().union(*(p.late for p in self.taken))
+            if full:
+                self.rc.next, self.rc.to = lo, upto
+            self.taken_full, self.rc.full = self.rc.full, False if full else self.rc.full
+            self.taken = []
+            return {"rebuild"}, set()
         self.taken_full, self.rc.full = self.rc.full, False if full else self.rc.full
         self.taken = self.rc.dirty.remove(lo, hi)
         reasons = set().union(*(p.reasons for p in self.taken))
@@ -203,13 +237,31 @@ class Derived:
 
     def committed(self, start: float, end: float, version: str, windows: int | None) -> None:
         """A job rewrote `(start, end]` with SQL `version` (`windows`: a recompute job's count)."""
+        rc = self.rc
+        if isinstance(rc, Folded):
+            rc.taken_rows = 0
         if windows is None:
-            self.rc.versions.set(start, end, version)
+            rc.versions.set(start, end, version)
+        elif isinstance(rc, Folded) and self.taken:  # a late fold: no window rewritten
+            rc.recompute_jobs += 1
         else:
-            self.rc.done(start, end, version, windows)
-            if isinstance(self.rc, Folded) and self.rc.next is not None:  # a rebuild chunk folded
-                self.rc.next = max(self.rc.next, end)
+            rc.done(start, end, version, windows)
+            if isinstance(rc, Folded) and rc.next is not None:  # a rebuild chunk folded
+                rc.next = max(rc.next, end)
         self.taken, self.taken_full = [], False
+
+    def folded(self) -> float | None:
+        """A stateful table's job starts: it reads every late row committed so far (an update
+        job too). The earliest of them (its dependents' windows from there on may change), or None."""
+        if not isinstance(self.rc, Folded):
+            return None
+        self.taken = self.rc.take_late()
+        return self.taken[0].lo if self.taken else None
+
+    def rebuilt(self, end: float) -> bool:
+        """A stateful table's rebuild chunk ending at `end` finished: was it the last one, the swap?"""
+        rc = self.rc
+        return isinstance(rc, Folded) and rc.to is not None and end >= rc.to and not rc.under_way()
 
     def failed(self, update: bool, freshness: float | None) -> None:
         """The running job did not commit: the windows it took stay to recompute; after a failed
@@ -217,6 +269,8 @@ class Derived:
         reads its sources anew)."""
         for p in self.taken:
             self.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
+        if isinstance(self.rc, Folded):
+            self.rc.late_rows, self.rc.taken_rows = self.rc.late_rows + self.rc.taken_rows, 0
         self.rc.full = self.rc.full or self.taken_full
         self.taken, self.taken_full = [], False
         if update and freshness is not None:
@@ -251,6 +305,7 @@ class Derived:
             "windows_old_sql": window_count(old, granularity, period),
             "recompute_pending": _rebuilding(rc) if isinstance(rc, Folded) else rc.dirty.total() + old + sum(
                 p.hi - p.lo for p in self.taken),
+            "late_rows_unfolded": rc.late_rows + rc.taken_rows if isinstance(rc, Folded) else 0,
             "windows_recomputed": rc.windows_recomputed,
             "recompute_jobs": rc.recompute_jobs,
         }

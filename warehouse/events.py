@@ -262,7 +262,7 @@ class StartJob:
     job_id: int
     table: str
     track: int
-    kind: str  # "base" | "derived" | "recompute" | "optimize" | "vacuum" (maintenance, warehouse.upkeep)
+    kind: str  # "base" | "derived" | "stateful" | "recompute" | "optimize" | "vacuum" (maintenance, warehouse.upkeep)
     start: float
     end: float
     new_freshness: float

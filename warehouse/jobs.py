@@ -51,11 +51,14 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
     if full:  # a full refresh: the SQL over (origin, end] overwrites the table (NextJob.shape)
         assert t.dv is not None
         t.dv.take(start, end, full=True)
+    stateful = t.dv is not None and t.dv.stateful
+    if stateful:  # it reads the late rows committed so far too (lake.stateful)
+        t.dv.folded()  # type: ignore[union-attr]
     return StartJob(
         job_id=job_id,
         table=t.name,
         track=track,
-        kind="base" if t.base else "derived",
+        kind="base" if t.base else "stateful" if stateful else "derived",
         start=start,
         end=end,
         new_freshness=new_f,
@@ -77,7 +80,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
     """t's recompute job of `piece` (NextJob.recompute): what it takes leaves `dirty` now, so a
     change that arrives while it runs is recomputed again after it."""
     assert t.dv is not None and t.freshness is not None
-    reasons, late = t.dv.take(piece.lo, piece.hi, full, upto=t.freshness)
+    reasons, late = t.dv.take(piece.lo, piece.hi, full, upto=t.freshness, reasons=piece.reasons)
     # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
     reasons |= piece.reasons
     late |= piece.late

@@ -148,7 +148,7 @@ def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = ()) -> 
             t.log.adopt(parts)
     if t.dv is not None:
         if job.kind == "recompute":
-            t.dv.take(job.start, job.end, job.full, upto=t.freshness)
+            t.dv.take(job.start, job.end, job.full, upto=t.freshness, reasons=set(job.reasons))
         elif job.full:
             t.dv.take(job.start, job.end, full=True)
         for lo, hi, reason, late in changed:

@@ -371,13 +371,17 @@ class Scheduler:
             self._pace.observe(ev.duration, job.estimate)
             if self._upkeep.committed(t.name, now) is not None:  # its maintenance is due now
                 self._care(t, "due")
+        late = t.dv is not None and t.dv.stateful and t.dv.taken  # a stateful job folded late rows too
+        start = min(job.start, t.dv.taken[0].lo) if late and t.dv is not None else job.start
         if committed(t, job, ev, now, self.config.scheduler.repartition_drift):
             self._plan_dirty = True  # its E_i(P_i) drifted from the plan's (§3.2)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
             for p, lo, hi in spans:  # (a time slice touches only its slice)
-                self._touch(t, lo, hi, "late", (p.pid,), now)
+                a = p.arrival
+                rows = round(a.rows * (hi - lo) / (a.end - a.start)) if a.end > a.start else a.rows
+                self._touch(t, lo, hi, "late", (p.pid,), now, rows)
         else:
-            self._touch(t, job.start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
+            self._touch(t, start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             sources_changed(d, lambda x: self._work_changed(x, now))
         self._work_changed(t, now)
@@ -395,17 +399,29 @@ class Scheduler:
         self._check_upkeep(t, now)
 
     def _recomputed(self, t: Table, job: StartJob, ev: JobFinished, now: float) -> None:
-        """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG."""
+        """A recompute job rewrote `(start, end]`: record the version, pass it down the DAG. A
+        stateful table's late fold changes the keys of its late rows, whose state rows lie anywhere
+        from the earliest of them to F; its rebuild changes nothing readers see until its last
+        chunk swaps the rebuilt state in, which may change every key: its dependents' windows over
+        the whole state are recomputed then, once (lake.rebuild)."""
         recomputed(t, job, ev)
-        self._touch(t, job.start, job.end, "upstream", job.late, now)
+        assert t.dv is not None and t.freshness is not None
+        if not t.dv.stateful:
+            self._touch(t, job.start, job.end, "upstream", job.late, now)
+        elif "rebuild" not in job.reasons:
+            self._touch(t, job.start, t.freshness, "upstream", job.late, now)
+        elif t.dv.rebuilt(job.end):
+            self._touch(t, t.origin if t.origin is not None else job.start, t.freshness, "upstream", (), now)
         if raise_safe(t):
             for d in t.dependents:
                 sources_changed(d, lambda x: self._work_changed(x, now))
         self._work_changed(t, now)
 
-    def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float) -> None:
-        """x's rows in `(lo, hi]` changed: its dependents' windows computed from them are wrong."""
-        for d in stale_windows(x, lo, hi, reason, late, self._board.by_table):
+    def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float,
+               rows: int = 0) -> None:
+        """x's rows in `(lo, hi]` changed (`rows` of them loaded): its dependents' windows computed
+        from them are wrong; a stateful dependent's late rows to fold."""
+        for d in stale_windows(x, lo, hi, reason, late, self._board.by_table, rows):
             self._work_changed(d, now)
         for job in self._board.jobs.values():  # kept for a returning table (_build): rows it read
             if lo < job.end and x.name in job.sources:

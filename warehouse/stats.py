@@ -60,6 +60,7 @@ class TableStats:
     recompute_pending: float = 0.0  # seconds of committed windows to recompute (late, backfill, old SQL)
     windows_recomputed: int = 0  # windows rewritten by recompute jobs since start
     recompute_jobs: int = 0
+    late_rows_unfolded: int = 0  # stateful: rows of late loads its state has not folded yet
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -251,14 +251,16 @@ def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConf
 
 
 def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...],
-                  running: dict[str, StartJob]) -> list[Table]:
+                  running: dict[str, StartJob], rows: int = 0) -> list[Table]:
     """x's rows in `(lo, hi]` changed (late data, a rewritten source, a dependent that ran ahead by
     max_skew): the windows its dependents computed from them are marked to recompute
     (warehouse.derived); the dependents that got work. `running`: the job each table runs."""
-    return [d for d in x.dependents if d.dv is not None and read_stale(d, running.get(d.name), lo, hi, reason, late)]
+    return [d for d in x.dependents
+            if d.dv is not None and read_stale(d, running.get(d.name), lo, hi, reason, late, rows)]
 
 
-def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str, late: tuple[str, ...]) -> bool:
+def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str, late: tuple[str, ...],
+               rows: int = 0) -> bool:
     """A source of the derived table d changed its rows in `(lo, hi]`: mark the windows d computed
     from the old rows — committed, or being computed by its running update `job` — to recompute.
     True when that gave d work."""
@@ -270,7 +272,7 @@ def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str
     taken = max(d.freshness if d.freshness is not None else -math.inf,
                 update.new_freshness if update is not None else -math.inf)
     origin = d.origin if d.origin is not None else (update.start if update is not None else None)
-    return d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin)
+    return d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin, rows=rows)
 
 
 def named(tables: dict[str, Table], name: str) -> Table:

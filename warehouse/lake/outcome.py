@@ -79,6 +79,6 @@ def noop_outcome(job: StartJob, duration: float, st: TableState, note: str) -> J
     committed. A derived job reports the SQL version the log records over its window — the one
     the earlier attempt committed (its `userMetadata`) — so the Scheduler records that version
     rather than none; None where the window holds no single version."""
-    version = st.versions.over(job.start, job.end) if job.kind == "derived" else None
+    version = st.versions.over(job.start, job.end) if job.kind in ("derived", "stateful") else None
     return JobOutcome(job.job_id, job.table, False, 0, duration, st.delta_version, st.txn_version, note,
                       sql_version=version)

@@ -85,7 +85,8 @@ class TableState:
     dirty: list[tuple[float, float]] = field(default_factory=list)  # derived: to recompute (recover())
     log_from: int | None = None  # the oldest retained JSON commit: 0 unless Delta cleaned up the log
     read: dict[str, int] = field(default_factory=dict)  # the source versions the last commit read (stateful)
-    rebuild: dict[str, Any] | None = None  # stateful: the last rebuild's progress (from, to, done, versions)
+    rebuild: dict[str, Any] | None = None  # stateful: the last rebuild's progress (id, from, to, done, versions)
+    shadow: dict[str, Any] | None = None  # stateful: a rebuild under way, its progress from the shadow's log
     last_job_id: int | None = None  # the highest `job_id` a retained commit records
 
     def copy(self) -> TableState:
@@ -94,7 +95,8 @@ class TableState:
                           self.commits_since_optimize, self.optimized_through, self.last_optimize,
                           self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()),
                           log_from=self.log_from, read=dict(self.read),
-                          rebuild=None if self.rebuild is None else dict(self.rebuild), last_job_id=self.last_job_id)
+                          rebuild=None if self.rebuild is None else dict(self.rebuild),
+                          shadow=None if self.shadow is None else dict(self.shadow), last_job_id=self.last_job_id)
 
     def record(self, partitions: dict[str, str], slices: dict[str, float]) -> None:
         """A commit's partitions (fully loaded) and time slices (loaded through an event time)."""
@@ -127,7 +129,7 @@ class RecoveryState:
             name: Recovered(freshness=s.freshness, safe_freshness=s.safe_freshness, origin=s.origin,
                             commits_since_optimize=s.commits_since_optimize, optimized_through=s.optimized_through,
                             last_optimize=s.last_optimize, last_vacuum=s.last_vacuum, first_commit=s.first_commit,
-                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty), rebuild=_rebuilding(s.rebuild),
+                            sql_versions=s.versions.tuples(), dirty=tuple(s.dirty), rebuild=_rebuilding(s.shadow),
                             slices=tuple(sorted(s.slices.items())))
             for name, s in self.tables.items()
             if s.freshness is not None
@@ -135,10 +137,16 @@ class RecoveryState:
 
 
 def _rebuilding(progress: dict[str, Any] | None) -> tuple[float, float] | None:
-    """(the next chunk's start, the end) of a stateful table's rebuild the log shows under way."""
-    if not progress or not isinstance(progress.get("done"), int | float) or not isinstance(progress.get("to"), int | float):
+    """(the next chunk's start, the end) of a stateful table's rebuild under way (lake.rebuild):
+    its shadow folded up to `done`; all folded but not swapped in: its last chunk again (the fold
+    is skipped by its txn, then the swap)."""
+    if not progress or not all(isinstance(progress.get(k), int | float) for k in ("done", "to")):
         return None
-    return (float(progress["done"]), float(progress["to"])) if progress["done"] < progress["to"] else None
+    done, to = float(progress["done"]), float(progress["to"])
+    if done < to:
+        return done, to
+    lo = progress.get("lo")
+    return (float(lo), to) if isinstance(lo, int | float) and lo < to else None
 
 
 # ---- reading the log ------------------------------------------------------------------------------
@@ -276,7 +284,7 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
         state.delta_version = cp_version
     if best_meta is not None and best_txn == state.txn_version:
         state.freshness = float(best_meta["freshness"])
-        sources = best_meta.get("sources")
+        sources = best_meta.get("read", best_meta.get("sources"))
         if best_meta.get("kind") == "stateful" and isinstance(sources, dict):  # its late rows: committed since
             state.read = {k: int(v) for k, v in sources.items() if isinstance(v, int)}
         sf = best_meta.get("safe_freshness")
@@ -322,6 +330,12 @@ def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState
         if t.stream:
             loaded.setdefault(t.stream, {}).update(st.partitions)
     repair_origins(config, tables, log)  # a log cleaned up by Delta: the origin from the data
+    for t in config.tables:
+        if t.is_stateful:  # a rebuild under way folds into its shadow (lake.rebuild)
+            from warehouse.lake.rebuild import shadow_path, under_way
+
+            st = tables[t.name]
+            st.shadow = under_way(st.rebuild, log.table_state(shadow_path(config, t.name), t.name).rebuild)
     for t in config.tables:
         if not t.is_base:
             tables[t.name].dirty = stale_ranges(tables[t.name], {s: tables[s] for s in t.sources if s in tables},

@@ -13,8 +13,14 @@ job whose increment is already folded commits nothing; its `userMetadata` record
 the source versions, and `lake.recovery` reads the freshness back from it like any commit.
 
 `last` and `first` keep, per folded column, the event time of the value held (`_freshet_<col>_at`),
-and take the increment's value only when its `time_column` is later (earlier): so they, like the
-associative folds, give the same state whatever order the increments come in.
+and take the increment's value only when its ordering column (`order`, else `time_column`) is
+later (earlier): so they, like the associative folds, give the same state whatever order the
+increments come in.
+
+Late rows — committed to a base source after the version the last job read, with an event time
+at or below F — ride with the next update job, or, when no update job is due, are folded alone
+by a late fold (`fold_late`, released by the Scheduler for the late load). A rebuild folds a new
+state beside the live one and swaps it in (lake.rebuild).
 """
 
 from __future__ import annotations
@@ -29,9 +35,7 @@ from warehouse.lake.delta import (
     app_id,
     append_idempotent,
     commit_message,
-    ms,
     next_txn_version,
-    overwrite_idempotent,
     read_delta,
     table_path,
     time_column,
@@ -47,8 +51,8 @@ if TYPE_CHECKING:
 
     from warehouse.lake.recovery import DeltaLog, TableState
 
-__all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "increment", "merge_sql",
-           "run_rebuild", "run_stateful", "state_rows"]
+__all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "fold_late", "increment",
+           "merge", "merge_sql", "merged_rows", "order_column", "run_stateful", "state_rows"]
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -60,6 +64,12 @@ _INCREMENT_VIEW = "_freshet_increment"
 def at_column(col: str) -> str:
     """The state column holding the event time of a `last`/`first` column's value."""
     return f"_freshet_{col}_at"
+
+
+def order_column(tc: TableConfig, col: str) -> str:
+    """The increment column a `last`/`first` column `col` compares: its own (`order`) or the
+    table's `time_column` (default ts)."""
+    return tc.order.get(col, tc.time_column or "ts")
 
 
 def _q(name: str) -> str:
@@ -81,15 +91,14 @@ def _fold(col: str, fold: str, tcol: str) -> list[str]:
 
 def merge_sql(tc: TableConfig, target: str, source: str) -> str:
     """`MERGE INTO target USING source ON key`: matched keys folded, new keys inserted."""
-    tcol = tc.time_column or "ts"
     on = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in tc.key)  # a NULL key is a key too
-    sets = [a for col, fold in tc.fold.items() for a in _fold(col, fold, tcol)]
+    sets = [a for col, fold in tc.fold.items() for a in _fold(col, fold, order_column(tc, col))]
     cols = [*tc.key, *tc.fold]
     vals = [f"s.{_q(c)}" for c in cols]
     for col, fold in tc.fold.items():
         if fold in ("last", "first"):
             cols.append(at_column(col))
-            vals.append(f"s.{_q(tcol)}")
+            vals.append(f"s.{_q(order_column(tc, col))}")
     return (f"MERGE INTO {target} AS t USING {source} AS s ON {on} "
             f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)} "
             f"WHEN NOT MATCHED THEN INSERT ({', '.join(_q(c) for c in cols)}) VALUES ({', '.join(vals)})")
@@ -100,9 +109,8 @@ def state_rows(tc: TableConfig, inc: DataFrame) -> DataFrame:
     `last`/`first` value."""
     from pyspark.sql import functions as F
 
-    tcol = tc.time_column or "ts"
     cols = [F.col(_q(c)) for c in (*tc.key, *tc.fold)]
-    cols += [F.col(_q(tcol)).alias(at_column(c)) for c, f in tc.fold.items() if f in ("last", "first")]
+    cols += [F.col(_q(order_column(tc, c))).alias(at_column(c)) for c, f in tc.fold.items() if f in ("last", "first")]
     return inc.select(*cols)
 
 
@@ -152,8 +160,7 @@ def increment(session: SparkSession, config: FreshetConfig, log: DeltaLog, tc: T
     assert tc.increment is not None
     lo = start if earliest is None else min(start, earliest - 1e-6)  # the late rows inside the bound window
     inc = session.sql(bind_window(tc.increment, lo, end))
-    tcol = tc.time_column or "ts"
-    need = [*tc.key, *tc.fold, *([tcol] if any(f in ("last", "first") for f in tc.fold.values()) else [])]
+    need = [*tc.key, *tc.fold, *dict.fromkeys(order_column(tc, c) for c, f in tc.fold.items() if f in ("last", "first"))]
     missing = [c for c in need if c not in inc.columns]
     if missing:
         raise JobError(f"the increment of stateful table {tc.name!r} does not output {', '.join(missing)} "
@@ -204,18 +211,21 @@ class Lake(Protocol):
 
 def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
     """Fold the increment of `(F, job.end]` into the state: one MERGE (or the first write) as
-    `(freshet/<table>, ms(end))`. A replay Delta skips is a no-op when the log holds the window.
-    A recompute job is a chunk of a rebuild (`run_rebuild`)."""
+    `(freshet/<table>, txn)`, txn = ms(end) or one above the recorded version where a late fold
+    or a rebuild's swap took it. A replay Delta skips is a no-op when the log holds the window.
+    A recompute job is a chunk of a rebuild (lake.rebuild) or a late fold (`fold_late`)."""
     if job.kind == "recompute":
-        return run_rebuild(ex, job, tc, t0)
+        if "rebuild" in job.reasons:
+            from warehouse.lake.rebuild import run_rebuild
+
+            return run_rebuild(ex, job, tc, t0)
+        return fold_late(ex, job, tc, t0)
     st = ex.table_state(tc.name)
     start = job.start if st.freshness is None else max(job.start, st.freshness)
     end = job.end
     if end <= start:
         return ex.noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
-    txn = next_txn_version(end, st.txn_version)
-    if txn != ms(end):
-        return ex.noop(job, t0, st, f"txn version {ms(end)} is not above the recorded {st.txn_version}")
+    txn = next_txn_version(end, st.txn_version)  # (a stale replay computes one at or below the recorded)
     path = table_path(ex.config, tc.name)
     before = ex.log.version(path)
     meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": end,
@@ -225,14 +235,14 @@ def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutc
         if before is None:
             enable_change_feed(session, ex.config, tc)
         inc, versions, late = increment(session, ex.config, ex.log, tc, start, end, st.read)
-        meta["sources"] = versions
+        meta["sources"] = meta["read"] = versions
         if late is not None:  # late rows folded in as part of this increment (docs/warehouse.md §9)
             meta["late_since"], meta["late_from"] = dict(st.read), late
         if before is None:  # the first job: the state is the increment
             append_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
                               partition_by=None)
         else:
-            _merge(session, tc, path, inc, txn, meta)
+            merge(session, tc, path, inc, txn, meta)
     version, _ = ex.log.commit_metrics(path, tc.name, txn)
     if version is None or (before is not None and version <= before):  # Delta skipped it: folded already
         st = ex.refresh(tc.name)
@@ -248,16 +258,55 @@ def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutc
     new.versions.set(start, end, meta["sql_version"])
     new.read = dict(versions)
     ex.commit_state(tc.name, new)
-    rows = _merged_rows(path, version)
+    rows = merged_rows(path, version)
     return JobOutcome(job.job_id, tc.name, True, rows, time.monotonic() - t0, version, txn,
                       read=tuple(sorted(versions.items())))
 
 
-def _merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, txn: int, meta: dict[str, Any]) -> None:
+def fold_late(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+    """Fold the late rows alone — those committed to base sources after the versions the last job
+    read, with event time ≤ F — when a late load came and no update job is due (the Scheduler
+    releases it like a derived table's recompute). One MERGE as `(freshet/<table>, recorded + 1)`;
+    F does not move. A no-op when a job since folded them."""
+    st = ex.table_state(tc.name)
+    path = table_path(ex.config, tc.name)
+    if st.freshness is None or ex.log.version(path) is None:
+        return ex.noop(job, t0, st, "nothing is folded yet: the first job reads every row")
+    f = st.freshness
+    txn = next_txn_version(f, st.txn_version)
+    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": f,
+                            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else f,
+                            "late_since": dict(st.read), "reasons": list(job.reasons), "late": list(job.late)}
+    with job_session(ex.spark) as session:
+        inc, versions, late = increment(session, ex.config, ex.log, tc, f, f, st.read)
+        if late is None:
+            return ex.noop(job, t0, st, "no late rows left to fold: a job since folded them")
+        meta["sources"] = meta["read"] = versions
+        meta["late_from"] = late
+        merge(session, tc, path, inc, txn, meta)
+    version, _ = ex.log.commit_metrics(path, tc.name, txn)
+    if version is None:  # Delta skipped it: another commit took the txn (our memory was behind)
+        st = ex.refresh(tc.name)
+        if all(st.read.get(s, -1) >= v for s, v in versions.items()):
+            return ex.noop(job, t0, st, "Delta skipped the MERGE: these late rows are already folded")
+        raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version}) "
+                       f"but the log has not read its sources up to {versions}")
+    new = st.copy()
+    new.txn_version, new.delta_version = txn, version
+    new.commits += 1
+    new.read = dict(versions)
+    ex.commit_state(tc.name, new)
+    return JobOutcome(job.job_id, tc.name, True, merged_rows(path, version), time.monotonic() - t0, version, txn,
+                      read=tuple(sorted(versions.items())))
+
+
+def merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, txn: int, meta: dict[str, Any],
+          app: str | None = None) -> None:
     """`MERGE INTO` the state at `path` the increment `inc`, as one commit carrying the txn pair
-    `(freshet/<table>, txn)` and `meta` (Delta's idempotent DML, session confs set and unset)."""
+    `(freshet/<app>, txn)` (`app`: the table's name by default) and `meta` (Delta's idempotent
+    DML, session confs set and unset)."""
     inc.createOrReplaceTempView(_INCREMENT_VIEW)
-    confs = {TXN_APP_ID: app_id(tc.name), TXN_VERSION: str(txn), USER_METADATA: commit_message(meta, txn)}
+    confs = {TXN_APP_ID: app_id(app or tc.name), TXN_VERSION: str(txn), USER_METADATA: commit_message(meta, txn)}
     for k, v in confs.items():
         session.conf.set(k, v)
     try:
@@ -267,80 +316,7 @@ def _merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, tx
             session.conf.unset(k)
 
 
-def _rebuild_origin(ex: Lake, tc: TableConfig, origin: float) -> None:
-    """Refuse a rebuild that would lose rows: every source must still hold its rows back to the
-    state's origin (a source whose origin cannot be read, or starts later — its log or data
-    cleaned up — would leave folds out of the rebuilt state)."""
-    for src in tc.sources:
-        sst = ex.table_state(src)
-        if sst.origin is None:
-            raise JobError(f"cannot rebuild stateful table {tc.name!r}: the origin of its source {src!r} cannot be "
-                           f"read from its Delta log, so the rows folded since {utc(origin)} may not all be there; "
-                           f"refused rather than lose them")
-        if sst.origin > origin:
-            raise JobError(f"cannot rebuild stateful table {tc.name!r}: its source {src!r} holds rows from "
-                           f"{utc(sst.origin)} only, but the state folds rows from {utc(origin)}; a rebuild "
-                           f"would lose the ones between, so it is refused")
-
-
-def run_rebuild(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
-    """One chunk of a rebuild (warehouse.derived.Folded): the increment over `(lo, hi]`, each
-    source pinned at the version the rebuild's first chunk read. The first chunk (`job.full`)
-    overwrites the state from the origin and fixes where the rebuild ends (F now) and the pinned
-    versions; the others MERGE. Each commit is one more txn version (`freshet/<table>`, recorded
-    + 1), records the progress (`rebuild`: from, to, done, versions) for a restart, and keeps F.
-    Late rows committed after the pinned versions are left to the next update job (the state's
-    late-read versions become the pinned ones), so nothing is folded twice."""
-    st = ex.table_state(tc.name)
-    path = table_path(ex.config, tc.name)
-    if st.freshness is None or ex.log.version(path) is None:
-        return ex.noop(job, t0, st, "the state holds nothing to rebuild")
-    if job.full:  # the first chunk: from the origin, up to F now, the sources pinned now
-        _rebuild_origin(ex, tc, job.start)
-        pinned: dict[str, int] = {}
-        for src in tc.sources:
-            v = ex.log.version(table_path(ex.config, src))
-            if v is None:
-                raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table to rebuild from")
-            pinned[src] = v
-        lo, to, read = job.start, st.freshness, dict(pinned)
-    else:
-        prog = st.rebuild
-        if prog is None or prog["done"] >= prog["to"] or prog["done"] >= job.end:
-            return ex.noop(job, t0, st, "this chunk of the rebuild is already folded")
-        lo, to, pinned, read = prog["done"], prog["to"], dict(prog["versions"]), dict(st.read)
-    hi = min(job.end, to)
-    txn = next_txn_version(st.freshness, st.txn_version)
-    meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": st.freshness,
-            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else st.freshness,
-            "window": [lo, hi], "sources": read, "sql_version": sql_version(tc.increment),
-            "reasons": list(job.reasons), "rebuild": {"from": job.start if job.full else st.rebuild["from"],
-                                                      "to": to, "done": hi, "versions": pinned}}
-    with job_session(ex.spark) as session:
-        inc, _, _ = increment(session, ex.config, ex.log, tc, lo, hi, {}, pinned)
-        if job.full:
-            overwrite_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
-                                 partition_by=None, overwrite_schema=True)
-        else:
-            _merge(session, tc, path, inc, txn, meta)
-    version, _ = ex.log.commit_metrics(path, tc.name, txn)
-    if version is None:  # Delta skipped it: an earlier attempt committed this txn
-        st = ex.refresh(tc.name)
-        if st.rebuild is not None and st.rebuild["done"] >= hi:
-            return ex.noop(job, t0, st, "Delta skipped the chunk: it is already folded")
-        raise JobError(f"table {tc.name!r}: Delta skipped rebuild txn version {txn} but the log does not "
-                       f"hold the chunk up to {hi}")
-    new = st.copy()
-    new.txn_version, new.delta_version = txn, version
-    new.commits += 1
-    new.versions.set(lo, hi, meta["sql_version"])
-    new.read, new.rebuild = read, meta["rebuild"]
-    ex.commit_state(tc.name, new)
-    return JobOutcome(job.job_id, tc.name, True, _merged_rows(path, version), time.monotonic() - t0, version, txn,
-                      read=tuple(sorted(pinned.items())))
-
-
-def _merged_rows(path: str, version: int) -> int:
+def merged_rows(path: str, version: int) -> int:
     """Rows the commit wrote (inserted + updated keys), from its operationMetrics where the log
     is local; 0 when unknown."""
     from pathlib import Path
