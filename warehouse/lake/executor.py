@@ -50,6 +50,7 @@ from warehouse.lake.delta import (
     with_partition_column,
 )
 from warehouse.lake.outcome import JobError, JobOutcome, failure_reason, noop_outcome
+from warehouse.lake.rebuild import run_rebuild
 from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session, read_session
 from warehouse.lake.stateful import change_feed, run_stateful, state_rows
@@ -171,6 +172,8 @@ class Executor:
         if tc.is_base:
             return self._run_base(job, tc, t0)
         if tc.is_stateful:  # one MERGE of the increment, never a window rewrite (lake.stateful)
+            if job.kind == "recompute" and "rebuild" in job.reasons:  # a chunk of a rebuild (lake.rebuild)
+                return run_rebuild(self, job, tc, t0)
             return run_stateful(self, job, tc, t0)
         if job.kind == "recompute":
             return self._run_recompute(job, tc, t0)

@@ -22,10 +22,11 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from warehouse.config import FreshetConfig, TableConfig
+from warehouse.config import TableConfig
 from warehouse.events import StartJob
 from warehouse.lake.delta import ms, next_txn_version, overwrite_idempotent, read_delta, table_path, utc
 from warehouse.lake.outcome import JobError, JobOutcome
+from warehouse.lake.recovery import TableState, shadow_path, under_way
 from warehouse.lake.session import job_session
 from warehouse.lake.stateful import Lake, increment, merge, merged_rows, state_rows
 from warehouse.paths import local_path
@@ -34,29 +35,11 @@ from warehouse.sqltext import sql_version
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from warehouse.lake.recovery import TableState
-
-__all__ = ["SHADOW_DIR", "run_rebuild", "shadow_path", "under_way"]
-
-SHADOW_DIR = "_freshet_rebuild"
-
-
-def shadow_path(config: FreshetConfig, table: str) -> str:
-    """Where `table`'s rebuild folds its new state before the swap."""
-    return table_path(config, SHADOW_DIR) + "/" + table
-
+__all__ = ["run_rebuild"]
 
 def _app(table: str, rid: str) -> str:
     """The shadow's txn app (`freshet/<table>/rebuild-<id>`): its own versions, one rebuild each."""
     return f"{table}/rebuild-{rid}"
-
-
-def under_way(live: dict[str, Any] | None, shadow: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The shadow's progress if its rebuild is not swapped in yet (the live log's last swap names
-    another rebuild, or none)."""
-    if not shadow or not isinstance(shadow.get("id"), str):
-        return None
-    return None if live and live.get("id") == shadow["id"] and live.get("swapped") else shadow
 
 
 def _rebuild_origin(ex: Lake, tc: TableConfig, origin: float) -> None:

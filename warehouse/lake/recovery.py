@@ -136,6 +136,22 @@ class RecoveryState:
         }
 
 
+SHADOW_DIR = "_freshet_rebuild"
+
+
+def shadow_path(config: FreshetConfig, table: str) -> str:
+    """Where `table`'s rebuild folds its new state before the swap."""
+    return table_path(config, SHADOW_DIR) + "/" + table
+
+
+def under_way(live: dict[str, Any] | None, shadow: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The shadow's progress if its rebuild is not swapped in yet (the live log's last swap names
+    another rebuild, or none)."""
+    if not shadow or not isinstance(shadow.get("id"), str):
+        return None
+    return None if live and live.get("id") == shadow["id"] and live.get("swapped") else shadow
+
+
 def _rebuilding(progress: dict[str, Any] | None) -> tuple[float, float] | None:
     """(the next chunk's start, the end) of a stateful table's rebuild under way (lake.rebuild):
     its shadow folded up to `done`; all folded but not swapped in: its last chunk again (the fold
@@ -332,8 +348,6 @@ def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState
     repair_origins(config, tables, log)  # a log cleaned up by Delta: the origin from the data
     for t in config.tables:
         if t.is_stateful:  # a rebuild under way folds into its shadow (lake.rebuild)
-            from warehouse.lake.rebuild import shadow_path, under_way
-
             st = tables[t.name]
             st.shadow = under_way(st.rebuild, log.table_state(shadow_path(config, t.name), t.name).rebuild)
     for t in config.tables:

@@ -213,12 +213,8 @@ def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutc
     """Fold the increment of `(F, job.end]` into the state: one MERGE (or the first write) as
     `(freshet/<table>, txn)`, txn = ms(end) or one above the recorded version where a late fold
     or a rebuild's swap took it. A replay Delta skips is a no-op when the log holds the window.
-    A recompute job is a chunk of a rebuild (lake.rebuild) or a late fold (`fold_late`)."""
+    A recompute job is a late fold (`fold_late`); a rebuild's chunks are `lake.rebuild`'s."""
     if job.kind == "recompute":
-        if "rebuild" in job.reasons:
-            from warehouse.lake.rebuild import run_rebuild
-
-            return run_rebuild(ex, job, tc, t0)
         return fold_late(ex, job, tc, t0)
     st = ex.table_state(tc.name)
     start = job.start if st.freshness is None else max(job.start, st.freshness)
