@@ -20,8 +20,7 @@ from warehouse.config import parse_config
 from warehouse.events import Backfill, StartJob, Tick
 from warehouse.lake.delta import ms, table_path
 from warehouse.lake.executor import Executor
-from warehouse.lake.recovery import shadow_path
-from warehouse.lake.recovery import SparkLog, delta_version, recover
+from warehouse.lake.recovery import SparkLog, delta_version, recover, shadow_path
 from warehouse.lake.stateful import at_column
 from warehouse.scheduler import Scheduler
 
