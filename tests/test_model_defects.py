@@ -116,3 +116,27 @@ def test_the_rest_of_a_sliced_partition_after_a_restart_touches_only_the_rest() 
         m.end_job(i=1, outcome="ok")  # before: d1 recomputed (0, 30] after it
     finally:
         m.teardown()
+
+
+def test_kept_backfills_restored_together_rewrite_their_range_once() -> None:
+    """The long profile (HYPOTHESIS_PROFILE=long, 5,000 examples) found it: two backfills of d1's
+    (0, 10] kept over a restart are restored one after the other; the first starts its recompute
+    job, and the second marked the range again, so a second job rewrote windows no change had
+    touched since (RecomputeUntouched). A backfill asked at the instant a recompute job of its
+    range started is that job's (warehouse.derived.Derived.backfill)."""
+    m = _machine()
+
+    class _Uncommitted:
+        def draw(self, strategy: object, label: str | None = None) -> bool:
+            return False
+
+    try:
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.end_job(i=0, outcome="ok")
+        m.end_job(i=0, outcome="ok")
+        m.backfill(length=10, start=-50, table="d1")  # (0, 10]: its recompute job starts
+        m.remove(table="d1")  # (refused while d1 has a kept backfill)
+        m.backfill(length=10, start=-50, table="d1")  # the same range, kept beside the first
+        m.restart(data=_Uncommitted())  # the recompute job had not committed: both restored
+    finally:
+        m.teardown()  # the drain

@@ -70,8 +70,8 @@ def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
 class Derived:
     """Edge, settle point, refresh mode and recompute state of one derived table."""
 
-    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "resume", "settle", "stateful", "taken",
-                 "taken_full")
+    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "resume", "rewriting", "settle", "stateful",
+                 "taken", "taken_full")
 
     def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
                  dirty: Iterable[tuple[float, float]] = (), rebuild: tuple[float, float] | None = None) -> None:
@@ -86,6 +86,7 @@ class Derived:
         self.reason = ""  # why that refresh mode
         self.taken: list[Piece] = []  # what the running job took out of rc.dirty
         self.taken_full = False  # … and whether it took the "rewrite all" request
+        self.rewriting: tuple[float, float, float] | None = None  # the running recompute job: (started, lo, hi)
         self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
         self.resume = rebuild  # a stateful table's rebuild under way before a restart: (next chunk, to)
 
@@ -209,7 +210,7 @@ class Derived:
             self.rc.done(start, end, version, windows)
             if isinstance(self.rc, Folded) and self.rc.next is not None:  # a rebuild chunk folded
                 self.rc.next = max(self.rc.next, end)
-        self.taken, self.taken_full = [], False
+        self.taken, self.taken_full, self.rewriting = [], False, None
 
     def failed(self, update: bool, freshness: float | None) -> None:
         """The running job did not commit: the windows it took stay to recompute; after a failed
@@ -218,17 +219,22 @@ class Derived:
         for p in self.taken:
             self.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
         self.rc.full = self.rc.full or self.taken_full
-        self.taken, self.taken_full = [], False
+        self.taken, self.taken_full, self.rewriting = [], False, None
         if update and freshness is not None:
             self.rc.dirty.remove(freshness, math.inf)
 
-    def backfill(self, lo: float, hi: float, reason: str) -> None:
+    def backfill(self, lo: float, hi: float, reason: str, now: float) -> bool:
         """Recompute `(lo, hi]` (warehouse.recompute); a stateful table's state is rebuilt whole:
-        its folds are not invertible, so no range of it can be folded again alone."""
+        its folds are not invertible, so no range of it can be folded again alone. False: a
+        recompute job that started at this instant rewrites the range already — it reads what a
+        new one would (kept backfills restored one after another on a start)."""
         if isinstance(self.rc, Folded):
             self.rc.full = True
-        else:
-            self.rc.dirty.add(lo, hi, (reason,))
+            return True
+        if (r := self.rewriting) is not None and r[0] == now and r[1] <= lo and hi <= r[2]:
+            return False
+        self.rc.dirty.add(lo, hi, (reason,))
+        return True
 
     def cancel(self, lo: float, hi: float, reason: str) -> None:
         """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay. A

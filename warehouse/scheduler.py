@@ -588,6 +588,7 @@ class Scheduler:
             t.version += 1
             self._q.queued[t.group] -= 1
             job = recompute_job(t, plan[0], plan[1], self._next_job, track)
+            t.dv.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
             shape = self._nj.shape(t)
             self._transition(t, "slice" if shape[4] and t.base else "start")
