@@ -235,7 +235,8 @@ class Scheduler:
                 if (t := self._tables.get(name)) is not None:
                     self._care(t, "due")
         out = self._dispatch(now) if self._board.idle else []
-        self._prune()
+        if self._backoffs.heap or self._upkeep.timers:  # (the usual case: both empty, no call)
+            self._prune()
         return out
 
     def _prune(self) -> None:
