@@ -140,3 +140,34 @@ def test_kept_backfills_restored_together_rewrite_their_range_once() -> None:
         m.restart(data=_Uncommitted())  # the recompute job had not committed: both restored
     finally:
         m.teardown()  # the drain
+
+
+def test_kept_backfills_within_a_restored_recompute_are_not_rewritten_again() -> None:
+    """The long profile's find with every input (test_the_warehouse_stays_right_with_every_input):
+    after SQL changes and restarts, two kept backfills, (0, 10] and (10, 20], are restored; the
+    first one's recompute job takes (0, 30] (the old-SQL windows with it) and the second marked
+    (10, 20] again, rewritten once more after it for no change (RecomputeUntouched)."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    draws = iter([True, False, False, True, False, False, True, False])
+
+    class _Draws:
+        def draw(self, strategy: object, label: str | None = None) -> bool:
+            return next(draws)
+
+    try:
+        m.arrive(gap=0, length=10, rows=0, stream="u")
+        m.restart(data=_Draws())
+        m.tick(dt=1)
+        m.change_sql(table="d1", version=1)
+        m.arrive(gap=0, length=100, rows=0, stream="s")
+        m.restart(data=_Draws())
+        m.end_job(i=0, outcome="ok")
+        m.restart(data=_Draws())
+        m.restart(data=_Draws())
+        m.change_sql(table="d1", version=0)
+        m.backfill(length=10, start=0, table="d1")
+        m.backfill(length=10, start=10, table="d1")
+        m.restart(data=_Draws())  # both restored: d1's recompute job (0, 30] starts with the first
+        m.end_job(i=0, outcome="ok")
+    finally:
+        m.teardown()
