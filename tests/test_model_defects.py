@@ -171,3 +171,31 @@ def test_kept_backfills_within_a_restored_recompute_are_not_rewritten_again() ->
         m.end_job(i=0, outcome="ok")
     finally:
         m.teardown()
+
+
+def test_a_kept_backfill_wider_than_the_restored_recompute_marks_only_the_rest() -> None:
+    """The long profile's third find (after the two above were fixed): kept backfills (0, 10] and
+    (0, 20] of d1 are restored; the first one's recompute job takes (0, 10], and the second marked
+    all of (0, 20], so (0, 10] was rewritten twice. Only (10, 20] is left to do."""
+    m = _machine()
+
+    class _Uncommitted:
+        def draw(self, strategy: object, label: str | None = None) -> bool:
+            return False
+
+    try:
+        m.arrive(gap=0, length=20, rows=0, stream="s")
+        m.remove(table="d1")
+        m.readd()
+        m.end_job(i=0, outcome="ok")
+        m.end_job(i=0, outcome="ok")
+        m.remove(table="d1")
+        m.readd()
+        m.restart(data=_Uncommitted())
+        m.backfill(length=10, start=-50, table="d1")  # (0, 10]
+        m.remove(table="d1")  # (refused while d1 has a kept backfill)
+        m.backfill(length=30, start=-50, table="d1")  # (0, 20], what d1 holds
+        m.restart(data=_Uncommitted())
+        m.end_job(i=0, outcome="ok")
+    finally:
+        m.teardown()

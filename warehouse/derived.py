@@ -225,16 +225,20 @@ class Derived:
 
     def backfill(self, lo: float, hi: float, reason: str, now: float) -> bool:
         """Recompute `(lo, hi]` (warehouse.recompute); a stateful table's state is rebuilt whole:
-        its folds are not invertible, so no range of it can be folded again alone. False: a
-        recompute job that started at this instant rewrites the range already — it reads what a
-        new one would (kept backfills restored one after another on a start)."""
+        its folds are not invertible, so no range of it can be folded again alone. What a
+        recompute job that started at this instant rewrites is left to it — it reads what a new
+        one would (kept backfills restored one after another on a start). Marked anything?"""
         if isinstance(self.rc, Folded):
             self.rc.full = True
             return True
-        if (r := self.rewriting) is not None and r[0] == now and r[1] <= lo and hi <= r[2]:
-            return False
-        self.rc.dirty.add(lo, hi, (reason,))
-        return True
+        r = self.rewriting
+        parts = ((lo, min(hi, r[1])), (max(lo, r[2]), hi)) if r is not None and r[0] == now else ((lo, hi),)
+        marked = False
+        for a, b in parts:
+            if b > a:
+                self.rc.dirty.add(a, b, (reason,))
+                marked = True
+        return marked
 
     def cancel(self, lo: float, hi: float, reason: str) -> None:
         """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay. A
