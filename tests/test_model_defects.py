@@ -116,3 +116,86 @@ def test_the_rest_of_a_sliced_partition_after_a_restart_touches_only_the_rest() 
         m.end_job(i=1, outcome="ok")  # before: d1 recomputed (0, 30] after it
     finally:
         m.teardown()
+
+
+def test_kept_backfills_restored_together_rewrite_their_range_once() -> None:
+    """The long profile (HYPOTHESIS_PROFILE=long, 5,000 examples) found it: two backfills of d1's
+    (0, 10] kept over a restart are restored one after the other; the first starts its recompute
+    job, and the second marked the range again, so a second job rewrote windows no change had
+    touched since (RecomputeUntouched). A backfill asked at the instant a recompute job of its
+    range started is that job's (warehouse.derived.Derived.backfill)."""
+    m = _machine()
+
+    class _Uncommitted:
+        def draw(self, strategy: object, label: str | None = None) -> bool:
+            return False
+
+    try:
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.end_job(i=0, outcome="ok")
+        m.end_job(i=0, outcome="ok")
+        m.backfill(length=10, start=-50, table="d1")  # (0, 10]: its recompute job starts
+        m.remove(table="d1")  # (refused while d1 has a kept backfill)
+        m.backfill(length=10, start=-50, table="d1")  # the same range, kept beside the first
+        m.restart(data=_Uncommitted())  # the recompute job had not committed: both restored
+    finally:
+        m.teardown()  # the drain
+
+
+def test_kept_backfills_within_a_restored_recompute_are_not_rewritten_again() -> None:
+    """The long profile's find with every input (test_the_warehouse_stays_right_with_every_input):
+    after SQL changes and restarts, two kept backfills, (0, 10] and (10, 20], are restored; the
+    first one's recompute job takes (0, 30] (the old-SQL windows with it) and the second marked
+    (10, 20] again, rewritten once more after it for no change (RecomputeUntouched)."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    draws = iter([True, False, False, True, False, False, True, False])
+
+    class _Draws:
+        def draw(self, strategy: object, label: str | None = None) -> bool:
+            return next(draws)
+
+    try:
+        m.arrive(gap=0, length=10, rows=0, stream="u")
+        m.restart(data=_Draws())
+        m.tick(dt=1)
+        m.change_sql(table="d1", version=1)
+        m.arrive(gap=0, length=100, rows=0, stream="s")
+        m.restart(data=_Draws())
+        m.end_job(i=0, outcome="ok")
+        m.restart(data=_Draws())
+        m.restart(data=_Draws())
+        m.change_sql(table="d1", version=0)
+        m.backfill(length=10, start=0, table="d1")
+        m.backfill(length=10, start=10, table="d1")
+        m.restart(data=_Draws())  # both restored: d1's recompute job (0, 30] starts with the first
+        m.end_job(i=0, outcome="ok")
+    finally:
+        m.teardown()
+
+
+def test_a_kept_backfill_wider_than_the_restored_recompute_marks_only_the_rest() -> None:
+    """The long profile's third find (after the two above were fixed): kept backfills (0, 10] and
+    (0, 20] of d1 are restored; the first one's recompute job takes (0, 10], and the second marked
+    all of (0, 20], so (0, 10] was rewritten twice. Only (10, 20] is left to do."""
+    m = _machine()
+
+    class _Uncommitted:
+        def draw(self, strategy: object, label: str | None = None) -> bool:
+            return False
+
+    try:
+        m.arrive(gap=0, length=20, rows=0, stream="s")
+        m.remove(table="d1")
+        m.readd()
+        m.end_job(i=0, outcome="ok")
+        m.end_job(i=0, outcome="ok")
+        m.remove(table="d1")
+        m.readd()
+        m.restart(data=_Uncommitted())
+        m.backfill(length=10, start=-50, table="d1")  # (0, 10]
+        m.remove(table="d1")  # (refused while d1 has a kept backfill)
+        m.backfill(length=30, start=-50, table="d1")  # (0, 20], what d1 holds
+        m.restart(data=_Uncommitted())
+        m.end_job(i=0, outcome="ok")
+    finally:
+        m.teardown()

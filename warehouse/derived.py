@@ -93,8 +93,8 @@ def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
 class Derived:
     """Edge, settle point, refresh mode and recompute state of one derived table."""
 
-    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "resume", "settle", "stateful", "taken",
-                 "taken_full")
+    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "resume", "rewriting", "settle", "stateful",
+                 "taken", "taken_full")
 
     def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
                  dirty: Iterable[tuple[float, float]] = (), rebuild: tuple[float, float] | None = None) -> None:
@@ -109,6 +109,7 @@ class Derived:
         self.reason = ""  # why that refresh mode
         self.taken: list[Piece] = []  # what the running job took out of rc.dirty
         self.taken_full = False  # … and whether it took the "rewrite all" request
+        self.rewriting: tuple[float, float, float] | None = None  # the running recompute job: (started, lo, hi)
         self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
         self.resume = rebuild  # a stateful table's rebuild under way before a restart: (next chunk, to)
 
@@ -248,7 +249,7 @@ class Derived:
             rc.done(start, end, version, windows)
             if isinstance(rc, Folded) and rc.next is not None:  # a rebuild chunk folded
                 rc.next = max(rc.next, end)
-        self.taken, self.taken_full = [], False
+        self.taken, self.taken_full, self.rewriting = [], False, None
 
     def folded(self) -> float | None:
         """A stateful table's job starts: it reads every late row committed so far (an update
@@ -272,17 +273,26 @@ class Derived:
         if isinstance(self.rc, Folded):
             self.rc.late_rows, self.rc.taken_rows = self.rc.late_rows + self.rc.taken_rows, 0
         self.rc.full = self.rc.full or self.taken_full
-        self.taken, self.taken_full = [], False
+        self.taken, self.taken_full, self.rewriting = [], False, None
         if update and freshness is not None:
             self.rc.dirty.remove(freshness, math.inf)
 
-    def backfill(self, lo: float, hi: float, reason: str) -> None:
+    def backfill(self, lo: float, hi: float, reason: str, now: float) -> bool:
         """Recompute `(lo, hi]` (warehouse.recompute); a stateful table's state is rebuilt whole:
-        its folds are not invertible, so no range of it can be folded again alone."""
+        its folds are not invertible, so no range of it can be folded again alone. What a
+        recompute job that started at this instant rewrites is left to it — it reads what a new
+        one would (kept backfills restored one after another on a start). Marked anything?"""
         if isinstance(self.rc, Folded):
             self.rc.full = True
-        else:
-            self.rc.dirty.add(lo, hi, (reason,))
+            return True
+        r = self.rewriting
+        parts = ((lo, min(hi, r[1])), (max(lo, r[2]), hi)) if r is not None and r[0] == now else ((lo, hi),)
+        marked = False
+        for a, b in parts:
+            if b > a:
+                self.rc.dirty.add(a, b, (reason,))
+                marked = True
+        return marked
 
     def cancel(self, lo: float, hi: float, reason: str) -> None:
         """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay. A

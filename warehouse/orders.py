@@ -62,8 +62,8 @@ def backfill(ev: Backfill, now: float, tables: dict[str, Table], readers: dict[s
     t = recompute_target(tables, ev.table)
     lo, hi = backfill_range(t, ev.start, ev.end)
     assert t.dv is not None
-    t.dv.backfill(lo, hi, ev.reason or "backfill")  # a stateful table: a rebuild of its state
-    yield t, "work"
+    if t.dv.backfill(lo, hi, ev.reason or "backfill", now):  # a stateful table: a rebuild of its state
+        yield t, "work"
 
 
 def cancel_backfill(ev: CancelBackfill, now: float, tables: dict[str, Table],

@@ -235,7 +235,8 @@ class Scheduler:
                 if (t := self._tables.get(name)) is not None:
                     self._care(t, "due")
         out = self._dispatch(now) if self._board.idle else []
-        self._prune()
+        if self._backoffs.heap or self._upkeep.timers:  # (the usual case: both empty, no call)
+            self._prune()
         return out
 
     def _prune(self) -> None:
@@ -604,6 +605,7 @@ class Scheduler:
             t.version += 1
             self._q.queued[t.group] -= 1
             job = recompute_job(t, plan[0], plan[1], self._next_job, track)
+            t.dv.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
             shape = self._nj.shape(t)
             self._transition(t, "slice" if shape[4] and t.base else "start")
