@@ -149,6 +149,7 @@ class Daemon(SchedulerLoop):
             server.stop()
             self.lease.release()
             return 0
+        self._settle()
         self.workers.ensure(cfg.scheduler.tracks)
         threading.Thread(target=self._intake_loop, name="freshet-intake", daemon=True).start()
         if self.spark.remote:
