@@ -406,11 +406,9 @@ class SchedulerLoop:
                 self._begin_stop(now)
             if self._hup:
                 self._hup = False
-                if self._stopping_since is not None:
-                    pass
-                elif self._preparing is None:
+                if self._stopping_since is None and self._preparing is None:
                     self._begin_reload(now)
-                else:  # the file may have changed after the one under way read it
+                elif self._stopping_since is None:  # the file may have changed after the one under way read it
                     self._hup_again = True
             if self._stopping_since is not None and (code := self._stopped(now)) is not None:
                 return code

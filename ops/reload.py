@@ -143,10 +143,6 @@ class Reloader:
         self._counted = counted
         self.last: ReloadResult | None = None
 
-    def reload(self, current: FreshetConfig, parts: Parts, now: float) -> tuple[FreshetConfig, list[StartJob]] | None:
-        """Both halves at once (a caller with nothing else to serve meanwhile)."""
-        return self.switch(self.prepare(current, parts, now), current, parts, now)
-
     def prepare(self, current: FreshetConfig, parts: Parts, requested: float) -> Prepared:
         """Everything that reads a file or Spark or can fail; never raises. Runs off the loop:
         it reads `parts` (the executor's Spark and Delta log) but changes nothing."""
