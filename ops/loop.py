@@ -21,7 +21,8 @@ prepared again. The landing zone is rescanned for the new streams in a thread af
 A full collection of the garbage collector holds the interpreter for as long as it takes to scan
 every object (a third of a second at 10,000 tables): what the start builds, and what a reload
 prepares, is frozen out of later collections (`gc.freeze`), and no collection runs while a reload
-is prepared. A large warehouse's snapshot is published less often: `stats()` takes at most
+is prepared. A frozen object is freed by its reference count alone: what a reload prepares must
+hold no reference cycle (each one would keep a replaced config and its Delta state for ever). A large warehouse's snapshot is published less often: `stats()` takes at most
 SNAPSHOT_SHARE of the loop's time.
 
 A step of the loop that touches the disk — quarantining a partition, archiving a loaded one,
