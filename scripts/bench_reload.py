@@ -265,7 +265,13 @@ def main() -> None:
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
         trees.insert(0, (args.against, old))
     load = os.getloadavg()
-    rows = [(name, run_tree(tree, args)) for name, tree in trees]
+    try:
+        rows = [(name, run_tree(tree, args)) for name, tree in trees]
+    finally:
+        if args.against:
+            import shutil
+
+            shutil.rmtree(trees[0][1], ignore_errors=True)
     print(f"reload at {args.tables} tables ({args.commits} commits each), Spark's analysis {args.analysis:g} s, "
           f"load average {load[0]:.1f} on {os.cpu_count()} cores")
     cols = ("reload_seconds", "longest_turn_ms", "longest_turn_at_s", "longest_wait_ms",
