@@ -6,11 +6,16 @@ It never hurts the daemon:
 - the evaluation runs in its own process (multiprocessing `forkserver`, never a fork of the
   daemon with its Spark JVM threads) at the lowest CPU priority (`os.nice`), one core at most,
   with an address-space limit (`resource.setrlimit(RLIMIT_AS)`) and a CPU-time limit;
-- `poll(now)` never blocks: the loop calls it on every turn; a process past its deadline is
-  killed; one that crashes or reports an error is counted and logged; when the machine is busy
-  (load per core above `busy`) the evaluation is skipped. In every such case nothing changes;
+- `poll(now)` never blocks: the loop calls it on every turn; the config is serialised for the
+  evaluation and the process started in a thread of its own (at 10,000 tables that is tenths of a
+  second); a process past its deadline is killed; one that crashes or reports an error is counted
+  and logged; when the machine is busy (load per core above `busy`) the evaluation is skipped. In
+  every such case nothing changes;
+- a decision is judged on one config: each config the daemon installs is a new `generation`, and a
+  decision judged on a generation that is no longer in force (a reload installed another meanwhile)
+  is dropped (`stale`: logged and counted), never applied over the new one;
 - it reads the trace file the daemon already writes (`warehouse.trace` / `--trace`; with neither,
-  the daemon keeps one for it: `trace_file`), from its end.
+  the daemon keeps one for it: `trace_file`, decided again on every reload), from its end.
 
 Metrics (on the registry passed in): `freshet_autotune_runs_total{result}`,
 `freshet_autotune_predicted_staleness{setting}` (the last evaluation's mean over seeds) and
@@ -18,8 +23,8 @@ Metrics (on the registry passed in): `freshet_autotune_runs_total{result}`,
 
 Wiring in the scheduler loop (ops.loop), the only caller of the Scheduler:
     tuner = AutoTuner(config, trace_file(config, opts.trace)[0], registry, reconfigure, now=time.time())
-    every turn of the loop: tuner.poll(now); after a SIGHUP reload: tuner.reconfigured(config, now);
-    at stop: tuner.close(); in /v1/status: tuner.status().
+    every turn of the loop: tuner.poll(now); after a SIGHUP reload: tuner.reconfigured(config, now)
+    and tuner.follow_trace(path); at stop: tuner.close(); in /v1/status: tuner.status().
 `reconfigure(new)` is the daemon's reconfigure path: hand `Reconfigure(config=new)` to
 `Scheduler.handle(event, now)`, dispatch the jobs it starts, and make `new` the loop's config.
 """
@@ -27,9 +32,11 @@ Wiring in the scheduler loop (ops.loop), the only caller of the Scheduler:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import multiprocessing as mp
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +56,7 @@ log = logging.getLogger("freshet")
 # the `result` label of freshet_autotune_runs_total: what the evaluation decided (sim.autotune),
 # what the daemon made of it, or why it did not finish
 RESULTS = ("switch", "recommend", "keep", "cooldown", "too_few_jobs",
-           "timeout", "crashed", "error", "busy", "no_trace", "failed")
+           "timeout", "crashed", "error", "busy", "no_trace", "failed", "stale")
 
 
 TRACE_ROTATE = 64 * 2**20  # bytes: the tuner's own trace (none configured) starts a new file at this size
@@ -78,7 +85,20 @@ def switch(config: FreshetConfig, settings: dict[str, Any], reconfigure: Callabl
     return new
 
 
-def _child(conn: Any, config: dict[str, Any], trace: str, rules: dict[str, Any], now: float,
+def config_json(config: FreshetConfig) -> str:
+    """`config` as JSON text (what `parse_config` reads back), built a stream and a table at a time:
+    each piece holds the interpreter's lock briefly, so the loop runs between them (one dump of
+    10,000 tables holds it for tenths of a second)."""
+    fields = type(config).model_fields
+    head = config.model_dump(mode="json", by_alias=True, exclude={"streams", "tables"})
+    parts = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
+    for key in ("streams", "tables"):
+        items = ",".join(json.dumps(x.model_dump(mode="json", by_alias=True)) for x in getattr(config, key))
+        parts.append(f"{json.dumps(fields[key].alias or key)}: [{items}]")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _child(conn: Any, config: str, trace: str, rules: dict[str, Any], now: float,
            last_switch: float | None, nice: int, memory: int | None, cpu: float | None) -> None:
     """The evaluation process: lower itself, bound itself, evaluate, send the decision (or the error)."""
     import resource
@@ -91,7 +111,7 @@ def _child(conn: Any, config: dict[str, Any], trace: str, rules: dict[str, Any],
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu) + 1, int(cpu) + 2))
         from sim.autotune import Rules, evaluate, read_window  # preloaded by the forkserver
 
-        cfg = parse_config(config, source="<autotune>")
+        cfg = parse_config(json.loads(config), source="<autotune>")
         t0 = time.process_time()
         r = Rules(**rules)
         window = read_window(trace, cfg, cfg.scheduler.autotune_window, min_jobs=r.min_jobs, stretch=r.stretch)
@@ -126,14 +146,18 @@ class AutoTuner:
         context: str = "forkserver",
     ) -> None:
         self.config = config
-        local = local_path(trace) if trace else None  # the path the daemon's TraceWriter appends to
-        self.trace = str(local) if local is not None else None
+        self.trace: str | None = None
+        self.follow_trace(trace)
         self.reconfigure = reconfigure
         self.deadline, self.memory, self.busy, self.nice, self.seeds = deadline, memory, busy, nice, seeds
         self._ctx = mp.get_context(context if context in mp.get_all_start_methods() else "spawn")
         if self._ctx.get_start_method() == "forkserver":  # each evaluation forks a warm interpreter
             self._ctx.set_forkserver_preload(["ops.autotune", "sim.autotune"])
         self.since = now  # the setting in force since
+        self.generation = 0  # one more for every config installed (a reload, a switch)
+        self._judged: int | None = None  # the generation the running evaluation judges
+        self._launching: threading.Thread | None = None  # serialising the config, starting the process
+        self._launch_error: str | None = None
         self.last_switch: float | None = None
         self.last: dict[str, Any] | None = None  # the last evaluation, as logged
         self.next_at = now + config.scheduler.autotune_every
@@ -158,10 +182,18 @@ class AutoTuner:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None
+        return self._proc is not None or self._launching is not None
 
     def poll(self, now: float) -> None:
         """Collect a finished evaluation, kill a late one, or start one when it is due. Never blocks."""
+        if self._launching is not None:
+            if self._launching.is_alive():
+                return
+            self._launching = None
+            if self._launch_error is not None:
+                error, self._launch_error = self._launch_error, None
+                self._done(now, "error", {"reason": f"starting the evaluation: {error}"})
+                return
         if self._proc is not None:
             self._check(now)
             return
@@ -177,24 +209,47 @@ class AutoTuner:
                 self._done(now, "busy", {"reason": f"load {load:.2f} per core is above {self.busy:g}"})
                 return
         rules = dataclasses.asdict(Rules.of(self.config, self.seeds))
-        recv, send = self._ctx.Pipe(duplex=False)
-        self._proc = self._ctx.Process(
-            target=_child, name="freshet-autotune", daemon=True,
-            args=(send, self.config.model_dump(mode="json", by_alias=True), self.trace, rules, now,
-                  self.last_switch, self.nice, self.memory, self.deadline))
-        self._proc.start()
-        send.close()
-        self._conn, self._started = recv, time.monotonic()
+        self._judged = self.generation
+        self._launching = threading.Thread(target=self._launch, name="freshet-autotune-start", daemon=True,
+                                           args=(self.config, self.trace, rules, now, self.last_switch))
+        self._launching.start()
+
+    def _launch(self, config: FreshetConfig, trace: str, rules: dict[str, Any], now: float,
+                last_switch: float | None) -> None:
+        """Off the loop (a thread): the config serialised, the evaluation process started."""
+        try:
+            recv, send = self._ctx.Pipe(duplex=False)
+            proc = self._ctx.Process(target=_child, name="freshet-autotune", daemon=True,
+                                     args=(send, config_json(config), trace, rules, now, last_switch,
+                                           self.nice, self.memory, self.deadline))
+            proc.start()
+            send.close()
+        except Exception as e:  # noqa: BLE001 — reported by the next poll; nothing changes
+            self._launch_error = f"{type(e).__name__}: {e}"
+            return
+        self._conn, self._started, self._proc = recv, time.monotonic(), proc
 
     def reconfigured(self, config: FreshetConfig, now: float) -> None:
-        """The daemon's config changed another way (a reload): follow it."""
+        """The daemon installed another config (a reload): follow it. A running evaluation judges
+        the config before: its decision will be dropped."""
         if label(_setting(config)) != label(_setting(self.config)):
             self.since = now
+        if self.mode == "off" and config.scheduler.autotune != "off":  # turned on: a window from now
+            self.next_at = now + config.scheduler.autotune_every
         self.config = config
+        self.generation += 1
         self._publish_setting()
+
+    def follow_trace(self, trace: str | None) -> None:
+        """The trace file the daemon decided again (a reload: `trace_file`), read from now on."""
+        local = local_path(trace) if trace else None  # the path the daemon's TraceWriter appends to
+        self.trace = str(local) if local is not None else None
 
     def close(self) -> None:
         """Stop a running evaluation (shutdown)."""
+        if self._launching is not None:
+            self._launching.join(10)
+            self._launching = None
         if self._proc is not None:
             self._proc.kill()
             self._proc.join(5)
@@ -206,7 +261,7 @@ class AutoTuner:
         return {"mode": self.mode, "setting": label(_setting(self.config)), "settings": _setting(self.config),
                 "since": self.since, "since_iso": iso(self.since), "running": self.running,
                 "next_evaluation": None if self.mode == "off" else self.next_at, "trace": self.trace,
-                "last_decision": self.last}
+                "generation": self.generation, "last_decision": self.last}
 
     # ---- internals ----------------------------------------------------------------------------
     def _check(self, now: float) -> None:
@@ -238,6 +293,12 @@ class AutoTuner:
         self._proc = self._conn = None
 
     def _decided(self, now: float, decision: dict[str, Any]) -> None:
+        judged, self._judged = self._judged, None
+        if judged != self.generation:  # judged on a config a reload replaced meanwhile
+            self._done(now, "stale", {**decision, "judged": judged, "reason": (
+                f"judged on config generation {judged}, but a reload installed generation {self.generation} "
+                f"meanwhile; dropped, not applied over it (it said: {decision['result']}: {decision['reason']})")})
+            return
         result = decision["result"]
         self.predicted.clear()
         for s in [decision["current"], *decision["candidates"]]:
@@ -254,6 +315,7 @@ class AutoTuner:
                     result = "failed"
                 else:
                     self.since = self.last_switch = now
+                    self.generation += 1
                     self._publish_setting()
         self._done(now, result, decision)
 

@@ -10,9 +10,10 @@
 * **demo producer** (`--demo`) — writes realistic partitions into the landing zone.
 
 Lifecycle: take the warehouse lease (`ops.lease`) → listen → recover every table from its Delta
-log and start Spark (`ops.reload.start_parts`) → re-apply the kept operator actions → READY=1
-(sd_notify) and /readyz → the loop. It returns the exit code; the lease is released, the API
-stopped, the Spark session closed.
+log and start Spark (`ops.reload.start_parts`; each table read, and the wait for a Spark Connect
+server, feeds systemd's watchdog and extends its start timeout: `ops.liveness.Heartbeat`) →
+re-apply the kept operator actions → READY=1 (sd_notify) and /readyz → the loop. It returns the
+exit code; the lease is released, the API stopped, the Spark session closed.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from ops.backend import serve
 from ops.lease import take_lease
 from ops.liveness import SparkWatch
 from ops.logs import RepeatedFailure
-from ops.loop import Options, SchedulerLoop
+from ops.loop import Options, SchedulerLoop, open_trace
 from ops.notify import sd_notify
 from ops.reload import start_parts
-from sim.trace import ActionRecord, TraceWriter
+from sim.trace import ActionRecord
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
 from warehouse.events import Tick
@@ -52,7 +53,8 @@ class Daemon(SchedulerLoop):
         self.spark = SparkWatch(config.spark, connected=lambda up: self.metrics.spark_connected.set(1 if up else 0),
                                 lost=self.metrics.spark_connection_lost.inc, ready=self._set_ready,
                                 serving=lambda: self.accepting, stopping=lambda: self._term is not None,
-                                helper=lambda pid: self.lease.add_helper(pid) if self.lease else None)
+                                helper=lambda pid: self.lease.add_helper(pid) if self.lease else None,
+                                waiting=lambda: self.heartbeat.beat(starting=True, status="waiting for Spark"))
         self.alive = self.spark.alive
 
     # -- signals: flags the loop reads --
@@ -103,7 +105,14 @@ class Daemon(SchedulerLoop):
         operator actions, and run one round before any event (maintenance already due, upkeep).
         OpenLineage runs the previous daemon left open are closed first (ops.lineage: ABORT)."""
         self.lineage.close_abandoned(time.time())  # the lease is held: no other daemon's runs
-        self.parts = start_parts(self.config, self.spark, on_count=self.metrics.intake_counted)
+        read = 0
+
+        def progress() -> None:  # one more table's Delta log read: the start goes on
+            nonlocal read
+            read += 1
+            self.heartbeat.beat(starting=True, status=f"recovering: {read} of {len(self.config.tables)} tables read")
+
+        self.parts = start_parts(self.config, self.spark, on_count=self.metrics.intake_counted, progress=progress)
         if self.parts is None:
             return False
         now = time.time()
@@ -118,12 +127,8 @@ class Daemon(SchedulerLoop):
     def run(self) -> int:
         cfg = self.config
         listen = self.opts.listen or cfg.listen
-        if (path := self.trace_path) is not None:
-            try:
-                self._trace = TraceWriter.append_to(path, {"source": "freshet run", "clock": "epoch seconds"},
-                                                    rotate_at=self.trace_rotate)
-            except OSError as e:
-                raise FreshetError(f"cannot append to the trace file {path}: {e}") from None
+        if self.trace_path is not None:
+            self._trace = open_trace(self.trace_path, self.trace_rotate)
         self.lease = take_lease(cfg, listen, self._lost_lease)
         try:
             server, _ = serve(self, listen)
@@ -146,6 +151,7 @@ class Daemon(SchedulerLoop):
             server.stop()
             self.lease.release()
             return 0
+        self._settle()
         self.workers.ensure(cfg.scheduler.tracks)
         threading.Thread(target=self._intake_loop, name="freshet-intake", daemon=True).start()
         if self.spark.remote:

@@ -9,6 +9,10 @@
   cheap round trip every `SPARK_CHECK_EVERY` seconds, so a lost server shows on /readyz without
   waiting for a job, and a restored one ends the outage. Running jobs fail and are retried after
   their back-off (`freshet_spark_connection_lost_total`).
+* **The service manager's watchdog** — `Heartbeat`: WATCHDOG=1 from whatever shows progress (the
+  scheduler loop's turns; during start each table's Delta log read and the wait for Spark), at
+  most every half WatchdogSec; while starting also EXTEND_TIMEOUT_USEC, so a start that keeps
+  making progress outlives TimeoutStartSec and one that stalls does not (sd_notify(3)).
 
 Numbers and readiness go out through the callbacks it is given; it keeps no counters itself.
 """
@@ -22,26 +26,57 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ops.notify import sd_notify, watchdog_interval
 from warehouse.config import SparkConfig
 
-__all__ = ["SPARK_CHECK_EVERY", "SparkWatch", "driver_jvm_pid"]
+__all__ = ["START_EXTEND", "SPARK_CHECK_EVERY", "Heartbeat", "SparkWatch", "driver_jvm_pid"]
 
 log = logging.getLogger("freshet")
 
 SPARK_CHECK_EVERY = 5.0  # seconds between liveness checks (the driver JVM, or the Connect server)
+START_EXTEND = 300.0  # seconds: while starting, each sign of progress extends the start timeout by this
+UNWATCHED_EVERY = 10.0  # seconds between two start extensions when systemd asked for no watchdog
+
+
+class Heartbeat:
+    """systemd's watchdog, fed by progress (sd_notify(3)). `beat()` sends WATCHDOG=1 at most every
+    half WatchdogSec (`watchdog_interval`); `beat(starting=True)` adds EXTEND_TIMEOUT_USEC (the
+    watchdog is armed only once READY=1 is sent; until then TimeoutStartSec bounds the start)."""
+
+    def __init__(self, env: dict[str, str] | None = None, clock: Callable[[], float] = time.monotonic,
+                 extend: float = START_EXTEND) -> None:
+        self.env = env
+        self.watched = watchdog_interval(env)  # None: systemd asked for no pings
+        self.every = self.watched if self.watched is not None else UNWATCHED_EVERY
+        self.extend = extend
+        self._clock = clock
+        self._last = -float("inf")
+
+    def beat(self, starting: bool = False, status: str | None = None) -> None:
+        now = self._clock()
+        if now - self._last < self.every or (self.watched is None and not starting):
+            return
+        self._last = now
+        lines = ["WATCHDOG=1"]
+        if starting:
+            lines.append(f"EXTEND_TIMEOUT_USEC={int(self.extend * 1e6)}")
+        if status:
+            lines.append(f"STATUS={status}")
+        sd_notify("\n".join(lines), self.env)
 
 
 class SparkWatch:
     """One daemon's Spark: `start()`, `alive()`, `watch(stop)` (a thread), `close()`.
 
     `connected(up)` and `lost()` are called on every change (the metrics); `ready(ok, why)` while
-    the daemon `serving()`; `stopping()` ends the wait for a Connect server; `helper(pid)` gets the
-    driver JVM's pid (the lease).
+    the daemon `serving()`; `stopping()` ends the wait for a Connect server, and `waiting()` is
+    called while it lasts (the watchdog); `helper(pid)` gets the driver JVM's pid (the lease).
     """
 
     def __init__(self, cfg: SparkConfig, *, connected: Callable[[bool], None], lost: Callable[[], None],
                  ready: Callable[[bool, str], None], serving: Callable[[], bool],
-                 stopping: Callable[[], bool], helper: Callable[[int], None]) -> None:
+                 stopping: Callable[[], bool], helper: Callable[[int], None],
+                 waiting: Callable[[], None] = lambda: None) -> None:
         from warehouse.lake.session import SparkLink
 
         self.cfg = cfg
@@ -49,7 +84,7 @@ class SparkWatch:
         self.link.on_change(self._changed)
         self.spark: Any = None
         self._connected, self._lost, self._ready = connected, lost, ready
-        self._serving, self._stopping, self._helper = serving, stopping, helper
+        self._serving, self._stopping, self._helper, self._waiting = serving, stopping, helper, waiting
 
     @property
     def remote(self) -> bool:
@@ -80,6 +115,7 @@ class SparkWatch:
             for _ in range(50):
                 if self._stopping():
                     return False
+                self._waiting()
                 time.sleep(0.1)
 
     def _changed(self, connected: bool, error: str | None) -> None:

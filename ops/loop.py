@@ -5,10 +5,25 @@ partitions arrived (from the intake thread and the API), jobs finished or failed
 workers, `ops.workers`), operator actions (`ops.actions`), back-off expiries as `Tick`s at
 `next_wakeup()` — hands each to `Scheduler.handle(event, time.time())`, sends the resulting
 `StartJob`s to their tracks, publishes a fresh `stats()` snapshot for metrics and the API, and
-pings the systemd watchdog. Signals only set flags that it reads: SIGHUP reloads the config
-(`ops.reload`: all parts switch, or none); SIGTERM/SIGINT stop dispatching and wait up to `grace`
-seconds for running jobs (a job cut off is safe to redo: Delta's idempotent txn, §4.4); a second
-one exits at once.
+pings the systemd watchdog (`ops.liveness.Heartbeat`). Signals only set flags that it reads:
+SIGHUP reloads the config (`ops.reload`: all parts switch, or none); SIGTERM/SIGINT stop
+dispatching and wait up to `grace` seconds for running jobs (a job cut off is safe to redo:
+Delta's idempotent txn, §4.4); a second one exits at once.
+
+Nothing slow runs on the loop. A reload is prepared in a thread (`freshet-reload`: the file read
+and validated, Spark's analysis of changed SQL, every table's Delta log replayed, the trace file
+decided again and opened) while the loop goes on serving events and the watchdog; the prepared
+result comes back on the queue (`ReloadReady`) and is switched in with one `Reconfigure` through
+`handle`. Partitions and results that arrived meanwhile were handled by the running config, whose
+tables that stay keep their run state across the switch; if a job of a table the reload adds (or
+of one of its sources) finished meanwhile, what was read of the logs is stale and the reload is
+prepared again. The landing zone is rescanned for the new streams in a thread after the switch.
+A full collection of the garbage collector holds the interpreter for as long as it takes to scan
+every object (a third of a second at 10,000 tables): what the start builds, and what a reload
+prepares, is frozen out of later collections (`gc.freeze`), and no collection runs while a reload
+is prepared. A frozen object is freed by its reference count alone: what a reload prepares must
+hold no reference cycle (each one would keep a replaced config and its Delta state for ever). A large warehouse's snapshot is published less often: `stats()` takes at most
+SNAPSHOT_SHARE of the loop's time.
 
 A step of the loop that touches the disk — quarantining a partition, archiving a loaded one,
 writing the operator-actions file, appending to the trace — and hits an OSError (a full disk, a
@@ -19,6 +34,7 @@ threads, start and stop) is `ops.daemon`.
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import signal
@@ -35,10 +51,11 @@ from ops.actions import ActionRequest, OperatorActions
 from ops.autotune import AutoTuner, trace_file
 from ops.history import History
 from ops.lineage import LineageEmitter
+from ops.liveness import Heartbeat
 from ops.logs import RepeatedFailure
 from ops.metrics import LOOP_STEPS, FreshetMetrics, SnapshotHolder, register_metrics
-from ops.notify import sd_notify, watchdog_interval
-from ops.reload import Parts, Reloader
+from ops.notify import sd_notify
+from ops.reload import Parts, Prepared, Reloader
 from ops.workers import JobResult, TrackWorkers
 from sim.trace import Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig
@@ -55,14 +72,34 @@ from warehouse.events import (
 from warehouse.times import iso
 from warehouse.upkeep import MAINTENANCE_KINDS
 
-__all__ = ["LIVENESS_EVERY", "Options", "SchedulerLoop"]
+__all__ = ["LIVENESS_EVERY", "Options", "ReloadReady", "SchedulerLoop", "open_trace"]
 
 log = logging.getLogger("freshet")
 
 LOOP_TIMEOUT = 0.25  # seconds the scheduler loop waits for an event before re-checking flags
 SNAPSHOT_EVERY = 1.0  # publish a snapshot at least this often even without events
 SNAPSHOT_MIN_GAP = 0.1
+SNAPSHOT_SHARE = 0.1  # at most this share of the loop's time goes to stats() (10,000 tables: 0.1 s a call)
 LIVENESS_EVERY = 5.0  # seconds between calls of `alive()` (the Spark driver JVM, ops.liveness)
+RELOAD_ROUNDS = 3  # preparations of one reload at most, when jobs of the tables it adds keep committing
+TRACE_HEADER = {"source": "freshet run", "clock": "epoch seconds"}
+
+
+def open_trace(path: str, rotate: int | None) -> TraceWriter:
+    """The trace file the daemon appends arrivals and jobs to (ops.autotune.trace_file decides it)."""
+    try:
+        return TraceWriter.append_to(path, TRACE_HEADER, rotate_at=rotate)
+    except OSError as e:
+        raise FreshetError(f"cannot append to the trace file {path}: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadReady:
+    """A reload prepared off the loop (`ops.reload.Prepared`), for the loop to switch in; `round`
+    counts the preparations of one SIGHUP."""
+
+    prepared: Prepared
+    round: int = 0
 
 
 @dataclass
@@ -96,6 +133,7 @@ class SchedulerLoop:
         self.trace_path, self.trace_rotate = trace_file(config, opts.trace)  # the one decision: written and read
         self.tuner = AutoTuner(config, self.trace_path, self.registry, self._autotuned, now=time.time())
         self.reloader = Reloader(opts.config_path, lambda result: self.metrics.reloads.labels(result=result).inc())
+        self.heartbeat = Heartbeat()  # systemd's watchdog (ops.liveness)
         self.parts: Parts | None = None
         self.actions: OperatorActions | None = None
         self.workers = TrackWorkers(self._execute, self.events.put)
@@ -107,6 +145,9 @@ class SchedulerLoop:
         self._restored: list[StartJob] = []  # jobs the kept operator actions started at start
         self._term: int | None = None
         self._hup = False
+        self._preparing: float | None = None  # a reload is prepared off the loop: when it was asked for
+        self._hup_again = False  # SIGHUP while one was prepared: another once it is switched in
+        self._committed: set[str] = set()  # tables whose jobs finished while a reload was prepared
         self._force = False
         self._stopping_since: float | None = None
         self._lease_lost: str | None = None
@@ -211,6 +252,8 @@ class SchedulerLoop:
                         extra={"table": job.table, "job": job.job_id})
             return
         if isinstance(ev, JobFinished):
+            if self._preparing is not None:  # what a reload read of this table's log is behind now
+                self._committed.add(job.table)
             self._step("archive", partial(self.intake.archive, job))
             if self.actions is not None:
                 self._step("actions_write", partial(self.actions.job_finished, job))
@@ -248,21 +291,94 @@ class SchedulerLoop:
         self.config = new
         self._dispatch(self._handle(Reconfigure(config=new), time.time()))
 
-    def _reload(self, now: float) -> None:
-        """SIGHUP (`ops.reload`): all parts switch to the new config, or none does."""
+    @staticmethod
+    def _settle() -> None:
+        """Once, after the start and before READY: what the start built (the config, the Delta
+        state, the Scheduler's tables) leaves the garbage collector's generations (`gc.freeze`), so
+        no full collection scans it again (one over 10,000 tables holds the loop a third of a second)."""
+        gc.collect()
+        gc.freeze()
+
+    # -- SIGHUP: prepared off the loop, switched in on it --
+    def _begin_reload(self, requested: float, round_: int = 0) -> None:
         if self.parts is None:
             return
-        done = self.reloader.reload(self.config, self.parts, now)
-        if done is None:
+        if round_ == 0:
+            sd_notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}\nSTATUS=reloading {self.opts.config_path}")
+        self._preparing = requested
+        self._committed = set()
+        threading.Thread(target=self._prepare_reload, args=(self.config, self.parts, requested, round_),
+                         name="freshet-reload", daemon=True).start()
+
+    def _prepare_reload(self, current: FreshetConfig, parts: Parts, requested: float, round_: int) -> None:
+        """The reload thread: `Reloader.prepare`, then what the daemon needs beside — the trace file
+        decided again for the new config (and opened: the tuner reads it) and the metric series of
+        its tables — and the result on the loop's queue. Never raises."""
+        gc.disable()  # no full collection over the heap it builds meanwhile (the loop would wait)
+        try:
+            prepared = self.reloader.prepare(current, parts, requested)
+            if prepared.config is not None:
+                gc.freeze()  # what it built, like the start's, stays out of later collections
+        finally:
+            gc.enable()
+        if prepared.config is not None:
+            try:
+                trace = trace_file(prepared.config, self.opts.trace)
+                prepared.extra["trace"] = trace
+                if trace != (self.trace_path, self.trace_rotate) and trace[0] is not None:
+                    prepared.extra["trace_writer"] = open_trace(*trace)
+                self.metrics.declare(prepared.config)
+            except Exception as e:  # noqa: BLE001 — e.g. an unwritable trace: nothing switches
+                prepared = Prepared(requested, result="failed", reason=f"{type(e).__name__}: {e}")
+        self.events.put(ReloadReady(prepared, round_))
+
+    def _switch(self, ready: ReloadReady, now: float) -> None:
+        """On the loop: the prepared reload switched in (ops.reload.Reloader.switch), or dropped."""
+        prepared = ready.prepared
+        self._preparing = None
+        writer: TraceWriter | None = prepared.extra.pop("trace_writer", None)
+        if self._stopping_since is not None:
+            log.info("reload dropped: shutting down")
+            if writer is not None:
+                writer.close()
             return
-        self.config, decisions = done
-        if self.actions is not None and self.reloader.last is not None and self.reloader.last.added:
-            decisions += self.actions.restore(self.sched, now, set(self.reloader.last.added))
-        self.metrics.declare(self.config)
-        self.lineage.reconfigure(self.config)
-        self.tuner.reconfigured(self.config, now)  # the file's setting again
-        self._dispatch(decisions)
-        try:  # partitions waiting for a newly added table (a failing scan is retried by the intake loop)
+        stale = prepared.reads(self.config) & self._committed
+        if prepared.result == "ok" and stale and ready.round + 1 < RELOAD_ROUNDS:
+            log.info("reload prepared again: tables it adds committed meanwhile", extra={"tables": sorted(stale)})
+            if writer is not None:
+                writer.close()
+            self._begin_reload(prepared.requested, ready.round + 1)
+            return
+        done = self.reloader.switch(prepared, self.config, self.parts, now)
+        if done is not None:
+            self.config, decisions = done
+            added = self.reloader.last.added if self.reloader.last is not None else []
+            if self.actions is not None and added:
+                decisions += self.actions.restore(self.sched, now, set(added))
+            self.lineage.reconfigure(self.config)
+            self._retrace(prepared.extra["trace"], writer)
+            self.tuner.reconfigured(self.config, now)  # the file's setting again
+            self.tuner.follow_trace(self.trace_path)
+            self._dispatch(decisions)
+            threading.Thread(target=self._scan_after_reload, name="freshet-reload-scan", daemon=True).start()
+        sd_notify(f"READY=1\nSTATUS=scheduling {len(self.config.tables)} tables on {self.config.scheduler.tracks} tracks")
+        if self._hup_again:
+            self._hup_again, self._hup = False, True
+
+    def _retrace(self, trace: tuple[str | None, int | None], writer: TraceWriter | None) -> None:
+        """The trace file decided again for the new config (ops.autotune.trace_file): a daemon whose
+        tuner a reload turned on starts keeping one, one turned off stops."""
+        if trace == (self.trace_path, self.trace_rotate):
+            return
+        if self._trace is not None:
+            self._step("trace_write", self._trace.close)
+        self._trace = writer
+        self.trace_path, self.trace_rotate = trace
+        log.info("trace file decided again", extra={"trace": self.trace_path})
+
+    def _scan_after_reload(self) -> None:
+        """Partitions waiting for a newly added stream (a failing scan is retried by the intake loop)."""
+        try:
             for ev in self.intake.scan():
                 self.events.put(ev)
         except Exception as e:
@@ -271,8 +387,8 @@ class SchedulerLoop:
                         extra={"error": f"{type(e).__name__}: {e}"})
 
     def _loop(self) -> int:
-        wd = watchdog_interval()
-        last_wd = last_pub = last_retry = 0.0
+        last_pub = last_retry = 0.0
+        publish_gap = SNAPSHOT_MIN_GAP
         last_spark = time.time()
         dirty = False
         while True:
@@ -286,15 +402,15 @@ class SchedulerLoop:
                 if not self.alive():
                     self._dispatched.clear()  # nothing can finish any more
                     raise FreshetError("the Spark driver JVM is gone")
-            if wd is not None and now - last_wd >= wd:
-                sd_notify("WATCHDOG=1")
-                last_wd = now
+            self.heartbeat.beat()
             if self._term is not None and self._stopping_since is None:
                 self._begin_stop(now)
             if self._hup:
                 self._hup = False
-                if self._stopping_since is None:
-                    self._reload(now)
+                if self._stopping_since is None and self._preparing is None:
+                    self._begin_reload(now)
+                elif self._stopping_since is None:  # the file may have changed after the one under way read it
+                    self._hup_again = True
             if self._stopping_since is not None and (code := self._stopped(now)) is not None:
                 return code
             if self._retries and now - last_retry >= self.opts.retry_every:
@@ -304,7 +420,8 @@ class SchedulerLoop:
                 self.tuner.poll(now)  # never blocks: an evaluation runs in its own process
             wake = self.sched.next_wakeup()
             try:
-                item = self.events.get(timeout=LOOP_TIMEOUT if wake is None else min(LOOP_TIMEOUT, max(0.0, wake - now)))
+                wait = min(LOOP_TIMEOUT, self.heartbeat.every)  # the watchdog's next ping in time
+                item = self.events.get(timeout=wait if wake is None else min(wait, max(0.0, wake - now)))
             except queue.Empty:
                 item = None
             now = time.time()
@@ -315,14 +432,21 @@ class SchedulerLoop:
                 self._on_result(item, now)
             elif isinstance(item, ActionRequest) and self.actions is not None:
                 self._dispatch(self.actions.apply(self.sched, item, now))
+            elif isinstance(item, ReloadReady):
+                self._switch(item, now)
             wake = self.sched.next_wakeup()
             if wake is not None and wake <= now:
                 self._dispatch(self._handle(Tick(), now))
             dirty = dirty or item is not None
             # publish after changes (at most every SNAPSHOT_MIN_GAP, so a burst of events costs
-            # one stats() call) and at least every SNAPSHOT_EVERY
-            if (dirty and now - last_pub >= SNAPSHOT_MIN_GAP) or now - last_pub >= SNAPSHOT_EVERY:
+            # one stats() call) and at least every SNAPSHOT_EVERY; not in the turn of a switch (a
+            # reload's is the longest turn: the next one publishes, after the queue is served)
+            if isinstance(item, ReloadReady):
+                continue
+            if (dirty and now - last_pub >= publish_gap) or now - last_pub >= max(SNAPSHOT_EVERY, publish_gap):
                 self.holder.publish(self.sched.stats(now))
+                took = time.time() - now
+                publish_gap = max(SNAPSHOT_MIN_GAP, took / SNAPSHOT_SHARE)  # a large warehouse publishes less often
                 last_pub, dirty = now, False
 
     def _stopped(self, now: float) -> int | None:

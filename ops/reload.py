@@ -3,18 +3,22 @@ on SIGHUP (§4.4: at start and on reload the Delta log is the truth, handed to t
 
 **Start** (`start_parts`): recover every table from its Delta log, start Spark, build the intake,
 the executor and the Scheduler. A local root with a local Spark: the log's files are read first
-(no Spark needed). A URI root or Spark Connect: Spark first, then the log through it.
+(no Spark needed). A URI root or Spark Connect: Spark first, then the log through it. `progress`
+is called after each table's log is read (the daemon feeds systemd's watchdog with it).
 
-**Reload** (`Reloader`): first *prepare* everything that can fail — read and validate the file,
+**Reload** (`Reloader`), in two halves. `prepare` runs in a thread of its own, off the scheduler
+loop, and does everything that reads a file or Spark or can fail — read and validate the file,
 refuse the sections that need a restart (`warehouse`, `spark`, `listen`) and a SQL naming a column
 its sources do not have (`warehouse.sqlcheck`, no Spark), check that a changed
 derived SQL keeps its schema or only adds columns (seed 001), recover the new config's tables
-from their Delta logs — then *switch* every part at once: the Scheduler (`reconfigure`: tables
-added and removed, priorities, repartition §3.2), the intake, the executor, and the daemon's own
-config. If preparing fails — an invalid file (`rejected`), or an error reading the log: a
-half-written commit JSON, Spark Connect or object storage unreachable (`failed`) — nothing has
-switched: the old config keeps running, and the reason is logged, counted
-(`freshet_config_reloads_total{result}`) and shown in `/v1/status` (`Reloader.last`).
+from their Delta logs. `switch` runs on the loop and reads nothing: the Scheduler takes one
+`Reconfigure` through its door (tables added and removed, priorities, repartition §3.2), then the
+intake, the executor and the daemon's own config follow. Events that arrive while a reload is
+prepared are handled by the running config; the Scheduler keeps the run state of the tables that
+stay, so the switch sees them. If preparing fails — an invalid file (`rejected`), or an error
+reading the log: a half-written commit JSON, Spark Connect or object storage unreachable
+(`failed`) — nothing has switched: the old config keeps running, and the reason is logged,
+counted (`freshet_config_reloads_total{result}`) and shown in `/v1/status` (`Reloader.last`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
     from warehouse.events import StartJob
     from warehouse.lake.recovery import RecoveryState
 
-__all__ = ["RESTART_SECTIONS", "Parts", "ReloadResult", "Reloader", "start_parts"]
+__all__ = ["RESTART_SECTIONS", "Parts", "Prepared", "ReloadResult", "Reloader", "start_parts"]
 
 log = logging.getLogger("freshet")
 
@@ -55,7 +59,8 @@ class Parts:
 
 
 def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], float] = time.time,
-                on_count: Callable[[str, str], None] | None = None) -> Parts | None:
+                on_count: Callable[[str, str], None] | None = None,
+                progress: Callable[[], None] | None = None) -> Parts | None:
     """Recover, start Spark, build the parts (see the module docstring); None if the daemon was
     stopped while waiting for Spark."""
     from warehouse.lake.executor import Executor
@@ -67,9 +72,9 @@ def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], floa
     if needs_spark(config):
         if not spark.start():
             return None
-        state = recover(config, delta_log(config, spark.link.session))
+        state = recover(config, delta_log(config, spark.link.session), progress=progress)
     else:
-        state = recover(config)
+        state = recover(config, progress=progress)
     for name, st in sorted(state.tables.items()):
         log.info("recovered table", extra={"table": name, "freshness": iso(st.freshness, "seconds"),
                                            "safe_freshness": iso(st.safe_freshness, "seconds"),
@@ -105,45 +110,79 @@ class _RecoveryFailed(Exception):
     """Reading the new config's Delta logs failed (the message says which tables were new)."""
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    config: FreshetConfig
-    state: RecoveryState
+@dataclass
+class Prepared:
+    """A reload made ready off the loop (`Reloader.prepare`): the new config, what its tables'
+    Delta logs hold, and the Scheduler's view of it; `result` and `reason` when it failed."""
+
+    requested: float  # when the SIGHUP was taken
+    config: FreshetConfig | None = None
+    state: RecoveryState | None = None
+    recovered: dict[str, Any] = field(default_factory=dict)  # state.recovered, built off the loop
+    result: str = "ok"  # ok | rejected | failed
+    reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # what the daemon prepared beside (ops.loop)
+
+    def added(self, current: FreshetConfig) -> list[str]:
+        return sorted({t.name for t in self.config.tables} - {t.name for t in current.tables}) if self.config else []
+
+    def reads(self, current: FreshetConfig) -> set[str]:
+        """The tables whose commits this preparation read for the tables it adds: those tables and
+        their sources. A job of one of them that finished meanwhile makes it stale."""
+        if self.config is None:
+            return set()
+        added = set(self.added(current))
+        return added | {s for t in self.config.tables if t.name in added for s in t.sources}
 
 
 class Reloader:
-    """SIGHUP for one config file: `reload(current, parts, now)` → the new config and the jobs the
-    Scheduler starts, or None (kept the old one). `counted(result)`: freshet_config_reloads_total."""
+    """SIGHUP for one config file: `prepare(current, parts, requested)` off the loop, then
+    `switch(prepared, current, parts, now)` on it → the new config and the jobs the Scheduler
+    starts, or None (kept the old one). `counted(result)`: freshet_config_reloads_total."""
 
     def __init__(self, path: str, counted: Callable[[str], None]) -> None:
         self.path = path
         self._counted = counted
         self.last: ReloadResult | None = None
 
-    def reload(self, current: FreshetConfig, parts: Parts, now: float) -> tuple[FreshetConfig, list[StartJob]] | None:
+    def prepare(self, current: FreshetConfig, parts: Parts, requested: float) -> Prepared:
+        """Everything that reads a file or Spark or can fail; never raises. Runs off the loop:
+        it reads `parts` (the executor's Spark and Delta log) but changes nothing."""
         try:
-            prepared = self._prepare(current, parts)
+            config, state = self._prepare(current, parts)
+            return Prepared(requested, config, state, state.recovered)
         except ConfigError as e:
-            return self._kept(now, "rejected", str(e))
+            return Prepared(requested, result="rejected", reason=str(e))
         except _RecoveryFailed as e:
-            return self._kept(now, "failed", str(e))
+            return Prepared(requested, result="failed", reason=str(e))
         except Exception as e:  # noqa: BLE001 — e.g. Spark failed: the old config keeps running
-            return self._kept(now, "failed", f"{type(e).__name__}: {e}")
+            return Prepared(requested, result="failed", reason=f"{type(e).__name__}: {e}")
+
+    def switch(self, prepared: Prepared, current: FreshetConfig, parts: Parts,
+               now: float) -> tuple[FreshetConfig, list[StartJob]] | None:
+        """On the loop: all parts take the prepared config at once, or (it failed) none does."""
+        if prepared.result != "ok":
+            return self._kept(now, prepared.result, prepared.reason)
         new, state = prepared.config, prepared.state
-        # the switch: nothing below reads a file or Spark, so it cannot half happen for I/O reasons
-        decisions = parts.sched.handle(Reconfigure(config=new, recovered=state.recovered), now)
-        parts.intake.reconfigure(new, state)
+        assert new is not None and state is not None
+        old_tables, new_tables = {t.name for t in current.tables}, {t.name for t in new.tables}
+        added = new_tables - old_tables
+        # the switch: nothing below reads a file or Spark, so it cannot half happen for I/O reasons.
+        # Only a table new to a part starts from the log (one that stays keeps its run state): the
+        # intake is handed the state of the tables that read a stream they did not read before
+        decisions = parts.sched.handle(Reconfigure(config=new, recovered=prepared.recovered), now)
+        fed = {(t.name, t.stream) for t in current.tables}
+        parts.intake.reconfigure(new, _only(state, {t.name for t in new.tables if (t.name, t.stream) not in fed}))
         parts.executor.reconfigure(new, state)
         parts.state = state
-        old_tables, new_tables = {t.name for t in current.tables}, {t.name for t in new.tables}
-        self.last = ReloadResult(now, "ok", added=sorted(new_tables - old_tables),
-                                 removed=sorted(old_tables - new_tables))
+        self.last = ReloadResult(now, "ok", added=sorted(added), removed=sorted(old_tables - new_tables))
         self._counted("ok")
         log.info("config reloaded", extra={"config": self.path, "added": self.last.added,
-                                           "removed": self.last.removed, "tracks": new.scheduler.tracks})
+                                           "removed": self.last.removed, "tracks": new.scheduler.tracks,
+                                           "seconds": round(now - prepared.requested, 3)})
         return new, decisions
 
-    def _prepare(self, current: FreshetConfig, parts: Parts) -> _Prepared:
+    def _prepare(self, current: FreshetConfig, parts: Parts) -> tuple[FreshetConfig, RecoveryState]:
         from warehouse.lake.recovery import recover
 
         new = with_cores(load_config(self.path), current.spark.cores)  # the cores counted at start stand
@@ -160,7 +199,7 @@ class Reloader:
             added = sorted({t.name for t in new.tables} - {t.name for t in current.tables})
             raise _RecoveryFailed(f"recovering the tables from their Delta logs (new: {', '.join(added) or 'none'}): "
                                   f"{type(e).__name__}: {e}") from e
-        return _Prepared(new, state)
+        return new, state
 
     def _kept(self, now: float, result: str, reason: str) -> None:
         self.last = ReloadResult(now, result, reason)
@@ -168,6 +207,13 @@ class Reloader:
         log.error(f"config reload {result}; keeping the running config",
                   extra={"config": self.path, "reason": reason})
         return None
+
+
+def _only(state: RecoveryState, tables: set[str]) -> RecoveryState:
+    """`state` restricted to `tables` (what the intake needs of a reload: it knows the rest)."""
+    from warehouse.lake.recovery import RecoveryState
+
+    return RecoveryState(tables={n: st for n, st in state.tables.items() if n in tables}, loaded={})
 
 
 def _evolution_problems(executor: Any, new: FreshetConfig) -> list[str]:

@@ -288,6 +288,8 @@ def test_an_evaluation_past_its_deadline_is_killed_and_nothing_changes(fifo_trac
     tuner, reg = _tuner(cfg, path, got, deadline=0.3)
     t0 = time.monotonic()
     tuner.poll(0.0)
+    while tuner._proc is None and time.monotonic() - t0 < 10:  # started in a thread of its own
+        time.sleep(0.01)
     proc = tuner._proc
     _wait(tuner)
     assert time.monotonic() - t0 < 10 and not proc.is_alive()
@@ -433,3 +435,72 @@ def test_the_daemon_loop_takes_the_switch_through_the_schedulers_one_door(fifo_t
     status = DaemonBackend(loop).status()["autotune"]
     assert status["settings"]["policy"] == loop.config.scheduler.policy != "fifo"
     assert status["last_decision"]["result"] == "switch"
+
+
+# ---- the tuner and reloads ----------------------------------------------------------------------------
+def test_a_decision_judged_on_a_config_a_reload_replaced_is_dropped(fifo_trace, tmp_path, caplog):
+    """A decision judged on one config used to be applied over the config a reload installed while
+    the evaluation ran. Now it carries the config generation it was judged on and is dropped
+    (`stale`: logged and counted) when another generation is in force."""
+    caplog.set_level(logging.INFO, logger="freshet")
+    cfg, lines = fifo_trace
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got: list[FreshetConfig] = []
+    tuner, reg = _tuner(cfg, path, got)
+    tuner.poll(0.0)
+    assert tuner.running
+    reloaded = tuner.config.model_copy(update={"scheduler": tuner.config.scheduler.model_copy(
+        update={"tracks": 3})})  # a SIGHUP installs another config meanwhile
+    tuner.reconfigured(reloaded, 0.5)
+    t0 = time.monotonic()
+    while tuner.running and time.monotonic() - t0 < 120:
+        time.sleep(0.05)
+        tuner.poll(1.0)
+    assert got == [], "a decision judged on the old config was applied over the reloaded one"
+    assert tuner.config is reloaded and tuner.last["result"] == "stale"
+    assert "generation 0" in tuner.last["reason"] and "generation 1" in tuner.last["reason"]
+    assert _metrics(reg)[("freshet_autotune_runs_total", (("result", "stale"),))] == 1
+    assert any(r.getMessage() == "autotune evaluation: stale" for r in caplog.records)
+
+
+def test_poll_serialises_the_config_and_starts_the_evaluation_off_the_callers_thread(fifo_trace, tmp_path,
+                                                                                      monkeypatch):
+    """`poll` dumped the whole config and pickled it into the evaluation process on the loop (tenths
+    of a second at 10,000 tables). Now both happen in a thread of their own; poll only starts it."""
+    import threading
+
+    from pydantic import BaseModel
+
+    cfg, lines = fifo_trace
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got: list[FreshetConfig] = []
+    tuner, _ = _tuner(cfg, path, got, deadline=0.5)
+    on: list[str] = []
+    dump = BaseModel.model_dump
+
+    def spy(self, *a, **kw):
+        on.append(threading.current_thread().name)
+        return dump(self, *a, **kw)
+
+    monkeypatch.setattr(BaseModel, "model_dump", spy)
+    from multiprocessing.process import BaseProcess
+
+    start = BaseProcess.start
+
+    def watched(self):
+        on.append("start:" + threading.current_thread().name)
+        start(self)
+
+    monkeypatch.setattr(BaseProcess, "start", watched)
+    caller = threading.current_thread().name
+    tuner.poll(0.0)
+    assert tuner.running
+    t0 = time.monotonic()
+    while tuner.running and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+        tuner.poll(1.0)
+    assert on and not any(name in (caller, "start:" + caller) for name in on), on
+    assert any(name.startswith("start:") for name in on)
+    assert tuner.last["result"] == "timeout" and got == []  # (the deadline: nothing else was waited for)

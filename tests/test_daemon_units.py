@@ -311,11 +311,15 @@ def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog, monkeypatch)
 
     d.parts = Parts(state=None, intake=Intake(), executor=Unchanged(),
                     sched=types.SimpleNamespace(handle=lambda event, now: []))
-    monkeypatch.setattr(warehouse.lake.recovery, "recover", lambda new, log: types.SimpleNamespace(recovered={}))
+    monkeypatch.setattr(warehouse.lake.recovery, "recover", lambda new, log: types.SimpleNamespace(recovered={}, tables={}))
     caplog.set_level(logging.INFO, logger="freshet")
-    d._reload(time.time())  # does not raise
+    d._begin_reload(time.time())  # prepared in a thread, switched in by the loop (here: by hand)
+    d._switch(d.events.get(timeout=30), time.time())  # does not raise
     assert any(r.getMessage() == "config reloaded" for r in caplog.records)
-    assert any(r.getMessage().startswith("landing-zone scan after the reload failed") for r in caplog.records)
+    deadline = time.monotonic() + 10  # the rescan runs in a thread of its own
+    while not any(r.getMessage().startswith("landing-zone scan after the reload failed") for r in caplog.records):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     fams = {f.name: f for f in text_string_to_metric_families(generate_latest(d.registry).decode())}
     (sample,) = [s for s in fams["freshet_loop_errors"].samples
                  if s.name.endswith("_total") and s.labels == {"loop": "intake_scan"}]

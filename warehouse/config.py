@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -636,12 +636,12 @@ def verify_acyclic(cfg: FreshetConfig) -> list[str]:
     stack: list[str] = []
     cycles: list[str] = []
 
-    def visit(n: str) -> None:
-        color[n] = 1
+    def visit(n: str, again: Callable[[str, Any], None]) -> None:  # (a function that called itself
+        color[n] = 1                                                 # by name is a reference cycle)
         stack.append(n)
         for s in graph[n]:
             if color.get(s, 0) == 0:
-                visit(s)
+                again(s, again)
             elif color[s] == 1:
                 cyc = stack[stack.index(s):] + [s]
                 cycles.append("cycle in the table DAG: " + " -> ".join(cyc))
@@ -650,7 +650,7 @@ def verify_acyclic(cfg: FreshetConfig) -> list[str]:
 
     for n in graph:
         if color.get(n, 0) == 0:
-            visit(n)
+            visit(n, visit)
     return cycles
 
 

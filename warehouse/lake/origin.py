@@ -140,20 +140,20 @@ class _MinTime(Protocol):
 def repair_origins(config: FreshetConfig, tables: Mapping[str, _Origins], log: _MinTime) -> None:
     """Lower each table's origin to what its data and its sources say when its log was truncated
     (the module docstring), sources before the tables that read them."""
+    from warehouse.dag import Dag
     from warehouse.lake.delta import table_path, time_column
 
-    done: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in done or name not in tables:
-            return
-        done.add(name)
-        tc = config.table(name)
-        for s in tc.sources:
-            visit(s)
+    configs = {t.name: t for t in config.tables}
+    # sources before the tables that read them: a loop in topological order, not a recursive
+    # closure (a function that refers to itself is a reference cycle, and this one held the config
+    # and every table's state: a reload's preparation must be freed by reference counts alone)
+    for name in Dag.from_config(config).order:
+        if name not in tables:
+            continue
+        tc = configs[name]
         st = tables[name]
         if st.delta_version is None or st.log_from == 0:
-            return  # no table, or the whole log: the first commit's window is the origin
+            continue  # no table, or the whole log: the first commit's window is the origin
         found = [st.origin] if st.origin is not None else []
         low = log.min_time(table_path(config, name), time_column(config, tc))
         if low is not None:
@@ -165,6 +165,3 @@ def repair_origins(config: FreshetConfig, tables: Mapping[str, _Origins], log: _
                       "sources (the oldest retained commit says %s)", name, st.log_from,
                       times.iso(origin), times.iso(st.origin))
         st.origin = origin
-
-    for t in config.tables:
-        visit(t.name)

@@ -327,11 +327,13 @@ def _maintenance(state: TableState, info: dict[str, Any], loaded: float | None) 
         state.last_vacuum = at
 
 
-def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState:
+def recover(config: FreshetConfig, log: DeltaLog | None = None,
+            progress: Callable[[], None] | None = None) -> RecoveryState:
     """Every table's freshness, safe freshness, txn version and loaded ids, from Delta logs alone.
 
     `log` reads them (default: the files, `LocalLog`; `delta_log(config, spark)` picks the reader
-    a config needs).
+    a config needs). `progress` is called after each table's log is read (a long recovery feeds
+    the service manager's watchdog with it, ops.liveness).
     """
     if log is None:
         if needs_spark(config):
@@ -345,6 +347,8 @@ def recover(config: FreshetConfig, log: DeltaLog | None = None) -> RecoveryState
         tables[t.name] = st
         if t.stream:
             loaded.setdefault(t.stream, {}).update(st.partitions)
+        if progress is not None:
+            progress()
     repair_origins(config, tables, log)  # a log cleaned up by Delta: the origin from the data
     for t in config.tables:
         if t.is_stateful:  # a rebuild under way folds into its shadow (lake.rebuild)
