@@ -18,6 +18,11 @@ counted with Spark's status tracker) and of the background work after it (the wa
 first `--skip` rounds left out (JIT and first reads).
 
     .venv/bin/python scripts/bench_fixed_cost.py [--rounds 14] [--skip 3] [--before 98e438b] [--json OUT]
+
+`--live SECONDS` instead tries it as a new user would: the same config under `freshet run`, for
+each tree in turn, fed in real time (a partition of each stream every 5 s, written by this script
+into the landing zone), and prints the median duration of each table's jobs from the daemon's own
+log (`job finished`), the first 30 s left out.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def config_dict(base: Path) -> dict[str, Any]:
 
 
 # ---- the worker: one code tree, one Spark driver ------------------------------------------------------
-def _write(cfg: Any, stream: str, i: int) -> None:
+def _write(cfg: Any, stream: str, i: int, t0: float = T0) -> None:
     import datetime as dt
     import random
 
@@ -86,7 +91,7 @@ def _write(cfg: Any, stream: str, i: int) -> None:
     from warehouse.landing.intake import _arrow_type
 
     sc = cfg.stream(stream)
-    start, end = T0 + i * PERIOD, T0 + (i + 1) * PERIOD
+    start, end = t0 + i * PERIOD, t0 + (i + 1) * PERIOD
     rng = random.Random(f"{stream}-{i}")
     ts = sorted(start + rng.randint(1, int(PERIOD * 1000)) / 1000.0 for _ in range(ROWS))
     cols: dict[str, list[Any]] = {"ts": [dt.datetime.fromtimestamp(t, dt.UTC) for t in ts],
@@ -191,9 +196,11 @@ def worker(code: str, rounds: int) -> int:
                 sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
                 if not outcome.committed:
                     raise SystemExit(f"round {i}: {kind} did not commit")
+                t = time.perf_counter()
                 ex.warmer.idle(120)
                 counter.idle()
-                out[kind] = {"wall": wall, **counter.group(group), "bg": counter.background()}
+                out[kind] = {"wall": wall, **counter.group(group),
+                             "bg": {"wall": time.perf_counter() - t, **counter.background()}}
             # the floor: the same 200 rows appended to a Delta table of their own, nothing else
             group = f"fc-{i}-floor"
             files = [f for a in arrivals if a.partition_id == f"m-{i:05d}" for f in a.files]
@@ -202,13 +209,91 @@ def worker(code: str, rounds: int) -> int:
             spark.read.schema(ddl).parquet(*files).write.format("delta").mode("append").save(str(base / "floor"))
             wall = time.perf_counter() - t
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            t = time.perf_counter()
             counter.idle()
-            out["floor"] = {"wall": wall, **counter.group(group), "bg": counter.background()}
+            out["floor"] = {"wall": wall, **counter.group(group),
+                            "bg": {"wall": time.perf_counter() - t, **counter.background()}}
             print(MARK + json.dumps(out), flush=True)
         stop_spark()
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- live: the daemon itself, fed in real time -------------------------------------------------------
+def live(code: Path, seconds: float, warmup: float = 30.0) -> dict[str, Any]:
+    """Run `freshet run` of the tree at `code` on the small config for `seconds`, a partition of
+    each stream every 5 s; each table's job durations from its log."""
+    import signal
+    import socket
+
+    import yaml
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base = Path(tempfile.mkdtemp(prefix="freshet-fixedcost-live-"))
+    cfg_dict = config_dict(base)
+    cfg_dict["listen"] = f"127.0.0.1:{port}"
+    (base / "freshet.yaml").write_text(yaml.safe_dump(cfg_dict))
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(code)}
+    log_path = base / "daemon.log"
+    feeder = None
+    with log_path.open("w") as out:
+        daemon = subprocess.Popen([sys.executable, "-c", "import sys; from ops.cli import main; sys.exit(main())",
+                                   "run", "--config", str(base / "freshet.yaml"), "--log-format", "json"],
+                                  env=env, cwd=str(code), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300  # Spark's start: a minute on a loaded machine
+            while '"recovery done"' not in log_path.read_text() and time.monotonic() < deadline:
+                if daemon.poll() is not None:
+                    raise SystemExit(f"the daemon ended: {log_path.read_text()[-2000:]}")
+                time.sleep(0.5)
+            feeder = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--feed",
+                                       str(base / "freshet.yaml"), "--seconds", str(seconds + 5)], env=env,
+                                      cwd=str(code))
+            t0 = time.time()
+            time.sleep(seconds)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(90)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+            if feeder is not None:
+                feeder.terminate()
+                feeder.wait(30)
+    durations: dict[str, list[float]] = {}
+    for line in log_path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("msg") == "job finished" and rec.get("kind") != "optimize":
+            at = rec.get("ts") or rec.get("time")
+            if isinstance(at, str):
+                import datetime as dt
+
+                at = dt.datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+            if at is None or at - t0 >= warmup:
+                durations.setdefault(rec["table"], []).append(float(rec["duration"]))
+    shutil.rmtree(base, ignore_errors=True)
+    return {t: {"jobs": len(d), "median_s": round(statistics.median(d), 3)} for t, d in sorted(durations.items())}
+
+
+def feed(config: str, seconds: float) -> int:
+    """Write a partition of each stream every 5 s (its window ending now) for `seconds`."""
+    from warehouse.config import load_config
+
+    cfg = load_config(config)
+    end = time.time() + seconds
+    while time.time() < end:
+        now = time.time()
+        i = int(now // PERIOD) - 1  # the last complete 5-s window: its end is at or before now
+        for stream in ("m", "a"):
+            _write(cfg, stream, i, t0=0.0)
+        time.sleep(max(0.0, (i + 2) * PERIOD - time.time() + 0.05))
+    return 0
 
 
 # ---- the orchestrator ---------------------------------------------------------------------------------
@@ -268,6 +353,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_s": round(statistics.mean(r["wall"] for r in rows), 3),
             "jobs": statistics.median(r["jobs"] for r in rows), "stages": statistics.median(r["stages"] for r in rows),
             "max_jobs": max(r["jobs"] for r in rows),
+            "bg_median_s": round(statistics.median(r["bg"]["wall"] for r in rows), 3),
             "bg_jobs": statistics.median(r["bg"]["jobs"] for r in rows),
             "bg_stages": statistics.median(r["bg"]["stages"] for r in rows),
             "stage_names": rows[-1]["names"], "bg_stage_names": rows[-1]["bg"]["names"],
@@ -283,10 +369,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=("before", "after"), help="run one side only")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--names", action="store_true", help="print the stage names of the last round")
+    ap.add_argument("--live", type=float, metavar="SECONDS", help="run the daemon on each tree, fed in real time")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--feed", help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, default=60.0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args.worker, args.rounds)
+    if args.feed:
+        return feed(args.feed, args.seconds)
+    if args.live:
+        return main_live(args)
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     trees = {"before": _tree(args.before), "after": ROOT}
     names = {"before": args.before, "after": _head()}
@@ -314,21 +407,42 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
     print(f"fixed cost of one update, {args.rounds - args.skip} rounds (of {args.rounds}); "
           f"load average {' '.join(load0)} -> {' '.join(load1)}")
-    head = f"{'update':10s}" + "".join(f" | {names[s] + ' median':>16s} {'jobs':>4s} {'stg':>4s} {'bg j/s':>7s}"
-                                       for s in wanted)
+    head = f"{'update':10s}" + "".join(f" | {names[s] + ' median':>16s} {'jobs':>4s} {'stg':>4s} {'bg j/s':>7s} "
+                                       f"{'bg s':>6s}" for s in wanted)
     print(head)
     for kind in ("base", "base a", "roll-up", "band join", "fold", "floor"):
         line = f"{kind:10s}"
         for s in wanted:
             f = figures[s][kind]
             line += (f" | {f['median_s']:15.3f}s {f['jobs']:4g} {f['stages']:4g} "
-                     f"{str(f['bg_jobs']) + '/' + str(f['bg_stages']):>7s}")
+                     f"{str(f['bg_jobs']) + '/' + str(f['bg_stages']):>7s} {f['bg_median_s']:6.2f}")
         print(line)
     if args.names:
         for s in wanted:
             for kind in ("base", "roll-up", "band join", "fold", "floor"):
                 f = figures[s][kind]
                 print(f"{names[s]} {kind}: {f['stage_names']} | background: {f['bg_stage_names']}")
+    return 0
+
+
+def main_live(args: argparse.Namespace) -> int:
+    trees = {"before": _tree(args.before), "after": ROOT}
+    names = {"before": args.before, "after": _head()}
+    wanted = [args.only] if args.only else ["before", "after"]
+    out: dict[str, Any] = {}
+    try:
+        for s in wanted:
+            load = Path("/proc/loadavg").read_text().split()[:3]
+            out[s] = {"loadavg_start": load, "tables": live(trees[s], args.live)}
+            print(f"{names[s]}: load average {' '.join(load)} at the start", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(trees["before"], ignore_errors=True)
+    print(f"the daemon fed in real time for {args.live:g} s a tree (the first 30 s left out): median job duration")
+    for s in wanted:
+        print(f"  {names[s]} (load {' '.join(out[s]['loadavg_start'])}): " + ", ".join(
+            f"{t} {f['median_s']:.2f} s ({f['jobs']} jobs)" for t, f in out[s]["tables"].items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"names": names, **out}, indent=1) + "\n")
     return 0
 
 

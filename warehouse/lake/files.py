@@ -52,6 +52,7 @@ class Snapshot:
     schema: str | None = None  # metaData.schemaString (Spark's JSON schema)
     partition_columns: tuple[str, ...] = ()
     plain: bool = True  # the protocol asks nothing of a reader beyond Parquet
+    timed: bool = False  # the time column is a timestamp: its statistics can prune files
     # relative path → (min, max) of the time column from the file's statistics (None: unknown)
     files: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
@@ -68,6 +69,8 @@ class Snapshot:
             md = action["metaData"]
             self.schema = md.get("schemaString")
             self.partition_columns = tuple(md.get("partitionColumns") or ())
+            fields = json.loads(self.schema or "{}").get("fields") or []
+            self.timed = any(f.get("name") == tcol and f.get("type") in ("timestamp", "timestamp_ntz") for f in fields)
             conf = dict(md.get("configuration") or {})  # a checkpoint's map reads as (key, value) pairs
             if str(conf.get("delta.columnMapping.mode", "none")).lower() != "none":
                 self.plain = False
@@ -78,11 +81,13 @@ class Snapshot:
             self.plain = reader == 1 or (reader == 3 and features <= _PLAIN_READER_FEATURES)
 
     def copy(self, version: int) -> Snapshot:
-        return Snapshot(version, self.schema, self.partition_columns, self.plain, dict(self.files))
+        return Snapshot(version, self.schema, self.partition_columns, self.plain, self.timed, dict(self.files))
 
     def overlapping(self, lo: float, hi: float) -> list[str]:
         """The files that may hold a row with the time column in `(lo, hi]` (all whose
         statistics do not say otherwise)."""
+        if not self.timed:
+            return list(self.files)
         return [p for p, (a, b) in self.files.items()
                 if (a is None or a <= hi) and (b is None or b + TICK > lo)]
 
