@@ -305,7 +305,7 @@ class Side:
                                       "--rounds", str(rounds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env, cwd=str(code))
         self.results: list[dict[str, Any]] = []
-        self.info = self.read()
+        self.info: dict[str, Any] | None = None  # `ready()` reads it: both sides start at once
 
     def read(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -313,6 +313,9 @@ class Side:
             if line.startswith(MARK):
                 return json.loads(line[len(MARK):])
         raise SystemExit(f"{self.name}: the worker ended (exit {self.proc.wait()})")
+
+    def ready(self) -> None:
+        self.info = self.read()
 
     def round(self, i: int) -> dict[str, Any]:
         assert self.proc.stdin is not None
@@ -368,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", default="98e438b", help="the git revision to compare with (default 98e438b)")
     ap.add_argument("--only", choices=("before", "after"), help="run one side only")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--budget", type=float, default=420.0,
+                    help="stop after the round that passes this many seconds (default 420)")
     ap.add_argument("--names", action="store_true", help="print the stage names of the last round")
     ap.add_argument("--live", type=float, metavar="SECONDS", help="run the daemon on each tree, fed in real time")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -389,10 +394,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for s in wanted:
             sides[s] = Side(s, trees[s], args.rounds)
+        for side in sides.values():
+            side.ready()
         for i in range(args.rounds):
             for s in wanted if i % 2 == 0 else wanted[::-1]:
                 sides[s].results.append(sides[s].round(i))
             print(f"round {i + 1}/{args.rounds} ({time.perf_counter() - t:.0f} s)", file=sys.stderr, flush=True)
+            if time.perf_counter() - t > args.budget and i + 1 > args.skip:
+                print(f"stopping after round {i + 1}: over the budget of {args.budget:g} s", file=sys.stderr)
+                break
     finally:
         for side in sides.values():
             side.close()
@@ -400,12 +410,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(trees["before"], ignore_errors=True)
     load1 = Path("/proc/loadavg").read_text().split()[:3]
     figures = {s: summarize(sides[s].results[args.skip:]) for s in wanted}
-    report = {"before": names["before"], "after": names["after"], "rounds": args.rounds, "skip": args.skip,
+    done = min(len(sides[s].results) for s in wanted)
+    report = {"before": names["before"], "after": names["after"], "rounds": done, "skip": args.skip,
               "loadavg_start": load0, "loadavg_end": load1, "wall_s": round(time.perf_counter() - t, 1),
               "figures": figures}
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    print(f"fixed cost of one update, {args.rounds - args.skip} rounds (of {args.rounds}); "
+    print(f"fixed cost of one update, {done - args.skip} rounds (of {done}); "
           f"load average {' '.join(load0)} -> {' '.join(load1)}")
     head = f"{'update':10s}" + "".join(f" | {names[s] + ' median':>16s} {'jobs':>4s} {'stg':>4s} {'bg j/s':>7s} "
                                        f"{'bg s':>6s}" for s in wanted)
