@@ -11,7 +11,8 @@ Delta txn (`freshet/<table>`, version) guards against a replay that slips past t
 
 - **Base job** (§2.1): the job's partitions, read with the stream's declared schema, appended.
 - **Derived job** (§2.2): the SQL over each source restricted to `(F_D − lookback, TE]`, every
-  source read at one pinned Delta version, in a session of its own (temp views are per session).
+  source read at one pinned Delta version (from the files its log names, `lake.files`, when the
+  log is local), in a session of its own (temp views are per session).
 
 After each commit the table's new Delta snapshot is warmed in the background (`lake.warm`): the
 state reconstruction Delta's txn check needs runs then, not in the table's next job.
