@@ -11,7 +11,8 @@ Delta txn (`freshet/<table>`, version) guards against a replay that slips past t
 
 - **Base job** (§2.1): the job's partitions, read with the stream's declared schema, appended.
 - **Derived job** (§2.2): the SQL over each source restricted to `(F_D − lookback, TE]`, every
-  source read at one pinned Delta version, in a session of its own (temp views are per session).
+  source read at one pinned Delta version (from the files its log names, `lake.files`, when the
+  log is local), in a session of its own (temp views are per session).
 
 After each commit the table's new Delta snapshot is warmed in the background (`lake.warm`): the
 state reconstruction Delta's txn check needs runs then, not in the table's next job.
@@ -49,9 +50,10 @@ from warehouse.lake.delta import (
     window_filter,
     with_partition_column,
 )
+from warehouse.lake.files import LiveFiles
 from warehouse.lake.outcome import JobError, JobOutcome, failure_reason, noop_outcome
 from warehouse.lake.rebuild import run_rebuild
-from warehouse.lake.recovery import RecoveryState, TableState, delta_log, recover
+from warehouse.lake.recovery import LocalLog, RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description, job_session, read_session
 from warehouse.lake.stateful import change_feed, run_stateful, state_rows
 from warehouse.lake.warm import SnapshotWarmer
@@ -87,6 +89,8 @@ class Executor:
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
         self.warmer = SnapshotWarmer(lambda: self.spark)  # lake.warm
+        # sources read at their pinned versions from files the log names, no Delta scan (lake.files)
+        self.files = LiveFiles() if isinstance(self.log, LocalLog) else None
 
     def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
         """Apply a new config (SIGHUP): new tables start from their recovered state."""
@@ -323,8 +327,10 @@ class Executor:
             if v is None:
                 raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
             versions[src] = v
-            df = read_delta(session, spath, v)
-            df = window_filter(df, scfg, time_column(self.config, scfg), start - tc.lookback, end)
+            tcol = time_column(self.config, scfg)
+            df = self.files.read(session, spath, v, tcol, start - tc.lookback, end) if self.files else None
+            df = window_filter(read_delta(session, spath, v) if df is None else df, scfg, tcol,
+                               start - tc.lookback, end)
             df.createOrReplaceTempView(src)
         out = session.sql(bind_window(tc.sql, start, end) if uses_window(tc.sql) else tc.sql)
         if DERIVED_TIME_COLUMN not in out.columns:
@@ -336,10 +342,14 @@ class Executor:
         """How `df`'s schema differs from the table's (seed 001): None (same), "additive" (new
         columns only: Delta schema evolution) or a JobError's reason when it is not additive."""
         path = table_path(self.config, tc.name)
-        if self.log.version(path) is None:
+        version = self.log.version(path)
+        if version is None:
             return None
         try:
-            have = {f.name: f.dataType.simpleString() for f in read_delta(session, path, None).schema.fields}
+            schema = self.files.schema(path, version, DERIVED_TIME_COLUMN) if self.files else None
+            if schema is None:
+                schema = read_delta(session, path, None).schema
+            have = {f.name: f.dataType.simpleString() for f in schema.fields}
         except Exception:  # noqa: BLE001 — no table yet (a race with its first commit): nothing to compare
             return None
         return schema_change(have, {f.name: f.dataType.simpleString() for f in df.schema.fields})

@@ -1,0 +1,222 @@
+"""A source table's live files at a pinned Delta version, kept per table from its log files
+(DESIGN.md §5; the paper's derived update reads each source's new data, Golab et al., *Scalable
+Scheduling of Updates in Streaming Data Warehouses*, §2.2).
+
+Reading a source through Delta (`versionAsOf`) costs a Spark job every time: Delta lists the
+snapshot's files for the scan with a query over its reconstructed state (and reconstructs that
+state first, three more jobs, if nobody has since the last commit). A derived job reads every
+source at the version it pins, and those files are already written down in `_delta_log/`: the
+`add` and `remove` actions of the checkpoint and the JSON commits after it. `LiveFiles` replays
+them in this process — the first time from the newest checkpoint, then only the commits since
+the version it last saw — and a job reads the files whose statistics overlap its window as
+Parquet, with the table's schema and partition columns: no Spark job before the query's own.
+
+Only where that is the same as Delta's read: a local log whose protocol asks the reader for
+nothing more than Parquet (reader version 1, or table features that change nothing on read: no
+column mapping, no deletion vectors, no V2 checkpoints). Anything else — a URI root, a missing
+commit, an unreadable checkpoint — answers None, and the job reads through Delta as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from warehouse import times
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["LiveFiles", "Snapshot"]
+
+log_ = logging.getLogger("freshet.executor")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d+)\.(\d+))?\.parquet$")
+TICK = 1e-3  # Delta keeps timestamps in its statistics to the millisecond, truncated
+# reader table features that change nothing when the data files are read as plain Parquet
+_PLAIN_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "checkpointProtection"})
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A table's state at `version` as far as reading it goes: schema, partition columns, files."""
+
+    version: int
+    schema: str | None = None  # metaData.schemaString (Spark's JSON schema)
+    partition_columns: tuple[str, ...] = ()
+    plain: bool = True  # the protocol asks nothing of a reader beyond Parquet
+    timed: bool = False  # the time column is a timestamp: its statistics can prune files
+    # relative path → (min, max) of the time column from the file's statistics (None: unknown)
+    files: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+
+    def apply(self, action: dict[str, Any], tcol: str) -> None:
+        """One action of the log, in order."""
+        if "add" in action and action["add"]:
+            add = action["add"]
+            if add.get("deletionVector") or not all(f"{c}=" in add["path"] for c in self.partition_columns):
+                self.plain = False  # deletion vectors, or partition values not in the path (random prefixes)
+            self.files[add["path"]] = _bounds(add.get("stats"), tcol)
+        elif "remove" in action and action["remove"]:
+            self.files.pop(action["remove"]["path"], None)
+        elif "metaData" in action and action["metaData"]:
+            md = action["metaData"]
+            self.schema = md.get("schemaString")
+            self.partition_columns = tuple(md.get("partitionColumns") or ())
+            fields = json.loads(self.schema or "{}").get("fields") or []
+            self.timed = any(f.get("name") == tcol and f.get("type") in ("timestamp", "timestamp_ntz") for f in fields)
+            conf = dict(md.get("configuration") or {})  # a checkpoint's map reads as (key, value) pairs
+            if str(conf.get("delta.columnMapping.mode", "none")).lower() != "none":
+                self.plain = False
+        elif "protocol" in action and action["protocol"]:
+            p = action["protocol"]
+            reader = int(p.get("minReaderVersion") or 1)
+            features = set(p.get("readerFeatures") or ())
+            self.plain = reader == 1 or (reader == 3 and features <= _PLAIN_READER_FEATURES)
+
+    def copy(self, version: int) -> Snapshot:
+        return Snapshot(version, self.schema, self.partition_columns, self.plain, self.timed, dict(self.files))
+
+    def overlapping(self, lo: float, hi: float) -> list[str]:
+        """The files that may hold a row with the time column in `(lo, hi]` (all whose
+        statistics do not say otherwise)."""
+        if not self.timed:
+            return list(self.files)
+        return [p for p, (a, b) in self.files.items()
+                if (a is None or a <= hi) and (b is None or b + TICK > lo)]
+
+
+def _bounds(stats: str | None, tcol: str) -> tuple[float | None, float | None]:
+    if not stats:
+        return None, None
+    try:
+        s = json.loads(stats)
+        lo, hi = (s.get("minValues") or {}).get(tcol), (s.get("maxValues") or {}).get(tcol)
+        return (None if lo is None else times.parse_time(lo), None if hi is None else times.parse_time(hi))
+    except (ValueError, AttributeError, TypeError):
+        return None, None
+
+
+class LiveFiles:
+    """Each table's newest `Snapshot` seen, brought forward commit by commit (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str], Snapshot] = {}
+        self.replays = 0  # snapshots built from a checkpoint (tests)
+
+    def snapshot(self, path: str, version: int, tcol: str) -> Snapshot | None:
+        """The table at `path` as of `version` (None: it cannot be read from here)."""
+        key = (path, tcol)
+        with self._lock:
+            cached = self._cache.get(key)
+        try:
+            snap = None
+            if cached is not None and cached.version <= version:
+                snap = _forward(cached, path, version, tcol)
+            if snap is None:
+                snap = _replay(path, version, tcol)
+                self.replays += 1
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log_.debug("cannot read the Delta log of %s at version %s: %s", path, version, err)
+            return None
+        if snap is None:
+            return None
+        with self._lock:
+            if key not in self._cache or self._cache[key].version <= snap.version:
+                self._cache[key] = snap
+        return snap if snap.plain and snap.schema else None
+
+    def read(self, session: SparkSession, path: str, version: int, tcol: str, lo: float, hi: float) -> DataFrame | None:
+        """The rows of the table at `path`, `version` in the files that may hold `tcol` in
+        `(lo, hi]`, as Delta would read them (its schema, its column order); None: read it through
+        Delta instead. The caller still filters the rows (`lake.delta.window_filter`)."""
+        from pyspark.sql.types import StructType
+
+        snap = self.snapshot(path, version, tcol)
+        if snap is None:
+            return None
+        schema = StructType.fromJson(json.loads(snap.schema or "{}"))
+        files = [os.path.join(path, unquote(p)) for p in snap.overlapping(lo, hi)]
+        if not files:
+            return session.createDataFrame([], schema)
+        # a few thousand paths are listed faster on the driver than by a Spark job (the default
+        # above 32 paths)
+        session.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(max(32, len(files) + 1)))
+        df = session.read.schema(schema).option("basePath", path).parquet(*files)
+        return df.select(*[f"`{c.replace('`', '``')}`" for c in schema.fieldNames()])
+
+    def schema(self, path: str, version: int, tcol: str) -> StructType | None:
+        """The table's schema at `version` (None: not known here)."""
+        from pyspark.sql.types import StructType
+
+        snap = self.snapshot(path, version, tcol)
+        return None if snap is None else StructType.fromJson(json.loads(snap.schema or "{}"))
+
+
+def _commit(log: Path, version: int) -> list[dict[str, Any]] | None:
+    try:
+        text = (log / f"{version:020d}.json").read_text()
+    except FileNotFoundError:
+        return None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _forward(snap: Snapshot, path: str, version: int, tcol: str) -> Snapshot | None:
+    """`snap` brought to `version` with the commits after it (None: one is missing)."""
+    if snap.version == version:
+        return snap
+    log = Path(path) / "_delta_log"
+    out = snap.copy(version)
+    for v in range(snap.version + 1, version + 1):
+        actions = _commit(log, v)
+        if actions is None:
+            return None
+        for a in actions:
+            out.apply(a, tcol)
+    return out
+
+
+def _replay(path: str, version: int, tcol: str) -> Snapshot | None:
+    """The snapshot at `version` from the newest whole checkpoint at or below it and the commits
+    after it (None: the log does not hold them all)."""
+    import pyarrow.parquet as pq
+
+    log = Path(path) / "_delta_log"
+    parts: dict[int, list[tuple[Path, int | None]]] = {}
+    for n in os.listdir(log):
+        if (m := _CHECKPOINT.match(n)) and int(m.group(1)) <= version:
+            parts.setdefault(int(m.group(1)), []).append((log / n, None if m.group(3) is None else int(m.group(3))))
+    for cp in sorted(parts, reverse=True):
+        files = parts[cp]
+        if files[0][1] is not None and len(files) != files[0][1]:
+            continue  # a multi-part checkpoint not all written
+        snap = Snapshot(cp)
+        try:
+            for f, _ in sorted(files):
+                names = set(pq.read_schema(f).names)
+                if names & {"checkpointMetadata", "sidecar"}:
+                    return None  # a V2 checkpoint: Delta reads it
+                cols = [c for c in ("protocol", "metaData", "remove", "add") if c in names]
+                table = pq.read_table(f, columns=cols)
+                for c in cols:  # protocol and metadata first; removes in a checkpoint are tombstones
+                    for value in table.column(c).to_pylist():
+                        if value and c != "remove":
+                            snap.apply({c: value}, tcol)
+        except (OSError, ValueError) as err:
+            log_.warning("skipping unreadable checkpoint %s of %s: %s", cp, log, err)
+            continue
+        return _forward(snap, path, version, tcol)
+    start = _commit(log, 0)
+    if start is None:
+        return None
+    snap = Snapshot(0)
+    for a in start:
+        snap.apply(a, tcol)
+    return _forward(snap, path, version, tcol)
