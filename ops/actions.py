@@ -26,15 +26,17 @@ start, end, reason)` (warehouse.events); each one the engine took is recorded in
 A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`), or its
 full-refresh jobs (`full`), have covered its range, or when the engine refuses it; until then a
 restart hands it to the engine again (recompute is idempotent: `replaceWhere`, DESIGN.md §4.4).
-The file is written before memory changes; a write the scheduler loop cannot make (a full disk)
-is logged, counted (`ActionStore.write_errors`) and retried, and the daemon keeps running.
+A request is written before memory changes (answered 202 only once kept); what the scheduler
+loop forgets (a refresh served — the one served, by its id, not one requested since — a backfill
+covered) changes memory at once and is written by a writer thread, so the loop never waits for the
+disk; a write that fails (a full disk) is logged, counted (`ActionStore.write_errors`) and retried,
+and the daemon keeps running. The history keeps the last 200 actions, in memory as on file.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import json
 import logging
 import math
@@ -42,6 +44,7 @@ import os
 import tempfile
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +86,7 @@ class ActionRequest:
     reason: str = ""
     backfill_id: str | None = None
     windows: int | None = None  # a backfill: about how many windows it rewrites (the answer says so)
+    refresh_id: str | None = None  # a refresh: which request (settling forgets only the one served)
 
     @property
     def label(self) -> str:
@@ -109,26 +113,46 @@ def store_path(config: FreshetConfig) -> Path:
 
 @dataclass
 class _State:
+    """The kept state. Its entries (dicts) are never changed in place, only replaced, so a copy of
+    the containers (`copy`) is a snapshot a writer can serialize without the lock."""
+
     suspended: dict[str, dict[str, Any]] = field(default_factory=dict)  # table → {since, reason}
-    refresh: dict[str, dict[str, Any]] = field(default_factory=dict)  # table → {requested}
+    refresh: dict[str, dict[str, Any]] = field(default_factory=dict)  # table → {requested, id}
     backfills: list[dict[str, Any]] = field(default_factory=list)  # {id, table, start, end, covered, …}
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))  # the last HISTORY
+
+    def copy(self) -> _State:
+        return _State(dict(self.suspended), dict(self.refresh), list(self.backfills),
+                      deque(self.history, maxlen=HISTORY))
+
+    def body(self) -> str:
+        return json.dumps({"version": 1, "suspended": self.suspended, "refresh": self.refresh,
+                           "backfills": self.backfills, "history": list(self.history)}, indent=1, sort_keys=True)
 
 
 class ActionStore:
     """The actions' state, one small JSON file written atomically; thread-safe.
 
-    Every change is written first and kept in memory only once the file holds it, so memory and
-    file never disagree. A change the scheduler loop makes (a refresh served, a backfill covered)
-    that cannot be written is logged, counted (`write_errors`) and owed: the next write carries
-    it (`retry`), and the daemon keeps running.
+    Two kinds of change. An operator's request (`record`, an HTTP thread) is written first and
+    kept in memory only once the file holds it: an action answered 202 survives a restart, one
+    that could not be written changed nothing. The scheduler loop's changes (a refresh served,
+    a backfill covered or dropped) only forget what is done: they change memory at once, under
+    a lock held for microseconds, and a writer thread writes them after — the loop never waits
+    for a disk, nor behind an HTTP thread's write. A write that fails (a full disk) is logged,
+    counted (`write_errors`) and retried every `retry_every` seconds; the daemon keeps running.
+    A crash before such a write re-applies the refresh or backfill at the next start, which
+    is safe (a recompute is idempotent). `flush` waits for the writer (the daemon's stop).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, retry_every: float = 5.0) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        self.retry_every = retry_every
+        self._lock = threading.Lock()  # memory: held for a copy or a small change, never for I/O
+        self._write_lock = threading.Lock()  # the file: one writer at a time, in snapshot order
         self._state = _State()
-        self._owed: list[Callable[[_State], Any]] = []  # loop-side changes not written yet
+        self._changed = self._written = 0  # generations of the loop's changes: made, on file
+        self._writer: threading.Thread | None = None
+        self._wake = threading.Event()
         self.write_errors = 0
         try:
             raw = json.loads(path.read_text())
@@ -136,12 +160,12 @@ class ActionStore:
             return
         except (OSError, ValueError) as e:
             raise FreshetError(f"cannot read the operator actions in {path}: {e}") from None
-        self._state = _State(suspended=dict(raw.get("suspended", {})), refresh=dict(raw.get("refresh", {})),
-                             backfills=list(raw.get("backfills", [])), history=list(raw.get("history", [])))
+        refresh = {t: r if "id" in r else {**r, "id": _new_id()} for t, r in dict(raw.get("refresh", {})).items()}
+        self._state = _State(suspended=dict(raw.get("suspended", {})), refresh=refresh,
+                             backfills=list(raw.get("backfills", [])),
+                             history=deque(raw.get("history", []), maxlen=HISTORY))
 
-    def _write(self, s: _State) -> None:
-        body = json.dumps({"version": 1, "suspended": s.suspended, "refresh": s.refresh, "backfills": s.backfills,
-                           "history": s.history[-HISTORY:]}, indent=1, sort_keys=True)
+    def _write(self, body: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".actions-", dir=self.path.parent)
         try:
@@ -156,42 +180,81 @@ class ActionStore:
             raise
 
     def _commit(self, change: Callable[[_State], Any]) -> Any:
-        """Apply what is owed and `change` to a copy of the state, write it, then keep it; the
-        change's result. OSError: nothing changed (memory and file as before)."""
-        with self._lock:
-            new = copy.deepcopy(self._state)
-            for owed in self._owed:
-                owed(new)
-            result = change(new)
-            self._write(new)
-            self._state, self._owed = new, []
+        """An operator's change: written with everything in memory, then kept; its result.
+        OSError: nothing changed. Only HTTP threads call this (they wait for the disk)."""
+        with self._write_lock:
+            with self._lock:
+                new, gen = self._state.copy(), self._changed
+            change(new)
+            self._write(new.body())
+            with self._lock:  # the loop may have changed memory meanwhile: apply the change to that
+                result = change(self._state)
+                self._written = max(self._written, gen)
             return result
 
-    def _commit_or_owe(self, change: Callable[[_State], Any], what: str) -> Any:
-        """For the scheduler loop: `_commit`, or on OSError log, count and owe it (None)."""
-        try:
-            return self._commit(change)
-        except OSError as e:
-            with self._lock:
-                self._owed.append(change)
+    def _change(self, change: Callable[[_State], Any]) -> Any:
+        """The scheduler loop's change: in memory now, on file by the writer thread; its result."""
+        with self._lock:
+            result = change(self._state)
+            self._changed += 1
+            self._start_writer()
+        return result
+
+    def _start_writer(self) -> None:  # under self._lock
+        if self._writer is None and self._changed > self._written:
+            self._writer = threading.Thread(target=self._drain, name="freshet-actions-writer", daemon=True)
+            self._writer.start()
+
+    def _drain(self) -> None:
+        """The writer thread: write until the file holds every change, then end."""
+        while True:
+            with self._write_lock:
+                with self._lock:
+                    if self._changed <= self._written:
+                        self._writer = None
+                        return
+                    gen, snap = self._changed, self._state.copy()
+                try:
+                    self._write(snap.body())
+                except OSError as e:
+                    error: OSError | None = e
+                else:
+                    error = None
+                    with self._lock:
+                        self._written = max(self._written, gen)
+            if error is not None:
                 self.write_errors += 1
-            log.warning("cannot write the operator actions file; will retry", extra={
-                "path": str(self.path), "change": what, "error": str(e)})
-            return None
+                log.warning("cannot write the operator actions file; will retry", extra={
+                    "path": str(self.path), "error": str(error), "retry_in": self.retry_every})
+                self._wake.wait(self.retry_every)
+                self._wake.clear()
 
     @property
     def owed(self) -> bool:
-        """A change of the kept state is not written yet (a disk error): `retry` has work."""
-        return bool(self._owed)
+        """A change of the kept state is not written yet (the writer is at it, or the disk fails)."""
+        return self._changed > self._written
 
     def retry(self) -> None:
-        """Write what is owed, if anything (called by the scheduler loop)."""
-        if self._owed:
-            self._commit_or_owe(lambda s: None, "retry")
+        """Make sure a writer is at what is owed (it retries by itself every `retry_every`)."""
+        with self._lock:
+            self._start_writer()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the file holds every change (at most `timeout` s); whether it does."""
+        self._wake.set()  # a writer waiting out a disk error tries again now
+        writer = self._writer
+        if writer is not None:
+            writer.join(timeout)
+        return not self.owed
 
     def record(self, req: ActionRequest, now: float) -> dict[str, Any]:
         """Apply `req` to the kept state and write it; the history entry. OSError: not kept."""
         entry = {"action": req.action, "table": req.table, "time": now, "reason": req.reason}
+        rid = req.refresh_id or _new_id()
+        if req.action in ("backfill", "cancel_backfill"):
+            entry.update(id=req.backfill_id)
+        if req.action == "backfill":
+            entry.update(start=req.start, end=req.end)
 
         def change(s: _State) -> None:
             if req.action == "suspend":
@@ -200,14 +263,12 @@ class ActionStore:
             elif req.action == "resume":
                 s.suspended.pop(req.table, None)
             elif req.action == "refresh":
-                s.refresh[req.table] = {"requested": now}
+                s.refresh[req.table] = {"requested": now, "id": rid}
             elif req.action == "cancel_backfill":
-                entry.update(id=req.backfill_id)
                 s.backfills = [b for b in s.backfills if b["id"] != req.backfill_id]
             else:
-                entry.update(id=req.backfill_id, start=req.start, end=req.end)
-                s.backfills.append({"id": req.backfill_id, "table": req.table, "start": req.start, "end": req.end,
-                                    "requested": now, "reason": req.reason, "covered": []})
+                s.backfills = [*s.backfills, {"id": req.backfill_id, "table": req.table, "start": req.start,
+                                              "end": req.end, "requested": now, "reason": req.reason, "covered": []}]
             s.history.append(entry)
 
         self._commit(change)
@@ -221,19 +282,31 @@ class ActionStore:
         with self._lock:
             return sorted(self._state.refresh)
 
+    def refresh_ids(self) -> dict[str, str]:
+        """table → the id of the refresh kept for it (each request gets a new one)."""
+        with self._lock:
+            return {t: r["id"] for t, r in self._state.refresh.items()}
+
+    def history(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._state.history)
+
     def backfills(self, table: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(b) for b in self._state.backfills if table is None or b["table"] == table]
 
-    def refresh_done(self, tables: list[str]) -> None:
+    def refresh_done(self, served: dict[str, str]) -> None:
+        """The refreshes `served` (table → id) are done: each is forgotten unless a newer request
+        of its table (another id) came in since; that one is kept for its own job."""
         def change(s: _State) -> None:
-            for t in tables:
-                s.refresh.pop(t, None)
+            for t, rid in served.items():
+                if s.refresh.get(t, {}).get("id") == rid:
+                    del s.refresh[t]
 
         with self._lock:
-            if not any(t in self._state.refresh for t in tables):
+            if not any(self._state.refresh.get(t, {}).get("id") == rid for t, rid in served.items()):
                 return
-        self._commit_or_owe(change, "refresh done")
+        self._change(change)
 
     def covered(self, table: str, start: float, end: float) -> list[str]:
         """A job of `table` rewrote `(start, end]`: the ids of the backfills now done (and gone)."""
@@ -241,7 +314,7 @@ class ActionStore:
             done, keep = [], []
             for b in s.backfills:
                 if b["table"] == table and start < b["end"] and end > b["start"]:
-                    b["covered"] = _merge([*b["covered"], [start, end]])
+                    b = {**b, "covered": _merge([*b["covered"], [start, end]])}
                     if any(lo <= b["start"] and hi >= b["end"] for lo, hi in b["covered"]):
                         done.append(b["id"])
                         continue
@@ -252,14 +325,19 @@ class ActionStore:
         with self._lock:
             if not any(b["table"] == table and start < b["end"] and end > b["start"] for b in self._state.backfills):
                 return []
-        return self._commit_or_owe(change, f"backfill of {table} covered") or []
+        return self._change(change)
 
     def forget(self, backfill_id: str, why: str) -> None:
         """A backfill the engine refused (e.g. nothing computed in its range any more) is dropped."""
         def change(s: _State) -> None:
             s.backfills = [b for b in s.backfills if b["id"] != backfill_id]
 
-        self._commit_or_owe(change, f"backfill {backfill_id} dropped: {why}")
+        log.info("backfill dropped", extra={"backfill": backfill_id, "why": why})
+        self._change(change)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex[:12]
 
 
 def _merge(intervals: list[list[float]]) -> list[list[float]]:
@@ -295,7 +373,7 @@ class OperatorActions:
         self._config, self._snapshot, self._enqueue = config, snapshot, enqueue
         self._count, self._clock = count, clock
         self._record = record  # the trace (sim.trace ActionRecord): every action the engine took
-        self._handed: set[str] = set()  # refreshes handed to the engine (a queued one is not settled)
+        self._handed: dict[str, str] = {}  # table → id of the refresh handed to the engine (not one queued)
 
     # ---- in an HTTP worker thread -----------------------------------------------------------------
     def request(self, table: str, action: str, body: Any) -> dict[str, Any]:
@@ -317,7 +395,7 @@ class OperatorActions:
         if not isinstance(reason, str) or len(reason) > 500:
             raise ActionRejected(422, "reason: expected a string of at most 500 characters", "bad_action")
         suspended = table in self.store.suspended()
-        req = ActionRequest(action, table, reason=reason)
+        req = ActionRequest(action, table, reason=reason, refresh_id=_new_id() if action == "refresh" else None)
         status = {"suspend": "suspended", "resume": "resumed", "refresh": "refresh requested"}[action]
         if action == "suspend" and suspended:
             status = "already suspended"
@@ -413,8 +491,8 @@ class OperatorActions:
             return []
         if self._record is not None:
             self._record(now, event)
-        if req.action == "refresh":
-            self._handed.add(req.table)
+        if req.action == "refresh" and req.refresh_id is not None:
+            self._handed[req.table] = req.refresh_id
             self.settle(sched)
         return jobs
 
@@ -428,10 +506,10 @@ class OperatorActions:
         for table in sorted(self.store.suspended()):
             if table in names:
                 jobs += self.apply(sched, ActionRequest("suspend", table), now)
-        for table in self.store.refreshes():
+        for table, rid in sorted(self.store.refresh_ids().items()):
             if table in names:
                 jobs += sched.handle(Refresh(table=table), now)
-                self._handed.add(table)
+                self._handed[table] = rid
                 if self._record is not None:
                     self._record(now, Refresh(table=table))
         for b in self.store.backfills():
@@ -452,11 +530,13 @@ class OperatorActions:
 
     def settle(self, sched: Any) -> None:
         """Forget refreshes handed to the engine that it no longer holds (their job started, or
-        nothing to load). One still queued for the scheduler loop is not the engine's yet."""
+        nothing to load) — by id: one requested again since (still queued for the scheduler loop,
+        not the engine's yet) is kept. Cheap: memory only (`ActionStore`)."""
         self.store.retry()
-        done = sorted(t for t in self._handed if not sched.refresh_pending(t))
+        done = {t: rid for t, rid in self._handed.items() if not sched.refresh_pending(t)}
         if done:
-            self._handed.difference_update(done)
+            for t in done:
+                del self._handed[t]
             self.store.refresh_done(done)
 
     def job_finished(self, job: StartJob) -> None:

@@ -117,7 +117,7 @@ class Daemon(SchedulerLoop):
             return False
         now = time.time()
         self.actions = OperatorActions(
-            ActionStore(store_path(self.config)), lambda: self.config, self.holder.get, self.events.put,
+            ActionStore(store_path(self.config), self.opts.retry_every), lambda: self.config, self.holder.get, self.events.put,
             lambda table, action: self.metrics.operator_actions.labels(table=table, action=action).inc(), time.time,
             record=lambda at, ev: self._trace.action(ActionRecord.of(at, ev)) if self._trace else None)
         self._restored = self.actions.restore(self.sched, now) + self.sched.handle(Tick(), now)
@@ -187,6 +187,8 @@ class Daemon(SchedulerLoop):
         self.workers.stop()
         self.lineage.close()  # drains for at most 2 s; what is left is not sent
         self.tuner.close()
+        if self.actions is not None:
+            self.actions.store.flush(timeout=2.0)  # what the loop forgot last, on file for the next start
         server.stop()
         if self._trace:
             self._trace.close()

@@ -109,6 +109,12 @@ def served(tmp_path: Path):
         srv.stop()
 
 
+def on_file(d: Daemonish) -> dict[str, Any]:
+    """The actions file once the writer has written what the scheduler loop changed."""
+    assert d.actions.store.flush(5)
+    return json.loads(store_path(d.config).read_text())
+
+
 def counter(client: httpx.Client, table: str, action: str) -> float:
     for fam in text_string_to_metric_families(client.get("/metrics").text):
         for s in fam.samples:
@@ -161,7 +167,7 @@ def test_refresh_is_kept_until_its_job_starts(served) -> None:
     nxt = d.sched.handle(JobFinished(job_id=job.job_id, duration=1.0), T0 + 122)
     assert [j.partitions for j in nxt if j.table == "m_raw"] == [("m-2",)]
     d.actions.settle(d.sched)  # as the daemon does after dispatching
-    assert json.loads(store_path(d.config).read_text())["refresh"] == {}
+    assert on_file(d)["refresh"] == {}
 
 
 def test_backfill_is_validated_kept_and_handed_to_recompute_again_after_a_restart(served, tmp_path: Path) -> None:
@@ -200,7 +206,7 @@ def test_backfill_is_validated_kept_and_handed_to_recompute_again_after_a_restar
     assert len(d2.actions.store.backfills()) == 1
     d2.actions.job_finished(StartJob(job_id=2, table="m_5m", track=0, kind=RECOMPUTE_KIND, start=T0 - 300, end=T0,
                                      new_freshness=T0, new_safe_freshness=T0))
-    assert d2.actions.store.backfills() == []
+    assert d2.actions.store.backfills() == [] and on_file(d2)["backfills"] == []
     assert Daemonish(tmp_path, Recomputing).sched.recomputed == []
 
 
@@ -247,7 +253,7 @@ def test_a_backfill_from_before_the_origin_is_cut_to_it_finishes_and_leaves_the_
     assert {j.kind for j in done if j.table == "m_5m"} == {"recompute"}
     assert min(j.start for j in done if j.table == "m_5m") == T0 - 86400
     assert d.actions.store.backfills() == []
-    assert json.loads(store_path(d.config).read_text())["backfills"] == []
+    assert on_file(d)["backfills"] == []
     assert Daemonish(tmp_path).sched.stats(T0).tables[2].recompute_pending == 0  # nothing re-applied
 
 
@@ -341,12 +347,15 @@ def test_an_unwritable_actions_file_changes_nothing_and_is_retried(served, monke
     assert r.status_code == 503 and "No space left" in r.json()["error"]
     assert d.actions.store.suspended() == {} and store_path(d.config).read_text() == kept  # memory = file
     assert d.queue.qsize() == queued  # not handed to the engine either
-    # the scheduler loop: a covered backfill cannot be written — logged, counted, owed, not raised
+    # the scheduler loop: a covered backfill is forgotten in memory at once; the writer cannot write
+    # it — logged, counted, owed and retried, never raised into the loop
     d.actions.job_finished(StartJob(job_id=9, table="m_5m", track=0, kind=RECOMPUTE_KIND, start=T0 - 600, end=T0,
                                     new_freshness=T0, new_safe_freshness=T0))
-    assert d.actions.store.write_errors == 2
-    assert [b["id"] for b in d.actions.store.backfills()] == [body["id"]]  # as the file says
-    monkeypatch.setattr(actions_mod.os, "replace", real)
-    d.actions.settle(d.sched)  # the next round retries
     assert d.actions.store.backfills() == []
-    assert json.loads(store_path(d.config).read_text())["backfills"] == []
+    assert not d.actions.store.flush(0.5) and d.actions.store.owed
+    assert d.actions.store.write_errors >= 2
+    assert [b["id"] for b in json.loads(store_path(d.config).read_text())["backfills"]] == [body["id"]]
+    assert d.actions.unsettled  # the loop's settle keeps a writer at it
+    monkeypatch.setattr(actions_mod.os, "replace", real)
+    d.actions.settle(d.sched)
+    assert on_file(d)["backfills"] == [] and not d.actions.store.owed

@@ -92,6 +92,11 @@ def job_finished(ops: OperatorActions, job: StartJob) -> None:
     ops.job_finished(job)
 
 
+def stopped(ops: OperatorActions) -> None:
+    """The daemon stops: what the loop forgot is written (`ActionStore.flush`, as `_shutdown` does)."""
+    assert ops.store.flush(5)
+
+
 def pending_rows(sched: Scheduler, table: str) -> tuple[int, int]:
     """(the engine's running total of pending rows, the sum over its pending partitions)."""
     log = sched._tables[table].log
@@ -420,6 +425,7 @@ class Warehouse(RuleBasedStateMachine):
             self.ref.failed.append((job.table, self.lake.tick(), job.start, job.end))  # its outcome is unknown
         self.now += 1
         loaded = {pid for name in STREAMS.values() for pid in self.lake.state(name).partitions}
+        stopped(self.ops)
         self._instance([a for a in self.ref.arrived.values() if a.pid not in loaded and a.pid not in self.ref.dropped])
         self.in_step = False
 

@@ -21,7 +21,7 @@ Pure: no clock, no I/O, like the Scheduler that owns these objects.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -176,26 +176,33 @@ class VersionMap:
         return f"VersionMap({self.items!r})"
 
     def set(self, lo: float, hi: float, version: str) -> None:
+        """Record `version` over `(lo, hi]`: only the items it overlaps or touches are replaced,
+        found by bisection (a log replayed commit by commit stays linear, not quadratic)."""
         if hi <= lo:
             return
+        items = self.items
+        i = bisect_right(items, lo, key=_hi)  # the first item ending after lo
+        j = bisect_left(items, hi, lo=i, key=_lo)  # the first item starting at or after hi
+        new = [lo, hi, version]
         out: list[list] = []
-        for a, b, v in self.items:
-            if b <= lo or a >= hi:
-                out.append([a, b, v])
-                continue
-            if a < lo:
-                out.append([a, lo, v])
-            if b > hi:
-                out.append([hi, b, v])
-        out.append([lo, hi, version])
-        out.sort(key=lambda x: x[0])
+        if i < j and items[i][0] < lo:
+            out.append([items[i][0], lo, items[i][2]])
+        out.append(new)
+        if i < j and items[j - 1][1] > hi:
+            out.append([hi, items[j - 1][1], items[j - 1][2]])
+        if i > 0 and items[i - 1][1] == out[0][0] and items[i - 1][2] == out[0][2]:  # touching neighbours
+            i -= 1
+            out[0] = [items[i][0], out[0][1], out[0][2]]
+        if j < len(items) and items[j][0] == out[-1][1] and items[j][2] == out[-1][2]:
+            out[-1] = [out[-1][0], items[j][1], out[-1][2]]
+            j += 1
         merged: list[list] = []
         for item in out:
             if merged and merged[-1][1] == item[0] and merged[-1][2] == item[2]:
-                merged[-1][1] = item[1]
+                merged[-1] = [merged[-1][0], item[1], item[2]]
             else:
                 merged.append(item)
-        self.items = merged
+        items[i:j] = merged
 
     def over(self, lo: float, hi: float) -> str | None:
         """The one version recorded over all of `(lo, hi]`; None if none, several, or a gap."""
@@ -212,6 +219,14 @@ class VersionMap:
 
     def tuples(self) -> tuple[tuple[float, float, str], ...]:
         return tuple((a, b, v) for a, b, v in self.items)
+
+
+def _lo(item: list) -> float:
+    return item[0]
+
+
+def _hi(item: list) -> float:
+    return item[1]
 
 
 @dataclass(slots=True)
