@@ -1,4 +1,4 @@
-"""Operator actions (issue 13), as Snowflake's `ALTER DYNAMIC TABLE … SUSPEND | RESUME | REFRESH`
+"""Operator actions, as Snowflake's `ALTER DYNAMIC TABLE … SUSPEND | RESUME | REFRESH`
 and Airflow/Dagster backfills give their users:
 
 - **suspend** a table: no job of it starts (a running one finishes); arrivals are still accepted
@@ -25,7 +25,7 @@ start, end, reason)` (warehouse.events); each one the engine took is recorded in
 (sim.trace `action` lines), so a replay applies it too.
 A backfill is finished when the recompute jobs of its table (StartJob kind `RECOMPUTE_KIND`), or its
 full-refresh jobs (`full`), have covered its range, or when the engine refuses it; until then a
-restart hands it to the engine again (recompute is idempotent: `replaceWhere`, DESIGN.md §4.4).
+restart hands it to the engine again (recompute is idempotent: `replaceWhere`, docs/warehouse.md §5).
 A request is written before memory changes (answered 202 only once kept); what the scheduler
 loop forgets (a refresh served — the one served, by its id, not one requested since — a backfill
 covered) changes memory at once and is written by a writer thread, so the loop never waits for the
@@ -63,7 +63,7 @@ __all__ = ["ACTIONS", "RECOMPUTE_KIND", "ActionRejected", "ActionRequest", "Acti
 log = logging.getLogger("freshet")
 
 ACTIONS = ("suspend", "resume", "refresh", "backfill", "cancel_backfill")  # the `action` label of the counter
-RECOMPUTE_KIND = "recompute"  # StartJob.kind of the engine's recompute jobs (issue 13 part A)
+RECOMPUTE_KIND = "recompute"  # StartJob.kind of the engine's recompute jobs
 HISTORY = 200  # actions kept in the file's history
 
 

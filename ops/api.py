@@ -1,7 +1,7 @@
-"""The daemon's HTTP API (issue 5): FastAPI on one port, OpenAPI at /docs and /openapi.json.
+"""The daemon's HTTP API: FastAPI on one port, OpenAPI at /docs and /openapi.json.
 
 Read endpoints serve the latest Scheduler snapshot (never the live engine); the one mutating
-endpoint hands a partition manifest (DESIGN.md §4.3) to the daemon, which writes it into the
+endpoint hands a partition manifest (docs/warehouse.md §3) to the daemon, which writes it into the
 landing zone so it takes the same validation and quarantine path as a producer's manifest.
 
 * `GET /metrics`   — Prometheus exposition of `ops.metrics`.
@@ -298,7 +298,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
 
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
     def page(minutes: float = 30.0, refresh: int = 10) -> Response:
-        """The status page (issue 22, `ops.page`): HTML from the same bodies as /v1/tables, /v1/tracks."""
+        """The status page (`ops.page`): HTML from the same bodies as /v1/tables, /v1/tracks."""
         from ops.page import bad_param, starting_page, status_page
 
         if (why := bad_param(minutes, refresh)) is not None:
@@ -344,7 +344,7 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     @app.post("/v1/streams/{stream}/partitions", status_code=202,
               responses={200: {"description": "the same partition again: a duplicate, a no-op"},
                          **_errors(400, 401, 403, 404, 413, 415, 422, 503)},
-              summary="announce a partition (the manifest of DESIGN.md §4.3)",
+              summary="announce a partition (the manifest of docs/warehouse.md §3)",
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": JSON_SCHEMA}}}})
     async def post_partition(stream: str, request: Request) -> JSONResponse:

@@ -1,4 +1,4 @@
-"""The tuner in the daemon (issue 20): every `scheduler.autotune_every` of wall time, evaluate the
+"""The tuner in the daemon: every `scheduler.autotune_every` of wall time, evaluate the
 recent trace (sim.autotune) in a separate process, and switch the scheduler's setting through the
 daemon's one reconfigure path when a candidate wins.
 

@@ -1,4 +1,4 @@
-"""`freshet`: the console script (DESIGN.md §4.2). Subcommands live with their packages; this
+"""`freshet`: the console script (README.md). Subcommands live with their packages; this
 module only wires them and turns FreshetError into an exit code at the edge.
 
 Each subcommand module exposes `add_arguments(parser)` and `main(args) -> int` (or, serving

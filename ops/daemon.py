@@ -1,9 +1,9 @@
-"""`freshet run`: the process (DESIGN.md §3): its threads, signals, start and stop.
+"""`freshet run`: the process (docs/architecture.md): its threads, signals, start and stop.
 
 * **scheduler loop** (the main thread) — `ops.loop`, the only caller of the Scheduler.
 * **track workers**, one per track (§3.2: at most one job per track): `ops.workers` runs each
   `StartJob` with the warehouse's `Executor` and reports `JobFinished` / `JobFailed`.
-* **intake** — polls the landing zone (DESIGN.md §4.3) and queues `PartitionArrived` events.
+* **intake** — polls the landing zone (docs/warehouse.md §3) and queues `PartitionArrived` events.
 * **HTTP API** (uvicorn, `ops.api`, answered by `ops.backend`) — reads the published snapshot; a
   POSTed manifest goes through the same intake; operator actions are kept, then queued.
 * **Spark** — `ops.liveness`: started (waiting for a Spark Connect server), checked, reconnected.

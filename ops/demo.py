@@ -2,7 +2,7 @@
 
 `freshet demo produce --config examples/netmon.yaml [--speed 60] [--backfill 6h] [--duration 10m]`
 writes, for every stream of the config, one partition `(start, end]` per stream period, the way a
-real feed would (data files first, `_partition.json` last and atomically — DESIGN.md §4.3).
+real feed would (data files first, `_partition.json` last and atomically — docs/warehouse.md §3).
 Warehouse time runs `--speed` times faster than the wall clock, starting `--backfill` ago, until it
 catches up with the wall clock; from then on it runs in real time (a warehouse never holds data
 from the future). The daemon runs the same loop in a thread for `freshet run --demo`:

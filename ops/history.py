@@ -1,5 +1,5 @@
 """What the status page (`ops.page`) remembers: the last hour of each table's freshness and the
-jobs each track ran lately (issue 22).
+jobs each track ran lately.
 
 Staleness `S_i(τ) = τ − F_i(τ)` (§2.1) is a sawtooth: it grows with slope 1 and drops when a job
 commits. So the history keeps no samples, only the steps of F_i — the instant each job finished

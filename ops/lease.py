@@ -1,4 +1,4 @@
-"""One daemon per warehouse: a lease file in the warehouse root (issue 10 §3).
+"""One daemon per warehouse: a lease file in the warehouse root .
 
 Two daemons on one warehouse would both scan the landing zone and both plan jobs from their own
 view of the log. Delta's txn makes a *replayed* job a no-op, but not two *different* plans of the

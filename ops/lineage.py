@@ -1,4 +1,4 @@
-"""OpenLineage events for every update job (issue 22; the `lineage:` section of the config).
+"""OpenLineage events for every update job (the `lineage:` section of the config).
 
 Each job the Scheduler starts — a base append (or a time slice of one partition), a derived window,
 a recompute or SQL-change rewrite (`kind="recompute"`), OPTIMIZE, VACUUM — is one OpenLineage *run*

@@ -1,4 +1,4 @@
-"""The daemon's line to Spark (DESIGN.md §3, §5): start it, watch it, hear of its loss.
+"""The daemon's line to Spark (docs/architecture.md): start it, watch it, hear of its loss.
 
 * **Start** — `start()` builds the session, or connects to the Spark Connect server. A Connect
   server that does not answer is waited for (/readyz says so) until it does or the daemon is told

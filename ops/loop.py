@@ -1,4 +1,4 @@
-"""The scheduler loop: the live shell around the Scheduler (DESIGN.md §3, STYLE.md §2).
+"""The scheduler loop: the live shell around the Scheduler (docs/architecture.md).
 
 The loop (the main thread) is the only caller of the `Scheduler`. It takes events off one queue —
 partitions arrived (from the intake thread and the API), jobs finished or failed (from the track
@@ -129,7 +129,7 @@ class SchedulerLoop:
         self.metrics: FreshetMetrics = register_metrics(self.registry, self.holder.get)
         self.metrics.declare(config)
         self.lineage = LineageEmitter(config, self.registry)  # OpenLineage per job (ops.lineage); off without `lineage:`
-        # the scheduler that tunes itself (issue 20): replays the trace in a separate process
+        # the scheduler that tunes itself: replays the trace in a separate process
         self.trace_path, self.trace_rotate = trace_file(config, opts.trace)  # the one decision: written and read
         self.tuner = AutoTuner(config, self.trace_path, self.registry, self._autotuned, now=time.time())
         self.reloader = Reloader(opts.config_path, lambda result: self.metrics.reloads.labels(result=result).inc())
@@ -236,7 +236,7 @@ class SchedulerLoop:
                                              "start": iso(ev.start, "seconds"), "end": iso(ev.end, "seconds")})
         try:
             decisions = self._handle(ev, now)
-        except PartitionRefused as e:  # input, not a bug: quarantine it and keep running (DESIGN.md §3)
+        except PartitionRefused as e:  # input, not a bug: quarantine it and keep running (docs/architecture.md)
             self.intake.refuse(ev.stream, ev.partition_id, e.reason)  # a failed move: the intake retries it
             return
         self._dispatch(decisions)

@@ -1,4 +1,4 @@
-"""Prometheus metrics (DESIGN.md §4.5), read from the Scheduler's frozen snapshot (STYLE.md §8).
+"""Prometheus metrics (docs/operations.md §3), read from the Scheduler's frozen snapshot.
 
 Two kinds of numbers are exported:
 
@@ -120,7 +120,7 @@ def _counter(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFa
 
 
 class SnapshotCollector(Collector):
-    """Turns the latest snapshot into metric families at scrape time (STYLE.md §8)."""
+    """Turns the latest snapshot into metric families at scrape time."""
 
     def __init__(self, snapshot: Callable[[], SchedulerStats | None], clock: Clock = time.time) -> None:
         self._snapshot = snapshot
@@ -185,7 +185,7 @@ class SnapshotCollector(Collector):
                            ["table"])
         files = _gauge("freshet_table_files", "data files in the table's current Delta version, as its last "
                                               "maintenance job (OPTIMIZE/VACUUM) counted them", ["table"])
-        reclaimed = _counter("freshet_table_bytes_reclaimed", "bytes VACUUM deleted from the table (seed 002 §2.4 "
+        reclaimed = _counter("freshet_table_bytes_reclaimed", "bytes VACUUM deleted from the table (Nova, SIGMOD 2011 §2.4 "
                                                               "garbage collection)", ["table"])
         since_opt = _gauge("freshet_table_commits_since_optimize",
                            "update commits since the table's last OPTIMIZE (it runs at optimize_every)", ["table"])
@@ -198,7 +198,7 @@ class SnapshotCollector(Collector):
                               "derived windows rewritten by recompute jobs (late data, a changed SQL, a backfill)",
                               ["table"])
         old_sql = _gauge("freshet_table_windows_old_sql",
-                         "committed derived windows computed by an older SQL, not rewritten yet (seed 001)", ["table"])
+                         "committed derived windows computed by an older SQL, not rewritten yet (Olston, Graceful Logic Evolution in Web Data Processing Workflows)", ["table"])
         rc_pending = _gauge("freshet_table_recompute_pending_seconds",
                             "event time of committed derived windows waiting to be recomputed", ["table"])
         late_unfolded = _gauge("freshet_table_late_rows_unfolded",
@@ -335,7 +335,7 @@ class FreshetMetrics:
         self.partitions_arrived = Counter("freshet_partitions_arrived", "partitions accepted from a stream",
                                           ["stream"], registry=registry)
         self.partitions_quarantined = Counter(
-            "freshet_partitions_quarantined", "partitions moved to landing/_quarantine (DESIGN.md §4.3)",
+            "freshet_partitions_quarantined", "partitions moved to landing/_quarantine (docs/warehouse.md §3)",
             ["stream"], registry=registry)
         self.partitions_duplicate = Counter(
             "freshet_partitions_duplicate", "re-delivered partitions already loaded with the same content (no-ops)",
@@ -374,7 +374,7 @@ class FreshetMetrics:
             self.loop_errors.labels(loop=loop)
 
     def declare(self, config: FreshetConfig) -> None:
-        """Create every labelled shell series of `config`'s streams and tables at 0 (DESIGN.md §4.5).
+        """Create every labelled shell series of `config`'s streams and tables at 0 (docs/operations.md §3).
 
         A counter with no series until its first event hides that event from `increase()` and
         from the alerts; called at start and after every reload (series of removed streams or

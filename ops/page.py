@@ -1,4 +1,4 @@
-"""The status page at `/` (issue 22): the daemon's state as one server-rendered HTML page.
+"""The status page at `/`: the daemon's state as one server-rendered HTML page.
 
 `render` is a pure function from what the API serves — the `/v1/tables` and `/v1/tracks` bodies
 (`ops.api.table_view`, so the page's numbers are the API's) — plus the `ops.history` view and the

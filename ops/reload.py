@@ -10,7 +10,7 @@ is called after each table's log is read (the daemon feeds systemd's watchdog wi
 loop, and does everything that reads a file or Spark or can fail — read and validate the file,
 refuse the sections that need a restart (`warehouse`, `spark`, `listen`) and a SQL naming a column
 its sources do not have (`warehouse.sqlcheck`, no Spark), check that a changed
-derived SQL keeps its schema or only adds columns (seed 001), recover the new config's tables
+derived SQL keeps its schema or only adds columns (Olston, Graceful Logic Evolution in Web Data Processing Workflows), recover the new config's tables
 from their Delta logs. `switch` runs on the loop and reads nothing: the Scheduler takes one
 `Reconfigure` through its door (tables added and removed, priorities, repartition §3.2), then the
 intake, the executor and the daemon's own config follow. Events that arrive while a reload is
@@ -189,7 +189,7 @@ class Reloader:
         problems = [f"{s}: changing it needs a restart" for s in RESTART_SECTIONS
                     if getattr(new, s) != getattr(current, s)]
         problems += column_problems(new)  # a column the SQL names that its sources lack (warehouse.sqlcheck)
-        if not problems:  # a changed derived SQL must keep its table's schema or only add columns (seed 001)
+        if not problems:  # a changed derived SQL must keep its table's schema or only add columns (Olston, Graceful Logic Evolution in Web Data Processing Workflows)
             problems = _evolution_problems(parts.executor, new)
         if problems:
             raise ConfigError(problems, source=self.path)

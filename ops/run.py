@@ -1,4 +1,4 @@
-"""`freshet run`: the command line of the daemon (DESIGN.md §4.2); the process is `ops.daemon`."""
+"""`freshet run`: the command line of the daemon (README.md); the process is `ops.daemon`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ log = logging.getLogger("freshet")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="the warehouse config (YAML, DESIGN.md §4.1)")
+    parser.add_argument("--config", required=True, help="the warehouse config (YAML, docs/warehouse.md)")
     parser.add_argument("--listen", help="HOST:PORT for the HTTP API (default: the config's `listen`, "
                                          "127.0.0.1:9464)")
     parser.add_argument("--log-format", choices=("human", "json"), default="human", help="log line format")

@@ -74,7 +74,7 @@ def describe(cfg: FreshetConfig) -> dict[str, Any]:
 
 
 def spark_target(cfg: FreshetConfig) -> dict[str, Any]:
-    """Which Spark the daemon will use (`master` or `remote`, DESIGN.md §5), and what that means."""
+    """Which Spark the daemon will use (`master` or `remote`, docs/warehouse.md §2), and what that means."""
     sc = cfg.spark
     if sc.remote:
         return {"mode": "remote", "remote": sc.remote, "master": None,

@@ -1,4 +1,4 @@
-"""Policies: the pure strategies of the scheduling framework (paper 004, §3.1, §3.3, §3.4).
+"""Policies: the pure strategies of the scheduling framework (the DataDepot paper §3.1, §3.3, §3.4).
 
 `basic` orders released jobs (Max-Benefit, Lookahead, EDF-P, EDF, FIFO, Random); `inheritance`
 propagates priorities up the view hierarchy; `chopping` bounds the freshness delta of one job.

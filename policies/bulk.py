@@ -1,4 +1,4 @@
-"""Bulk loads and the cores they leave (docs/benchmarks.md, issue 23): which job is bulk, how many
+"""Bulk loads and the cores they leave (docs/benchmarks.md): which job is bulk, how many
 may run at once, and the fair-scheduler pool a job's Spark work runs in.
 
 Tracks bound how many jobs run at once (§3.2), not what they cost the cores under them. Two bulk

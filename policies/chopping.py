@@ -118,7 +118,7 @@ def time_slice(loaded: float, partition_end: float, period: float, c: float | No
     """Time-sliced loading: where to cut one partition that alone holds more than c·P_i past what
     is loaded of it (a backfill, or a partition longer than the period). The job loads the rows
     with loaded < ts ≤ cut; the rest stays pending for the next slice, each its own commit with its
-    own watermark (DESIGN.md §4.4). None: load the whole partition."""
+    own watermark (docs/warehouse.md §5). None: load the whole partition."""
     if c is None:
         return None
     cut = loaded + c * period

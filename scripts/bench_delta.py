@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Freshet's overhead over bare Delta appends (issue 4, "Speed"; DESIGN.md §5).
+"""Freshet's overhead over bare Delta appends ("Speed"; docs/warehouse.md §2).
 
 Loads the same partitions (default 200 × 10,000 rows, over 4 streams / 4 base tables) twice in
 one process and one SparkSession:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HTTP intake throughput and `/healthz` latency under load (issue 8, "Speed"; defect 7).
+"""HTTP intake throughput and `/healthz` latency under load ("Speed"; defect 7).
 
 Starts the real API app (`ops.api.create_app` served by uvicorn, as the daemon does) over a real
 `Intake` on a temporary landing zone — no Spark — on loopback. The data files of `--manifests`

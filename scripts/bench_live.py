@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The live benchmark (issue 11): one arrival trace into Freshet and into what a Spark user would
+"""The live benchmark: one arrival trace into Freshet and into what a Spark user would
 run instead, staleness measured from the Delta logs.
 
     .venv/bin/python scripts/bench_live.py [--quick] [--json OUT] [--out DIR] [--only a,b] [--seed S] [--seeds N]
@@ -37,7 +37,7 @@ unless `--allow-load` (live/footing.py). Writes one JSON object (`--json`, layou
 
     .venv/bin/python scripts/bench_live.py --seeds 3 [--trace-kind hot] --json out/seeds/summary.json
 
-runs one trace per seed (issue 23), the contestants in a seeded shuffled order per seed, writes each
+runs one trace per seed, the contestants in a seeded shuffled order per seed, writes each
 seed's JSON beside the summary (`<stem>-seed<S>.json`) and the summary over seeds: each ratio
 Freshet / contestant as the mean and 95 % t-interval, per-table staleness, starvation, CPU per
 row, the git commit (live/summary.py). docs/benchmarks.md describes both.
@@ -203,7 +203,7 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
     proc = subprocess.Popen(command, cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     monitor = measure.ProcessMonitor(proc.pid)
     info: dict[str, Any] = {"name": name, "root": str(d / "warehouse"), "status": "ok", "error": None}
-    try:  # what it runs with (issue 23: every contestant's JSON records its settings)
+    try:  # what it runs with (every contestant's JSON records its settings)
         info["settings"] = footing.settings(name, command, cfg)
     except Exception as err:  # noqa: BLE001 — recorded; the run goes on
         info["settings"] = {"error": f"{type(err).__name__}: {err}"}

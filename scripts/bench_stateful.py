@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stateful table's update cost as history grows (issue 21; seed 003 §3, §5).
+"""A stateful table's update cost as history grows (Programming Bulk-Incremental Dataflows §3, §5).
 
 For each history length H (default 10 and 100 increments), in one process and one SparkSession:
 a base Delta table holds H increments of `--rows` rows over `--keys` keys; a stateful table has

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How much of a `beyond` ratio is the seeds (issue 12): the default against the best paper line at
+"""How much of a `beyond` ratio is the seeds: the default against the best paper line at
 a few points, over many seeds instead of the experiment's two.
 
 `freshet sim experiment beyond` judges each point by the mean of seeds 1 and 2. Under sustained

@@ -1,4 +1,4 @@
-"""Kill storm (issue 10 §1): the real daemon (`python -m ops.cli run`) on a generated warehouse is
+"""Kill storm: the real daemon (`python -m ops.cli run`) on a generated warehouse is
 SIGKILLed at random instants and restarted each time; afterwards an independent reader (delta-rs,
 the `deltalake` package — not Freshet's code, not Spark) audits every table.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Start a Spark Connect server with Delta Lake, from the installed pyspark (DESIGN.md §5).
+"""Start a Spark Connect server with Delta Lake, from the installed pyspark (docs/warehouse.md §2).
 
 The daemon reaches a remote Spark through Spark Connect when its config says
 `spark: {remote: "sc://host:port"}`. This starts such a server on this machine, the same Spark

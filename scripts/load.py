@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Load (issue 10 §5): 1,000 tables and a 20,000-partition backlog drained with flat memory; and
+"""Load: 1,000 tables and a 20,000-partition backlog drained with flat memory; and
 `--soak`: the real daemon running its demo for a while, resident memory and open files sampled.
 
 **Drain** (default). A generated warehouse of `--tables` tables: `--streams` base tables, one per

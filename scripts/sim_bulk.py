@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The bulk limit in the simulator (issue 23), before and after, side by side in one run: the live
+"""The bulk limit in the simulator, before and after, side by side in one run: the live
 benchmark's trace shape (scripts/live/trace.py: 12 streams, 3 derived tables, a burst of 8,000×
 on nine streams) replayed by `sim.simulator.simulate` with the benchmark's Freshet config
 (`local[2]`, 4 tracks, Freshet's defaults) under `bulk_limit: null` (before) and `auto` (= 1 on
@@ -67,7 +67,7 @@ def main() -> None:
         row: dict[str, object] = {"seed": seed}
         for name, limit, cores, by_priority in (
                 ("before", None, None, True), ("after", "auto", None, True),
-                ("before_cores", None, 2, False),  # Freshet before issue 23: no limit, a weight-1 pool per track
+                ("before_cores", None, 2, False),  # Freshet before no limit, a weight-1 pool per track
                 ("pools_cores", None, 2, True),  # the priority pools alone
                 ("after_cores", "auto", 2, True)):  # the pools and the limit
             Cores.by_priority = by_priority

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How well the tuner's replay judges one candidate setting (issue 20), on a point of the `unseen`
+"""How well the tuner's replay judges one candidate setting, on a point of the `unseen`
 experiments. The default runs statically (no tuner); at every `--every` hours of simulated time:
 
 - **model** — what the tuner predicts: sim.autotune.replay of its window (the last hour; longer

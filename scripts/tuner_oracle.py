@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the best tuner choosing among `freshet sim tune`'s settings could do (issue 20): two oracle
+"""What the best tuner choosing among `freshet sim tune`'s settings could do: two oracle
 bounds per point of the `unseen` experiments, as ratios to the best paper line (as `beyond_ratios`).
 
 - **static oracle** — every setting of the tuner's grid (`sim.tune.candidates`, 90 settings) run

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The default with its tuner under variants of the tuner's rules (issue 20), on points of the
+"""The default with its tuner under variants of the tuner's rules, on points of the
 `unseen` experiments: what a longer replay window, another margin, cool-down or cadence does, as
 ratios to the best paper line of docs/figures/tuner-oracle.json (same workloads, horizons, seeds
 and ideal runs as the experiments; the best paper line there is the mean over seeds 1-4).

@@ -1,7 +1,7 @@
-"""The simulator (paper 004, §4): the daemon's Scheduler inside a SimPy model of streams and tracks.
+"""The simulator (the DataDepot paper §4): the daemon's Scheduler inside a SimPy model of streams and tracks.
 
 Streams push periodic partitions; tracks run each `StartJob` for a drawn execution time
-(uniform in [b·E(n), (1+b)·E(n)], times S while slow); the one Scheduler (DESIGN.md §3) decides.
+(uniform in [b·E(n), (1+b)·E(n)], times S while slow); the one Scheduler (docs/architecture.md) decides.
 Relative lateness compares a run with the no-contention ideal of the same workload and seed.
 
 - `sim.workload`    — the paper's job sets as ordinary `FreshetConfig`s; utilization

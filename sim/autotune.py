@@ -1,4 +1,4 @@
-"""The tuner (issue 20): replay the daemon's own recent trace in the simulator under the setting in
+"""The tuner: replay the daemon's own recent trace in the simulator under the setting in
 force and under the `freshet sim tune` candidates (sim.tune.candidates), and decide whether to switch.
 
 1. **Window.** The last `span` seconds of the trace (`scheduler.autotune_window`, an hour), or all

@@ -1,4 +1,4 @@
-"""`freshet sim run|experiment` (DESIGN.md §4.2): one simulation, or one of the paper's figures.
+"""`freshet sim run|experiment` (README.md): one simulation, or one of the paper's figures.
 
     freshet sim run --config FILE [--policy P] [--partitioner X] [--tracks N] [--inheritance I]
                     [--chop C|none|auto] [--autotune off|apply] [--events N] [--seed S] [--trace FILE] [--write-trace FILE] [--json]

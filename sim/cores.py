@@ -1,4 +1,4 @@
-"""Cores shared by the jobs running at once (`sim.cores`, issue 23): the simulator's model of one
+"""Cores shared by the jobs running at once (`sim.cores`): the simulator's model of one
 Spark application's task slots under the fair scheduler, so that what the bulk limit and the
 priority pools (policies.bulk) do to the small jobs beside bulk loads shows in a simulation.
 
@@ -65,7 +65,7 @@ class _Running:
 
 class Cores:
     """The running jobs of one simulation and their shares of `n` cores. `by_priority` False: one
-    weight-1 pool per track, the pools Freshet used before issue 23 (for comparisons)."""
+    weight-1 pool per track, the pools Freshet used before its bulk limit (for comparisons)."""
 
     by_priority = True
 

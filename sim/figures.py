@@ -34,7 +34,7 @@ class Line:
     sim: dict[str, Any] = field(default_factory=dict)
 
 
-# The scheduler settings the paper's figures were reproduced with (the defaults before issue 12);
+# The scheduler settings the paper's figures were reproduced with (the defaults before);
 # pinned so that a changed default never changes a paper figure.
 PAPER_SETTINGS: dict[str, Any] = {"policy": "max-benefit", "partitioner": "proportional", "chop": 3.0}
 ALGORITHM_KEYS = ("policy", "partitioner", "chop", "k", "allocation", "aggressive")
@@ -341,7 +341,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
 )}
 
 
-# ---- beyond the paper (issue 12) ----------------------------------------------------------------
+# ---- beyond the paper ----------------------------------------------------------------
 DEFAULT_LABEL = "Freshet default"
 PAPER_LINES = (
     Line("MB global, c=3", {"policy": "max-benefit", "partitioner": "global", "chop": 3.0}),
@@ -399,7 +399,7 @@ def _figure_workloads() -> tuple[Workload, ...]:
 
 
 BEYOND = Experiment(
-    name="beyond", figure="Beyond", section="issue 12",
+    name="beyond", figure="Beyond", section="beyond the paper",
     title="Freshet's default against the paper's best configuration",
     claim="(not the paper's) The default — Max-Benefit, the auto partitioner, chopping that pays and time "
           "slices — is never more than 3% worse than the best of the paper's configurations "

@@ -1,4 +1,4 @@
-"""The tuner inside a simulation (issue 20): `freshet sim run` and the experiments simulate the
+"""The tuner inside a simulation: `freshet sim run` and the experiments simulate the
 daemon's tuner (ops.autotune) on the simulated run itself, so every simulated figure of the default
 includes it.
 

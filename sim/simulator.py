@@ -1,4 +1,4 @@
-"""The simulator shell (§4.1): SimPy streams and tracks around the one Scheduler (DESIGN.md §3).
+"""The simulator shell (§4.1): SimPy streams and tracks around the one Scheduler (docs/architecture.md).
 
 - Each stream pushes a partition every P_s (random phase per stream, optional jitter) from a SimPy
   timeout per arrival; a partition carries data up to its arrival time, or `sim.delay` behind it.
@@ -202,7 +202,7 @@ class Simulation:
         if trace is not None and use_measured:
             # a table whose config states no `cost`: jobs the replay runs that the trace did not
             # record take what the table's recorded jobs say E(n) is on that machine, not the
-            # `sim` defaults (issue 11: a daemon's trace on a loaded machine)
+            # `sim` defaults (a daemon's trace on a loaded machine)
             fitted = trace.fitted_costs(self.costs)
             self.costs.update({t.name: fitted[t.name] for t in config.tables if t.cost is None and t.name in fitted})
         self.rngs = {t.name: random.Random(f"{seed}/duration/{t.name}") for t in config.tables}

@@ -1,4 +1,4 @@
-"""`freshet sim experiment unseen` (issue 20 § Target): the default — with its tuner, simulated as
+"""`freshet sim experiment unseen`: the default — with its tuner, simulated as
 the daemon runs it (sim.selftune) — against the best static paper configuration on workloads it was
 not built on (sim/workloads/unseen/: a DAG hierarchy with fan-in, heterogeneous periods and costs,
 three priority classes whose cost runs against their value, and a mix whose machine slows for hours
@@ -61,7 +61,7 @@ def tuner_cost(result: SweepResult) -> dict[str, Any]:
 
 
 UNSEEN = Experiment(
-    name="unseen", figure="Unseen", section="issue 20",
+    name="unseen", figure="Unseen", section="beyond the paper: unseen workloads",
     title="the default with its tuner against the best paper configuration, on unseen workloads",
     claim="(not the paper's) On workloads the default was not built on, the default with its tuner is within 3% "
           "of the best paper configuration at every point and better by 10% or more at U ≥ 1.0 on half of them.",

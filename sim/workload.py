@@ -1,6 +1,6 @@
 """Workloads for the simulator (§4.1): the paper's job sets, built as ordinary configurations.
 
-A workload is a `FreshetConfig` — the same schema the daemon reads (DESIGN.md §4.1). The paper's
+A workload is a `FreshetConfig` — the same schema the daemon reads (docs/warehouse.md). The paper's
 job sets are built programmatically as plain dicts and validated with `parse_config`, so a sweep
 point can be written to YAML and run again with `freshet sim run --config`.
 

@@ -1,7 +1,7 @@
-"""A modelled Delta log and a reference model for the model-based test (tests/test_model.py, issue 19).
+"""A modelled Delta log and a reference model for the model-based test (tests/test_model.py).
 
 `ModelLake` stands in for the lake executor (warehouse.lake.executor) and the Delta tables: for
-each StartJob it plans, from the committed log alone (DESIGN.md §4.4: never from an in-memory
+each StartJob it plans, from the committed log alone (docs/warehouse.md §5: never from an in-memory
 plan), what the executor would commit — the rows of a base job's partitions (or of its time
 slice), the windows of a derived job computed from its sources' committed rows, with the SQL
 version of the config the job ran under — and keeps each commit as Delta's JSON actions would

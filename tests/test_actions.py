@@ -231,7 +231,7 @@ def test_cli_suspend_and_refresh_talk_to_the_api_with_the_token(served, monkeypa
 
 
 
-# ---- issue 19: every accepted backfill finishes and leaves the store; refreshes and writes kept right ----
+# ---- every accepted backfill finishes and leaves the store; refreshes and writes kept right ----
 def run_jobs(d: Daemonish, jobs: list[StartJob], now: float) -> tuple[float, list[StartJob]]:
     """Finish every job (and what it releases) as the daemon does: the actions see it, then the engine."""
     done: list[StartJob] = []

@@ -269,7 +269,7 @@ def test_every_rejection_reason_is_exported_at_zero_from_the_first_scrape(tmp_pa
     ({"id": "p 1"}, "bad partition id 'p 1'"),
 ])
 def test_422s_that_name_a_partition_quarantine_it(server, change, reason):
-    """Issue 8, defect 5: these failed before the intake saw them, and left no trace."""
+    """These failed before the intake saw them, and left no trace."""
     _b, client, _, srv = server
     pid = change.get("id", None)
     body = {**srv.stage("m", pid=pid), **change}
@@ -340,7 +340,7 @@ def test_two_posts_of_one_partition_at_once(server):
 
 
 def test_healthz_stays_fast_while_a_partition_is_validated(tmp_path, held_validation):
-    """Issue 8, defect 7: the POST handler validated on the event loop, so /healthz waited behind it."""
+    """The POST handler validated on the event loop, so /healthz waited behind it."""
     srv = Server(tmp_path, token=TOKEN)
     entered, release = held_validation
     body = srv.stage("m")

@@ -1,4 +1,4 @@
-"""The tuner (issue 20): replaying a trace the simulator wrote, it switches a daemon whose setting
+"""The tuner: replaying a trace the simulator wrote, it switches a daemon whose setting
 loses and keeps one whose setting is best; its rules (margin, seeds agreeing, cool-down, enough
 jobs); and in the daemon (ops.autotune) a separate process that is killed at its deadline or fails
 without changing anything, with metrics read back through prometheus-client's parser. No Spark."""

@@ -1,4 +1,4 @@
-"""The live benchmark's machinery (issue 11, scripts/bench_live.py): the staleness integral from a
+"""The live benchmark's machinery (scripts/bench_live.py): the staleness integral from a
 Delta log against a hand-computed example, the log reader (delta-rs) against a real Delta table
 written by Spark, and a minute-long run of two contestants checked through its JSON."""
 

@@ -1,4 +1,4 @@
-"""The bulk limit (policies.bulk, issue 23): at most `scheduler.bulk_limit` bulk jobs run at once,
+"""The bulk limit (policies.bulk): at most `scheduler.bulk_limit` bulk jobs run at once,
 so a track — and a core — stays for the valuable tables' small jobs; and the fair-scheduler pool
 each job's Spark work runs in. Engine tests: no Spark, no SimPy."""
 

@@ -1,4 +1,4 @@
-"""Issue 19 (13): `freshet status | head` ends quietly, not with a BrokenPipeError traceback — the
+"""`freshet status | head` ends quietly, not with a BrokenPipeError traceback — the
 real command in a child process, against the real API server, its stdout a pipe closed early."""
 
 from __future__ import annotations

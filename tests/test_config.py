@@ -1,4 +1,4 @@
-"""The configuration schema (DESIGN.md §4.1) and `freshet validate`."""
+"""The configuration schema (docs/warehouse.md) and `freshet validate`."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_validate_rejects_with_file_field_and_exit_code(tmp_path):
 
 
 def test_validate_names_a_stream_no_table_reads(tmp_path):
-    """Issue 8, defect 1: such a config was accepted, and the stream's first partition killed the daemon."""
+    """Such a config was accepted, and the stream's first partition killed the daemon."""
     r = _validate(tmp_path, _with(streams=[{"name": "router_cpu", "period": "5m"}, {"name": "orphan", "period": "1m"}],
                                   tables=[{"name": "a", "stream": "router_cpu"}]))
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -168,7 +168,7 @@ def test_validate_the_shipped_examples(tmp_path):
 
 
 def pure_modules() -> list[str]:
-    """Every module of the pure engine (DESIGN.md §3): warehouse's top level, policies/, tracks/."""
+    """Every module of the pure engine (docs/architecture.md): warehouse's top level, policies/, tracks/."""
     mods = [f"warehouse.{p.stem}" for p in (ROOT / "warehouse").glob("*.py") if p.stem != "__init__"]
     for pkg in ("policies", "tracks"):
         mods += [f"{pkg}.{p.stem}" for p in (ROOT / pkg).glob("*.py") if p.stem != "__init__"]
@@ -177,7 +177,7 @@ def pure_modules() -> list[str]:
 
 def test_engine_imports_nothing_heavy():
     """The core stays pure: importing any of its modules loads no Spark, SimPy, Prometheus, HTTP
-    or pyarrow, and none of the I/O rooms (STYLE.md §1). New modules are covered by the glob."""
+    or pyarrow, and none of the I/O rooms. New modules are covered by the glob."""
     mods = pure_modules()
     assert {"warehouse.scheduler", "warehouse.freshness", "policies.basic", "tracks.plan"} <= set(mods)
     code = (

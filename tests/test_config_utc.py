@@ -1,4 +1,4 @@
-"""Issue 19 (9): a `spark.conf` that moves the session time zone off UTC is refused — by
+"""A `spark.conf` that moves the session time zone off UTC is refused — by
 `freshet validate` and by the config loading of `freshet run` — with an error naming the field.
 Partition columns follow the session zone while pruning and replaceWhere use UTC: rows were missed."""
 

@@ -1,4 +1,4 @@
-"""`freshet run` with `spark.remote`: every Spark job over Spark Connect (issue 9).
+"""`freshet run` with `spark.remote`: every Spark job over Spark Connect.
 
 A real Spark Connect server with Delta runs on loopback, started and stopped by this module
 (scripts/connect_server.py, the operators' way too). The daemon loads good and bad partitions

@@ -415,7 +415,7 @@ def test_real_prometheus_scrapes_the_daemon(daemon, tmp_path):
             "query": 'freshet:table_staleness_over_target:ratio{table="cpu_raw"}'}, timeout=5).json()["data"]["result"],
             timeout=30)
         assert float(ratio[0]["value"][1]) == pytest.approx((time.time() - daemon.cpu_end) / 600, abs=0.05)
-        # issue 22: every query of every dashboard panel returns data from this Prometheus
+        # every query of every dashboard panel returns data from this Prometheus
         wait_for("alerts_raw's OPTIMIZE", lambda: daemon.alive() or (
             daemon.tables()["alerts_raw"]["maintenance"] or {}).get("last_optimize"), timeout=120)
         exported = set(daemon.metrics())
@@ -433,7 +433,7 @@ def test_real_prometheus_scrapes_the_daemon(daemon, tmp_path):
         assert len(queries) >= 50
         for title, expr in queries:
             pending = [m for m in METRIC.findall(expr) if m not in exported]
-            if pending:  # another branch of issue 22 adds it; nothing else may be missing
+            if pending:  # another change adds it; nothing else may be missing
                 assert set(pending) <= set(PENDING_METRICS), (title, pending)
                 continue
             wait_for(f"data for panel {title!r}: {expr}", lambda e=expr: answers(e), timeout=60, every=1)

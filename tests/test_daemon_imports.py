@@ -1,4 +1,4 @@
-"""No import circles (DESIGN.md §3): the import graph of Freshet's own modules, built from every
+"""No import circles (docs/architecture.md): the import graph of Freshet's own modules, built from every
 `import` statement with `ast` — at module level, inside functions and under TYPE_CHECKING alike
 (a lazy import is still a dependency) — is acyclic."""
 

@@ -1,4 +1,4 @@
-"""The scheduler loop keeps running (DESIGN.md §3: only a bug in Freshet may stop it): a SIGHUP
+"""The scheduler loop keeps running (docs/architecture.md: only a bug in Freshet may stop it): a SIGHUP
 whose preparation fails keeps the old config and says why (defect 4); a disk error in a step of
 the loop is logged, counted and retried (defect 8).
 

@@ -1,4 +1,4 @@
-"""Freshet's fair-scheduler pools are declared when the session starts (issue 13, issue 23): a
+"""Freshet's fair-scheduler pools are declared when the session starts: a
 pool per priority class, `freshet-00-p1024` … `freshet-10-p1` weighted 1024 … 1 with minShare 1,
 and `freshet-bulk` (weight 1, minShare 0, FIFO inside) — so Spark never makes one on first use with its "scheduler pool … has
 not been configured" warning, and a valuable job gets the task slots ahead of a bulk load."""

@@ -77,7 +77,7 @@ def test_end_to_end_base_and_derived(spark, tmp_path: Path) -> None:
     assert sorted(m.partitions) == [f"m-{i:04d}" for i in range(12)]
     assert state.loaded["m"] == m.partitions
     assert m.origin == T0
-    # each partition's (start, end], for the intake's overlap check after a restart (issue 8, defect 3)
+    # each partition's (start, end], for the intake's overlap check after a restart (defect 3)
     assert m.windows == {f"m-{i:04d}": (T0 + i * MINUTE, T0 + (i + 1) * MINUTE) for i in range(12)}
     meta = json.loads(last_commit_info(cfg, "m_raw")["userMetadata"])
     assert meta["kind"] == "base" and meta["freshness"] == T0 + 12 * MINUTE and meta["partitions"]
@@ -251,7 +251,7 @@ def test_late_and_empty_partitions(spark, tmp_path: Path) -> None:
     # a late partition (its interval is already below F', in a gap: it overlaps nothing loaded) is
     # still loaded; F does not move and the txn version goes one above the last
     write_minutes(cfg, "m", 1, 1, seed=7, pid_prefix="late-")
-    # a loaded window re-sent under a new id is quarantined, not loaded twice (issue 8, defect 3)
+    # a loaded window re-sent under a new id is quarantined, not loaded twice (defect 3)
     write_minutes(cfg, "m", 2, 1, pid_prefix="again-")
     report, sched = run_until_idle(cfg, spark)
     after = read_table_state(path, "m_raw")
@@ -302,7 +302,7 @@ def test_sql_of_every_derived_table_analyses(spark, tmp_path: Path) -> None:
 
 
 def test_a_backfill_is_loaded_in_time_slices_each_a_delta_commit(spark, tmp_path: Path) -> None:
-    """Time-sliced loading (issue 12) on real Delta: the Scheduler (chop: auto, jobs observed to run
+    """Time-sliced loading on real Delta: the Scheduler (chop: auto, jobs observed to run
     three times slower than estimated) cuts a 10-minute partition of a 1-minute stream into slices
     of c·P = 3 minutes; each is its own idempotent commit with its own watermark, a replayed slice
     is a no-op, a restart resumes from the log, and every row lands exactly once."""

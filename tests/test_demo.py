@@ -1,4 +1,4 @@
-"""The demo producer restarted in the same directory continues each stream (issue 8, defect 6)."""
+"""The demo producer restarted in the same directory continues each stream (defect 6)."""
 
 from __future__ import annotations
 

@@ -395,7 +395,7 @@ def test_dashboard_and_rules_use_only_exported_metrics():
 
 
 def test_dashboard_charts_every_exported_metric():
-    """Issue 22: a panel for every metric the daemon exports (the months-of-operation ones, Spark,
+    """A panel for every metric the daemon exports (the months-of-operation ones, Spark,
     intake, the API's rejections included), or a reason in NOT_CHARTED."""
     families = exported_families()
     assert {"freshet_late_rows", "freshet_windows_recomputed", "freshet_table_windows_old_sql",
@@ -427,7 +427,7 @@ def test_every_rule_has_a_promtool_test():
 
 def test_backlog_alert_reads_the_truthful_backlog_gauge(tmp_path):
     """FreshetBacklogGrowing watches freshet_table_backlog_seconds (arrived − loaded, a running job's
-    data included); rules_test.yml holds the case of issue 8: a job running, 141 partitions (2h11m)
+    data included); rules_test.yml holds the case of a job running, 141 partitions (2h11m)
     waiting. With the old expression over freshet_table_pending_delta_seconds (0 while a job ran)
     that case does not fire."""
     rules = yaml.safe_load((OPS / "prometheus" / "rules.yml").read_text())

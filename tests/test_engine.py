@@ -175,7 +175,7 @@ def test_cost_model_single_observation_and_outliers():
 
 
 def test_cost_model_a_slow_first_job_is_overhead_not_a_per_second_cost():
-    """Issue 11, live: b00 (p=100) loaded 3 s of data in 61.5 s on a cold, loaded JVM. Split
+    """Live: b00 (p=100) loaded 3 s of data in 61.5 s on a cold, loaded JVM. Split
     between α and β, that made β = 8 s per second of data, Max-Benefit's p·ΔF/E(ΔF) ≤ p/β = 12
     fell below a p=5 table's, and b00 never ran again. Jobs of one size cannot identify β."""
     m = CostModel(alpha=1.0, beta=0.1)
@@ -192,7 +192,7 @@ def test_cost_model_a_slow_first_job_is_overhead_not_a_per_second_cost():
 
 
 def test_cost_model_a_few_bulk_loads_do_not_erase_alpha():
-    """Issue 11, live (b03 in the full run): five jobs of n = 20 s (0.4–0.9 s), then bulk loads of
+    """Live: five jobs of n = 20 s (0.4–0.9 s), then bulk loads of
     n ≈ 10^5 s (4–14 s). With the prior's weight scaled by the mean n (23,000), β0 = 0.1 was a
     2,300-s pseudo-job, the fit crossed below zero, and α went to 0: E(10) = 0.0003 s."""
     m = CostModel(alpha=1.0, beta=0.1)
@@ -218,7 +218,7 @@ def test_row_rate_is_a_typical_rate_a_burst_barely_moves():
 
 
 def test_base_job_cost_counts_rows_so_a_bulk_load_waits_for_small_valuable_jobs():
-    """Issue 11, live: a burst partition of 8 M rows was estimated from its 10 s of event time
+    """Live: a burst partition of 8 M rows was estimated from its 10 s of event time
     (1.7 s) and ran 21 s; Max-Benefit put it before small jobs of tables worth more per second."""
     streams = [{"name": "big", "period": 10}, {"name": "small", "period": 10}]
     tables = [{"name": "bulk", "stream": "big", "priority": 2, "cost": {"alpha": 0.5, "beta": 0.01}},

@@ -1,4 +1,4 @@
-"""Beyond the paper (issue 12): Random as §4.3 defines it, chopping that pays, time slices, reservation."""
+"""Beyond the paper: Random as §4.3 defines it, chopping that pays, time slices, reservation."""
 
 from __future__ import annotations
 

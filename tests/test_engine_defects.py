@@ -1,4 +1,4 @@
-"""Engine defects of issue 19, each with the test that failed before its fix. No Spark."""
+"""Engine defects of, each with the test that failed before its fix. No Spark."""
 
 from __future__ import annotations
 

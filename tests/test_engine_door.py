@@ -1,4 +1,4 @@
-"""One engine, one door (DESIGN.md §3): `Scheduler.handle(event, now)` is the only way its state
+"""One engine, one door (docs/architecture.md): `Scheduler.handle(event, now)` is the only way its state
 changes — operator actions included — queries change nothing, every state is in `TRANSITIONS`,
 and a trace records the actions so its replay applies them. No Spark."""
 

@@ -1,4 +1,4 @@
-"""The landing zone (DESIGN.md §4.3): discovery, every quarantine case, duplicates, the HTTP path.
+"""The landing zone (docs/warehouse.md §3): discovery, every quarantine case, duplicates, the HTTP path.
 
 No Spark here: validation reads Parquet metadata and the time column with pyarrow.
 """
@@ -268,7 +268,7 @@ def test_the_id_of_a_posted_manifest_defaults_to_its_end(cfg) -> None:
     ],
 )
 def test_posted_manifests_rejected_before_the_files_are_read_are_quarantined(cfg, change, kind, reason) -> None:
-    """Issue 8, defect 5: the 422s that failed before validation left no trace."""
+    """The 422s that failed before validation left no trace."""
     pid = change.get("id", "m-0000")
     write_minutes(cfg, "m", 0, 1, pid_prefix="" if pid == "m-0000" else "x")
     d = Path(cfg.warehouse.landing) / "m" / ("m-0000" if pid == "m-0000" else "xm-0000")
@@ -324,7 +324,7 @@ def test_already_pending_with_other_content_quarantines_the_manifest_not_the_fil
     assert intake.quarantined["m"] == 1
 
 
-# ---- future-dated partitions (issue 8, defect 2) ----------------------------------------------------
+# ---- future-dated partitions (defect 2) ----------------------------------------------------
 def empty_partition(cfg, stream: str, pid: str, start: float, end: float) -> None:
     d = Path(cfg.warehouse.landing) / stream / pid
     d.mkdir(parents=True)
@@ -356,7 +356,7 @@ def test_a_partition_ending_beyond_the_clock_plus_skew_is_quarantined(cfg) -> No
     assert intake.submit("a", {"id": "p2", "start": now - 60, "end": now, "files": [], "rows": 0}).arrived
 
 
-# ---- overlapping windows (issue 8, defect 3) --------------------------------------------------------
+# ---- overlapping windows (defect 3) --------------------------------------------------------
 def test_a_window_overlapping_a_pending_one_under_another_id_is_quarantined(cfg) -> None:
     write_minutes(cfg, "m", 0, 2)  # m-0000 (T0, T0+60], m-0001 (T0+60, T0+120]
     intake = Intake(cfg)
@@ -457,7 +457,7 @@ def test_read_table_state_recovers_partition_windows(tmp_path: Path) -> None:
     assert st.copy().windows == st.windows
 
 
-# ---- validation outside the lock (issue 8, defect 7) -----------------------------------------------
+# ---- validation outside the lock (defect 7) -----------------------------------------------
 def test_identical_submissions_at_once_give_one_accept_and_one_duplicate(cfg) -> None:
     ids = [pid for i in range(20) for pid in write_minutes(cfg, "m", 2 * i, 1)]  # gaps: end + 1 overlaps nothing
     manifests = {}

@@ -1,4 +1,4 @@
-"""Issue 19, the intake's half: a partition is quarantined once however many base tables read its
+"""The intake's half: a partition is quarantined once however many base tables read its
 stream (6), a producer's retry of a loaded partition is a duplicate, not a quarantine (10), and a
 quarantine whose move fails is retried, never raised (8). No Spark: a real Intake on a temporary
 landing zone, the real Scheduler, and the HTTP API on a real server with a real client."""
@@ -29,7 +29,7 @@ def two_tables_on_m(tmp: Path):
 
 
 def test_a_bad_partition_read_by_two_tables_is_quarantined_once(tmp_path: Path) -> None:
-    """Issue 19 (6): both tables' jobs fail on the same bad partition; the daemon rechecks each
+    """Both tables' jobs fail on the same bad partition; the daemon rechecks each
     failed job and refuses its bad partitions (ops/daemon.py `_execute`, `_on_result`)."""
     cfg = two_tables_on_m(tmp_path)
     write_minutes(cfg, "m", 0, 2)
@@ -68,7 +68,7 @@ def _load(srv: Server, pid: str) -> None:
 
 
 def test_a_producer_retrying_the_post_of_a_loaded_partition_gets_a_duplicate(server: Server) -> None:
-    """Issue 19 (10): the files of a loaded partition are archived; re-POSTing its manifest is a 200
+    """The files of a loaded partition are archived; re-POSTing its manifest is a 200
     duplicate, not a 422 `file missing` with `_quarantine/m/<id>` and `<id>.1`."""
     srv, client = server, server.client
     intake = srv.backend.intake
@@ -121,7 +121,7 @@ def test_a_redelivered_manifest_of_a_loaded_partition_is_archived_not_quarantine
 
 
 def test_a_quarantine_that_cannot_move_is_retried_not_raised(tmp_path: Path) -> None:
-    """Issue 19 (8): `_quarantine` cannot be created (here a file stands in its place; a full disk
+    """`_quarantine` cannot be created (here a file stands in its place; a full disk
     fails the same way, with an OSError). Nothing escapes, the other partitions go on, the bad one
     stays where it is and is counted once; a later scan finishes the move."""
     cfg = parse_config(warehouse_dict(tmp_path))
@@ -153,7 +153,7 @@ def test_a_quarantine_that_cannot_move_is_retried_not_raised(tmp_path: Path) -> 
 
 
 def test_the_intake_pushes_its_counts_to_prometheus_as_they_happen(tmp_path: Path) -> None:
-    """Counters pushed by callbacks, not copied (issue 19): a quarantine and a duplicate show on
+    """Counters pushed by callbacks, not copied: a quarantine and a duplicate show on
     /metrics at once, read back through prometheus-client's own parser, with no sync step."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families

@@ -1,4 +1,4 @@
-"""OpenLineage events (ops.lineage, issue 22): config, event content checked against the
+"""OpenLineage events (ops.lineage): config, event content checked against the
 OpenLineage JSON schema, a real HTTP receiver on loopback (up, failing, hanging, down), the file
 transport, and — with Spark — the Delta versions a real job read and wrote."""
 

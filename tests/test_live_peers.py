@@ -1,4 +1,4 @@
-"""The tuned peers of the live benchmark (issue 23, scripts/live/): what they are told (inherited
+"""The tuned peers of the live benchmark (scripts/live/): what they are told (inherited
 priorities, valuable and bulk work), the fair-scheduler allocation file Spark reads, each query's
 pool and trigger, and every contestant's settings as the benchmark's JSON records them. No Spark:
 the peers themselves run in `scripts/bench_live.py --only <name>`."""

@@ -1,4 +1,4 @@
-"""Maintenance jobs on real Delta tables (seed 002 §2.4, warehouse.upkeep, lake.maintain): OPTIMIZE
+"""Maintenance jobs on real Delta tables (Nova, SIGMOD 2011 §2.4, warehouse.upkeep, lake.maintain): OPTIMIZE
 reduces the files, VACUUM never goes below Delta's retention, recovery reads the right state
 across their commits, and an update job and maintenance of the same table never overlap."""
 

@@ -1,4 +1,4 @@
-"""Metrics of DESIGN.md §4.5, round-tripped through prometheus_client's text parser."""
+"""Metrics of docs/operations.md §3, round-tripped through prometheus_client's text parser."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ def _engine_config():
 
 def test_every_stream_and_table_series_exists_at_zero_from_the_first_scrape():
     """Counters a stream or table can ever have are exported at 0 before their first event, so
-    `increase()` (FreshetPartitionsQuarantined) sees the first quarantine (issue 8, defect 4)."""
+    `increase()` (FreshetPartitionsQuarantined) sees the first quarantine (defect 4)."""
     from warehouse.scheduler import Scheduler
 
     cfg = _engine_config()

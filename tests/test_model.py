@@ -1,4 +1,4 @@
-"""Model-based test of the pure Scheduler (issue 19, "Prove it"): hypothesis stateful testing.
+"""Model-based test of the pure Scheduler ("Prove it"): hypothesis stateful testing.
 
 The Scheduler (warehouse.scheduler) runs against a modelled Delta log (tests.model_ref.ModelLake:
 what the lake executor would commit for each StartJob, planned from the log alone) and a small
@@ -177,7 +177,7 @@ TRIGGERS = frozenset({"slices", "backfill_outside", "quarantine", "reload_backfi
 class Warehouse(RuleBasedStateMachine):
     """One warehouse: the engine, the modelled lake, the reference and the operator's store.
 
-    `triggers` turns on the inputs that once set off a defect (issue 19): "slices"
+    `triggers` turns on the inputs that once set off a defect: "slices"
     (partitions longer than c·P, §3.4), "backfill_outside" (backfills from before a table's
     origin, and of the full-refresh table), "quarantine" (partitions found unloadable after acceptance),
     "reload_backfill" (a table removed while a backfill of it is kept)."""
@@ -357,7 +357,7 @@ class Warehouse(RuleBasedStateMachine):
 
     @rule(table=st.sampled_from(sorted(SQL)), version=st.integers(0, 2))
     def change_sql(self, table: str, version: int) -> None:
-        """SIGHUP with a derived table's SQL changed (seed 001: its old windows are rewritten)."""
+        """SIGHUP with a derived table's SQL changed (Olston, Graceful Logic Evolution in Web Data Processing Workflows: its old windows are rewritten)."""
         self._step()
         self.sql[table] = version % len(SQL[table])
         self.ref.sql_changes.append((table, self.lake.tick()))

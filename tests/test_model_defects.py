@@ -1,4 +1,4 @@
-"""Defects the model-based test (tests/test_model.py, issue 19) found in the engine and daemon,
+"""Defects the model-based test (tests/test_model.py) found in the engine and daemon,
 each replayed as the shortest run found. The machine found them with more examples than CI runs
 (1,000), or once the defect found before was fixed, so each is pinned here by its replay; what
 fails is the machine's own drain rule (WrongWindow, RefreshKept); each passes since its fix.

@@ -1,4 +1,4 @@
-"""Issue 13's end-to-end test: months of operation in one daemon run (`freshet run`, a subprocess).
+"""The end-to-end test of months of operation in one daemon run (`freshet run`, a subprocess).
 
 Holds back a partition and delivers it after its window was aggregated; changes a roll-up's SQL by
 SIGHUP while data keeps arriving; lets compaction run (OPTIMIZE every 3 commits of a table); an

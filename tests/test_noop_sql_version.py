@@ -1,5 +1,5 @@
 """A no-op retry after an unknown outcome records the SQL version its earlier attempt committed
-(issue 19): the executor's own no-op (lake.outcome.noop_outcome) over the state its recovery
+: the executor's own no-op (lake.outcome.noop_outcome) over the state its recovery
 reads from the Delta log (lake.recovery._replay), fed to the engine. No Spark: the log is the
 commit JSON the executor writes; the engine is the pure Scheduler."""
 

@@ -1,4 +1,4 @@
-"""The status page at `/` (issue 22, `ops.page`, `ops.history`).
+"""The status page at `/` (`ops.page`, `ops.history`).
 
 Fast tests: the staleness curve drawn from freshness steps, the history's bounds, the renderer on
 hand-built stats, the quarantine listing, and the route on a real uvicorn server with a real HTTP

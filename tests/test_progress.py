@@ -1,4 +1,4 @@
-"""Progress of long work (sim.progress, issue 22): a bar with an ETA on a terminal — a real
+"""Progress of long work (sim.progress): a bar with an ETA on a terminal — a real
 pseudo-terminal for `freshet sim experiment` — and plain lines, no bar, when stderr is a pipe."""
 
 from __future__ import annotations

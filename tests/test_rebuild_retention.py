@@ -1,4 +1,4 @@
-"""Issue 19 (7): a full rewrite (`rebuild: true`) after Delta cleaned up the table's old log loses no
+"""A full rewrite (`rebuild: true`) after Delta cleaned up the table's old log loses no
 row. The rewrite starts at the table's origin; recovery read it from the oldest *retained* commit,
 so once `delta.logRetentionDuration` had removed the first commits, the overwrite dropped every
 older row without an error. Real Spark and Delta; the log expired the way Delta's own tests do it

@@ -1,4 +1,4 @@
-"""Recomputing committed derived windows (issue 13): late data, a changed SQL, backfills, bounded
+"""Recomputing committed derived windows: late data, a changed SQL, backfills, bounded
 skew and full refresh — the engine alone (no Spark): events in, decisions out."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_a_changed_sql_takes_effect_at_once_and_old_windows_are_rewritten_newest
 
 
 def test_sql_rewrites_yield_to_update_jobs_of_the_same_priority():
-    """EVOLVE_SHARE: a rewrite is worth a tenth of an update of the same size (seed 001: background)."""
+    """EVOLVE_SHARE: a rewrite is worth a tenth of an update of the same size (Olston, Graceful Logic Evolution in Web Data Processing Workflows: background)."""
     s = Scheduler(_cfg(), now=0)
     now = 0.0
     for i in range(0, 30):

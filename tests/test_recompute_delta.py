@@ -1,4 +1,4 @@
-"""Recompute jobs on real Spark and Delta Lake (issue 13): late data, a changed SQL, bounded skew,
+"""Recompute jobs on real Spark and Delta Lake: late data, a changed SQL, bounded skew,
 full refresh — every derived table ends equal to its SQL over its final sources."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_late_data_skew_and_full_refresh(spark, tmp_path: Path) -> None:
     assert w.run().failed == 0
     st = {t.name: t for t in w.sched.stats(time.time()).tables}
     assert st["a_m"].freshness == T0 + 8 * MINUTE  # the trailing edge
-    assert st["a_m_skew"].freshness == T0 + 10 * MINUTE  # ahead by ≤ max_skew (seed 000)
+    assert st["a_m_skew"].freshness == T0 + 10 * MINUTE  # ahead by ≤ max_skew (Olston, Modeling and Scheduling Asynchronous Incremental Workflows)
     assert st["a_m_skew"].safe_freshness == T0 + 8 * MINUTE  # final only up to the trailing edge
     assert st["m_total"].refresh_mode == "full" and st["m_5m"].refresh_mode == "incremental"
 

@@ -1,4 +1,4 @@
-"""The kill storm, CI-sized (issue 10 §1): `scripts/chaos.py --kills 8` — the real daemon
+"""The kill storm, CI-sized: `scripts/chaos.py --kills 8` — the real daemon
 SIGKILLed eight times at random instants (recovery, appends, derived jobs, SIGHUP reloads),
 restarted each time, then audited with delta-rs: 0 rows lost, 0 duplicated, every derived table
 equal to its SQL recomputed in plain Python, every bad partition quarantined with a reason.

@@ -1,4 +1,4 @@
-"""An executor killed under a running daemon on a Spark standalone cluster (issue 10 §2): Spark
+"""An executor killed under a running daemon on a Spark standalone cluster: Spark
 relaunches it (and retries its tasks) or the job fails and Freshet retries it after its back-off;
 the daemon serves throughout and every partition is loaded exactly once.
 

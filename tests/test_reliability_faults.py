@@ -1,4 +1,4 @@
-"""Injected faults under a running daemon (issue 10 §2): each is isolated to its table, retried
+"""Injected faults under a running daemon: each is isolated to its table, retried
 with back-off or quarantined, visible in /metrics and the log, loses nothing, and the daemon
 serves throughout. One real daemon (`freshet run`, real Spark and Delta), one track, whose
 warehouse root is a 48 MiB tmpfs mount (a real full disk: ENOSPC from the kernel).

@@ -1,4 +1,4 @@
-"""Hostile input, generated (issue 10 §4): hypothesis strategies for configs (YAML) and manifests
+"""Hostile input, generated: hypothesis strategies for configs (YAML) and manifests
 (file drop and HTTP), and schemathesis against the running API on loopback. Never a crash, never
 a traceback to the user, always a clear error naming the field.
 

@@ -1,4 +1,4 @@
-"""Two daemons on one warehouse (issue 10 §3): the second refuses to start, naming the first; a
+"""Two daemons on one warehouse: the second refuses to start, naming the first; a
 crashed owner's successor takes the lease over (at once on the same host, after the timeout from
 another host); an owner whose lease was taken stops. Unit tests on `ops.lease` with real files,
 then both daemons really running (`freshet run`, real Spark)."""

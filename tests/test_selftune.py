@@ -1,4 +1,4 @@
-"""The tuner inside a simulation (sim.selftune, issue 20): a simulated run under a losing setting
+"""The tuner inside a simulation (sim.selftune): a simulated run under a losing setting
 switches through the Scheduler's Reconfigure event and ends better; one under the default keeps
 it; the tuned run is reproducible from its seed; `freshet sim run` shows what the tuner did."""
 

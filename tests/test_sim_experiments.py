@@ -129,7 +129,7 @@ def test_tune_ranks_candidates_and_names_the_best(tmp_path, capsys):
 
 
 def test_beyond_seeds_script_agrees_with_the_experiment_on_seeds_1_and_2(capsys):
-    """scripts/beyond_seeds.py (issue 12's closing measurements): its two-seed ratio is the one
+    """Scripts/beyond_seeds.py (the beyond experiment's closing measurements): its two-seed ratio is the one
     `freshet sim experiment beyond` reports at the same point; a bad point is refused by name."""
     import dataclasses
 

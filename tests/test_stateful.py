@@ -1,4 +1,4 @@
-"""A stateful table on Spark and Delta (issue 21, seed 003 §3): increments folded by one MERGE
+"""A stateful table on Spark and Delta (Programming Bulk-Incremental Dataflows §3): increments folded by one MERGE
 per job, exactly once — a late partition is folded with the next increment, a replayed job (the
 same Delta txn) folds nothing twice — audited key by key with delta-rs and plain Python over
 every base row."""

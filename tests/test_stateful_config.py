@@ -1,4 +1,4 @@
-"""Stateful tables in the config (issue 21, seed 003 §3): `kind: stateful` with a key, an
+"""Stateful tables in the config (Programming Bulk-Incremental Dataflows §3): `kind: stateful` with a key, an
 increment and its folds — every mistake is named by file and field."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A stateful table in the engine (issue 21): released and chopped like a derived table, its
+"""A stateful table in the engine: released and chopped like a derived table, its
 cost in the increment, never a window rewrite — a late partition or a changed increment start no
 recompute job; a backfill, or a changed increment with `rebuild: true`, rebuilds the state from
 the origin in chunks of at most c·P, resumed after a restart. The engine alone (no Spark)."""

@@ -1,4 +1,4 @@
-"""The phase oracle's mechanics (scripts/tuner_oracle.py, issue 20): the phases it reads from a
+"""The phase oracle's mechanics (scripts/tuner_oracle.py): the phases it reads from a
 workload's slowdown and bursts, and its switches at their boundaries through Reconfigure."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""scripts/tuner_window.py with `--hours` and `--paper` (issue 20): the paper lines run statically on
+"""Scripts/tuner_window.py with `--hours` and `--paper`: the paper lines run statically on
 the same seeds and horizon as the tuned default, and its ratio is to the best of them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tracks: partitioning released jobs over N tracks (paper 004, §3.2).
+"""Tracks: partitioning released jobs over N tracks (the DataDepot paper §3.2).
 
 A track runs at most one job at a time; tracks bound concurrency and keep short jobs from being
 blocked by long ones. Each partitioner is one small strategy — `global_plan` (one queue),

@@ -1,9 +1,9 @@
-"""Freshet's domain (paper 004, §2): the pure engine in the top-level modules, I/O in two rooms.
+"""Freshet's domain (the DataDepot paper §2): the pure engine in the top-level modules, I/O in two rooms.
 
-Top level — pure, no clock and no I/O (DESIGN.md §3): `config` (the one schema), `dag`,
+Top level — pure, no clock and no I/O (docs/architecture.md): `config` (the one schema), `dag`,
 `freshness` (staleness, the trailing edge §2.2), `cost` (E(n) = α + β·n, §2.4), `events`, `stats`
 and the `scheduler` (§3); `recompute` (committed derived windows to rewrite: late data, a changed
-SQL, backfills — beyond the paper, seeds 000/001) and `sqltext` (window binding, SQL versions,
+SQL, backfills — beyond the paper, Olston, Modeling and Scheduling Asynchronous Incremental Workflows; Olston, Graceful Logic Evolution in Web Data Processing Workflows) and `sqltext` (window binding, SQL versions,
 window-locality). The simulator and the daemon drive the same `Scheduler`.
 
 The engine, by noun (each knows nothing of the Scheduler; only `warehouse.scheduler` imports them):
@@ -18,7 +18,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.queues    the ready queues per track-plan group, the urgent queue and its picks, a round (§3.2)
     warehouse.board     the track board: which job runs where since when, busy time
     warehouse.backoff   tables in back-off after a failure, by retry time
-    warehouse.upkeep    maintenance counts, clocks, what is due and its ranking (seed 002 §2.4)
+    warehouse.upkeep    maintenance counts, clocks, what is due and its ranking (Nova, SIGMOD 2011 §2.4)
     warehouse.stats     the frozen snapshot rows and the snapshot
     warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
                         may maintenance run
@@ -29,8 +29,8 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     policies.bulk       which job is bulk, how many may run at once (the board counts them)
 
 `warehouse.landing` — how partitions arrive: manifests, their one validator, the landing-zone
-scanner and quarantine (DESIGN.md §4.3).
+scanner and quarantine (docs/warehouse.md §3).
 
 `warehouse.lake` — where they go: the Spark session, Delta reads and idempotent writes, recovery
-from the Delta log and the executor that turns a `StartJob` into a Delta commit (DESIGN.md §4.4).
+from the Delta log and the executor that turns a `StartJob` into a Delta commit (docs/warehouse.md §5).
 """

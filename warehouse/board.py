@@ -1,6 +1,6 @@
 """The track board: which update job runs on which track, since when, and each track's busy time.
 
-At most one job runs per track (§3.2), and one per table (a table has one writer, DESIGN.md
+At most one job runs per track (§3.2), and one per table (a table has one writer, docs/architecture.md
 §4.4). This board is the one record of both: the Scheduler asks it which tracks are idle, which
 job a table runs, when a busy track is expected to free up (policies.reservation), and it
 reports busy time to the stats. Pure: no clock, no I/O; knows nothing of the Scheduler.

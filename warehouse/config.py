@@ -1,4 +1,4 @@
-"""The configuration schema (DESIGN.md §4.1): one YAML file read by the daemon and the simulator.
+"""The configuration schema (docs/warehouse.md): one YAML file read by the daemon and the simulator.
 
 Loaded in layers — file → text → dict → model — so tests validate plain dicts. Every model is
 strict (`extra="forbid"`) and frozen; cross-field rules are named `verify_*` functions whose
@@ -118,7 +118,7 @@ class CostPrior(_Strict):
 
 
 class Maintenance(_Strict):
-    """Compaction and garbage collection as scheduled jobs (seed 002 §2.4; `warehouse.upkeep`).
+    """Compaction and garbage collection as scheduled jobs (Nova, SIGMOD 2011 §2.4; `warehouse.upkeep`).
 
     Global under `maintenance:`, and per table under `tables[].maintenance:`, where a field that
     is given (even `null`) overrides the global one and a field left out inherits it.
@@ -156,7 +156,7 @@ Fold = Literal["sum", "count", "min", "max", "last", "first"]
 
 class TableConfig(_Strict):
     """A base table (loaded from one `stream`), a derived table (`sql` over `sources`) or a
-    stateful table (`kind: stateful`: keyed state folded increment by increment, seed 003 §3)."""
+    stateful table (`kind: stateful`: keyed state folded increment by increment, Programming Bulk-Incremental Dataflows §3)."""
 
     name: Name
     kind: Literal["base", "derived", "stateful"] | None = Field(
@@ -173,7 +173,7 @@ class TableConfig(_Strict):
     maintenance: Maintenance | None = Field(None, description="overrides of the global `maintenance:` section")
     max_skew: Duration = Field(
         0.0, description="derived: update up to where the sources' safe freshness differ by at most this "
-                         "(seed 000 bound_inconsistency); 0 = the safe trailing edge (§2.2)")
+                         "(Olston, Modeling and Scheduling Asynchronous Incremental Workflows bound_inconsistency); 0 = the safe trailing edge (§2.2)")
     refresh_mode: Literal["auto", "incremental", "full"] = Field(
         "auto", description="derived: incremental (append windows, replaceWhere rewrites), full (overwrite the "
                             "table each job) or auto (full only for SQL that is not window-local, "
@@ -186,7 +186,7 @@ class TableConfig(_Strict):
     key: list[Name] = Field(default_factory=list, description="stateful: the key columns of the state")
     increment: str | None = Field(
         None, description="stateful: Spark SQL over the sources giving one row per key for the window "
-                          "(:window_start, :window_end] — the increment folded into the state (seed 003 §3)")
+                          "(:window_start, :window_end] — the increment folded into the state (Programming Bulk-Incremental Dataflows §3)")
     fold: dict[Name, Fold] = Field(
         default_factory=dict, description="stateful: how each increment column combines with the state: "
                                           "sum, count, min, max, last, first (last/first by `time_column`)")
@@ -288,7 +288,7 @@ _LOCAL_ALL = re.compile(r"^local\[\*(?:\s*,\s*\d+)?\]$")
 
 
 class SparkConfig(_Strict):
-    """Where the Spark work runs (DESIGN.md §5): a driver in this process (`master`, the default
+    """Where the Spark work runs (docs/warehouse.md §2): a driver in this process (`master`, the default
     `local[*]`), or a Spark Connect server (`remote`). One or the other, never both."""
 
     master: str | None = Field(None, description="spark.master: local[*] (default), spark://host:port, k8s://…")
@@ -434,7 +434,7 @@ class FreshetConfig(_Strict):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     sim: SimConfig = Field(default_factory=SimConfig)
     maintenance: Maintenance = Field(default_factory=Maintenance, description="OPTIMIZE/VACUUM jobs (§2.4 of "
-                                                                             "seed 002); tables may override")
+                                                                             "Nova, SIGMOD 2011); tables may override")
     lineage: LineageConfig | None = Field(None, description="OpenLineage events for every job (ops.lineage); "
                                                             "off when absent")
 

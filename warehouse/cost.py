@@ -3,13 +3,13 @@
 A ridge regression toward the config prior over exponentially decayed sufficient statistics:
 O(1) per observation, exact for a noiseless line, robust to a stalled job (an observation is
 clipped to 5E of the current estimate before it counts, once a few have been seen; a job far
-faster than E is not clipped: it is how a first bulk load teaches β, issue 11). β is learned
+faster than E is not clipped: it is how a first bulk load teaches β). β is learned
 only from how durations vary with n; until they vary, β keeps its prior and α takes the level
 (one slow job — a cold JVM — is per-job overhead, not a per-second cost).
 
 n is event time at the stream's typical rate of rows (`RowRate`): a base job that loads ten seconds
 of a burst with 100× the rows is n = 1,000 s, not 10 s, so a bulk load is not mistaken for a short
-job (issue 11). Where a stream reports no rows (the simulator's generated workloads), n = ΔF.
+job. Where a stream reports no rows (the simulator's generated workloads), n = ΔF.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class CostModel:
         # Jobs that all loaded about the same n cannot tell α from β: β keeps its prior and the
         # level goes to α. (Splitting one slow job between α and β — a cold JVM, a loaded
         # machine — made β of a table whose first job loaded a few seconds of data 80× too big,
-        # and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β then starved it for good: issue 11.)
+        # and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β then starved it for good.)
         lam = self.prior_weight
         lb = lam * self._scale * self._scale
         w = self._w

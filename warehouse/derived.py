@@ -2,8 +2,8 @@
 
 §2.2: a derived table is updated up to the safe trailing edge of its sources, floored to its
 granularity (`edge`); below that edge (`settle`) its windows are final — unless it may run ahead
-of its slowest source by `max_skew` (seed 000 §5), or late data, a backfill or a changed SQL
-(seed 001) made committed windows wrong: those ranges and the SQL version of each committed
+of its slowest source by `max_skew` (Olston, Modeling and Scheduling Asynchronous Incremental Workflows §5), or late data, a backfill or a changed SQL
+(Olston, Graceful Logic Evolution in Web Data Processing Workflows) made committed windows wrong: those ranges and the SQL version of each committed
 window are kept in `rc` (warehouse.recompute.TableRecompute) and rewritten by recompute jobs.
 A stateful table (`kind: stateful`, lake.stateful) is scheduled the same way but folds each
 increment into its state once: it refreshes incrementally, and nothing is ever recomputed.
@@ -34,7 +34,7 @@ __all__ = ["Derived", "Folded"]
 
 @dataclass(slots=True)
 class Folded(TableRecompute):
-    """A stateful table's recompute state: it folds increments (seed 003 §3) and never rewrites
+    """A stateful table's recompute state: it folds increments (Programming Bulk-Incremental Dataflows §3) and never rewrites
     committed windows. Its `dirty` ranges are late rows: rows a late load committed below F,
     which no job has read — folded by its next job (an update job reads them too) or, when no
     update job is due, by a late fold of their own (a recompute job with reason `late`).
@@ -116,7 +116,7 @@ class Derived:
     def configure(self, sql: str | None, time_columns: tuple[str, ...], refresh_mode: str, lookback: float,
                   max_skew: float, rebuild: bool, *, stateful: bool = False) -> None:
         """Refresh mode (full or incremental), skew bound and SQL version from the config; a changed
-        SQL makes the windows of the old one stale (seed 001), or, with `rebuild`, asks for one
+        SQL makes the windows of the old one stale (Olston, Graceful Logic Evolution in Web Data Processing Workflows), or, with `rebuild`, asks for one
         full rewrite. A stateful table (`sql`: its increment) is incremental and has nothing to
         recompute (`Folded`)."""
         self.lookback, self.max_skew = lookback, max_skew
@@ -152,7 +152,7 @@ class Derived:
     # ---- §2.2: the trailing edge and safe freshness ---------------------------------------------
     def update_edge(self, sources_safe: Sequence[float | None], granularity: float | None) -> bool:
         """TE = safe trailing edge of the sources, floored to the granularity (§2.2), run ahead by
-        at most max_skew (seed 000 bound_inconsistency). True when the edge moved."""
+        at most max_skew (Olston, Modeling and Scheduling Asynchronous Incremental Workflows bound_inconsistency). True when the edge moved."""
         te = trailing_edge(sources_safe)
         edge = None if te is None else floor_to(te, granularity)
         self.settle = edge
@@ -194,10 +194,10 @@ class Derived:
         """(the range, full?, priority share) of the next recompute job, or None.
 
         Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
-        then windows on an old SQL version at EVOLVE_SHARE of it (seed 001: in the background),
+        then windows on an old SQL version at EVOLVE_SHARE of it (Olston, Graceful Logic Evolution in Web Data Processing Workflows: in the background),
         newest first, in pieces of at most `span` (c·P_i, §3.4). One full overwrite instead, from
         the origin, when the table refreshes in full, a rebuild is asked for, or the learned E(n)
-        says it is cheaper than the pieces (`recompute.full_pays`, seed 000 §6).
+        says it is cheaper than the pieces (`recompute.full_pays`, Olston, Modeling and Scheduling Asynchronous Incremental Workflows §6).
         """
         rc = self.rc
         if freshness is None or not rc.has_work():

@@ -1,4 +1,4 @@
-"""One root error; each subclass says who is at fault (STYLE.md §7)."""
+"""One root error; each subclass says who is at fault."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Events into the Scheduler (past tense) and decisions out of it (imperative) — STYLE.md §3.
+"""Events into the Scheduler (past tense) and decisions out of it (imperative) —.
 
 Times are float seconds on one axis chosen by the shell: epoch seconds in the daemon,
 simulated seconds in the simulator. The Scheduler never reads a clock.
@@ -158,7 +158,7 @@ class Tick:
 class PartitionDropped:
     """Partition `partition_id` of `stream`, accepted earlier, was found unloadable (its files
     changed or vanished) and quarantined: it leaves every table's pending work, `arrived` and
-    backlog at once (DESIGN.md §4.5). A partition already loaded is not affected."""
+    backlog at once (docs/operations.md §3). A partition already loaded is not affected."""
 
     stream: str
     partition_id: str

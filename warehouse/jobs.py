@@ -137,7 +137,7 @@ def upkeep_ranked(upkeep: Upkeep, waiting: Iterable[str], tables: dict[str, Tabl
 def upkeep_may_run(t: Table, kind: str, running: dict[str, StartJob]) -> bool:
     """May t's maintenance `kind` start now? Not while the table has update work or runs a job
     (one writer per table), nor suspended, nor never loaded; its VACUUM not while a dependent's
-    update job runs: that job read a pinned version whose files a VACUUM could delete (seed 002
+    update job runs: that job read a pinned version whose files a VACUUM could delete (Nova, SIGMOD 2011
     §2.4: garbage collection respects the consumers' cursors). `running`: each table's job."""
     if t.state is not JobState.IDLE or t.mode is Mode.SUSPENDED or t.freshness is None:
         return False

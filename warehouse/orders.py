@@ -1,6 +1,6 @@
 """The orders that come from outside the data and the jobs: an operator's (ops.actions) — suspend,
 resume, refresh now, backfill and cancel a backfill — and the intake's drop of an accepted
-partition it quarantined (DESIGN.md §4.5).
+partition it quarantined (docs/operations.md §3).
 
 Each order is a generator of moves `(table, move)`; the Scheduler applies each move through its
 transition helpers (`warehouse.scheduler.TRANSITIONS`, the one door) before it asks for the next,
@@ -78,7 +78,7 @@ def cancel_backfill(ev: CancelBackfill, now: float, tables: dict[str, Table],
 
 def dropped(ev: PartitionDropped, now: float, tables: dict[str, Table], readers: dict[str, list[Table]]) -> Moves:
     """An accepted partition was quarantined: it leaves every table of its stream at once —
-    pending work, `arrived`, backlog (DESIGN.md §4.5). A job loading it fails and drops it."""
+    pending work, `arrived`, backlog (docs/operations.md §3). A job loading it fails and drops it."""
     for t in readers.get(ev.stream, ()):
         if ev.partition_id in t.log and not t.log.is_running(ev.partition_id):
             t.log.drop({ev.partition_id}, t.freshness)

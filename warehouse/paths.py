@@ -1,4 +1,4 @@
-"""The one resolver of local paths (DESIGN.md §3): everything that touches the warehouse root or
+"""The one resolver of local paths (docs/architecture.md): everything that touches the warehouse root or
 the landing zone on this machine — the lease, the Delta tables, the operator-actions store, the
 tuner's trace — asks `local_path`, so they all agree on where a configured location is.
 

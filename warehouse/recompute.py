@@ -2,8 +2,8 @@
 
 The scheduling paper (004) only ever moves a table's freshness forward; it leaves out what
 happens when data arrives for windows already computed (§2.2 assumes it cannot), when a derived
-table's SQL changes (seed 001, graceful evolution of derived logic), or when a table may run ahead
-of its slowest source by a bounded skew (seed 000 §5, `bound_inconsistency`). Each of these makes a
+table's SQL changes (Olston, Graceful Logic Evolution in Web Data Processing Workflows, graceful evolution of derived logic), or when a table may run ahead
+of its slowest source by a bounded skew (Olston, Modeling and Scheduling Asynchronous Incremental Workflows §5, `bound_inconsistency`). Each of these makes a
 range of a derived table's committed windows wrong; this module keeps, per derived table, which
 ranges and why, and the Scheduler turns them into *recompute jobs* of that table: the SQL over the
 range, written with `replaceWhere` of the range (or, when that is cheaper or the SQL is not
@@ -160,7 +160,7 @@ class Ranges:
 
 class VersionMap:
     """Which SQL version (`warehouse.sqltext.sql_version`) computed each committed range of a
-    derived table (seed 001): disjoint `[lo, hi, version]`, sorted, neighbours with one version merged."""
+    derived table (Olston, Graceful Logic Evolution in Web Data Processing Workflows): disjoint `[lo, hi, version]`, sorted, neighbours with one version merged."""
 
     __slots__ = ("items",)
 
@@ -251,7 +251,7 @@ class TableRecompute:
         return self.full or bool(self.dirty) or bool(self.old())
 
     def newest_old(self, span: float, granularity: float | None) -> Piece | None:
-        """The newest piece of windows on an old SQL version (seed 001: rewritten newest first)."""
+        """The newest piece of windows on an old SQL version (Olston, Graceful Logic Evolution in Web Data Processing Workflows: rewritten newest first)."""
         old = self.old()
         if not old:
             return None

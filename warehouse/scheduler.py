@@ -4,7 +4,7 @@ Events go in with the current time — `PartitionArrived`, `PartitionDropped`, `
 `JobFailed`, `Tick` and the operator actions `Suspend`, `Resume`, `Refresh`, `Backfill`,
 `CancelBackfill` — through one door, `handle(event, now)`, and `StartJob` decisions come out.
 Everything else is a query and changes nothing. No clock, no I/O: the SimPy simulator and the
-daemon drive this same object (DESIGN.md §3). Same config, events and seed → same decisions.
+daemon drive this same object (docs/architecture.md). Same config, events and seed → same decisions.
 
 A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`:
 
@@ -111,7 +111,7 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
     (_A, "resume"): _A,
     (_U, "resume"): _U,
     (_X, "resume"): _A,
-    # maintenance (warehouse.upkeep, seed 002 §2.4)
+    # maintenance (warehouse.upkeep, Nova, SIGMOD 2011 §2.4)
     **{(c, "due"): _D for c in Care},  # by its commits, or by the clock
     (_D, "maintain"): _K,  # its maintenance job started (and _I ──upkeep──▶ _M)
     **{(c, "undue"): _K for c in Care},
@@ -150,7 +150,7 @@ class Scheduler:
         self._hold_until: float | None = None
         self._plan_dirty = False
         self._last_plan_event = 0
-        self._upkeep = Upkeep()  # maintenance counts and clocks (seed 002 §2.4)
+        self._upkeep = Upkeep()  # maintenance counts and clocks (Nova, SIGMOD 2011 §2.4)
         self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
         self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
@@ -219,7 +219,7 @@ class Scheduler:
     # ---- the event interface ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[StartJob]:
         """Apply one event at time `now`; return the jobs to start now. The only way the
-        Scheduler's state changes (DESIGN.md §3)."""
+        Scheduler's state changes (docs/architecture.md)."""
         handler = self._handlers.get(type(event))
         if handler is None:
             raise SchedulerMisuse(f"unknown event {event!r}")

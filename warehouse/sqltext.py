@@ -1,4 +1,4 @@
-"""Binding a derived table's window into its SQL text (DESIGN.md §4.4, docs/warehouse.md §4).
+"""Binding a derived table's window into its SQL text (docs/warehouse.md §5, docs/warehouse.md §4).
 
 A derived SQL may name its window as `:window_start` and `:window_end` (timestamps of
 `(F_D, TE]`). Spark 4.1+ no longer binds named parameters passed to `spark.sql(sql, args=…)`
@@ -83,7 +83,7 @@ def bind_window(sql: str, start: float, end: float) -> str:
 
 
 def sql_version(sql: str | None) -> str:
-    """The version of a derived table's logic (seed 001): a short hash of its SQL with whitespace
+    """The version of a derived table's logic (Olston, Graceful Logic Evolution in Web Data Processing Workflows): a short hash of its SQL with whitespace
     runs collapsed, so re-indenting a query is not a new version. Recorded in every commit."""
     text = " ".join((sql or "").split())
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -110,7 +110,7 @@ def output_columns(sql: str) -> list[str] | None:
 
 
 def refresh_plan(sql: str, time_columns: Iterable[str]) -> tuple[bool, str]:
-    """(window-local?, why) for a derived SQL (seeds 000 §2.4, 002): may a window `(s, e]` of the
+    """(window-local?, why) for a derived SQL (Olston, Modeling and Scheduling Asynchronous Incremental Workflows §2.4, 002): may a window `(s, e]` of the
     output be computed from the sources' rows in `(s − lookback, e]` alone?
 
     Not window-local (full recompute): an aggregate whose GROUP BY has no time column (a global

@@ -1,6 +1,6 @@
 """Frozen snapshots of the Scheduler's state, read by metrics, the HTTP API and the simulator.
 
-`Scheduler.stats(now)` builds one; nothing in here refers back to the live engine (STYLE.md §8).
+`Scheduler.stats(now)` builds one; nothing in here refers back to the live engine.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ class Mode(Enum):
 
 class Care(Enum):
     """Whether a table's maintenance (OPTIMIZE/VACUUM, warehouse.upkeep) is due: a due one waits
-    for a track no update job takes (seed 002 §2.4)."""
+    for a track no update job takes (Nova, SIGMOD 2011 §2.4)."""
 
     CURRENT = "current"
     DUE = "due"
@@ -83,7 +83,7 @@ _PHASE = {JobState.IDLE: "idle", JobState.PENDING: "pending", JobState.HELD: "pe
 
 @dataclass(frozen=True, slots=True)
 class Recovered:
-    """A table's state read back from storage on start (DESIGN.md §4.4).
+    """A table's state read back from storage on start (docs/warehouse.md §5).
 
     `origin` is the earliest event time the table covers (the start of its first load): a new
     derived table over recovered sources is computed from there, not from their freshness.

@@ -1,10 +1,10 @@
-"""Maintenance bookkeeping: compaction and garbage collection as scheduled jobs (seed 002 §2.4).
+"""Maintenance bookkeeping: compaction and garbage collection as scheduled jobs (Nova, SIGMOD 2011 §2.4).
 
 Nova compacts a channel's delta blocks into one base block and garbage-collects the blocks no
 consumer's cursor needs any more; a Delta table's equivalents are OPTIMIZE (rewrite many small
 files as few large ones) and VACUUM (delete the files that no version within the retention
 references). Freshet triggers them as Nova's §2.4 leaves open, by rule, per table
-(`maintenance:` in the config, DESIGN.md §4.1):
+(`maintenance:` in the config, docs/warehouse.md):
 
 - **optimize** after every `optimize_every` committed update jobs of the table;
 - **vacuum** every `vacuum_every` seconds (from its last VACUUM, or from the table's first commit).

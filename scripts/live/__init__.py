@@ -1,4 +1,4 @@
-"""The live benchmark (issue 11, `scripts/bench_live.py`): one seeded arrival trace replayed in real
+"""The live benchmark (`scripts/bench_live.py`): one seeded arrival trace replayed in real
 time into Freshet and into what a Spark user would run instead, staleness read back from the
 Delta logs by an independent reader (delta-rs).
 
@@ -10,7 +10,7 @@ Delta logs by an independent reader (delta-rs).
 - `summary`  — the figures over seeds: means and 95 % t-intervals;
 - `reference`, `plots` — the zero-latency bound and the digital twin; the two PNGs;
 - `cron`, `streaming`, `pipelines` — the peers, each a small program a contestant process runs;
-  `streaming_tuned`, `priority_cron` — the same two set up with the priorities (issue 23), from
+  `streaming_tuned`, `priority_cron` — the same two set up with the priorities, from
   what `tuning` tells them (inherited priorities, valuable and bulk work, fair-scheduler pools);
 - `contestants` — every contestant's name, program or Freshet variant, and its settings for the JSON.
 """

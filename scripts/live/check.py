@@ -1,4 +1,4 @@
-"""The output check (issue 23): at the end of a contestant's run, does each derived table equal its
+"""The output check: at the end of a contestant's run, does each derived table equal its
 SQL (`spec.DERIVED`) over the contestant's *own* base tables, window by window?
 
 Computed independently of every contestant's Spark: the tables are read with delta-rs

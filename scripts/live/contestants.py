@@ -1,4 +1,4 @@
-"""Every contestant of the live benchmark and what it runs with (issue 23: each contestant's JSON
+"""Every contestant of the live benchmark and what it runs with (each contestant's JSON
 records its settings).
 
 - the Freshet variants differ only in the config's `scheduler` section (`FRESHET`): `freshet`

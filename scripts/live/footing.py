@@ -1,4 +1,4 @@
-"""Same footing for every contestant (issue 23): the load guard, the disk, the settings each one
+"""Same footing for every contestant: the load guard, the disk, the settings each one
 ran with, and the commit the figures come from.
 
 **The disk.** A contestant starts only with `--min-free-gb` free under the output (`disk_room`).

@@ -3,7 +3,7 @@
 
     python -m scripts.live.pipelines --config freshet.yaml --ready FILE --work DIR
 
-How it runs here (found out for issue 11):
+How it runs here (found out for):
 - `spark-pipelines` is a Spark Connect client. Run with `--master`, it starts its own local
   Connect server but does not pass `--conf spark.jars`/`--jars` on to it, so Delta is missing
   (`[DATA_SOURCE_NOT_FOUND] Failed to find the data source: delta`). It works with `--remote`
@@ -17,7 +17,7 @@ How it runs here (found out for issue 11):
   `spark-pipelines run --spec …` until it is stopped (each run is a new client process
   and a new pipeline update on the long-lived server; the flows keep their checkpoints in
   the pipeline's `storage`).
-- What a user who wants the valuable tables fresh does with that (issue 23; `--schedule split`,
+- What a user who wants the valuable tables fresh does with that (`--schedule split`,
   the default): `spark-pipelines run --refresh <datasets>` updates only the datasets named.
   The first run updates the whole graph (it creates the tables); then two loops run side by
   side against the same server, each starting its next update as soon as the last one ends:

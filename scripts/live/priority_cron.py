@@ -1,4 +1,4 @@
-"""The `priority-cron` contestant (issue 23): `cron` (`scripts/live/cron.py`) as a team that knows
+"""The `priority-cron` contestant: `cron` (`scripts/live/cron.py`) as a team that knows
 the tables' priorities would write it — the same intake, executor and job windows, scheduled by
 priority.
 

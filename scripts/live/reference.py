@@ -1,5 +1,5 @@
 """What the live benchmark's contestants are set beside (scripts/bench_live.py): the zero-latency
-bound of a trace, and the digital twin's prediction for the `freshet` run (issue 11)."""
+bound of a trace, and the digital twin's prediction for the `freshet` run."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def bound(trace: Trace) -> dict[str, Any]:
 
 
 def twin(entry: dict[str, Any], trace: Trace, out: Path) -> dict[str, Any]:
-    """The digital twin (issue 11): the `freshet` run's own trace (arrivals and measured job
+    """The digital twin: the `freshet` run's own trace (arrivals and measured job
     durations, written by the daemon) replayed by the simulator (`freshet sim run --trace`, here
     in-process so that it stops at the same instant), its predicted weighted staleness beside the
     one measured from the Delta logs, both over the whole replay [t0, t0 + duration]; and the same

@@ -1,4 +1,4 @@
-"""The repeated runs as Markdown (issue 23): the tables docs/benchmarks.md publishes, rendered from
+"""The repeated runs as Markdown: the tables docs/benchmarks.md publishes, rendered from
 the summary `scripts/bench_live.py --seeds N` writes and the per-seed JSON objects beside it, so a
 reader can regenerate every figure of the page from the published JSON.
 

@@ -1,4 +1,4 @@
-"""The benchmark warehouse (issue 11): 12 streams with periods 10 s – 5 min, priorities 1 – 100, and
+"""The benchmark warehouse: 12 streams with periods 10 s – 5 min, priorities 1 – 100, and
 three derived tables — a windowed roll-up (`d_rollup`, 1-minute buckets of `b04`), a two-source
 band join (`d_join`: each `b01` row with the `b02` rows of its key in the 30 s before it) and a
 second roll-up (`d_agg`, 30-second buckets of `b03`).
@@ -84,7 +84,7 @@ def alignment() -> float:
     return float(out)
 
 
-# The trace kinds (issue 23): `bulk` — only the bulk streams burst (`Stream.bursts`); `hot` — the
+# The trace kinds: `bulk` — only the bulk streams burst (`Stream.bursts`); `hot` — the
 # highest-priority stream bursts with them, so a scheduler cannot keep the valuable table fresh
 # merely because its jobs are small.
 TRACE_KINDS = ("bulk", "hot")
@@ -121,7 +121,7 @@ def periods() -> dict[str, float]:
 def freshet_config(root: str, landing: str, *, master: str = "local[2]", tracks: int = 4,
                    policy: str = "auto", partitioner: str = "auto", listen: str = "127.0.0.1:9464",
                    trace: str | None = None) -> dict[str, Any]:
-    """The warehouse as a Freshet config (DESIGN.md §4.1): Freshet's defaults apart from the
+    """The warehouse as a Freshet config (docs/warehouse.md): Freshet's defaults apart from the
     tracks (the benchmark's concurrency), the policy/partitioner (the ablation) and Spark."""
     return {
         "version": 1,

@@ -1,4 +1,4 @@
-"""The `structured-streaming-tuned` contestant (issue 23): the same 15 streaming queries as
+"""The `structured-streaming-tuned` contestant: the same 15 streaming queries as
 `structured-streaming` (`scripts/live/streaming.py`), set up by a Spark engineer who has been
 handed the tables' priorities.
 

@@ -1,10 +1,10 @@
-"""Figures over seeds (issue 23): each ratio Freshet / contestant as the mean over seeds with its
+"""Figures over seeds: each ratio Freshet / contestant as the mean over seeds with its
 95 % t-interval, per-table staleness (mean of the per-seed means, the largest maximum), starvation
 and CPU-seconds per committed row — from the per-seed JSON objects `scripts/bench_live.py` writes.
 
 Two figures beside the plain ratio: the ratio of the staleness each adds **over the zero-latency
 bound** of the seed's trace (`bound`: every partition committed the instant it arrives), (F − B) /
-(C − B) — the part a scheduler can move; and the tables that **starved** longer than issue 23
+(C − B) — the part a scheduler can move; and the tables that **starved** longer than the benchmark
 allows, 3 of their periods plus the burst.
 
     .venv/bin/python -m scripts.live.summary out/seeds/summary-seed*.json > out/seeds/resummary.json
@@ -23,7 +23,7 @@ from typing import Any
 
 __all__ = ["STARVE_PERIODS", "T975", "interval", "summarise", "t975"]
 
-STARVE_PERIODS = 3  # issue 23: no table without a commit longer than 3 of its periods plus the burst
+STARVE_PERIODS = 3  # no table without a commit longer than 3 of its periods plus the burst
 
 # Student's t, 0.975 quantile, for 1 … 30 degrees of freedom (the two-sided 95 % interval);
 # the seeds are few, so the normal quantile (1.96) would understate the interval badly.

@@ -111,7 +111,7 @@ def _iso_us(us: int) -> str:
 
 def write_partition(landing: Path, part: Part, table: Any, t0: float) -> None:
     """Data file first (a hidden temp name, then renamed: file-source readers such as Spark's
-    streaming source ignore names starting with '.'), the manifest last (DESIGN.md §4.3)."""
+    streaming source ignore names starting with '.'), the manifest last (docs/warehouse.md §3)."""
     import pyarrow.parquet as pq
 
     d = landing / part.stream / part.pid

@@ -1,4 +1,4 @@
-"""What the tuned peers are told (issue 23): every table's inherited priority, which work is
+"""What the tuned peers are told: every table's inherited priority, which work is
 valuable and which is bulk, and the fair-scheduler allocation file they run with.
 
 A Spark engineer who is handed the priorities does what Freshet does with them before any

@@ -1,4 +1,4 @@
-"""The Delta Lake warehouse (DESIGN.md §4.4, §5): the Spark session, Delta reads and idempotent
+"""The Delta Lake warehouse (docs/warehouse.md §5): the Spark session, Delta reads and idempotent
 appends, recovery of every table's state from its Delta log, and the executor that runs a
 `StartJob` and reports what it committed.
 

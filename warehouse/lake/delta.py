@@ -1,4 +1,4 @@
-"""Delta Lake reads and idempotent writes with Spark (DESIGN.md §4.4, §5).
+"""Delta Lake reads and idempotent writes with Spark (docs/warehouse.md §5).
 
 Every Freshet commit carries Delta's idempotent-write pair (`txnAppId = freshet/<table>`,
 `txnVersion` = the new freshness in epoch milliseconds, or one above the last version when
@@ -197,7 +197,7 @@ def with_partition_column(df: DataFrame, table: TableConfig, tcol: str, fallback
 
 
 def window_filter(df: DataFrame, table: TableConfig, tcol: str, lo: float, hi: float) -> DataFrame:
-    """Rows with `tcol` in `(lo, hi]`, pruned by the partition column as well (DESIGN.md §5)."""
+    """Rows with `tcol` in `(lo, hi]`, pruned by the partition column as well (docs/warehouse.md §2)."""
     from pyspark.sql import functions as F
 
     lo_t, hi_t = utc(lo), utc(hi)

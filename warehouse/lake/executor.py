@@ -1,4 +1,4 @@
-"""Running the Scheduler's StartJob decisions on Spark (DESIGN.md §4.4, §5).
+"""Running the Scheduler's StartJob decisions on Spark (docs/warehouse.md §5).
 
 Track workers call `Executor.execute(job)` from their own threads; it runs the update job, measures
 its duration (the Scheduler re-estimates α, β from it — §2.4) and answers with the event to feed
@@ -141,7 +141,7 @@ class Executor:
         generation = self.link.generation if self.link is not None else None
         try:
             return self.run(job).event()
-        except Exception as err:  # noqa: BLE001 — every failure becomes an event (STYLE.md §2)
+        except Exception as err:  # noqa: BLE001 — every failure becomes an event
             if self.link is not None and self.link.lost(err, generation):
                 reason = f"Spark Connect connection lost ({self.link.error}); retried after the back-off"
                 log.warning("job %d (%s, %s) failed: %s", job.job_id, job.kind, job.table, reason)
@@ -339,7 +339,7 @@ class Executor:
         return with_partition_column(out, tc, DERIVED_TIME_COLUMN, end), versions
 
     def _schema_change(self, tc: TableConfig, df: DataFrame, session: SparkSession) -> str | None:
-        """How `df`'s schema differs from the table's (seed 001): None (same), "additive" (new
+        """How `df`'s schema differs from the table's (Olston, Graceful Logic Evolution in Web Data Processing Workflows): None (same), "additive" (new
         columns only: Delta schema evolution) or a JobError's reason when it is not additive."""
         path = table_path(self.config, tc.name)
         version = self.log.version(path)
@@ -438,7 +438,7 @@ def analyze_derived(config: FreshetConfig, spark: SparkSession) -> dict[str, str
 
 
 def schema_change(have: dict[str, str], new: dict[str, str]) -> str | None:
-    """Column → type before and after a SQL change (seed 001): None (the same), "additive" (new
+    """Column → type before and after a SQL change (Olston, Graceful Logic Evolution in Web Data Processing Workflows): None (the same), "additive" (new
     columns only: Delta schema evolution), or what makes it not additive."""
     dropped = sorted(set(have) - set(new))
     changed = sorted(c for c in set(have) & set(new) if have[c] != new[c])

@@ -1,5 +1,5 @@
 """A source table's live files at a pinned Delta version, kept per table from its log files
-(DESIGN.md §5; the paper's derived update reads each source's new data, Golab et al., *Scalable
+(docs/warehouse.md §2; the paper's derived update reads each source's new data, Golab et al., *Scalable
 Scheduling of Updates in Streaming Data Warehouses*, §2.2).
 
 Reading a source through Delta (`versionAsOf`) costs a Spark job every time: Delta lists the

@@ -1,6 +1,6 @@
-"""OPTIMIZE and VACUUM of a Delta table: the maintenance jobs of `warehouse.upkeep` (seed 002 §2.4).
+"""OPTIMIZE and VACUUM of a Delta table: the maintenance jobs of `warehouse.upkeep` (Nova, SIGMOD 2011 §2.4).
 
-Plain Delta SQL on the table's path, so it works the same over Spark Connect (DESIGN.md §5):
+Plain Delta SQL on the table's path, so it works the same over Spark Connect (docs/warehouse.md §2):
 
 - `OPTIMIZE delta.`<path>`` — bin-packs small files into large ones (compaction). Its commit
   carries no Freshet txn; `lake.recovery` reads the log across it (it moves only the version).

@@ -1,4 +1,4 @@
-"""A table's origin when its Delta log no longer reaches back to its first commit (DESIGN.md §4.4).
+"""A table's origin when its Delta log no longer reaches back to its first commit (docs/warehouse.md §5).
 
 The origin — the earliest event time a table covers — is where a full rewrite starts (`rebuild:
 true`, `refresh_mode: full`; docs/warehouse.md §5): the job computes `(origin, F]` and overwrites

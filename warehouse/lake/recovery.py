@@ -1,4 +1,4 @@
-"""Recovery from the Delta log (DESIGN.md §4.4): the log is the truth at start and on reload.
+"""Recovery from the Delta log (docs/warehouse.md §5): the log is the truth at start and on reload.
 
 A table's `_delta_log/` — checkpoint and JSON commits — gives its freshness F, safe freshness F'
 (§2.2), last txn version, loaded partition ids and the metrics of a commit, from Freshet's
@@ -289,7 +289,7 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             if isinstance(window, list) and window and window[0] is not None:
                 w0 = float(window[0])
                 state.origin = w0 if state.origin is None else min(state.origin, w0)
-                if isinstance(meta.get("sql_version"), str) and len(window) == 2:  # derived (seed 001)
+                if isinstance(meta.get("sql_version"), str) and len(window) == 2:  # derived (Olston, Graceful Logic Evolution in Web Data Processing Workflows)
                     state.versions.set(w0, float(window[1]), meta["sql_version"])
                 if meta.get("kind") in ("derived", "recompute") and len(window) == 2:
                     state.written.append((w0, float(window[1]), version))
@@ -314,7 +314,7 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
 
 def _maintenance(state: TableState, info: dict[str, Any], loaded: float | None) -> None:
     """One commit's `commitInfo` into the maintenance history: its time, and whether it was an
-    OPTIMIZE (compaction) or a VACUUM (garbage collection), seed 002 §2.4."""
+    OPTIMIZE (compaction) or a VACUUM (garbage collection), Nova, SIGMOD 2011 §2.4."""
     ts = info.get("timestamp")
     if ts is None:
         return

@@ -1,4 +1,4 @@
-"""One long-lived SparkSession per process, with Delta Lake (DESIGN.md §5).
+"""One long-lived SparkSession per process, with Delta Lake (docs/warehouse.md §2).
 
 The tracks bound concurrency (§3.2); Spark's default FIFO scheduler serves them. The session is
 built from the config's `spark` section on top of the defaults below:
@@ -128,7 +128,7 @@ def jar_cache_dir(conf: dict[str, str] | None = None) -> Path:
 @contextlib.contextmanager
 def job_session(spark: SparkSession) -> Iterator[SparkSession]:
     """A session of its own for one job: temp views are per session, so concurrent derived jobs
-    never see each other's (DESIGN.md §5). Locally `newSession()` (shares the SparkContext);
+    never see each other's (docs/warehouse.md §2). Locally `newSession()` (shares the SparkContext);
     over Spark Connect a server-side clone (same settings), released when the job ends."""
     if not is_connect(spark):
         yield spark.newSession()
@@ -222,7 +222,7 @@ def get_spark(cfg: SparkConfig | None = None) -> SparkSession:
 
 
 # Spark Connect's client retries an unreachable server for 10+ minutes by default; a job should
-# fail within seconds instead and be retried by the Scheduler's back-off (§2.4, issue 9).
+# fail within seconds instead and be retried by the Scheduler's back-off (§2.4).
 CONNECT_RETRIES = {"max_retries": 4, "initial_backoff": 200, "max_backoff": 2000, "backoff_multiplier": 3.0}
 
 
@@ -286,7 +286,7 @@ def connection_lost(err: BaseException) -> bool:
 
 
 class SparkLink:
-    """The daemon's line to its Spark (DESIGN.md §5, issue 9).
+    """The daemon's line to its Spark (docs/warehouse.md §2).
 
     With `spark.master` it is the process's one session (`get_spark`); the JVM is this process's
     child, and losing it ends the daemon. With `spark.remote` it is a Spark Connect session that

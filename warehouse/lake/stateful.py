@@ -1,5 +1,5 @@
 """A stateful table's update job: one increment folded into keyed state by one Delta MERGE
-(issue 21; seed 003 §3, "right outer" grouping — only the keys in the increment are touched).
+(Programming Bulk-Incremental Dataflows §3, "right outer" grouping — only the keys in the increment are touched).
 
 The increment is the table's SQL over its sources' new rows, the window `(F, TE]`, each source
 pinned at the Delta version read (as a derived job reads them, lake.executor). It is merged into

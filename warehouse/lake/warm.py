@@ -1,6 +1,6 @@
 """Warming a table's Delta snapshot after a commit, off the path of the job that waits for it.
 
-Every Freshet write carries a Delta txn (`txnAppId`, `txnVersion`: exactly once, DESIGN.md §4.4).
+Every Freshet write carries a Delta txn (`txnAppId`, `txnVersion`: exactly once, docs/warehouse.md §5).
 Delta 4.4 checks it with `OptimisticTransaction.txnVersion`, which reads `Snapshot.setTransactions`
 from a state reconstruction of the table's whole log — three Spark jobs, six stages on a small
 table — although the checksum file holds the same list. Each commit makes a new snapshot, so every

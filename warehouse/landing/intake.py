@@ -1,4 +1,4 @@
-"""The landing zone (DESIGN.md §4.3): discover, validate and announce partitions (§2.1).
+"""The landing zone (docs/warehouse.md §3): discover, validate and announce partitions (§2.1).
 
 A producer writes data files into `landing/<stream>/<id>/` and then, last and atomically,
 `_partition.json` (or POSTs the same manifest to the HTTP API, which hands it to `submit`). Each

@@ -1,4 +1,4 @@
-"""Partition manifests and their one validator (DESIGN.md §4.3).
+"""Partition manifests and their one validator (docs/warehouse.md §3).
 
 A manifest declares a partition of a stream: `{"start", "end", "files", "rows", "safe_through"?}`
 (plus `"id"` when POSTed). The same two functions check it whether it was dropped into the landing
