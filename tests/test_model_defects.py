@@ -199,3 +199,21 @@ def test_a_kept_backfill_wider_than_the_restored_recompute_marks_only_the_rest()
         m.end_job(i=0, outcome="ok")
     finally:
         m.teardown()
+
+
+def test_a_recompute_of_unknown_outcome_then_the_old_sql_back_is_rewritten() -> None:
+    """The long profile's fourth find (also at 98e438b): d1's SQL changes while its first job runs,
+    its old-SQL recompute commits but is reported failed (an unknown outcome), and the SQL changes
+    back: the engine believed the windows still on that SQL and never rewrote them (WrongWindow).
+    A failed recompute's windows now count as on an unknown SQL version."""
+    m = _machine()
+    try:
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.end_job(i=0, outcome="ok")  # d1's and d3's first jobs start
+        m.change_sql(table="d1", version=1)
+        m.end_job(i=0, outcome="ok")  # d1's job: its recompute on the new SQL starts
+        m.end_job(i=0, outcome="ok")
+        m.end_job(i=0, outcome="unknown")  # the recompute committed, reported failed
+        m.change_sql(table="d1", version=0)
+    finally:
+        m.teardown()

@@ -264,10 +264,21 @@ class Derived:
         rc = self.rc
         return isinstance(rc, Folded) and rc.to is not None and end >= rc.to and not rc.under_way()
 
-    def failed(self, update: bool, freshness: float | None) -> None:
+    def failed(self, update: bool, freshness: float | None, rewrote: tuple[float, float] | None = None) -> None:
         """The running job did not commit: the windows it took stay to recompute; after a failed
         update, changes marked above F are dropped (nothing above F was committed, and the retry
-        reads its sources anew)."""
+        reads its sources anew). `rewrote`: a failed recompute job's range — a failure may be an
+        unknown outcome that committed, so its windows not put back to recompute count as on an
+        unknown SQL version (""): a later SQL change back to the version they had must still
+        rewrite them."""
+        if rewrote is not None and not isinstance(self.rc, Folded):  # (what it took goes back to dirty below)
+            at = rewrote[0]
+            for p in sorted(self.taken, key=lambda q: q.lo):
+                if p.lo > at:
+                    self.rc.versions.set(at, min(p.lo, rewrote[1]), "")
+                at = max(at, p.hi)
+            if at < rewrote[1]:
+                self.rc.versions.set(at, rewrote[1], "")
         for p in self.taken:
             self.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
         if isinstance(self.rc, Folded):

@@ -243,7 +243,7 @@ def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConf
     if t.log is not None:
         t.log.failed(set(ev.bad_partitions), t.freshness)
     if t.dv is not None:
-        t.dv.failed(job.kind != "recompute", t.freshness)
+        t.dv.failed(job.kind != "recompute", t.freshness, (job.start, job.end) if job.kind == "recompute" else None)
     t.failures += 1
     t.failed += 1
     t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
