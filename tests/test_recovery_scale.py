@@ -47,7 +47,7 @@ def test_the_version_map_keeps_its_rule() -> None:
 
 def test_a_long_log_replays_in_linear_time() -> None:
     """10,000 commits of a derived table, each having read other source versions: the replay
-    takes a tenth of a second now (it took minutes: every commit rebuilt the map of reads)."""
+    takes a tenth of a second of CPU now (49.4 s at 98e438b: every commit rebuilt the map of reads)."""
     commits = []
     for k in range(10_000):
         meta = {"freshet": 1, "kind": "derived", "job_id": k, "partitions": {}, "freshness": (k + 1) * 60.0,
