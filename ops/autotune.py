@@ -142,7 +142,7 @@ class AutoTuner:
         memory: int | None = 2 << 30,
         busy: float | None = 1.5,
         nice: int = 19,
-        seeds: int = 3,
+        seeds: int = Rules.seeds,
         context: str = "forkserver",
     ) -> None:
         self.config = config

@@ -182,7 +182,7 @@ def _free_port() -> int:
 
 def run(args: argparse.Namespace, remote: str | None, conf: dict[str, str]) -> int:
 
-    from ops.testing import run_until_idle
+    from tests.helpers_ops import run_until_idle
     from warehouse.lake.session import get_spark
 
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="freshet-bench-"))

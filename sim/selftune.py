@@ -48,7 +48,7 @@ from warehouse.events import Reconfigure
 
 __all__ = ["SEEDS", "SimTuner", "attach"]
 
-SEEDS = 3  # the daemon's (ops.autotune.AutoTuner)
+SEEDS = Rules.seeds  # the daemon's too (ops.autotune.AutoTuner): sim.autotune.Rules owns the default
 
 
 class _Recorder:

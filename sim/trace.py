@@ -25,7 +25,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -337,14 +337,3 @@ class TraceWriter:
             if self._fh is not None:
                 self._fh.close()
 
-
-def iter_records(trace: Trace) -> Iterator[Arrival | ActionRecord | JobRecord]:
-    """Every record in time order (arrivals, then actions, then jobs at equal times)."""
-    items: list[tuple[float, int, Arrival | ActionRecord | JobRecord]] = []
-    for seq in trace.arrivals.values():
-        items.extend((a.time, 0, a) for a in seq)
-    items.extend((a.time, 1, a) for a in trace.actions)
-    items.extend((j.time, 2, j) for j in trace.jobs)
-    items.sort(key=lambda x: (x[0], x[1]))
-    for _, _, rec in items:
-        yield rec

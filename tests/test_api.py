@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ops.api import REJECTION_REASONS, ApiServer, create_app, load_token, parse_listen, parse_time
 from ops.metrics import SnapshotHolder, register_metrics
-from ops.testing import make_stats, make_table
+from tests.helpers_ops import make_stats, make_table
 from warehouse.errors import ConfigError
 from warehouse.landing.intake import Intake
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_api import T0, Server
 
-from ops.testing import make_stats, make_table
+from tests.helpers_ops import make_stats, make_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_minutes
 
-from ops.testing import run_until_idle
+from tests.helpers_ops import run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
 from warehouse.lake.delta import append_idempotent, ms, table_path, utc

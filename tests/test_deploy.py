@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ops.autotune import AutoTuner
 from ops.lineage import LineageEmitter
 from ops.metrics import register_metrics
-from ops.testing import make_stats, make_table
+from tests.helpers_ops import make_stats, make_table
 from warehouse.config import parse_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -359,8 +359,8 @@ def test_run_event_is_the_one_builder(tmp_path):
 def test_a_real_job_reports_the_delta_versions_it_read_and_wrote(spark, tmp_path):
     """Base and derived jobs through the real Scheduler and Executor: each COMPLETE names the
     version its commit made in the Delta log, and a derived job the source version it pinned."""
-    from ops.testing import run_until_idle
     from tests.conftest import write_minutes
+    from tests.helpers_ops import run_until_idle
     from warehouse.lake.executor import Executor
     from warehouse.lake.recovery import delta_log, recover
     from warehouse.landing.intake import Intake

@@ -14,7 +14,7 @@ import pytest
 from conftest import MINUTE, T0, warehouse_dict, write_minutes
 from test_delta import expected_base, table_rows
 
-from ops.testing import run_until_idle
+from tests.helpers_ops import run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import StartJob
 from warehouse.lake import maintain

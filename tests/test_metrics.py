@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ops.metrics import SnapshotHolder, extrapolate, register_metrics
-from ops.testing import make_stats, make_table
+from tests.helpers_ops import make_stats, make_table
 
 T0 = 1_700_000_000.0
 

@@ -30,9 +30,9 @@ from ops.history import History, staleness_points
 from ops.metrics import SnapshotHolder
 from ops.page import quarantined, render
 from ops.status import fmt_backlog, fmt_duration, order
-from ops.testing import make_stats, make_table
 from ops.workers import JobResult
 from tests.helpers_live import free_port, wait_for
+from tests.helpers_ops import make_stats, make_table
 from warehouse.events import JobFailed, JobFinished, StartJob
 
 ROOT = Path(__file__).resolve().parents[1]

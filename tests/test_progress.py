@@ -98,7 +98,7 @@ class _Tables:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         from ops.api import table_view
-        from ops.testing import make_table
+        from tests.helpers_ops import make_table
 
         self.asked = 0
         outer = self

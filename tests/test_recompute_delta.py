@@ -12,7 +12,7 @@ import pytest
 from conftest import BAND_SQL, BUCKET_SQL, MINUTE, T0, warehouse_dict, write_minutes
 from test_delta import sql_over_full_sources, table_rows
 
-from ops.testing import run_until_idle
+from tests.helpers_ops import run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import JobFailed, Reconfigure
 from warehouse.lake.delta import table_path

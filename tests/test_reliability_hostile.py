@@ -205,7 +205,7 @@ def test_a_dropped_manifest_is_accepted_or_quarantined_with_a_reason(manifest: A
 def api(tmp_path_factory):
     from test_api import Server
 
-    from ops.testing import make_stats, make_table
+    from tests.helpers_ops import make_stats, make_table
 
     srv = Server(tmp_path_factory.mktemp("hostile-api"))
     srv.backend.holder.publish(make_stats(conftest.T0, [make_table("m_raw"), make_table("a_raw")]))

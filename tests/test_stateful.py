@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import MINUTE, T0, warehouse_dict, write_minutes
 
-from ops.testing import run_until_idle
+from tests.helpers_ops import run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import Backfill, StartJob, Tick
 from warehouse.lake.delta import ms, table_path
@@ -320,7 +320,7 @@ CHILD = """
 import json, sys
 import warehouse.lake.stateful as stateful
 from warehouse.config import parse_config
-from ops.testing import run_until_idle
+from tests.helpers_ops import run_until_idle
 from warehouse.lake.session import get_spark
 merge = stateful.merge_sql
 def announced(*a, **kw):  # the parent kills the process while this MERGE runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ops.api import table_view
 from ops.status import render
-from ops.testing import make_table
+from tests.helpers_ops import make_table
 from warehouse.scheduler import Recovered, Scheduler
 
 T0 = 1_700_000_000.0

@@ -46,10 +46,6 @@ class Partition:
     def key(self) -> tuple[float, float, int]:
         return (self.end, self.start, self.seq)
 
-    @staticmethod
-    def end_of(p: Partition) -> float:
-        return p.end
-
 
 _END = attrgetter("end")  # Partition.end, in C (chop_count's bisect key)
 _ROWS, _PID = attrgetter("arrival.rows"), attrgetter("arrival.partition_id")  # (map: no comprehension frame)

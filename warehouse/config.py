@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from policies.bulk import BULK_FACTOR
 from warehouse.errors import ConfigError
 
 __all__ = [
@@ -227,17 +228,18 @@ class SchedulerConfig(_Strict):
         "auto", description="c: at most c·P_i of ΔF per job (§3.4); null = off; auto: chop only when it pays")
     learn_costs: bool = Field(True, description="re-estimate α, β from observed durations (§2.4)")
     bulk_limit: int | Literal["auto"] | None = Field(
-        "auto", description="at most this many bulk jobs run at once (policies.bulk); auto: the cores of a "
-                            "`local[N]` master less one, uncapped where the cores are unknown; null: no cap")
+        "auto", description="at most this many bulk jobs run at once (policies.bulk); auto: the cores less one "
+                            "(`spark.cores`, the N of `local[N]`, or this machine's for `local[*]`), uncapped where "
+                            "the cores are unknown (a cluster or Spark Connect without `spark.cores`); null: no cap")
     bulk_cost: float | Literal["auto"] = Field(
-        "auto", description="a job estimated to run longer than this is bulk; auto: 4 × the median E(P) "
+        "auto", description=f"a job estimated to run longer than this is bulk; auto: {BULK_FACTOR:g} × the median E(P) "
                             "of the tables (policies.bulk)")
     retry_backoff: Duration = Field(5.0, gt=0, description="first back-off after a failed job")
     retry_backoff_max: Duration = Field(600.0, gt=0, description="back-off ceiling")
     repartition_drift: float = Field(0.25, gt=0, description="repartition when an E(P) estimate moves this much")
     seed: int = Field(0, description="seed of the Random policy")
     autotune: Literal["off", "recommend", "apply"] = Field(
-        "off", description="replay the daemon's own recent trace in the simulator under the `freshet sim tune` "
+        "apply", description="replay the daemon's own recent trace in the simulator under the `freshet sim tune` "
                            "candidates and switch (apply) or only say (recommend) when one wins (ops.autotune); "
                            "default: apply when policy, partitioner and chop are all left to auto, else off")
     autotune_every: Duration = Field(600.0, gt=0, description="wall time between evaluations")

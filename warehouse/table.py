@@ -125,7 +125,6 @@ class Table:
     freshness: float | None = None
     safe: float | None = None
     origin: float | None = None
-    edge: float | None = None  # derived: safe trailing edge of the sources, floored (§2.2)
     log: Backlog | None = None  # base: the partitions arrived and not loaded (warehouse.backlog)
     rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
     state: JobState = JobState.IDLE

@@ -258,11 +258,6 @@ class Intake:
             except KeyError:
                 raise WarehouseError(f"partition {pid!r} of stream {stream!r} is not pending in the intake") from None
 
-    def loaded_fingerprints(self, stream: str, pid: str) -> dict[str, str]:
-        """table → the fingerprint it recorded for `pid` (tables that loaded it)."""
-        with self._lock:
-            return {t: self._loaded[t][pid] for t in self._tables_of.get(stream, []) if pid in self._loaded[t]}
-
     def pending(self) -> list[Partition]:
         with self._lock:
             return sorted(self._pending.values(), key=lambda p: (p.stream, p.end, p.start, p.id))
