@@ -152,6 +152,8 @@ class SoakLake(ModelLake):
         if job.kind in MAINTENANCE_KINDS:
             self.maintenance += 1
             return JobFinished(job_id=job.job_id, duration=5.0, committed=False, files=1)
+        if job.table not in {t.name for t in self.config.tables}:  # removed by a reload while it ran
+            return JobFailed(job_id=job.job_id, reason=f"table {job.table!r} is not configured any more")
         why = self.fail(job)
         plan = self.plan(job)
         if why == "unknown":  # committed, then the worker died before it could say so
