@@ -25,6 +25,8 @@ import itertools
 import math
 import queue
 import signal
+import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
@@ -201,6 +203,15 @@ class SimTuner(AutoTuner):
         self.switches += 1
 
 
+def _threads_done(limit: float = 120.0) -> None:
+    """A reload's preparation and the landing rescan after it run in threads of their own
+    (ops.loop); on the simulated clock they take no time: the clock waits for them."""
+    deadline = time.monotonic() + limit
+    while any(t.name.startswith("freshet-reload") and t.is_alive() for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "a reload thread did not finish"
+        time.sleep(0.001)
+
+
 class Sim:
     """The loop's event queue and the simulated world around it: a heap of happenings (arrivals,
     job ends, SIGHUPs, failures, disk errors, operator actions) run in time order as the loop
@@ -237,6 +248,7 @@ class Sim:
 
     def get(self, timeout: float | None = None) -> Any:
         self.turns += 1
+        _threads_done()
         if self.ready:
             return self.ready.popleft()
         now = self.clock.now

@@ -93,7 +93,7 @@ class Soak:
         self.root, self.days = root, days
         self.end = T0 + days * DAY
         self.clock = Clock(T0)
-        monkeypatch.setattr(ops.loop, "time", types.SimpleNamespace(time=self.clock.time))
+        monkeypatch.setattr(ops.loop, "time", types.SimpleNamespace(time=self.clock.time, monotonic_ns=time.monotonic_ns))
         parse, parsed = recovery._freshet_meta, {}  # the modelled log is replayed whole after each commit:
         monkeypatch.setattr(recovery, "_freshet_meta", lambda text: parsed[text] if text in parsed  # each
                             else parsed.setdefault(text, parse(text)))  # commit's metadata parsed once
