@@ -612,3 +612,23 @@ def test_csv_and_json_streams(tmp_path: Path) -> None:
     assert "rows outside (start, end]" in quarantined(cfg, "m", "late-row")
     assert "wrong format" in quarantined(cfg, "m", "bad-type")
     assert "wrong format" in quarantined(cfg, "a", "extra")
+
+
+def test_a_table_removed_and_added_back_is_given_the_partitions_still_pending(tmp_path: Path) -> None:
+    """A second base table on stream `m` is removed while a partition waits for it and added back
+    while its sibling still holds the stream: the next scan announces the partition again (the
+    Scheduler never gave it to the returning table), whether its sibling loaded it already or
+    not. Before, the intake remembered the id as pending and skipped it: the twin never loaded it."""
+    with_twin = warehouse_dict(tmp_path, extra_tables=[{"name": "m_twin", "stream": "m"}])
+    cfg = parse_config(with_twin)
+    write_minutes(cfg, "m", 0, 2)
+    intake = Intake(cfg)
+    assert [e.partition_id for e in intake.scan() if e.stream == "m"] == ["m-0000", "m-0001"]
+    intake.mark_loaded("m_raw", "m", {"m-0000": intake.partition("m", "m-0000").fingerprint})
+    without = parse_config(warehouse_dict(tmp_path))
+    intake.reconfigure(without, RecoveryState(tables={}, loaded={}))
+    assert intake.scan() == []  # nothing new while the twin is away
+    intake.reconfigure(cfg, RecoveryState(tables={"m_twin": TableState()}, loaded={}))
+    again = [e.partition_id for e in intake.scan() if e.stream == "m"]
+    assert again == ["m-0000", "m-0001"]
+    assert intake.scan() == []  # announced once

@@ -209,6 +209,7 @@ class Intake:
         self._unknown_at = -math.inf  # when the landing zone's root was last listed for them
         self.last_rejection: dict[str, str] = {}
         self._unmoved: dict[tuple[str, str], _Unmoved] = {}  # quarantines to finish (scan retries them)
+        self._tables_of: dict[str, list[str]] = {}
         self._configure(config, state)
 
     def _count(self, counter: str, stream: str) -> None:
@@ -218,6 +219,7 @@ class Intake:
             self._on_count(counter, stream)
 
     def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
+        had = {t for ts in self._tables_of.values() for t in ts}
         self.config = config
         self._streams = {s.name: s for s in config.streams}
         # a stream may feed several base tables: a partition is done when all of them loaded it
@@ -244,6 +246,19 @@ class Intake:
                     for pid, (start, end) in st.windows.items():
                         self._windows[stream].add(pid, start, end)
         self._pending = {k: p for k, p in self._pending.items() if k[0] in self._streams}
+        self._settle_pending(had)
+
+    def _settle_pending(self, had: set[str]) -> None:
+        """After a reload (under the lock): a pending partition that a table new to its stream has
+        not loaded is announced again at the next scan. It arrived before that table was there, or
+        while it was away (removed and added back), so the Scheduler never gave it to it; a table
+        that has it pending counts the re-delivery as a duplicate, and the executor skips what a
+        table's Delta log holds. (A partition a removed table had not loaded stays pending, in the
+        landing zone, until that table returns and loads it, or a restart finds every table of its
+        stream holding it and archives it.)"""
+        for key in list(self._pending):
+            if any(t not in had and key[1] not in self._loaded.get(t, {}) for t in self._tables_of.get(key[0], [])):
+                del self._pending[key]  # (its window stays: overlapping() leaves its own id out)
 
     def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
         """Apply a new config (SIGHUP): keep pending partitions of streams that remain."""
@@ -622,14 +637,18 @@ class Intake:
             tables = self._tables_of.get(stream, [table])
             done = [pid for pid in fingerprints if all(pid in self._loaded.get(t, {}) for t in tables)]
         for pid in done:
-            # never wait (the scheduler loop calls this): if a re-delivery of `pid` is being
-            # validated, it will find the id loaded and archive (or quarantine) the directory itself
-            with self._claim((stream, pid), wait=False) as got:
-                d = self.landing / stream / pid
-                if got and d.is_dir():
-                    try:
-                        _move(d, self.landing / LOADED / stream, pid)
-                    except OSError as err:  # archiving is housekeeping: never fail a committed job
-                        log.warning("cannot archive %s: %s", d, err)
-                with self._lock:
-                    self._pending.pop((stream, pid), None)
+            self._archive(stream, pid)
+
+    def _archive(self, stream: str, pid: str) -> None:
+        """`landing/<stream>/<pid>/` to `landing/_loaded/<stream>/`: every table of the stream has it."""
+        # never wait (the scheduler loop calls this): if a re-delivery of `pid` is being
+        # validated, it will find the id loaded and archive (or quarantine) the directory itself
+        with self._claim((stream, pid), wait=False) as got:
+            d = self.landing / stream / pid
+            if got and d.is_dir():
+                try:
+                    _move(d, self.landing / LOADED / stream, pid)
+                except OSError as err:  # archiving is housekeeping: never fail a committed job
+                    log.warning("cannot archive %s: %s", d, err)
+            with self._lock:
+                self._pending.pop((stream, pid), None)
