@@ -6,21 +6,8 @@ Events go in with the current time — `PartitionArrived`, `PartitionDropped`, `
 Everything else is a query and changes nothing. No clock, no I/O: the SimPy simulator and the
 daemon drive this same object (docs/architecture.md). Same config, events and seed → same decisions.
 
-A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`:
-
-    idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
-                      │ ──slice──▶ slicing (a time slice of one partition, §3.4)
-                      │ ──recompute──▶ recomputing (rewrites committed windows, warehouse.recompute)
-                      └──hold──▶ held (a track waits for more valuable jobs, policies.reservation)
-    running | slicing | recomputing ──fail──▶ backoff ──retry──▶ idle
-    idle ──upkeep──▶ maintaining (OPTIMIZE/VACUUM, warehouse.upkeep) ──finish──▶ idle
-    idle ──adopt──▶ running | slicing | recomputing (a reload: the job its last incarnation runs, §4.4)
-
-    active ──refresh──▶ urgent (its next job goes first) ──served──▶ active
-    active | urgent ──suspend──▶ suspended (never released) ──resume──▶ active
-
-    current ──due──▶ due (its OPTIMIZE/VACUUM waits for a track left idle) ──maintain──▶ current
-    due ──undue──▶ current (no longer due: a new policy, the table removed)
+A table is in one job state, one operator mode and one maintenance state; all move only by the
+transition table (`warehouse.lifecycle`).
 
 Released jobs wait in the ready queues (warehouse.queues: a heap per track-plan group, keyed by
 the basic algorithm, §3.1); a round asks the plan (§3.2) for tracks at O(log n) per started job.
@@ -50,13 +37,13 @@ from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.jobs import recompute_job, update_job, upkeep_estimate, upkeep_job, upkeep_ranked
 from warehouse.layout import Change, adopt, lay_out
+from warehouse.lifecycle import TRANSITIONS, WORK_WAITS
 from warehouse.lookahead import hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
 from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
-    BUSY,
     QUEUED,
     Care,
     JobState,
@@ -78,48 +65,7 @@ from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 __all__ = ["TRANSITIONS", "Care", "JobState", "Mode", "Recovered", "Scheduler"]
 
 
-_I, _P, _H, _B = JobState.IDLE, JobState.PENDING, JobState.HELD, JobState.BACKOFF
-_R, _S, _C, _M = JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING
-_A, _U, _X = Mode.ACTIVE, Mode.URGENT, Mode.SUSPENDED
-_K, _D = Care.CURRENT, Care.DUE
-TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = {
-    # the job (§3.1)
-    (_I, "work"): _P,  # a release (§3.1: r_i = now)
-    (_P, "work"): _P,  # merged into the pending job (§2.4)
-    (_H, "work"): _H,
-    **{(b, "work"): b for b in BUSY},  # waits for the running job
-    (_B, "work"): _B,  # waits for the back-off
-    (_P, "hold"): _H,  # reservation: the track it could take waits (held since now)
-    (_H, "hold"): _H,
-    **{(q, k): r for q in QUEUED for k, r in (("start", _R), ("slice", _S), ("recompute", _C))},
-    **{(b, "finish"): _I for b in BUSY},
-    **{(b, "fail"): _B for b in (_R, _S, _C)},  # (a failed maintenance job ends by "finish": upkeep retries it)
-    (_B, "retry"): _I,
-    (_P, "drain"): _I,  # a reconfigure took the pending work away, or the table was suspended
-    (_H, "drain"): _I,
-    (_I, "upkeep"): _M,
-    (_I, "adopt"): _R,  # a table back by a reload takes over its last incarnation's running job (§4.4)
-    (_I, "adopt slice"): _S,
-    (_I, "adopt recompute"): _C,  # (and its maintenance job by "upkeep")
-    # the operator (ops.actions)
-    (_A, "refresh"): _U,
-    (_U, "refresh"): _U,
-    (_X, "refresh"): _X,  # no job while suspended, even asked
-    (_A, "served"): _A,
-    (_U, "served"): _A,  # its job started, or it has nothing to load
-    **{(m, "suspend"): _X for m in Mode},
-    (_A, "resume"): _A,
-    (_U, "resume"): _U,
-    (_X, "resume"): _A,
-    # maintenance (warehouse.upkeep, Nova, SIGMOD 2011 §2.4)
-    **{(c, "due"): _D for c in Care},  # by its commits, or by the clock
-    (_D, "maintain"): _K,  # its maintenance job started (and _I ──upkeep──▶ _M)
-    **{(c, "undue"): _K for c in Care},
-}
-
-
-_KEEPS = frozenset(s for s in JobState if TRANSITIONS.get((s, "work")) is s and s not in QUEUED)  # work waits
-_ADOPT = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
+_ADOPT_KIND = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
 
 
 class Scheduler:
@@ -170,7 +116,7 @@ class Scheduler:
         self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores)  # (policies.bulk)
         lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
-            self._transition(t, "adopt slice" if job.time_slice else _ADOPT.get(job.kind, "adopt"))
+            self._transition(t, "adopt slice" if job.time_slice else _ADOPT_KIND.get(job.kind, "adopt"))
             self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
         self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._orphans = {j.job_id for j in self._board.jobs.values() if j.table not in lay.tables}
@@ -207,7 +153,7 @@ class Scheduler:
         over existing data starts from what storage holds (`ev.recovered`), not as never loaded.
         A table in back-off whose job the new config changes (its SQL, say) is retried now, its
         failures forgotten: they were the old job's."""
-        if backing := [t for t in self._by_idx if t.state is _B]:
+        if backing := [t for t in self._by_idx if t.state is JobState.BACKOFF]:
             names = [t.name for t in backing]
             was, new = self.config.job_definitions(names), ev.config.job_definitions(names)
             for t in backing:
@@ -334,7 +280,7 @@ class Scheduler:
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._releases.expect(now + t.period, t, now)
-            if (last and c is not None and t.state is _P and t.keyed_rate == rate.rate and len(log.pending) > 1
+            if (last and c is not None and t.state is JobState.PENDING and t.keyed_rate == rate.rate and len(log.pending) > 1
                     and end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
                 continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
@@ -386,7 +332,7 @@ class Scheduler:
         for d in t.dependents:
             sources_changed(d, lambda x: self._work_changed(x, now))
         self._work_changed(t, now)
-        if t.state is _I and t.mode is _U:  # a refresh asked while it ran: all loaded
+        if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
             self._mode(t, "served")
 
     def _maintained(self, job: StartJob, t: Table | None, ev: JobFinished | JobFailed, now: float) -> None:
@@ -459,11 +405,11 @@ class Scheduler:
         t.state = new
 
     def _work_changed(self, t: Table, now: float) -> None:
-        if t.state in _KEEPS or t.mode is _X or not has_work(t):
+        if t.state in WORK_WAITS or t.mode is Mode.SUSPENDED or not has_work(t):
             return
         was = t.state
         self._transition(t, "work")
-        if was is _I:  # a release: ΔF went from zero to nonzero (§3.1)
+        if was is JobState.IDLE:  # a release: ΔF went from zero to nonzero (§3.1)
             self._seq += 1
             t.seq, t.release = self._seq, now
             t.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
@@ -609,7 +555,7 @@ class Scheduler:
         else:
             shape = self._nj.shape(t)
             self._transition(t, "slice" if shape[4] and t.base else "start")
-            if t.mode is _U:
+            if t.mode is Mode.URGENT:
                 self._mode(t, "served")
             t.version += 1
             self._q.queued[t.group] -= 1
