@@ -632,3 +632,22 @@ def test_a_table_removed_and_added_back_is_given_the_partitions_still_pending(tm
     again = [e.partition_id for e in intake.scan() if e.stream == "m"]
     assert again == ["m-0000", "m-0001"]
     assert intake.scan() == []  # announced once
+
+
+def test_a_removed_table_keeps_its_claim_until_it_returns(tmp_path: Path) -> None:
+    """The sibling loads a partition after the twin was removed: the partition stays in the
+    landing zone (the twin had not loaded it), is announced again when the twin returns, and is
+    archived once the twin has it too."""
+    cfg = parse_config(warehouse_dict(tmp_path, extra_tables=[{"name": "m_twin", "stream": "m"}]))
+    write_minutes(cfg, "m", 0, 1)
+    intake = Intake(cfg)
+    assert [e.partition_id for e in intake.scan() if e.stream == "m"] == ["m-0000"]
+    fp = {"m-0000": intake.partition("m", "m-0000").fingerprint}
+    intake.reconfigure(parse_config(warehouse_dict(tmp_path)), RecoveryState(tables={}, loaded={}))
+    intake.mark_loaded("m_raw", "m", fp)
+    landed = Path(cfg.warehouse.landing) / "m" / "m-0000"
+    assert landed.is_dir(), "archived while the removed twin had not loaded it"
+    intake.reconfigure(cfg, RecoveryState(tables={"m_twin": TableState()}, loaded={}))
+    assert [e.partition_id for e in intake.scan() if e.stream == "m"] == ["m-0000"]
+    intake.mark_loaded("m_twin", "m", fp)
+    assert not landed.exists() and (Path(cfg.warehouse.landing) / "_loaded" / "m" / "m-0000").is_dir()

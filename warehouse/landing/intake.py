@@ -198,6 +198,7 @@ class Intake:
         self._lock = threading.Lock()
         self._claims: dict[tuple[str, str], list[Any]] = {}  # key → [lock, holders + waiters]
         self._pending: dict[tuple[str, str], Partition] = {}
+        self._owed: dict[tuple[str, str], frozenset[str]] = {}  # the base tables a partition arrived for
         self._loaded: dict[str, dict[str, str]] = {}
         self._windows: dict[str, Windows] = {}
         self.accepted: Counter[str] = Counter()
@@ -246,6 +247,7 @@ class Intake:
                     for pid, (start, end) in st.windows.items():
                         self._windows[stream].add(pid, start, end)
         self._pending = {k: p for k, p in self._pending.items() if k[0] in self._streams}
+        self._owed = {k: o for k, o in self._owed.items() if k[0] in self._streams}
         self._settle_pending(had)
 
     def _settle_pending(self, had: set[str]) -> None:
@@ -253,9 +255,9 @@ class Intake:
         not loaded is announced again at the next scan. It arrived before that table was there, or
         while it was away (removed and added back), so the Scheduler never gave it to it; a table
         that has it pending counts the re-delivery as a duplicate, and the executor skips what a
-        table's Delta log holds. (A partition a removed table had not loaded stays pending, in the
-        landing zone, until that table returns and loads it, or a restart finds every table of its
-        stream holding it and archives it.)"""
+        table's Delta log holds. A table a reload removes keeps its claim (`_owed`): a partition it
+        had not loaded stays pending, in the landing zone, until that table returns and loads it,
+        or a restart finds every table of its stream holding it and archives it."""
         for key in list(self._pending):
             if any(t not in had and key[1] not in self._loaded.get(t, {}) for t in self._tables_of.get(key[0], [])):
                 del self._pending[key]  # (its window stays: overlapping() leaves its own id out)
@@ -496,6 +498,7 @@ class Intake:
                             "overlap")
                     else:
                         self._pending[key] = p
+                        self._owed[key] = frozenset(tables) | self._owed.get(key, frozenset())
                         self._windows[stream].add(pid, p.start, p.end)
                         self._count("accepted", stream)
                         return p
@@ -568,6 +571,7 @@ class Intake:
         after a reload): quarantine it with the reason, as any bad partition."""
         with self._claim((stream, pid)):
             with self._lock:
+                self._owed.pop((stream, pid), None)
                 if self._pending.pop((stream, pid), None) is None:
                     # not pending: refused already (another base table of the stream failed on the
                     # same partition) or loaded by every table. Once per partition.
@@ -634,8 +638,9 @@ class Intake:
         once every base table of the stream has it."""
         with self._lock:
             self._loaded.setdefault(table, {}).update(fingerprints)
-            tables = self._tables_of.get(stream, [table])
-            done = [pid for pid in fingerprints if all(pid in self._loaded.get(t, {}) for t in tables)]
+            tables = frozenset(self._tables_of.get(stream, [table]))
+            done = [pid for pid in fingerprints
+                    if all(pid in self._loaded.get(t, {}) for t in tables | self._owed.get((stream, pid), tables))]
         for pid in done:
             self._archive(stream, pid)
 
@@ -652,3 +657,4 @@ class Intake:
                     log.warning("cannot archive %s: %s", d, err)
             with self._lock:
                 self._pending.pop((stream, pid), None)
+                self._owed.pop((stream, pid), None)
