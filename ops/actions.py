@@ -566,8 +566,9 @@ def _add(parser: argparse.ArgumentParser, backfill: bool) -> None:
         parser.add_argument("--from", dest="start", help="backfill: recompute from this time (ISO 8601 or epoch)")
         parser.add_argument("--to", dest="end", help="backfill: up to this time")
         parser.add_argument("--cancel", metavar="ID", help="cancel the unfinished backfill ID (its jobs not started)")
-    parser.add_argument("--url", default=os.environ.get("FRESHET_URL", DEFAULT_URL),
-                        help=f"the daemon's HTTP API (default $FRESHET_URL or {DEFAULT_URL})")
+    parser.add_argument("--url", help=f"the daemon's HTTP API (default: the `listen:` of --config, else "
+                                      f"$FRESHET_URL, else {DEFAULT_URL})")
+    parser.add_argument("--config", help="the daemon's config file: its API is at the file's `listen:`")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the daemon")
 
 
@@ -575,6 +576,7 @@ def _main(action: str, args: argparse.Namespace) -> int:
     import httpx
 
     from ops.auth import load_token
+    from ops.status import daemon_url
 
     body: dict[str, Any] = {"reason": args.reason} if args.reason else {}
     if getattr(args, "start", None) is not None or getattr(args, "end", None) is not None:
@@ -583,11 +585,11 @@ def _main(action: str, args: argparse.Namespace) -> int:
         body["cancel"] = args.cancel
     token = load_token()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    url = f"{args.url.rstrip('/')}/v1/tables/{args.table}/{action}"
+    base = daemon_url(args.url, args.config)
     try:
-        r = httpx.post(url, json=body, headers=headers, timeout=args.timeout)
+        r = httpx.post(f"{base}/v1/tables/{args.table}/{action}", json=body, headers=headers, timeout=args.timeout)
     except httpx.HTTPError as e:
-        raise FreshetError(f"cannot reach the daemon at {args.url}: {e}") from None
+        raise FreshetError(f"cannot reach the daemon at {base}: {e}") from None
     try:
         answer = r.json()
     except ValueError:

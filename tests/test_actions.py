@@ -230,6 +230,23 @@ def test_cli_suspend_and_refresh_talk_to_the_api_with_the_token(served, monkeypa
     assert any(line.startswith("a_raw") and " suspended " in line for line in out.splitlines())
 
 
+def test_cli_actions_find_the_daemon_at_the_configs_listen(served, monkeypatch, capsys, tmp_path) -> None:
+    """`freshet suspend --config FILE` posts to the file's `listen:` (as `freshet status --config`
+    asks it), not to the default 127.0.0.1:9464."""
+    import yaml
+    from conftest import warehouse_dict
+
+    d, client = served()
+    monkeypatch.setenv("FRESHET_API_TOKEN", TOKEN)
+    monkeypatch.delenv("FRESHET_URL", raising=False)
+    path = tmp_path / "listen.yaml"
+    path.write_text(yaml.safe_dump({**warehouse_dict(tmp_path), "listen": f"0.0.0.0:{client.base_url.port}"}))
+    assert cli.main(["suspend", "a_raw", "--config", str(path)]) == 0
+    assert "a_raw: suspended" in capsys.readouterr().out
+    d.loop_once()
+    assert d.sched.is_suspended("a_raw")
+
+
 
 # ---- every accepted backfill finishes and leaves the store; refreshes and writes kept right ----
 def run_jobs(d: Daemonish, jobs: list[StartJob], now: float) -> tuple[float, list[StartJob]]:
