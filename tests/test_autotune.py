@@ -233,6 +233,13 @@ def _wait(tuner: AutoTuner, limit: float = 120.0) -> None:
     assert not tuner.running
 
 
+def _written(tmp_path: Path, lines: list[str]) -> Path:
+    """The trace's lines as a daemon's trace file."""
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def _tuner(cfg: FreshetConfig, trace: Path | None, got: list, **kw) -> tuple[AutoTuner, CollectorRegistry]:
     reg = CollectorRegistry()
     cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"autotune_window": HOUR,
@@ -243,8 +250,7 @@ def _tuner(cfg: FreshetConfig, trace: Path | None, got: list, **kw) -> tuple[Aut
 def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="freshet")
     cfg, lines = fifo_trace
-    path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = _written(tmp_path, lines)
     got: list[FreshetConfig] = []
     tuner, reg = _tuner(cfg, path, got)
     before = tuner.status()["setting"]
@@ -270,8 +276,7 @@ def test_the_daemon_switches_through_its_reconfigure_path_and_says_so(fifo_trace
 
 def test_recommend_mode_only_says(fifo_trace, tmp_path):
     cfg, lines = fifo_trace
-    path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = _written(tmp_path, lines)
     got: list[FreshetConfig] = []
     tuner, reg = _tuner(cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(
         update={"autotune": "recommend"})}), path, got, nice=0)  # not niced: quicker on a loaded machine
@@ -282,8 +287,7 @@ def test_recommend_mode_only_says(fifo_trace, tmp_path):
 
 def test_an_evaluation_past_its_deadline_is_killed_and_nothing_changes(fifo_trace, tmp_path):
     cfg, lines = fifo_trace
-    path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = _written(tmp_path, lines)
     got: list[FreshetConfig] = []
     tuner, reg = _tuner(cfg, path, got, deadline=0.3)
     t0 = time.monotonic()
@@ -347,8 +351,7 @@ def test_autotune_is_on_when_the_algorithm_is_left_to_freshet_and_its_fields_are
 
 def test_a_busy_machine_skips_the_evaluation(fifo_trace, tmp_path):
     cfg, lines = fifo_trace
-    path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = _written(tmp_path, lines)
     got: list[FreshetConfig] = []
     tuner = AutoTuner(cfg, str(path), CollectorRegistry(), got.append, now=0.0, busy=-1.0)  # any load is too much
     tuner.poll(cfg.scheduler.autotune_every - 1)
@@ -417,8 +420,7 @@ def test_the_daemon_loop_takes_the_switch_through_the_schedulers_one_door(fifo_t
 
     cfg, lines = fifo_trace
     cfg = cfg.model_copy(update={"scheduler": cfg.scheduler.model_copy(update={"autotune_window": HOUR})})
-    path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = _written(tmp_path, lines)
     loop = SchedulerLoop(cfg, Options(config_path=str(tmp_path / "unused.yaml"), trace=str(path)))
     sched = Scheduler(cfg, now=0.0)
     loop.parts = Parts(state=None, intake=None, executor=None, sched=sched)
@@ -444,8 +446,7 @@ def test_a_decision_judged_on_a_config_a_reload_replaced_is_dropped(fifo_trace, 
     (`stale`: logged and counted) when another generation is in force."""
     caplog.set_level(logging.INFO, logger="freshet")
     cfg, lines = fifo_trace
-    path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = _written(tmp_path, lines)
     got: list[FreshetConfig] = []
     tuner, reg = _tuner(cfg, path, got)
     tuner.poll(0.0)
@@ -473,8 +474,7 @@ def test_poll_serialises_the_config_and_starts_the_evaluation_off_the_callers_th
     from pydantic import BaseModel
 
     cfg, lines = fifo_trace
-    path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = _written(tmp_path, lines)
     got: list[FreshetConfig] = []
     tuner, _ = _tuner(cfg, path, got, deadline=0.5)
     on: list[str] = []
