@@ -132,12 +132,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(name: str, d: Path) -> tuple[Path, str | None]:
+def _config(name: str, d: Path, warehouse: spec.Spec) -> tuple[Path, str | None]:
     """Write `<d>/freshet.yaml` for `name`; returns it and the daemon's listen address (Freshet only)."""
     listen = f"127.0.0.1:{_free_port()}" if name.startswith("freshet") else "127.0.0.1:9"
     variant = contestants.FRESHET.get(name, contestants.FRESHET["freshet"])
-    cfg = spec.freshet_config(str(d / "warehouse"), str(d / "landing"), **variant,
-                              listen=listen, trace=str(d / "freshet.trace") if name.startswith("freshet") else None)
+    cfg = warehouse.freshet_config(str(d / "warehouse"), str(d / "landing"), **variant,
+                                   listen=listen, trace=str(d / "freshet.trace") if name.startswith("freshet") else None)
     path = d / "freshet.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path, listen if name.startswith("freshet") else None
@@ -195,7 +195,7 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
         shutil.rmtree(d)
     (d / "landing").mkdir(parents=True)
     (d / "warehouse").mkdir()
-    cfg, listen = _config(name, d)
+    cfg, listen = _config(name, d, trace.spec)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     log = open(d / "contestant.log", "wb")  # noqa: SIM115 — closed below
     began = time.time()
@@ -261,7 +261,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
     base-table row, and the weighted staleness with the derived tables credited for complete
     windows only (`measure.complete_windows`; equal to the first for a contestant that commits no
     incomplete window)."""
-    prios, targets, periods = spec.priorities(), spec.targets(), spec.periods()
+    prios, targets, periods = trace.spec.priorities(), trace.spec.targets(), trace.spec.periods()
     t0 = info["start"]
     w, t1 = t0 + trace.warmup, t0 + trace.duration
     b0, b1 = trace.burst
@@ -271,7 +271,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
         path = Path(info["root"]) / table
         logs[table] = measure.commits(path) if (path / "_delta_log").is_dir() else []
     complete = {**logs, **{d.name: measure.complete_windows(logs[d.name], [logs[s] for s in d.sources], d.granularity)
-                           for d in spec.DERIVED}}
+                           for d in trace.spec.derived}}
     figures: dict[str, measure.TableFigures] = {}
     by_phase: dict[str, dict[str, measure.TableFigures]] = {k: {} for k in phases}
     series, tables = {}, {}
@@ -296,13 +296,13 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
         figs = {t: measure.staleness(log, lo, hi, targets[t], f0=t0) for t, log in complete.items()}
         return round(measure.weighted(figs, prios, lo, hi), 2)
 
-    for d in spec.DERIVED:
+    for d in trace.spec.derived:
         tables[d.name]["incomplete_commits"] = sum(
             1 for a, c in zip(logs[d.name], complete[d.name], strict=True)
             if a.max_event is not None and (c.max_event is None or c.max_event < a.max_event))
         tables[d.name]["mean_staleness_complete"] = round(
             measure.staleness(complete[d.name], w, t1, targets[d.name], f0=t0).area / (t1 - w), 3)
-    base_rows = sum(tables[s.table]["rows_committed"] for s in spec.STREAMS)
+    base_rows = sum(tables[s.table]["rows_committed"] for s in trace.spec.streams)
     cpu = info.get("cpu_seconds")
     entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
              "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws,
@@ -346,10 +346,13 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
     result as in the module's docstring, written to `json_out` after each contestant."""
     out.mkdir(parents=True, exist_ok=True)
     trace.save(out / "trace.json")
+    # the warehouse's size, for every contestant: this process's and those it starts (spec.from_env)
+    os.environ["BENCH_TABLES"] = str(trace.tables)
     result: dict[str, Any] = {
-        "window": [trace.warmup, trace.duration], "time_column": "ts", "priorities": spec.priorities(),
+        "window": [trace.warmup, trace.duration], "time_column": "ts", "tables": trace.tables,
+        "priorities": trace.spec.priorities(),
         "burst": list(trace.burst), "burst_factor": trace.burst_factor, "seed": trace.seed, "trace_kind": trace.kind,
-        "trace": str(out / "trace.json"), "targets": spec.targets(), "periods": spec.periods(),
+        "trace": str(out / "trace.json"), "targets": trace.spec.targets(), "periods": trace.spec.periods(),
         "rows_offered": {"warmup": trace.rows_offered(0, trace.warmup),
                          "before": trace.rows_offered(trace.warmup, trace.burst[0]),
                          "burst": trace.rows_offered(*trace.burst),
@@ -377,7 +380,7 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
         info["load_average"] = {**load, "after": _load()}
         entry, s = evaluate(info, trace)
         try:  # the output check: each derived table against its SQL over the contestant's own base tables
-            entry["check"] = check.check(entry["root"], entry["start"])
+            entry["check"] = check.check(entry["root"], entry["start"], trace.spec)
         except Exception as err:  # noqa: BLE001 — recorded; the benchmark goes on
             entry["check"] = {"error": f"{type(err).__name__}: {err}"}
         if not extra.get("keep_landing"):  # gigabytes of burst files, measured already: the Delta tables stay
@@ -450,9 +453,13 @@ def main(argv: list[str] | None = None) -> int:
                          f"(default {footing.LOAD_PER_CORE:g} per core: {footing.LoadGuard.default_threshold():g})")
     ap.add_argument("--settle", type=float, default=120.0,
                     help="seconds to wait at most before a contestant for the load to fall (default 120)")
-    ap.add_argument("--align", type=float, default=spec.alignment(),
+    ap.add_argument("--tables", type=int, default=15,
+                    help="the warehouse's size: N tables from today's mix, a fifth of them derived (live/spec.py "
+                         "build; default 15, today's warehouse). The burst's rows are shared among the bursting "
+                         "streams, so a larger warehouse offers as many rows in all")
+    ap.add_argument("--align", type=float, default=spec.DEFAULT.alignment(),
                     help="each contestant's t0 a multiple of this many seconds, so the derived tables' buckets "
-                         f"fall at the same instants of every replay (default {spec.alignment():g}: their "
+                         f"fall at the same instants of every replay (default {spec.DEFAULT.alignment():g}: their "
                          "bucket lengths' LCM; 1 for a short test)")
     ap.add_argument("--min-free-gb", type=float, default=footing.MIN_FREE_GB,
                     help="refuse a contestant when its output's file system has less free space than this "
@@ -460,6 +467,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-load", action="store_true",
                     help="run a contestant on a loaded machine anyway, flagged in the JSON")
     args = ap.parse_args(argv)
+    try:
+        warehouse = spec.build(args.tables)
+    except ValueError as err:
+        ap.error(str(err))
     shape = QUICK if args.quick else FULL
     if args.shape:
         shape = Shape(*(float(x) for x in args.shape.split(",")))
@@ -485,8 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.trace:
             trace = Trace.load(args.trace)
         else:
-            trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor, shape.warmup,
-                             args.trace_kind)
+            trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor * warehouse.burst_scale(),
+                             shape.warmup, args.trace_kind, args.tables)
         reused: dict[str, dict[str, Any]] = {}
         if args.reuse:
             prev = json.loads(Path(args.reuse).read_text())
@@ -509,7 +520,8 @@ def main(argv: list[str] | None = None) -> int:
                               "shape": list(dataclasses.astuple(shape)), **extra, "runs": []}
     status = 0
     for seed in seeds:
-        trace = generate(seed, shape.duration, shape.burst_window, shape.factor, shape.warmup, args.trace_kind)
+        trace = generate(seed, shape.duration, shape.burst_window, shape.factor * warehouse.burst_scale(), shape.warmup,
+                         args.trace_kind, args.tables)
         per = json_out.with_name(f"{json_out.stem}-seed{seed}{json_out.suffix}")
         try:
             runs.append(run_seed(trace, out / f"seed-{seed}", per, names, order(names, seed), {}, guard, extra))

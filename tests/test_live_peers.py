@@ -24,7 +24,7 @@ from warehouse.config import load_config  # noqa: E402
 
 def _config(tmp_path: Path, **kw: str):  # noqa: ANN202
     path = tmp_path / "freshet.yaml"
-    path.write_text(yaml.safe_dump(spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), **kw)))
+    path.write_text(yaml.safe_dump(spec.DEFAULT.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), **kw)))
     return load_config(path)
 
 
@@ -87,7 +87,7 @@ def test_streaming_tuned_runs_each_query_in_its_pool(tmp_path: Path) -> None:
 
     ev = tmp_path / "events"
     ev.mkdir()
-    cfg = spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"))
+    cfg = spec.DEFAULT.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"))
     cfg["spark"]["conf"].update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": ev.as_uri(),
                                  "spark.eventLog.compress": "false"})
     (tmp_path / "freshet.yaml").write_text(yaml.safe_dump(cfg))

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from scripts.live import measure, spec
+from scripts.live import measure
 from scripts.live.trace import Trace
 
 __all__ = ["bound", "twin"]
@@ -20,15 +20,15 @@ def bound(trace: Trace) -> dict[str, Any]:
     scheduling and its Spark jobs add."""
     from warehouse.freshness import floor_to, trailing_edge
 
-    prios, targets = spec.priorities(), spec.targets()
-    table_of = {s.name: s.table for s in spec.STREAMS}
-    ends: dict[str, list[float]] = {s.table: [] for s in spec.STREAMS}
+    prios, targets = trace.spec.priorities(), trace.spec.targets()
+    table_of = {s.name: s.table for s in trace.spec.streams}
+    ends: dict[str, list[float]] = {s.table: [] for s in trace.spec.streams}
     for part in trace.parts:
         ends[table_of[part.stream]].append(part.end)
     logs = {t: [measure.Commit(version=i, time=e, max_event=e) for i, e in enumerate(sorted(v))]
             for t, v in ends.items()}
     instants = sorted({c.time for log in logs.values() for c in log})
-    for d in spec.DERIVED:
+    for d in trace.spec.derived:
         log, last = [], -math.inf
         for i, tau in enumerate(instants):
             edge = trailing_edge(max((c.max_event for c in logs[s] if c.time <= tau), default=None)
@@ -65,7 +65,7 @@ def twin(entry: dict[str, Any], trace: Trace, out: Path) -> dict[str, Any]:
         alone = simulate(ideal_config(config), trace=replayed, until=t0 + trace.duration).to_json()
     except Exception as err:  # noqa: BLE001 — reported in the JSON, the benchmark goes on
         return {"error": f"{type(err).__name__}: {err}"}
-    prios, targets = spec.priorities(), spec.targets()
+    prios, targets = trace.spec.priorities(), trace.spec.targets()
     figs = {}
     for table in prios:
         path = Path(entry["root"]) / table

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.live import tuning
-from scripts.live.spec import STREAMS
+from scripts.live.spec import from_env
 from scripts.live.streaming import QueryPlan, serve, start_queries
 from warehouse.config import FreshetConfig, load_config
 
@@ -77,7 +77,7 @@ def pools(config: FreshetConfig) -> list[tuning.Pool]:
 def plans(config: FreshetConfig) -> dict[str, QueryPlan]:
     """Each table's trigger, pool and maxFilesPerTrigger."""
     names = _pool_names(config)
-    bursting = {s.table for s in STREAMS if s.bursts}
+    bursting = {s.table for s in from_env().streams if s.bursts}
     return {t: QueryPlan(trigger=VALUABLE_TRIGGER if t in names else BULK_TRIGGER, pool=names.get(t, BULK_POOL),
                          max_files=MAX_FILES if t in bursting else None)
             for t in tuning.inherited(config)}
