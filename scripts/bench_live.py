@@ -23,7 +23,10 @@ session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
                             (live/priority_cron.py);
 - `declarative-pipelines` — the warehouse as a Spark Declarative Pipeline run by `spark-pipelines`
                             against a Spark Connect server with Delta, valuable datasets refreshed
-                            in a loop of their own (live/pipelines.py).
+                            in a loop of their own (live/pipelines.py), at most 4 flows at once;
+- `declarative-pipelines-default` — the same with Spark's default `maxConcurrentFlows` (16).
+
+`--tables N` runs a larger warehouse drawn from the same mix (live/spec.py `build`).
 
 Measured (`scripts/live/measure.py`): from the Delta logs with delta-rs, every table's staleness
 over the window [warm-up, duration] of the trace (seconds from each contestant's own start), its integral
@@ -76,10 +79,11 @@ from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
 from sim.progress import ProgressReporter  # noqa: E402
 
 CONTESTANTS = ("freshet", "freshet-fifo", "freshet-edfp", "structured-streaming", "structured-streaming-tuned",
-               "cron", "priority-cron", "declarative-pipelines")
+               "cron", "priority-cron", "declarative-pipelines", "declarative-pipelines-default")
 # `--quick` without `--only`: Freshet and the strongest peer of each kind, within 30 minutes
 QUICK_CONTESTANTS = ("freshet", "structured-streaming-tuned", "priority-cron", "declarative-pipelines")
-PEERS = ("structured-streaming", "structured-streaming-tuned", "cron", "priority-cron", "declarative-pipelines")
+PEERS = ("structured-streaming", "structured-streaming-tuned", "cron", "priority-cron", "declarative-pipelines",
+         "declarative-pipelines-default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,10 @@ def _config(name: str, d: Path, warehouse: spec.Spec) -> tuple[Path, str | None]
     variant = contestants.FRESHET.get(name, contestants.FRESHET["freshet"])
     cfg = warehouse.freshet_config(str(d / "warehouse"), str(d / "landing"), **variant,
                                    listen=listen, trace=str(d / "freshet.trace") if name.startswith("freshet") else None)
+    # Spark's event log, for the jobs each contestant runs (measure.spark_jobs): the same for all
+    (d / "events").mkdir(exist_ok=True)
+    cfg["spark"]["conf"].update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": (d / "events").as_uri(),
+                                 "spark.eventLog.compress": "false"})
     path = d / "freshet.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path, listen if name.startswith("freshet") else None
@@ -149,7 +157,7 @@ def _command(name: str, cfg: Path, d: Path) -> list[str]:
         return [py, "-m", "ops.cli", "run", "--config", str(cfg), "--log-format", "json", "--grace", "20"]
     module = contestants.PEER_MODULES[name]
     return [py, "-m", f"scripts.live.{module}", "--config", str(cfg), "--ready", str(d / "ready"),
-            "--work", str(d / "work")]
+            "--work", str(d / "work"), *contestants.PEER_VARIANTS.get(name, ([], {}))[0]]
 
 
 def _ready(name: str, d: Path, listen: str | None) -> bool:
@@ -247,6 +255,8 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
         log.close()
     info["cpu_seconds"] = round(monitor.cpu_seconds, 1)
     info["peak_rss_bytes"] = monitor.peak_rss
+    info["peak_rss_bytes_by_kind"] = dict(monitor.peak_rss_by_kind)
+    info["spark_jobs"] = measure.spark_jobs(d / "events")
     if info["status"] != "ok":
         tail = (d / "contestant.log").read_text(errors="replace").splitlines()[-15:]
         info["log_tail"] = tail
@@ -303,6 +313,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
         tables[d.name]["mean_staleness_complete"] = round(
             measure.staleness(complete[d.name], w, t1, targets[d.name], f0=t0).area / (t1 - w), 3)
     base_rows = sum(tables[s.table]["rows_committed"] for s in trace.spec.streams)
+    updates = sum(v["commits"] for v in tables.values())  # table updates committed, the whole run as the jobs
     cpu = info.get("cpu_seconds")
     entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
              "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws,
@@ -310,6 +321,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
              "burst_weighted_staleness_complete": complete_ws(t0 + b0, t0 + b1),
              "rows_committed": base_rows,
              "cpu_seconds_per_row": float(f"{cpu / base_rows:.4g}") if cpu and base_rows else None,
+             "spark_jobs_per_update": round(info["spark_jobs"] / updates, 2) if info.get("spark_jobs") and updates else None,
              "starvation": max(({"table": t, "seconds": v["starvation_seconds"], "periods": v["starvation_periods"]}
                                 for t, v in tables.items()), key=lambda x: x["periods"]),
              "tables": tables}
@@ -430,11 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"a {QUICK.duration:.0f} s trace per contestant "
                                                          f"(without --only: {', '.join(QUICK_CONTESTANTS)}, within 30 minutes; "
-                                                         f"all eight take about 45)")
+                                                         f"all nine take about 50)")
     ap.add_argument("--json", help="write the result here (default <out>/bench_live.json; with --seeds the "
                                    "summary, each seed's result beside it as <stem>-seed<S>.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
-    ap.add_argument("--only", help="comma-separated contestants (default: all eight; with --quick the four of "
+    ap.add_argument("--only", help="comma-separated contestants (default: all nine; with --quick the four of "
                                    "QUICK_CONTESTANTS; \"\" with --reuse: measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--seeds", help="N (N seeds from --seed on) or a list 11,12,13: one trace per seed, the "

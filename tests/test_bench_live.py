@@ -483,6 +483,9 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
         again = sum(t["priority"] * t["mean_staleness"] for t in c["tables"].values())
         assert again == pytest.approx(c["weighted_staleness"], rel=1e-3, abs=1.0)
         assert c["cpu_seconds"] > 1 and c["peak_rss_bytes"] > 100 * 2**20
+        assert c["spark_jobs"] >= c["tables"]["b00"]["commits"] and c["spark_jobs_per_update"] >= 1  # event log
+        kinds = c["peak_rss_bytes_by_kind"]  # a Spark driver (JVM) and a Python process each
+        assert kinds["jvm"] > 100 * 2**20 and kinds["python"] > 10 * 2**20 and max(kinds.values()) <= c["peak_rss_bytes"]
         # same footing, and the output check: both contestants run Freshet's SQL, complete windows only
         assert c["settings"]["spark"]["spark.scheduler.mode"] == "FAIR" and "flagged" in c["load_average"]
         assert all(v["status"] in ("checked", "empty", "no table") and v["mismatched_windows"] == 0

@@ -65,13 +65,19 @@ def _split(config: FreshetConfig) -> dict[str, list[str]]:
     return {"fast": quick, "rest": [t.name for t in config.tables if t.name not in quick]}
 
 
-def settings(config: FreshetConfig, schedule: str = "split") -> dict[str, Any]:
+def _max_flows(config: FreshetConfig, max_flows: int | None) -> dict[str, str]:
+    """`spark.sql.pipelines.execution.maxConcurrentFlows`: the benchmark's concurrency (the
+    config's tracks) unless `max_flows` says otherwise; 0 leaves Spark's default (16)."""
+    flows = config.scheduler.tracks if max_flows is None else max_flows
+    return {"spark.sql.pipelines.execution.maxConcurrentFlows": str(flows)} if flows else {}
+
+
+def settings(config: FreshetConfig, schedule: str = "split", max_flows: int | None = None) -> dict[str, Any]:
     """What this contestant runs with, for the benchmark's JSON."""
     loops = _split(config) if schedule == "split" else {"all": [t.name for t in config.tables]}
     return {"schedule": schedule, "loops": {k: {"refresh": v, "pause_seconds": 0} for k, v in loops.items()},
             "first_run": "the whole graph (creates the tables)",
-            "spark_conf": {"spark.sql.pipelines.execution.maxConcurrentFlows": str(config.scheduler.tracks),
-                           "spark.sql.sources.default": "delta"},
+            "spark_conf": {**_max_flows(config, max_flows), "spark.sql.sources.default": "delta"},
             "derived": "materialized views (recomputed in full by every update that refreshes them)"}
 
 
@@ -82,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", required=True)
     ap.add_argument("--schedule", choices=("split", "full"), default="split",
                     help="split: the fast datasets and the rest in two loops of updates; full: whole-graph updates")
+    ap.add_argument("--max-flows", type=int, default=None,
+                    help="spark.sql.pipelines.execution.maxConcurrentFlows (default: the config's tracks; 0: "
+                         "Spark's own default, 16)")
     args = ap.parse_args(argv)
     config = load_config(args.config)
     work = Path(args.work).resolve()
@@ -95,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "libraries:\n  - glob:\n      include: transformations/**\n")
     port = _free_port()
     conf = {**SESSION_CONF, **SPARK_CONF, **config.spark.conf, "spark.sql.warehouse.dir": str(root),
-            "spark.sql.sources.default": "delta",
-            "spark.sql.pipelines.execution.maxConcurrentFlows": str(config.scheduler.tracks)}
+            "spark.sql.sources.default": "delta", **_max_flows(config, args.max_flows)}
     log = open(work / "connect-server.log", "w")  # noqa: SIM115 — lives as long as the server
     server = connect_server.start(port=port, master=config.spark.master or "local[2]", conf=conf, log=log, cwd=work)
     stop = threading.Event()
