@@ -17,6 +17,9 @@ session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
 - `structured-streaming`  — one streaming query per table in one Spark application (live/streaming.py);
 - `structured-streaming-tuned` — the same with pools by priority, per-query triggers, a bulk pool
                             (live/streaming_tuned.py);
+- `structured-streaming-grouped` — the tuned peer restructured for many tables: two base-table
+                            queries (valuable, bulk) writing each stream's table in `foreachBatch`,
+                            one query per derived table (live/streaming_grouped.py);
 - `cron`                  — every shortest period, refresh every table with new source data, in
                             config order, 4 workers, Freshet's own append code (live/cron.py);
 - `priority-cron`         — a 1 s tick, tables by inherited priority, valuable and bulk pools
@@ -79,10 +82,11 @@ from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
 from sim.progress import ProgressReporter  # noqa: E402
 
 CONTESTANTS = ("freshet", "freshet-fifo", "freshet-edfp", "structured-streaming", "structured-streaming-tuned",
+               "structured-streaming-grouped",
                "cron", "priority-cron", "declarative-pipelines", "declarative-pipelines-default")
 # `--quick` without `--only`: Freshet and the strongest peer of each kind, within 30 minutes
 QUICK_CONTESTANTS = ("freshet", "structured-streaming-tuned", "priority-cron", "declarative-pipelines")
-PEERS = ("structured-streaming", "structured-streaming-tuned", "cron", "priority-cron", "declarative-pipelines",
+PEERS = ("structured-streaming", "structured-streaming-tuned", "structured-streaming-grouped", "cron", "priority-cron", "declarative-pipelines",
          "declarative-pipelines-default")
 
 
@@ -442,11 +446,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"a {QUICK.duration:.0f} s trace per contestant "
                                                          f"(without --only: {', '.join(QUICK_CONTESTANTS)}, within 30 minutes; "
-                                                         f"all nine take about 50)")
+                                                         f"all ten take about 55)")
     ap.add_argument("--json", help="write the result here (default <out>/bench_live.json; with --seeds the "
                                    "summary, each seed's result beside it as <stem>-seed<S>.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
-    ap.add_argument("--only", help="comma-separated contestants (default: all nine; with --quick the four of "
+    ap.add_argument("--only", help="comma-separated contestants (default: all ten; with --quick the four of "
                                    "QUICK_CONTESTANTS; \"\" with --reuse: measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--seeds", help="N (N seeds from --seed on) or a list 11,12,13: one trace per seed, the "

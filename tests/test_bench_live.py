@@ -164,6 +164,31 @@ def test_summary_over_the_bound_and_starvation_beyond_the_target() -> None:
     assert s["contestants"]["freshet"]["starved_beyond_target"] == {}
 
 
+def test_scale_report_side_by_side(tmp_path: Path) -> None:
+    """scripts/live/scale.py: per N the excess over the bound (C − B) with its interval, Freshet's
+    over the peer's, the JVM's peak RSS and the jobs per update; the figure is written."""
+    from scripts.live import scale
+    from scripts.live.summary import summarise
+
+    summaries = []
+    for n, (f, c) in {15: (50.0, 100.0), 60: (60.0, 200.0)}.items():
+        runs = []
+        for seed in (1, 2):
+            fr, cr = _entry("freshet", f + seed), _entry("cron", c + seed)
+            fr.update(spark_jobs_per_update=2.0, peak_rss_bytes_by_kind={"jvm": 1024 * 2**20, "python": 100 * 2**20})
+            runs.append({"seed": seed, "tables": n, "bound": {"weighted_staleness": 40.0}, "contestants": [fr, cr]})
+            (tmp_path / f"{n}-{seed}.json").write_text(json.dumps(runs[-1]))
+        summaries.append({"runs": [str(tmp_path / f"{n}-{s}.json") for s in (1, 2)], **summarise(runs)})
+    c60 = summaries[1]["contestants"]["cron"]["excess_over_bound"]
+    assert c60["values"] == [161.0, 162.0]  # 200 + seed − 40
+    table = scale.rows(summaries)
+    row = next(r for r in table if r.startswith("| 60 | freshet |"))
+    assert "| 22 [15, 28] |" in row and "| 1,024 [" in row and "| 2.00 [" in row  # 60 + seed − 40; JVM MiB; jobs/update
+    assert next(r for r in table if r.startswith("| 60 | cron |")).split("|")[4].strip().startswith("0.13")  # 21.5/161.5
+    scale.plot(summaries, tmp_path / "scale.png")
+    assert (tmp_path / "scale.png").stat().st_size > 10_000
+
+
 def test_order_is_a_seeded_shuffle() -> None:
     from scripts.bench_live import CONTESTANTS, order
 

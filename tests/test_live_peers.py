@@ -55,6 +55,22 @@ def test_streaming_tuned_pools_and_plans(tmp_path: Path) -> None:
     assert plans["d_join"].pool == "q03-d_join" and plans["d_join"].max_files is None
 
 
+def test_streaming_grouped_has_two_base_queries(tmp_path: Path) -> None:
+    """The restructured peer: the valuable streams in one query (the top pool), the bulk streams in
+    another (the bulk pool, one landing file per stream and batch on average); derived tables
+    keep their own queries and pools."""
+    from scripts.live import streaming_grouped
+
+    groups = streaming_grouped.groups(_config(tmp_path))
+    assert groups["valuable"]["streams"] == {f"s{i:02d}": f"b{i:02d}" for i in range(5)}
+    assert groups["valuable"]["pool"] == "q00-b00" and groups["valuable"]["trigger"] == "1 second"
+    assert groups["bulk"]["streams"] == {f"s{i:02d}": f"b{i:02d}" for i in range(5, 12)}
+    assert groups["bulk"]["pool"] == "bulk" and groups["bulk"]["max_files"] == 7
+    got = streaming_grouped.settings(_config(tmp_path))
+    assert set(got["derived_queries"]) == {"d_rollup", "d_join", "d_agg"}
+    assert got["derived_queries"]["d_join"]["pool"] == "q03-d_join"
+
+
 def test_priority_cron_pools_are_the_executor_track_pools(tmp_path: Path) -> None:
     config = _config(tmp_path)
     names = [p.name for p in priority_cron.pools()]

@@ -28,6 +28,7 @@ FRESHET: dict[str, dict[str, str]] = {
 PEER_MODULES: dict[str, str] = {
     "structured-streaming": "streaming",
     "structured-streaming-tuned": "streaming_tuned",
+    "structured-streaming-grouped": "streaming_grouped",
     "cron": "cron",
     "priority-cron": "priority_cron",
     "declarative-pipelines": "pipelines",

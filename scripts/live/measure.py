@@ -179,14 +179,20 @@ def weighted(figures: dict[str, TableFigures], priorities: dict[str, float], t0:
 def spark_jobs(events: Path) -> int | None:
     """The Spark jobs started in the event logs under `events` (`spark.eventLog.dir`: one file per
     Spark application of the contestant), None when there is none."""
-    files = [f for f in events.glob("*") if f.is_file()] if events.is_dir() else []
+    files = [f for f in events.rglob("*") if f.is_file()] if events.is_dir() else []
     if not files:
         return None
     needle = b'"Event":"SparkListenerJobStart"'
     return sum(sum(1 for line in f.open("rb") if needle in line) for f in files)
 
 
-def _kind(name: str) -> str:
+def _kind(process: Any) -> str:
+    """`jvm`, `python` or `other`, from the executable's name (a thread of a JVM may rename the
+    process's `comm`; the executable stays `java`)."""
+    try:
+        name = Path(process.exe()).name or process.name()
+    except Exception:  # noqa: BLE001 — psutil.Error, or no access to exe: the short name
+        name = process.name()
     return "jvm" if name == "java" else "python" if name.startswith("python") else "other"
 
 
@@ -221,7 +227,7 @@ class ProcessMonitor:
             try:
                 with p.oneshot():
                     t = p.cpu_times()
-                    kind = _kind(p.name())
+                    kind = _kind(p)
                     by_kind[kind] = by_kind.get(kind, 0) + p.memory_info().rss
                     self._cpu[(p.pid, p.create_time())] = t.user + t.system
             except psutil.Error:

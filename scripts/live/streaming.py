@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
-                  plan: Callable[[str], QueryPlan]) -> list[StreamingQuery]:
-    """Start one streaming query per table (the module docstring), each as `plan(table)` says."""
+                  plan: Callable[[str], QueryPlan], *, bases: bool = True) -> list[StreamingQuery]:
+    """Start one streaming query per table (the module docstring), each as `plan(table)` says;
+    with `bases` False, only the derived tables' (the base tables are created, empty)."""
     from pyspark.sql import functions as F
 
     root = Path(config.warehouse.root).resolve()
@@ -109,7 +110,7 @@ def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
         return spark.readStream.format("delta").load(str(root / table)).withWatermark("ts", f"{delay:g} seconds")
 
     queries = []
-    for s in spec.streams:
+    for s in spec.streams if bases else ():
         (landing / s.name).mkdir(parents=True, exist_ok=True)
         reader = spark.readStream.schema(ddl)
         max_files = plan(s.table).max_files
