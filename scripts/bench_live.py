@@ -77,7 +77,7 @@ import yaml  # noqa: E402
 
 from scripts.live import check, contestants, footing, measure, spec, summary  # noqa: E402
 from scripts.live.plots import plot  # noqa: E402
-from scripts.live.reference import bound, twin  # noqa: E402
+from scripts.live.reference import bound, predict, twin  # noqa: E402
 from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
 from sim.progress import ProgressReporter  # noqa: E402
 
@@ -376,6 +376,11 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
         "spark": {"master": "local[2]", **spec.SPARK_CONF}, "concurrent_jobs": 4,
         "order": running, **extra, "bound": bound(trace), "contestants": [],
     }
+    if extra.get("costs"):  # the twin's prediction, made before any contestant runs
+        try:
+            result["prediction"] = predict(trace, Path(extra["costs"]), variant=contestants.FRESHET["freshet"])
+        except Exception as err:  # noqa: BLE001 — recorded; the benchmark goes on
+            result["prediction"] = {"error": f"{type(err).__name__}: {err}"}
     series: dict[str, dict[str, list]] = {}
     for name in [n for n in CONTESTANTS if n in reused] + running:
         if name in reused:  # run earlier on this trace: its Delta tables are measured again
@@ -404,6 +409,10 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
                 shutil.rmtree(out / name / sub, ignore_errors=True)
         if name == "freshet" and entry["status"] == "ok":
             entry["twin"] = twin(entry, trace, out)
+            before, measured = (result.get("prediction") or {}).get("predicted_weighted_staleness"), \
+                entry["twin"].get("measured_weighted_staleness")
+            if before is not None and measured:
+                entry["twin"].update(predicted_before_run=before, relative_error_before_run=round(before / measured - 1, 4))
         series[name] = s
         result["contestants"].append(entry)
         print(f"bench_live: {name}: {entry['status']} weighted staleness {entry['weighted_staleness']:.1f} "
@@ -473,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the warehouse's size: N tables from today's mix, a fifth of them derived (live/spec.py "
                          "build; default 15, today's warehouse). The burst's rows are shared among the bursting "
                          "streams, so a larger warehouse offers as many rows in all")
+    ap.add_argument("--costs", metavar="TRACE",
+                    help="an earlier run's freshet.trace (its freshet.yaml beside it): the twin predicts Freshet's "
+                         "figure from the job costs measured there before the run (reference.predict)")
     ap.add_argument("--align", type=float, default=spec.DEFAULT.alignment(),
                     help="each contestant's t0 a multiple of this many seconds, so the derived tables' buckets "
                          f"fall at the same instants of every replay (default {spec.DEFAULT.alignment():g}: their "
@@ -505,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
     guard = footing.LoadGuard(args.load_threshold, settle=args.settle, allow=args.allow_load)
     extra = {"commit": footing.provenance(ROOT), "keep_landing": args.keep_landing, "align_seconds": args.align,
+             "costs": str(Path(args.costs).resolve()) if args.costs else None,
              "min_free_gb": args.min_free_gb,
              "load_guard": {"threshold": guard.threshold, "settle": guard.settle, "allowed": guard.allow}}
     names = [n for n in CONTESTANTS if n in names]

@@ -189,6 +189,33 @@ def test_scale_report_side_by_side(tmp_path: Path) -> None:
     assert (tmp_path / "scale.png").stat().st_size > 10_000
 
 
+def test_the_twin_predicts_before_the_run_from_earlier_costs(tmp_path: Path) -> None:
+    """reference.predict: job costs fitted per table from an earlier run's trace, the median per
+    kind for tables it did not have; dearer jobs predict a staler warehouse; a kind with no job
+    measured is an error, not a guess."""
+    import yaml
+
+    from scripts.live.reference import kind_costs, predict
+
+    def earlier(d: Path, scale: float, tables: tuple[str, ...]) -> Path:
+        d.mkdir()
+        (d / "freshet.yaml").write_text(yaml.safe_dump(spec.DEFAULT.freshet_config("/w", "/l")))
+        lines = [json.dumps({"time": 100.0 + i, "table": t, "start": 0.0, "end": 10.0 + i, "duration": scale * (0.5 + 0.05 * i)})
+                 for t in tables for i in range(6)]
+        (d / "freshet.trace").write_text("\n".join(lines) + "\n")
+        return d / "freshet.trace"
+
+    every = ("b00", "b03", "d_rollup", "d_join")
+    cheap, dear = earlier(tmp_path / "cheap", 1.0, every), earlier(tmp_path / "dear", 8.0, every)
+    big = generate(5, 120.0, (40.0, 60.0), 100.0 * spec.build(60).burst_scale(), warmup=20.0, tables=60)
+    fitted, by_kind = kind_costs(cheap, big.spec)
+    assert set(fitted) == set(every) and set(by_kind) == {"base-calm", "base-burst", "rollup", "join"}
+    a, b = predict(big, cheap), predict(big, dear)
+    assert a["tables_with_own_costs"] == 4 and a["cores"] == 2
+    assert 0 < a["predicted_weighted_staleness"] < b["predicted_weighted_staleness"]
+    assert "no job of kind join" in predict(big, earlier(tmp_path / "nojoin", 1.0, every[:3]))["error"]
+
+
 def test_order_is_a_seeded_shuffle() -> None:
     from scripts.bench_live import CONTESTANTS, order
 
