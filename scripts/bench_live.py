@@ -17,13 +17,19 @@ session defaults), 4 concurrent Spark jobs where the contestant lets one choose:
 - `structured-streaming`  — one streaming query per table in one Spark application (live/streaming.py);
 - `structured-streaming-tuned` — the same with pools by priority, per-query triggers, a bulk pool
                             (live/streaming_tuned.py);
+- `structured-streaming-grouped` — the tuned peer restructured for many tables: two base-table
+                            queries (valuable, bulk) writing each stream's table in `foreachBatch`,
+                            one query per derived table (live/streaming_grouped.py);
 - `cron`                  — every shortest period, refresh every table with new source data, in
                             config order, 4 workers, Freshet's own append code (live/cron.py);
 - `priority-cron`         — a 1 s tick, tables by inherited priority, valuable and bulk pools
                             (live/priority_cron.py);
 - `declarative-pipelines` — the warehouse as a Spark Declarative Pipeline run by `spark-pipelines`
                             against a Spark Connect server with Delta, valuable datasets refreshed
-                            in a loop of their own (live/pipelines.py).
+                            in a loop of their own (live/pipelines.py), at most 4 flows at once;
+- `declarative-pipelines-default` — the same with Spark's default `maxConcurrentFlows` (16).
+
+`--tables N` runs a larger warehouse drawn from the same mix (live/spec.py `build`).
 
 Measured (`scripts/live/measure.py`): from the Delta logs with delta-rs, every table's staleness
 over the window [warm-up, duration] of the trace (seconds from each contestant's own start), its integral
@@ -71,15 +77,17 @@ import yaml  # noqa: E402
 
 from scripts.live import check, contestants, footing, measure, spec, summary  # noqa: E402
 from scripts.live.plots import plot  # noqa: E402
-from scripts.live.reference import bound, twin  # noqa: E402
+from scripts.live.reference import bound, predict, twin  # noqa: E402
 from scripts.live.trace import Trace, generate, replay, stage  # noqa: E402
 from sim.progress import ProgressReporter  # noqa: E402
 
 CONTESTANTS = ("freshet", "freshet-fifo", "freshet-edfp", "structured-streaming", "structured-streaming-tuned",
-               "cron", "priority-cron", "declarative-pipelines")
+               "structured-streaming-grouped",
+               "cron", "priority-cron", "declarative-pipelines", "declarative-pipelines-default")
 # `--quick` without `--only`: Freshet and the strongest peer of each kind, within 30 minutes
 QUICK_CONTESTANTS = ("freshet", "structured-streaming-tuned", "priority-cron", "declarative-pipelines")
-PEERS = ("structured-streaming", "structured-streaming-tuned", "cron", "priority-cron", "declarative-pipelines")
+PEERS = ("structured-streaming", "structured-streaming-tuned", "structured-streaming-grouped", "cron", "priority-cron", "declarative-pipelines",
+         "declarative-pipelines-default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +140,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(name: str, d: Path) -> tuple[Path, str | None]:
+def _config(name: str, d: Path, warehouse: spec.Spec) -> tuple[Path, str | None]:
     """Write `<d>/freshet.yaml` for `name`; returns it and the daemon's listen address (Freshet only)."""
     listen = f"127.0.0.1:{_free_port()}" if name.startswith("freshet") else "127.0.0.1:9"
     variant = contestants.FRESHET.get(name, contestants.FRESHET["freshet"])
-    cfg = spec.freshet_config(str(d / "warehouse"), str(d / "landing"), **variant,
-                              listen=listen, trace=str(d / "freshet.trace") if name.startswith("freshet") else None)
+    cfg = warehouse.freshet_config(str(d / "warehouse"), str(d / "landing"), **variant,
+                                   listen=listen, trace=str(d / "freshet.trace") if name.startswith("freshet") else None)
+    # Spark's event log, for the jobs each contestant runs (measure.spark_jobs): the same for all
+    (d / "events").mkdir(exist_ok=True)
+    cfg["spark"]["conf"].update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": (d / "events").as_uri(),
+                                 "spark.eventLog.compress": "false"})
     path = d / "freshet.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path, listen if name.startswith("freshet") else None
@@ -149,7 +161,7 @@ def _command(name: str, cfg: Path, d: Path) -> list[str]:
         return [py, "-m", "ops.cli", "run", "--config", str(cfg), "--log-format", "json", "--grace", "20"]
     module = contestants.PEER_MODULES[name]
     return [py, "-m", f"scripts.live.{module}", "--config", str(cfg), "--ready", str(d / "ready"),
-            "--work", str(d / "work")]
+            "--work", str(d / "work"), *contestants.PEER_VARIANTS.get(name, ([], {}))[0]]
 
 
 def _ready(name: str, d: Path, listen: str | None) -> bool:
@@ -195,7 +207,7 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
         shutil.rmtree(d)
     (d / "landing").mkdir(parents=True)
     (d / "warehouse").mkdir()
-    cfg, listen = _config(name, d)
+    cfg, listen = _config(name, d, trace.spec)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     log = open(d / "contestant.log", "wb")  # noqa: SIM115 — closed below
     began = time.time()
@@ -247,6 +259,8 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
         log.close()
     info["cpu_seconds"] = round(monitor.cpu_seconds, 1)
     info["peak_rss_bytes"] = monitor.peak_rss
+    info["peak_rss_bytes_by_kind"] = dict(monitor.peak_rss_by_kind)
+    info["spark_jobs"] = measure.spark_jobs(d / "events")
     if info["status"] != "ok":
         tail = (d / "contestant.log").read_text(errors="replace").splitlines()[-15:]
         info["log_tail"] = tail
@@ -261,7 +275,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
     base-table row, and the weighted staleness with the derived tables credited for complete
     windows only (`measure.complete_windows`; equal to the first for a contestant that commits no
     incomplete window)."""
-    prios, targets, periods = spec.priorities(), spec.targets(), spec.periods()
+    prios, targets, periods = trace.spec.priorities(), trace.spec.targets(), trace.spec.periods()
     t0 = info["start"]
     w, t1 = t0 + trace.warmup, t0 + trace.duration
     b0, b1 = trace.burst
@@ -271,7 +285,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
         path = Path(info["root"]) / table
         logs[table] = measure.commits(path) if (path / "_delta_log").is_dir() else []
     complete = {**logs, **{d.name: measure.complete_windows(logs[d.name], [logs[s] for s in d.sources], d.granularity)
-                           for d in spec.DERIVED}}
+                           for d in trace.spec.derived}}
     figures: dict[str, measure.TableFigures] = {}
     by_phase: dict[str, dict[str, measure.TableFigures]] = {k: {} for k in phases}
     series, tables = {}, {}
@@ -296,13 +310,14 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
         figs = {t: measure.staleness(log, lo, hi, targets[t], f0=t0) for t, log in complete.items()}
         return round(measure.weighted(figs, prios, lo, hi), 2)
 
-    for d in spec.DERIVED:
+    for d in trace.spec.derived:
         tables[d.name]["incomplete_commits"] = sum(
             1 for a, c in zip(logs[d.name], complete[d.name], strict=True)
             if a.max_event is not None and (c.max_event is None or c.max_event < a.max_event))
         tables[d.name]["mean_staleness_complete"] = round(
             measure.staleness(complete[d.name], w, t1, targets[d.name], f0=t0).area / (t1 - w), 3)
-    base_rows = sum(tables[s.table]["rows_committed"] for s in spec.STREAMS)
+    base_rows = sum(tables[s.table]["rows_committed"] for s in trace.spec.streams)
+    updates = sum(v["commits"] for v in tables.values())  # table updates committed, the whole run as the jobs
     cpu = info.get("cpu_seconds")
     entry = {**info, "weighted_staleness": round(measure.weighted(figures, prios, w, t1), 2),
              "burst_weighted_staleness": phase_ws["burst"], "phases": phase_ws,
@@ -310,6 +325,7 @@ def evaluate(info: dict[str, Any], trace: Trace, *, step: float = 1.0) -> tuple[
              "burst_weighted_staleness_complete": complete_ws(t0 + b0, t0 + b1),
              "rows_committed": base_rows,
              "cpu_seconds_per_row": float(f"{cpu / base_rows:.4g}") if cpu and base_rows else None,
+             "spark_jobs_per_update": round(info["spark_jobs"] / updates, 2) if info.get("spark_jobs") and updates else None,
              "starvation": max(({"table": t, "seconds": v["starvation_seconds"], "periods": v["starvation_periods"]}
                                 for t, v in tables.items()), key=lambda x: x["periods"]),
              "tables": tables}
@@ -346,10 +362,13 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
     result as in the module's docstring, written to `json_out` after each contestant."""
     out.mkdir(parents=True, exist_ok=True)
     trace.save(out / "trace.json")
+    # the warehouse's size, for every contestant: this process's and those it starts (spec.from_env)
+    os.environ["BENCH_TABLES"] = str(trace.tables)
     result: dict[str, Any] = {
-        "window": [trace.warmup, trace.duration], "time_column": "ts", "priorities": spec.priorities(),
+        "window": [trace.warmup, trace.duration], "time_column": "ts", "tables": trace.tables,
+        "priorities": trace.spec.priorities(),
         "burst": list(trace.burst), "burst_factor": trace.burst_factor, "seed": trace.seed, "trace_kind": trace.kind,
-        "trace": str(out / "trace.json"), "targets": spec.targets(), "periods": spec.periods(),
+        "trace": str(out / "trace.json"), "targets": trace.spec.targets(), "periods": trace.spec.periods(),
         "rows_offered": {"warmup": trace.rows_offered(0, trace.warmup),
                          "before": trace.rows_offered(trace.warmup, trace.burst[0]),
                          "burst": trace.rows_offered(*trace.burst),
@@ -357,6 +376,11 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
         "spark": {"master": "local[2]", **spec.SPARK_CONF}, "concurrent_jobs": 4,
         "order": running, **extra, "bound": bound(trace), "contestants": [],
     }
+    if extra.get("costs"):  # the twin's prediction, made before any contestant runs
+        try:
+            result["prediction"] = predict(trace, Path(extra["costs"]), variant=contestants.FRESHET["freshet"])
+        except Exception as err:  # noqa: BLE001 — recorded; the benchmark goes on
+            result["prediction"] = {"error": f"{type(err).__name__}: {err}"}
     series: dict[str, dict[str, list]] = {}
     for name in [n for n in CONTESTANTS if n in reused] + running:
         if name in reused:  # run earlier on this trace: its Delta tables are measured again
@@ -377,7 +401,7 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
         info["load_average"] = {**load, "after": _load()}
         entry, s = evaluate(info, trace)
         try:  # the output check: each derived table against its SQL over the contestant's own base tables
-            entry["check"] = check.check(entry["root"], entry["start"])
+            entry["check"] = check.check(entry["root"], entry["start"], trace.spec)
         except Exception as err:  # noqa: BLE001 — recorded; the benchmark goes on
             entry["check"] = {"error": f"{type(err).__name__}: {err}"}
         if not extra.get("keep_landing"):  # gigabytes of burst files, measured already: the Delta tables stay
@@ -385,6 +409,10 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
                 shutil.rmtree(out / name / sub, ignore_errors=True)
         if name == "freshet" and entry["status"] == "ok":
             entry["twin"] = twin(entry, trace, out)
+            before, measured = (result.get("prediction") or {}).get("predicted_weighted_staleness"), \
+                entry["twin"].get("measured_weighted_staleness")
+            if before is not None and measured:
+                entry["twin"].update(predicted_before_run=before, relative_error_before_run=round(before / measured - 1, 4))
         series[name] = s
         result["contestants"].append(entry)
         print(f"bench_live: {name}: {entry['status']} weighted staleness {entry['weighted_staleness']:.1f} "
@@ -427,11 +455,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"a {QUICK.duration:.0f} s trace per contestant "
                                                          f"(without --only: {', '.join(QUICK_CONTESTANTS)}, within 30 minutes; "
-                                                         f"all eight take about 45)")
+                                                         f"all ten take about 55)")
     ap.add_argument("--json", help="write the result here (default <out>/bench_live.json; with --seeds the "
                                    "summary, each seed's result beside it as <stem>-seed<S>.json)")
     ap.add_argument("--out", default="out/bench_live", help="contestants' landing zones and warehouses")
-    ap.add_argument("--only", help="comma-separated contestants (default: all eight; with --quick the four of "
+    ap.add_argument("--only", help="comma-separated contestants (default: all ten; with --quick the four of "
                                    "QUICK_CONTESTANTS; \"\" with --reuse: measure the earlier run again)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--seeds", help="N (N seeds from --seed on) or a list 11,12,13: one trace per seed, the "
@@ -450,9 +478,16 @@ def main(argv: list[str] | None = None) -> int:
                          f"(default {footing.LOAD_PER_CORE:g} per core: {footing.LoadGuard.default_threshold():g})")
     ap.add_argument("--settle", type=float, default=120.0,
                     help="seconds to wait at most before a contestant for the load to fall (default 120)")
-    ap.add_argument("--align", type=float, default=spec.alignment(),
+    ap.add_argument("--tables", type=int, default=15,
+                    help="the warehouse's size: N tables from today's mix, a fifth of them derived (live/spec.py "
+                         "build; default 15, today's warehouse). The burst's rows are shared among the bursting "
+                         "streams, so a larger warehouse offers as many rows in all")
+    ap.add_argument("--costs", metavar="TRACE",
+                    help="an earlier run's freshet.trace (its freshet.yaml beside it): the twin predicts Freshet's "
+                         "figure from the job costs measured there before the run (reference.predict)")
+    ap.add_argument("--align", type=float, default=spec.DEFAULT.alignment(),
                     help="each contestant's t0 a multiple of this many seconds, so the derived tables' buckets "
-                         f"fall at the same instants of every replay (default {spec.alignment():g}: their "
+                         f"fall at the same instants of every replay (default {spec.DEFAULT.alignment():g}: their "
                          "bucket lengths' LCM; 1 for a short test)")
     ap.add_argument("--min-free-gb", type=float, default=footing.MIN_FREE_GB,
                     help="refuse a contestant when its output's file system has less free space than this "
@@ -460,6 +495,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-load", action="store_true",
                     help="run a contestant on a loaded machine anyway, flagged in the JSON")
     args = ap.parse_args(argv)
+    try:
+        warehouse = spec.build(args.tables)
+    except ValueError as err:
+        ap.error(str(err))
     shape = QUICK if args.quick else FULL
     if args.shape:
         shape = Shape(*(float(x) for x in args.shape.split(",")))
@@ -478,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     json_out = Path(args.json).resolve() if args.json else out / "bench_live.json"
     guard = footing.LoadGuard(args.load_threshold, settle=args.settle, allow=args.allow_load)
     extra = {"commit": footing.provenance(ROOT), "keep_landing": args.keep_landing, "align_seconds": args.align,
+             "costs": str(Path(args.costs).resolve()) if args.costs else None,
              "min_free_gb": args.min_free_gb,
              "load_guard": {"threshold": guard.threshold, "settle": guard.settle, "allowed": guard.allow}}
     names = [n for n in CONTESTANTS if n in names]
@@ -485,8 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.trace:
             trace = Trace.load(args.trace)
         else:
-            trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor, shape.warmup,
-                             args.trace_kind)
+            trace = generate(args.seed, shape.duration, shape.burst_window, shape.factor * warehouse.burst_scale(),
+                             shape.warmup, args.trace_kind, args.tables)
         reused: dict[str, dict[str, Any]] = {}
         if args.reuse:
             prev = json.loads(Path(args.reuse).read_text())
@@ -509,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
                               "shape": list(dataclasses.astuple(shape)), **extra, "runs": []}
     status = 0
     for seed in seeds:
-        trace = generate(seed, shape.duration, shape.burst_window, shape.factor, shape.warmup, args.trace_kind)
+        trace = generate(seed, shape.duration, shape.burst_window, shape.factor * warehouse.burst_scale(), shape.warmup,
+                         args.trace_kind, args.tables)
         per = json_out.with_name(f"{json_out.stem}-seed{seed}{json_out.suffix}")
         try:
             runs.append(run_seed(trace, out / f"seed-{seed}", per, names, order(names, seed), {}, guard, extra))

@@ -34,9 +34,9 @@ ROWS_PER_SECOND = 1.75e6  # one Freshet append on the benchmark's machine (docs/
 
 
 def config(limit: object, cores: int | None) -> object:
-    data = spec.freshet_config("/tmp/unused", "/tmp/unused")
+    data = spec.DEFAULT.freshet_config("/tmp/unused", "/tmp/unused")
     data["sim"] = {"cores": cores}
-    rate = {s.table: s.rate for s in spec.STREAMS}
+    rate = {s.table: s.rate for s in spec.DEFAULT.streams}
     for t in data["tables"]:
         t["cost"] = ({"alpha": 0.6, "beta": rate[t["name"]] / ROWS_PER_SECOND} if "stream" in t
                      else {"alpha": 1.5, "beta": 0.005})

@@ -65,7 +65,7 @@ def test_the_bound_is_the_sawtooth_of_the_periods() -> None:
     m = b["mean_staleness"]
     assert m["b00"] == pytest.approx(5.0, abs=0.2) and m["b02"] == pytest.approx(7.5, abs=0.4)
     assert m["d_rollup"] > m["b04"] and m["d_agg"] > m["b03"] and m["d_join"] >= max(m["b01"], m["b02"]) - 0.5
-    prios = spec.priorities()
+    prios = spec.DEFAULT.priorities()
     assert b["weighted_staleness"] == pytest.approx(sum(prios[t] * v for t, v in m.items()), rel=1e-3)
 
 
@@ -89,7 +89,7 @@ def test_starvation_is_the_longest_gap_between_commits_that_made_the_table_fresh
            measure.Commit(3, 70.0, 60.0, 4), measure.Commit(4, 120.0, 110.0, 1)]
     assert measure.starvation(log, 0.0, 100.0) == pytest.approx(60.0)
     assert measure.starvation([], 0.0, 100.0) == pytest.approx(100.0)
-    assert spec.periods()["b00"] == 10.0 and spec.periods()["d_rollup"] == 60.0 and spec.periods()["d_join"] == 15.0
+    assert spec.DEFAULT.periods()["b00"] == 10.0 and spec.DEFAULT.periods()["d_rollup"] == 60.0 and spec.DEFAULT.periods()["d_join"] == 15.0
 
 
 def test_complete_windows_caps_a_derived_commit_at_its_sources() -> None:
@@ -164,6 +164,58 @@ def test_summary_over_the_bound_and_starvation_beyond_the_target() -> None:
     assert s["contestants"]["freshet"]["starved_beyond_target"] == {}
 
 
+def test_scale_report_side_by_side(tmp_path: Path) -> None:
+    """scripts/live/scale.py: per N the excess over the bound (C − B) with its interval, Freshet's
+    over the peer's, the JVM's peak RSS and the jobs per update; the figure is written."""
+    from scripts.live import scale
+    from scripts.live.summary import summarise
+
+    summaries = []
+    for n, (f, c) in {15: (50.0, 100.0), 60: (60.0, 200.0)}.items():
+        runs = []
+        for seed in (1, 2):
+            fr, cr = _entry("freshet", f + seed), _entry("cron", c + seed)
+            fr.update(spark_jobs_per_update=2.0, peak_rss_bytes_by_kind={"jvm": 1024 * 2**20, "python": 100 * 2**20})
+            runs.append({"seed": seed, "tables": n, "bound": {"weighted_staleness": 40.0}, "contestants": [fr, cr]})
+            (tmp_path / f"{n}-{seed}.json").write_text(json.dumps(runs[-1]))
+        summaries.append({"runs": [str(tmp_path / f"{n}-{s}.json") for s in (1, 2)], **summarise(runs)})
+    c60 = summaries[1]["contestants"]["cron"]["excess_over_bound"]
+    assert c60["values"] == [161.0, 162.0]  # 200 + seed − 40
+    table = scale.rows(summaries)
+    row = next(r for r in table if r.startswith("| 60 | freshet |"))
+    assert "| 22 [15, 28] |" in row and "| 1,024 [" in row and "| 2.00 [" in row  # 60 + seed − 40; JVM MiB; jobs/update
+    assert next(r for r in table if r.startswith("| 60 | cron |")).split("|")[4].strip().startswith("0.13")  # 21.5/161.5
+    scale.plot(summaries, tmp_path / "scale.png")
+    assert (tmp_path / "scale.png").stat().st_size > 10_000
+
+
+def test_the_twin_predicts_before_the_run_from_earlier_costs(tmp_path: Path) -> None:
+    """reference.predict: job costs fitted per table from an earlier run's trace, the median per
+    kind for tables it did not have; dearer jobs predict a staler warehouse; a kind with no job
+    measured is an error, not a guess."""
+    import yaml
+
+    from scripts.live.reference import kind_costs, predict
+
+    def earlier(d: Path, scale: float, tables: tuple[str, ...]) -> Path:
+        d.mkdir()
+        (d / "freshet.yaml").write_text(yaml.safe_dump(spec.DEFAULT.freshet_config("/w", "/l")))
+        lines = [json.dumps({"time": 100.0 + i, "table": t, "start": 0.0, "end": 10.0 + i, "duration": scale * (0.5 + 0.05 * i)})
+                 for t in tables for i in range(6)]
+        (d / "freshet.trace").write_text("\n".join(lines) + "\n")
+        return d / "freshet.trace"
+
+    every = ("b00", "b03", "d_rollup", "d_join")
+    cheap, dear = earlier(tmp_path / "cheap", 1.0, every), earlier(tmp_path / "dear", 8.0, every)
+    big = generate(5, 120.0, (40.0, 60.0), 100.0 * spec.build(60).burst_scale(), warmup=20.0, tables=60)
+    fitted, by_kind = kind_costs(cheap, big.spec)
+    assert set(fitted) == set(every) and set(by_kind) == {"base-calm", "base-burst", "rollup", "join"}
+    a, b = predict(big, cheap), predict(big, dear)
+    assert a["tables_with_own_costs"] == 4 and a["cores"] == 2
+    assert 0 < a["predicted_weighted_staleness"] < b["predicted_weighted_staleness"]
+    assert "no job of kind join" in predict(big, earlier(tmp_path / "nojoin", 1.0, every[:3]))["error"]
+
+
 def test_order_is_a_seeded_shuffle() -> None:
     from scripts.bench_live import CONTESTANTS, order
 
@@ -206,6 +258,35 @@ def test_hot_trace_bursts_the_top_stream_too() -> None:
         generate(3, 60.0, (10.0, 30.0), 10.0, kind="warm")
 
 
+def test_a_larger_warehouse_is_drawn_from_todays_mix() -> None:
+    """`--tables N`: 15 is today's warehouse exactly; N draws a fifth derived and the rest base
+    tables from the same mix, deterministically; the burst offers as many rows in all."""
+    from scripts.live.pipelines import fast
+    from warehouse.config import parse_config
+    from warehouse.sqlcheck import column_problems
+
+    today = spec.build(15)
+    assert [s.table for s in today.streams] == [f"b{i:02d}" for i in range(12)]
+    assert [(d.name, d.sources, d.priority, d.granularity) for d in today.derived] == [
+        ("d_rollup", ("b04",), 40.0, 60.0), ("d_join", ("b01", "b02"), 50.0, None), ("d_agg", ("b03",), 20.0, 30.0)]
+    assert fast(today) == ["b00", "b01", "b02", "d_join"] and today.burst_scale() == 1.0
+    big = spec.build(60)
+    assert (len(big.streams), len(big.derived), big.tables) == (48, 12, 60) and big == spec.build.__wrapped__(60)
+    assert big.streams[:12] == today.streams and big.derived[:3] == today.derived
+    mix = {(s.period, s.priority, s.rate, s.bursts) for s in today.streams}
+    assert {(s.period, s.priority, s.rate, s.bursts) for s in big.streams} <= mix
+    calm = {s.table for s in big.streams if not s.bursts}
+    assert all(set(d.sources) <= calm for d in big.derived if d.shape == "join")
+    assert {d.shape for d in big.derived[3:]} == {"join", "rollup"} and len({d.name for d in big.derived}) == 12
+    assert column_problems(parse_config(big.freshet_config("/tmp/w", "/tmp/l"))) == []  # valid, its SQL too
+    burst = (10.0, 30.0)
+    rows = {n: generate(3, 60.0, burst, 100.0 * spec.build(n).burst_scale(), tables=n).rows_offered(*burst)
+            for n in (15, 60)}
+    assert rows[60] == pytest.approx(rows[15], rel=0.15)
+    with pytest.raises(ValueError, match="at least 15"):
+        spec.build(14)
+
+
 def test_settings_from_the_contestant_module_else_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
@@ -215,7 +296,7 @@ def test_settings_from_the_contestant_module_else_shared(tmp_path: Path, monkeyp
     from warehouse.lake.session import DEFAULT_CONF
 
     cfg = tmp_path / "f.yaml"
-    cfg.write_text(yaml.safe_dump(spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), policy="fifo",
+    cfg.write_text(yaml.safe_dump(spec.DEFAULT.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), policy="fifo",
                                                        partitioner="global")))
     fr = settings("freshet-fifo", ["py", "-m", "ops.cli", "run", "--config", str(cfg)], cfg)
     assert (fr["scheduler"]["tracks"], fr["scheduler"]["policy"], fr["scheduler"]["partitioner"]) == (4, "fifo", "global")
@@ -399,7 +480,7 @@ def test_output_check_agrees_with_spark_sql(spark, tmp_path: Path) -> None:
     trace = generate(7, 200.0, (1000.0, 1001.0), 1.0)
     tables: dict[str, list] = {}
     for part in trace.parts:
-        table = next(s.table for s in spec.STREAMS if s.name == part.stream)
+        table = next(s.table for s in spec.DEFAULT.streams if s.name == part.stream)
         if table in ("b01", "b02", "b03", "b04"):
             tables.setdefault(table, []).append(partition_rows(trace, part, t0))
     extra = pa.table({"ts": pa.array([dt.datetime.fromtimestamp(t0 + x, dt.UTC) for x in (60, 120)],
@@ -410,7 +491,7 @@ def test_output_check_agrees_with_spark_sql(spark, tmp_path: Path) -> None:
         pq.write_table(pa.concat_tables(parts), tmp_path / f"{table}.parquet")
         spark.read.parquet(str(tmp_path / f"{table}.parquet")).write.format("delta").save(str(tmp_path / "sql" / table))
         spark.read.format("delta").load(str(tmp_path / "sql" / table)).createOrReplaceTempView(table)
-    for d in spec.DERIVED:  # Freshet's own binding of the window (warehouse.sqltext)
+    for d in spec.DEFAULT.derived:  # Freshet's own binding of the window (warehouse.sqltext)
         spark.sql(bind_window(d.sql, t0, t0 + 1000.0)).write.format("delta").save(str(tmp_path / "sql" / d.name))
     b04 = spark.read.format("delta").load(str(tmp_path / "sql" / "b04"))
     b04.write.format("delta").save(str(tmp_path / "window" / "b04"))
@@ -441,7 +522,7 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())
     assert r["window"] == [10.0, 30.0] and r["time_column"] == "ts"
-    assert r["priorities"] == spec.priorities()
+    assert r["priorities"] == spec.DEFAULT.priorities()
     assert [c["name"] for c in r["contestants"]] == ["freshet", "cron"]
     never = sum(r["priorities"].values()) * (10.0 + 30.0) / 2  # Σp·S averaged if nothing were ever loaded
     summary = {c["name"]: {"status": c["status"], "error": c["error"], "load": c["load_average"],
@@ -454,11 +535,14 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
         again = sum(t["priority"] * t["mean_staleness"] for t in c["tables"].values())
         assert again == pytest.approx(c["weighted_staleness"], rel=1e-3, abs=1.0)
         assert c["cpu_seconds"] > 1 and c["peak_rss_bytes"] > 100 * 2**20
+        assert c["spark_jobs"] >= c["tables"]["b00"]["commits"] and c["spark_jobs_per_update"] >= 1  # event log
+        kinds = c["peak_rss_bytes_by_kind"]  # a Spark driver (JVM) and a Python process each
+        assert kinds["jvm"] > 100 * 2**20 and kinds["python"] > 10 * 2**20 and max(kinds.values()) <= c["peak_rss_bytes"]
         # same footing, and the output check: both contestants run Freshet's SQL, complete windows only
         assert c["settings"]["spark"]["spark.scheduler.mode"] == "FAIR" and "flagged" in c["load_average"]
         assert all(v["status"] in ("checked", "empty", "no table") and v["mismatched_windows"] == 0
                    for v in c["check"].values()), c["check"]
-        assert all(c["check"][d.name]["status"] == "checked" for d in spec.DERIVED
+        assert all(c["check"][d.name]["status"] == "checked" for d in spec.DEFAULT.derived
                    if c["tables"][d.name]["commits"] >= 1), c["check"]  # a derived table with rows is checked
         assert c["weighted_staleness_complete"] == pytest.approx(c["weighted_staleness"], rel=1e-6)
         assert 0 < c["starvation"]["seconds"] <= 20.0 and c["cpu_seconds_per_row"] > 0
@@ -486,8 +570,8 @@ def test_every_contestant_starts_at_the_same_phase_of_the_buckets() -> None:
     from scripts.bench_live import STAGE_RATE, start_time
     from scripts.live import spec
 
-    assert spec.alignment() == 60.0
+    assert spec.DEFAULT.alignment() == 60.0
     for now in (1_795_747_726.3, 1_795_747_780.0, 1_795_747_794.9):
-        t0 = start_time(now, int(8 * STAGE_RATE), spec.alignment())
+        t0 = start_time(now, int(8 * STAGE_RATE), spec.DEFAULT.alignment())
         assert t0 % 60 == 0 and now + 13 <= t0 < now + 13 + 60
         assert start_time(now, 0) == float(int(now + 5) + (now % 1 > 0))  # --align 1: the next whole second

@@ -24,7 +24,7 @@ from warehouse.config import load_config  # noqa: E402
 
 def _config(tmp_path: Path, **kw: str):  # noqa: ANN202
     path = tmp_path / "freshet.yaml"
-    path.write_text(yaml.safe_dump(spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), **kw)))
+    path.write_text(yaml.safe_dump(spec.DEFAULT.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"), **kw)))
     return load_config(path)
 
 
@@ -53,6 +53,22 @@ def test_streaming_tuned_pools_and_plans(tmp_path: Path) -> None:
     assert plans["b04"].pool == "q04-b04" and plans["b04"].max_files == 1  # valuable, but its source bursts
     assert plans["b11"].pool == "bulk" and plans["b11"].trigger == "5 seconds" and plans["b11"].max_files == 1
     assert plans["d_join"].pool == "q03-d_join" and plans["d_join"].max_files is None
+
+
+def test_streaming_grouped_has_two_base_queries(tmp_path: Path) -> None:
+    """The restructured peer: the valuable streams in one query (the top pool), the bulk streams in
+    another (the bulk pool, one landing file per stream and batch on average); derived tables
+    keep their own queries and pools."""
+    from scripts.live import streaming_grouped
+
+    groups = streaming_grouped.groups(_config(tmp_path))
+    assert groups["valuable"]["streams"] == {f"s{i:02d}": f"b{i:02d}" for i in range(5)}
+    assert groups["valuable"]["pool"] == "q00-b00" and groups["valuable"]["trigger"] == "1 second"
+    assert groups["bulk"]["streams"] == {f"s{i:02d}": f"b{i:02d}" for i in range(5, 12)}
+    assert groups["bulk"]["pool"] == "bulk" and groups["bulk"]["max_files"] == 7
+    got = streaming_grouped.settings(_config(tmp_path))
+    assert set(got["derived_queries"]) == {"d_rollup", "d_join", "d_agg"}
+    assert got["derived_queries"]["d_join"]["pool"] == "q03-d_join"
 
 
 def test_priority_cron_pools_are_the_executor_track_pools(tmp_path: Path) -> None:
@@ -87,7 +103,7 @@ def test_streaming_tuned_runs_each_query_in_its_pool(tmp_path: Path) -> None:
 
     ev = tmp_path / "events"
     ev.mkdir()
-    cfg = spec.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"))
+    cfg = spec.DEFAULT.freshet_config(str(tmp_path / "w"), str(tmp_path / "l"))
     cfg["spark"]["conf"].update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": ev.as_uri(),
                                  "spark.eventLog.compress": "false"})
     (tmp_path / "freshet.yaml").write_text(yaml.safe_dump(cfg))

@@ -1,12 +1,12 @@
 """The output check: at the end of a contestant's run, does each derived table equal its
-SQL (`spec.DERIVED`) over the contestant's *own* base tables, window by window?
+SQL (`Spec.derived`) over the contestant's *own* base tables, window by window?
 
 Computed independently of every contestant's Spark: the tables are read with delta-rs
 (`deltalake`) and the expected rows computed with pyarrow and numpy. The windows checked are the
 *complete* ones: those whose end is at most what the sources hold (their trailing edge, floored to
 the granularity) and at most what the derived table itself claims (its newest `ts`). The roll-ups'
 windows are their buckets, `(start, end]` labelled by the end as the spec says; the join's are the
-10-second buckets `(start, end]` of the `b01` row's time (a reporting grid: the join has no
+10-second buckets `(start, end]` of the left row's time (a reporting grid: the join has no
 granularity). A roll-up is also checked against the other convention, `[start, end)` (Structured
 Streaming's `window()`), as a secondary figure; rows the derived table holds for windows its
 sources do not cover yet (an incomplete window committed) are counted apart.
@@ -18,11 +18,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from scripts.live.spec import DERIVED, Derived
+from scripts.live.spec import DEFAULT, Derived, Spec
 
 __all__ = ["JOIN_GRID", "check", "check_table"]
 
-JOIN_GRID = 10.0  # seconds: the join's reporting windows (b01's period)
+JOIN_GRID = 10.0  # seconds: the join's reporting windows (the shortest period)
 _US = 1_000_000
 _LIMIT = 50  # mismatching windows listed per table (all are counted)
 
@@ -106,7 +106,7 @@ def _rollup_mismatches(expected: dict, actual: dict, limit_us: int) -> list[int]
 
 
 def _join_rows(a: Any, b: Any, lookback_us: int) -> list[tuple]:
-    """`b01 a JOIN b02 b ON a.key = b.key AND b.ts > a.ts - lookback AND b.ts <= a.ts`."""
+    """`<left> a JOIN <right> b ON a.key = b.key AND b.ts > a.ts - lookback AND b.ts <= a.ts`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -169,6 +169,6 @@ def check_table(root: Path, d: Derived, start: float | None = None) -> dict[str,
     return out
 
 
-def check(root: str | Path, start: float | None = None) -> dict[str, dict[str, Any]]:
-    """The check of every derived table of the contestant whose tables are under `root`."""
-    return {d.name: check_table(Path(root), d, start) for d in DERIVED}
+def check(root: str | Path, start: float | None = None, spec: Spec = DEFAULT) -> dict[str, dict[str, Any]]:
+    """The check of every derived table of `spec` for the contestant whose tables are under `root`."""
+    return {d.name: check_table(Path(root), d, start) for d in spec.derived}

@@ -5,7 +5,8 @@ records its settings).
   with its defaults, and two ablations — `freshet-fifo` (the engine without its policy) and
   `freshet-edfp` (static priorities: EDF-P, §3.1, with Freshet's partitioner, chopping and
   inheritance; no cost model in the order, no marginal benefit);
-- the peers are programs under `scripts/live/` (`PEER_MODULES`), each exposing `settings(config)`.
+- the peers are programs under `scripts/live/` (`PEER_MODULES`), each exposing `settings(config)`;
+  a variant of a peer runs the same program with other arguments (`PEER_VARIANTS`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from warehouse.config import FreshetConfig
 
-__all__ = ["FRESHET", "PEER_MODULES", "settings"]
+__all__ = ["FRESHET", "PEER_MODULES", "PEER_VARIANTS", "settings"]
 
 # the config's scheduler section per Freshet variant (spec.freshet_config's policy and partitioner)
 FRESHET: dict[str, dict[str, str]] = {
@@ -27,9 +28,17 @@ FRESHET: dict[str, dict[str, str]] = {
 PEER_MODULES: dict[str, str] = {
     "structured-streaming": "streaming",
     "structured-streaming-tuned": "streaming_tuned",
+    "structured-streaming-grouped": "streaming_grouped",
     "cron": "cron",
     "priority-cron": "priority_cron",
     "declarative-pipelines": "pipelines",
+    "declarative-pipelines-default": "pipelines",
+}
+
+# a peer's program run with other settings: its command-line arguments, and the same to `settings`
+PEER_VARIANTS: dict[str, tuple[list[str], dict[str, Any]]] = {
+    # Spark's default maxConcurrentFlows (16) instead of the benchmark's concurrency (4)
+    "declarative-pipelines-default": (["--max-flows", "0"], {"max_flows": 0}),
 }
 
 
@@ -46,4 +55,4 @@ def settings(name: str, config: FreshetConfig) -> dict[str, Any]:
                           BULK_POOL: "bulk jobs (policies.bulk), FIFO inside, weight 1, minShare 0",
                           "declared": sorted(pool_weights())}}
     module = importlib.import_module(f"scripts.live.{PEER_MODULES[name]}")
-    return module.settings(config)
+    return module.settings(config, **PEER_VARIANTS.get(name, ([], {}))[1])

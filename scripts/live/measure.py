@@ -176,8 +176,30 @@ def weighted(figures: dict[str, TableFigures], priorities: dict[str, float], t0:
     return sum(priorities[t] * f.area for t, f in figures.items()) / (t1 - t0)
 
 
+def spark_jobs(events: Path) -> int | None:
+    """The Spark jobs started in the event logs under `events` (`spark.eventLog.dir`: one file per
+    Spark application of the contestant), None when there is none."""
+    files = [f for f in events.rglob("*") if f.is_file()] if events.is_dir() else []
+    if not files:
+        return None
+    needle = b'"Event":"SparkListenerJobStart"'
+    return sum(sum(1 for line in f.open("rb") if needle in line) for f in files)
+
+
+def _kind(process: Any) -> str:
+    """`jvm`, `python` or `other`, from the executable's name (a thread of a JVM may rename the
+    process's `comm`; the executable stays `java`)."""
+    try:
+        name = Path(process.exe()).name or process.name()
+    except Exception:  # noqa: BLE001 — psutil.Error, or no access to exe: the short name
+        name = process.name()
+    return "jvm" if name == "java" else "python" if name.startswith("python") else "other"
+
+
 class ProcessMonitor:
-    """CPU-seconds and peak RSS of a process and all its descendants, sampled every `every` s.
+    """CPU-seconds and peak RSS of a process and all its descendants, sampled every `every` s; the
+    peak RSS also per kind of process (`peak_rss_by_kind`: `jvm` — Spark's drivers and servers,
+    `python`, `other`), each the peak of that kind's sum.
 
     CPU time of a process that exits between samples is counted up to its last sample."""
 
@@ -188,6 +210,7 @@ class ProcessMonitor:
         self._every = every
         self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) → last CPU seconds
         self.peak_rss = 0
+        self.peak_rss_by_kind: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-monitor", daemon=True)
         self._thread.start()
@@ -199,16 +222,19 @@ class ProcessMonitor:
             procs = [self._root, *self._root.children(recursive=True)]
         except psutil.Error:
             return
-        rss = 0
+        by_kind: dict[str, int] = {}
         for p in procs:
             try:
                 with p.oneshot():
                     t = p.cpu_times()
-                    rss += p.memory_info().rss
+                    kind = _kind(p)
+                    by_kind[kind] = by_kind.get(kind, 0) + p.memory_info().rss
                     self._cpu[(p.pid, p.create_time())] = t.user + t.system
             except psutil.Error:
                 continue
-        self.peak_rss = max(self.peak_rss, rss)
+        self.peak_rss = max(self.peak_rss, sum(by_kind.values()))
+        for kind, rss in by_kind.items():
+            self.peak_rss_by_kind[kind] = max(self.peak_rss_by_kind.get(kind, 0), rss)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -21,7 +21,7 @@ How it runs here (found out for):
   the default): `spark-pipelines run --refresh <datasets>` updates only the datasets named.
   The first run updates the whole graph (it creates the tables); then two loops run side by
   side against the same server, each starting its next update as soon as the last one ends:
-  one refreshes the `FAST` datasets (`b00`, `b01`, `b02` and `d_join`: the valuable tables whose
+  one refreshes the `fast` datasets (`b00`, `b01`, `b02` and `d_join`: the valuable tables whose
   update is cheap — three small streaming tables and a join of two of them, 240 of the Σp = 333),
   the other everything else (the bulk streams, `b03`/`b04` and the roll-ups over them, which a
   materialized view recomputes over the whole source each time). The valuable tables are then
@@ -43,28 +43,41 @@ from pathlib import Path
 from typing import Any
 
 from scripts import connect_server
-from scripts.live.spec import SPARK_CONF
+from scripts.live.spec import SPARK_CONF, Spec, from_env
 from warehouse.config import FreshetConfig, load_config
 from warehouse.lake.session import SESSION_CONF
 
-__all__ = ["FAST", "main", "settings"]
+__all__ = ["fast", "main", "settings"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FAST = ("b00", "b01", "b02", "d_join")  # refreshed by a loop of their own (`--schedule split`)
+def fast(spec: Spec) -> list[str]:
+    """The datasets refreshed by a loop of their own (`--schedule split`): the base tables of the
+    streams that do not burst and the derived tables over them alone (b00, b01, b02 and d_join in
+    today's warehouse)."""
+    calm = {s.table for s in spec.streams if not s.bursts}
+    return [*(s.table for s in spec.streams if s.table in calm),
+            *(d.name for d in spec.derived if set(d.sources) <= calm)]
 
 
 def _split(config: FreshetConfig) -> dict[str, list[str]]:
-    return {"fast": list(FAST), "rest": [t.name for t in config.tables if t.name not in FAST]}
+    quick = fast(from_env())
+    return {"fast": quick, "rest": [t.name for t in config.tables if t.name not in quick]}
 
 
-def settings(config: FreshetConfig, schedule: str = "split") -> dict[str, Any]:
+def _max_flows(config: FreshetConfig, max_flows: int | None) -> dict[str, str]:
+    """`spark.sql.pipelines.execution.maxConcurrentFlows`: the benchmark's concurrency (the
+    config's tracks) unless `max_flows` says otherwise; 0 leaves Spark's default (16)."""
+    flows = config.scheduler.tracks if max_flows is None else max_flows
+    return {"spark.sql.pipelines.execution.maxConcurrentFlows": str(flows)} if flows else {}
+
+
+def settings(config: FreshetConfig, schedule: str = "split", max_flows: int | None = None) -> dict[str, Any]:
     """What this contestant runs with, for the benchmark's JSON."""
     loops = _split(config) if schedule == "split" else {"all": [t.name for t in config.tables]}
     return {"schedule": schedule, "loops": {k: {"refresh": v, "pause_seconds": 0} for k, v in loops.items()},
             "first_run": "the whole graph (creates the tables)",
-            "spark_conf": {"spark.sql.pipelines.execution.maxConcurrentFlows": str(config.scheduler.tracks),
-                           "spark.sql.sources.default": "delta"},
+            "spark_conf": {**_max_flows(config, max_flows), "spark.sql.sources.default": "delta"},
             "derived": "materialized views (recomputed in full by every update that refreshes them)"}
 
 
@@ -74,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ready", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--schedule", choices=("split", "full"), default="split",
-                    help="split: the FAST datasets and the rest in two loops of updates; full: whole-graph updates")
+                    help="split: the fast datasets and the rest in two loops of updates; full: whole-graph updates")
+    ap.add_argument("--max-flows", type=int, default=None,
+                    help="spark.sql.pipelines.execution.maxConcurrentFlows (default: the config's tracks; 0: "
+                         "Spark's own default, 16)")
     args = ap.parse_args(argv)
     config = load_config(args.config)
     work = Path(args.work).resolve()
@@ -88,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "libraries:\n  - glob:\n      include: transformations/**\n")
     port = _free_port()
     conf = {**SESSION_CONF, **SPARK_CONF, **config.spark.conf, "spark.sql.warehouse.dir": str(root),
-            "spark.sql.sources.default": "delta",
-            "spark.sql.pipelines.execution.maxConcurrentFlows": str(config.scheduler.tracks)}
+            "spark.sql.sources.default": "delta", **_max_flows(config, args.max_flows)}
     log = open(work / "connect-server.log", "w")  # noqa: SIM115 — lives as long as the server
     server = connect_server.start(port=port, master=config.spark.master or "local[2]", conf=conf, log=log, cwd=work)
     stop = threading.Event()

@@ -13,7 +13,7 @@ No `format="delta"` in the decorators: with it, the second `spark-pipelines run`
 every existing table with `[DELTA_CANNOT_CHANGE_PROVIDER] 'provider' is a reserved table
 property, and cannot be altered`; the server's `spark.sql.sources.default=delta` makes them
 Delta tables without it.
-Paths come from the environment (`BENCH_LANDING`), the tables live in the catalog's warehouse
+Paths come from the environment (`BENCH_LANDING`; `BENCH_TABLES`, the warehouse's size), the tables live in the catalog's warehouse
 directory (`spark.sql.warehouse.dir` = the contestant's root, so table T is at `<root>/T`).
 """
 
@@ -23,7 +23,7 @@ from pyspark import pipelines as dp
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from scripts.live.spec import DERIVED, SCHEMA, STREAMS
+from scripts.live.spec import SCHEMA, from_env
 
 spark = SparkSession.active()
 LANDING = os.environ["BENCH_LANDING"]
@@ -47,21 +47,22 @@ def _rollup(name: str, source: str, seconds: float) -> None:
                 .select("ts", "key", "n", "total", F.to_date("ts").alias("date")))
 
 
-def _join(name: str) -> None:
+def _join(name: str, left: str, right: str) -> None:
     @dp.materialized_view(name=name, partition_cols=["date"])
     def _j():
-        a = spark.read.table("b01").alias("a")
-        b = spark.read.table("b02").alias("b")
+        a = spark.read.table(left).alias("a")
+        b = spark.read.table(right).alias("b")
         return (a.join(b, F.expr("a.key = b.key AND b.ts > a.ts - INTERVAL 30 SECONDS AND b.ts <= a.ts"))
                 .select(F.col("a.ts").alias("ts"), F.col("a.key").alias("key"), F.col("a.value").alias("a_value"),
                         F.col("b.ts").alias("b_ts"), F.col("b.value").alias("b_value"),
                         F.to_date(F.col("a.ts")).alias("date")))
 
 
-for _s in STREAMS:
+SPEC = from_env()
+for _s in SPEC.streams:
     _base(_s.name, _s.table)
-for _d in DERIVED:
-    if _d.name == "d_join":
-        _join(_d.name)
+for _d in SPEC.derived:
+    if _d.shape == "join":
+        _join(_d.name, *_d.sources)
     else:
         _rollup(_d.name, _d.sources[0], _d.granularity)

@@ -1,8 +1,9 @@
-"""The benchmark warehouse: 12 streams with periods 10 s – 5 min, priorities 1 – 100, and
-three derived tables — a windowed roll-up (`d_rollup`, 1-minute buckets of `b04`), a two-source
+"""The benchmark warehouse. Today's (`DEFAULT`, 15 tables): 12 streams with periods 10 s – 5 min,
+priorities 1 – 100, and three derived tables — a windowed roll-up (`d_rollup`, 1-minute buckets of `b04`), a two-source
 band join (`d_join`: each `b01` row with the `b02` rows of its key in the 30 s before it) and a
 second roll-up (`d_agg`, 30-second buckets of `b03`).
 
+`build(N)` makes a warehouse of N tables from the same mix (`--tables N` of scripts/bench_live.py).
 Every contestant builds the same tables (names and schemas) from these definitions: Freshet and
 `cron` read the YAML config made by `freshet_config`; `structured-streaming` and
 `declarative-pipelines` write the same queries with the streaming DataFrame API.
@@ -11,11 +12,14 @@ Every contestant builds the same tables (names and schemas) from these definitio
 from __future__ import annotations
 
 import math
+import os
+import random
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-__all__ = ["DERIVED", "HOT_STREAMS", "KEYS", "SCHEMA", "SPARK_CONF", "STREAMS", "TRACE_KINDS", "Derived", "Stream",
-           "alignment", "bursting", "freshet_config", "periods", "priorities", "targets"]
+__all__ = ["DEFAULT", "HOT_STREAMS", "KEYS", "SCHEMA", "SPARK_CONF", "SPEC_SEED", "TRACE_KINDS", "Derived", "Spec",
+           "Stream", "build", "bursting", "from_env"]
 
 SCHEMA = {"ts": "timestamp", "key": "int", "value": "double"}  # every stream; tables add `date`
 KEYS = 16  # distinct `key` values: the join's fan-out is rows(b02 in 30 s) / KEYS
@@ -43,18 +47,22 @@ class Derived:
     name: str
     sources: tuple[str, ...]
     priority: float
-    granularity: float | None
+    granularity: float | None  # a roll-up's bucket length; None for a band join
     lookback: float
     target: float
     sql: str
 
+    @property
+    def shape(self) -> str:
+        """`rollup` (`granularity`-second buckets of one source) or `join` (each row of
+        `sources[0]` with the rows of `sources[1]` of its key in the `lookback` before it)."""
+        return "join" if self.granularity is None else "rollup"
 
+
+# Today's twelve streams (period s, priority, rows/s, bursts): the mix every warehouse size draws from.
 _P = [(10, 100, 20, False), (10, 60, 2, False), (15, 30, 20, False), (20, 10, 50, True),
       (30, 8, 50, True), (30, 5, 50, True), (45, 3, 50, True), (60, 2, 50, True),
       (60, 1, 50, True), (120, 2, 50, True), (180, 1, 50, True), (300, 1, 50, True)]
-STREAMS: tuple[Stream, ...] = tuple(
-    Stream(f"s{i:02d}", f"b{i:02d}", float(p), float(prio), float(rate), burst)
-    for i, (p, prio, rate, burst) in enumerate(_P))
 
 
 def _bucket(seconds: int, src: str) -> str:
@@ -63,25 +71,118 @@ def _bucket(seconds: int, src: str) -> str:
             f" AS ts, key, count(*) AS n, sum(value) AS total FROM {src} GROUP BY 1, 2")
 
 
-DERIVED: tuple[Derived, ...] = (
-    Derived("d_rollup", ("b04",), 40.0, 60.0, 0.0, 120.0, _bucket(60, "b04")),
-    Derived("d_join", ("b01", "b02"), 50.0, None, 30.0, 60.0,
-            "SELECT a.ts, a.key, a.value AS a_value, b.ts AS b_ts, b.value AS b_value "
-            "FROM b01 a JOIN b02 b ON a.key = b.key AND b.ts > a.ts - INTERVAL 30 SECONDS AND b.ts <= a.ts "
-            "WHERE a.ts > :window_start AND a.ts <= :window_end"),
-    Derived("d_agg", ("b03",), 20.0, 30.0, 0.0, 90.0, _bucket(30, "b03")),
-)
+def _band(a: str, b: str) -> str:
+    return (f"SELECT a.ts, a.key, a.value AS a_value, b.ts AS b_ts, b.value AS b_value "
+            f"FROM {a} a JOIN {b} b ON a.key = b.key AND b.ts > a.ts - INTERVAL 30 SECONDS AND b.ts <= a.ts "
+            "WHERE a.ts > :window_start AND a.ts <= :window_end")
 
 
-def alignment() -> float:
-    """Seconds every contestant's t0 is a multiple of: the least common multiple of the derived
-    tables' bucket lengths (scripts/bench_live.start_time), so buckets start at the same instant
-    of every replay."""
-    out = 1
-    for d in DERIVED:
-        if d.granularity:
-            out = math.lcm(out, int(d.granularity))
-    return float(out)
+# The three derived shapes in today's order: (name, priority, granularity, target); their sources
+# are today's for the first three tables, drawn from the seed for the others (`build`).
+_SHAPES = (("d_rollup", 40.0, 60.0, 120.0), ("d_join", 50.0, None, 60.0), ("d_agg", 20.0, 30.0, 90.0))
+SPEC_SEED = 20261128  # fixed before the first scale run (docs/benchmarks.md § Scale)
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A benchmark warehouse: its streams (a base table each) and its derived tables."""
+
+    streams: tuple[Stream, ...]
+    derived: tuple[Derived, ...]
+
+    @property
+    def tables(self) -> int:
+        return len(self.streams) + len(self.derived)
+
+    def stream_index(self, name: str) -> int:
+        return next(i for i, s in enumerate(self.streams) if s.name == name)
+
+    def priorities(self) -> dict[str, float]:
+        return {**{s.table: s.priority for s in self.streams}, **{d.name: d.priority for d in self.derived}}
+
+    def targets(self) -> dict[str, float]:
+        return {**{s.table: s.target for s in self.streams}, **{d.name: d.target for d in self.derived}}
+
+    def periods(self) -> dict[str, float]:
+        """How often a table can advance at best: a base table's stream period; a derived table's
+        granularity or its slowest source's period, whichever is longer (the unit of starvation)."""
+        base = {s.table: s.period for s in self.streams}
+        return {**base, **{d.name: max(d.granularity or 0.0, *(base[s] for s in d.sources)) for d in self.derived}}
+
+    def alignment(self) -> float:
+        """Seconds every contestant's t0 is a multiple of: the least common multiple of the derived
+        tables' bucket lengths (scripts/bench_live.start_time), so buckets start at the same instant
+        of every replay."""
+        out = 1
+        for d in self.derived:
+            if d.granularity:
+                out = math.lcm(out, int(d.granularity))
+        return float(out)
+
+    def burst_scale(self) -> float:
+        """What the burst's factor is multiplied by so that the burst offers as many rows in all as
+        today's warehouse does (its bursting streams share them): a larger warehouse is harder for
+        its number of tables and updates, not for a burst no two cores could ever load."""
+        return sum(s.bursts for s in DEFAULT.streams) / max(1, sum(s.bursts for s in self.streams))
+
+    def freshet_config(self, root: str, landing: str, *, master: str = "local[2]", tracks: int = 4,
+                       policy: str = "auto", partitioner: str = "auto", listen: str = "127.0.0.1:9464",
+                       trace: str | None = None) -> dict[str, Any]:
+        """The warehouse as a Freshet config (docs/warehouse.md): Freshet's defaults apart from the
+        tracks (the benchmark's concurrency), the policy/partitioner (the ablation) and Spark."""
+        return {
+            "version": 1,
+            "warehouse": {"root": root, "landing": landing, **({"trace": trace} if trace else {})},
+            "listen": listen,
+            "streams": [{"name": s.name, "period": s.period, "lateness": 0, "time_column": "ts", "format": "parquet",
+                         "schema": dict(SCHEMA)} for s in self.streams],
+            "tables": [
+                *({"name": s.table, "stream": s.name, "priority": s.priority, "target_staleness": s.target}
+                  for s in self.streams),
+                *({"name": d.name, "sources": list(d.sources), "priority": d.priority, "sql": d.sql,
+                   "target_staleness": d.target, "lookback": d.lookback,
+                   **({"granularity": d.granularity} if d.granularity else {})} for d in self.derived),
+            ],
+            "scheduler": {"tracks": tracks, "policy": policy, "partitioner": partitioner},
+            "spark": {"master": master, "conf": dict(SPARK_CONF)},
+        }
+
+
+@cache
+def build(tables: int = 15, seed: int = SPEC_SEED) -> Spec:
+    """The warehouse of `tables` tables: a fifth of them (rounded) derived, the rest base tables.
+    The first twelve streams and three derived tables are today's (15 tables: today's warehouse
+    exactly); every further stream draws its period, priority, rate and burst from today's twelve,
+    every further derived table takes the next of the three shapes with its priority and target,
+    over sources drawn from the seed (a band join over two streams that do not burst, as today)."""
+    if tables < 15:
+        raise ValueError(f"--tables must be at least 15 (today's warehouse), not {tables}")
+    rng = random.Random(seed)
+    n_derived = round(tables / 5)
+    rows = [*_P, *(rng.choice(_P) for _ in range(tables - n_derived - len(_P)))]
+    streams = tuple(Stream(f"s{i:02d}", f"b{i:02d}", float(p), float(prio), float(rate), burst)
+                    for i, (p, prio, rate, burst) in enumerate(rows))
+    calm = [s.table for s in streams if not s.bursts]
+    derived: list[Derived] = []
+    for i in range(n_derived):
+        name, prio, g, target = _SHAPES[i % 3]
+        if i < 3:  # today's three
+            sources = {0: ("b04",), 1: ("b01", "b02"), 2: ("b03",)}[i]
+        else:
+            name = f"{name}_{i:03d}"
+            sources = tuple(rng.sample(calm, 2)) if g is None else (rng.choice(streams).table,)
+        sql = _band(*sources) if g is None else _bucket(int(g), sources[0])
+        derived.append(Derived(name, sources, prio, g, 30.0 if g is None else 0.0, target, sql))
+    return Spec(streams, tuple(derived))
+
+
+def from_env() -> Spec:
+    """The warehouse a contestant's own process builds: `$BENCH_TABLES` tables (default 15), as
+    scripts/bench_live.py sets it for every contestant it starts."""
+    return build(int(os.environ.get("BENCH_TABLES", "15")))
+
+
+DEFAULT = build()
 
 
 # The trace kinds: `bulk` — only the bulk streams burst (`Stream.bursts`); `hot` — the
@@ -101,41 +202,3 @@ def bursting(stream: Stream, kind: str = "bulk") -> bool:
 # The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
 # get too: warehouse.lake.session.DEFAULT_CONF).
 SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
-
-
-def priorities() -> dict[str, float]:
-    return {**{s.table: s.priority for s in STREAMS}, **{d.name: d.priority for d in DERIVED}}
-
-
-def targets() -> dict[str, float]:
-    return {**{s.table: s.target for s in STREAMS}, **{d.name: d.target for d in DERIVED}}
-
-
-def periods() -> dict[str, float]:
-    """How often a table can advance at best: a base table's stream period; a derived table's
-    granularity or its slowest source's period, whichever is longer (the unit of starvation)."""
-    base = {s.table: s.period for s in STREAMS}
-    return {**base, **{d.name: max(d.granularity or 0.0, *(base[s] for s in d.sources)) for d in DERIVED}}
-
-
-def freshet_config(root: str, landing: str, *, master: str = "local[2]", tracks: int = 4,
-                   policy: str = "auto", partitioner: str = "auto", listen: str = "127.0.0.1:9464",
-                   trace: str | None = None) -> dict[str, Any]:
-    """The warehouse as a Freshet config (docs/warehouse.md): Freshet's defaults apart from the
-    tracks (the benchmark's concurrency), the policy/partitioner (the ablation) and Spark."""
-    return {
-        "version": 1,
-        "warehouse": {"root": root, "landing": landing, **({"trace": trace} if trace else {})},
-        "listen": listen,
-        "streams": [{"name": s.name, "period": s.period, "lateness": 0, "time_column": "ts", "format": "parquet",
-                     "schema": dict(SCHEMA)} for s in STREAMS],
-        "tables": [
-            *({"name": s.table, "stream": s.name, "priority": s.priority, "target_staleness": s.target}
-              for s in STREAMS),
-            *({"name": d.name, "sources": list(d.sources), "priority": d.priority, "sql": d.sql,
-               "target_staleness": d.target, "lookback": d.lookback,
-               **({"granularity": d.granularity} if d.granularity else {})} for d in DERIVED),
-        ],
-        "scheduler": {"tracks": tracks, "policy": policy, "partitioner": partitioner},
-        "spark": {"master": master, "conf": dict(SPARK_CONF)},
-    }

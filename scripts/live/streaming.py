@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scripts.live.spec import DERIVED, STREAMS
+from scripts.live.spec import from_env
 from warehouse.config import FreshetConfig, load_config
 from warehouse.lake.delta import spark_schema_ddl
 
@@ -77,19 +77,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
-                  plan: Callable[[str], QueryPlan]) -> list[StreamingQuery]:
-    """Start one streaming query per table (the module docstring), each as `plan(table)` says."""
+                  plan: Callable[[str], QueryPlan], *, bases: bool = True) -> list[StreamingQuery]:
+    """Start one streaming query per table (the module docstring), each as `plan(table)` says;
+    with `bases` False, only the derived tables' (the base tables are created, empty)."""
     from pyspark.sql import functions as F
 
     root = Path(config.warehouse.root).resolve()
     landing = Path(config.warehouse.landing).resolve()
-    lateness = {s.name: config.stream(s.name).lateness for s in STREAMS}
-    ddl = spark_schema_ddl(config.stream(STREAMS[0].name).schema_)
+    spec = from_env()
+    lateness = {s.name: config.stream(s.name).lateness for s in spec.streams}
+    ddl = spark_schema_ddl(config.stream(spec.streams[0].name).schema_)
     sc = spark.sparkContext
 
     # the derived queries stream from the base tables: they must exist (empty) before they start
     empty = spark.createDataFrame([], ddl).withColumn("date", F.to_date("ts"))
-    for s in STREAMS:
+    for s in spec.streams:
         empty.write.format("delta").partitionBy("date").mode("ignore").save(str(root / s.table))
 
     def sink(df, table: str):  # noqa: ANN001, ANN202
@@ -108,18 +110,19 @@ def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
         return spark.readStream.format("delta").load(str(root / table)).withWatermark("ts", f"{delay:g} seconds")
 
     queries = []
-    for s in STREAMS:
+    for s in spec.streams if bases else ():
         (landing / s.name).mkdir(parents=True, exist_ok=True)
         reader = spark.readStream.schema(ddl)
         max_files = plan(s.table).max_files
         if max_files is not None:
             reader = reader.option("maxFilesPerTrigger", max_files)
         queries.append(sink(reader.parquet(str(landing / s.name / "*")), s.table))
-    lag = {s.table: lateness[s.name] for s in STREAMS}
-    for d in DERIVED:
-        if d.name == "d_join":
-            a = delta("b01", lag["b01"]).alias("a")
-            b = delta("b02", lag["b02"]).alias("b")
+    lag = {s.table: lateness[s.name] for s in spec.streams}
+    for d in spec.derived:
+        if d.shape == "join":
+            left, right = d.sources
+            a = delta(left, lag[left]).alias("a")
+            b = delta(right, lag[right]).alias("b")
             out = a.join(b, F.expr("a.key = b.key AND b.ts > a.ts - INTERVAL 30 SECONDS AND b.ts <= a.ts")).select(
                 F.col("a.ts").alias("ts"), F.col("a.key").alias("key"), F.col("a.value").alias("a_value"),
                 F.col("b.ts").alias("b_ts"), F.col("b.value").alias("b_value"))

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from scripts.live import tuning
-from scripts.live.spec import STREAMS
+from scripts.live.spec import from_env
 from scripts.live.streaming import QueryPlan, serve, start_queries
 from warehouse.config import FreshetConfig, load_config
 
-__all__ = ["BULK_TRIGGER", "VALUABLE_TRIGGER", "main", "plans", "pools", "settings"]
+__all__ = ["BULK_POOL", "BULK_TRIGGER", "VALUABLE_TRIGGER", "main", "plans", "pool_names", "pools", "settings",
+           "spark_conf", "tuned_config"]
 
 VALUABLE_TRIGGER = "1 second"
 BULK_TRIGGER = "5 seconds"
@@ -51,7 +52,7 @@ def _cores(config: FreshetConfig) -> int:
     return int(inside) if inside.isdigit() else 2
 
 
-def _pool_names(config: FreshetConfig) -> dict[str, str]:
+def pool_names(config: FreshetConfig) -> dict[str, str]:
     """Valuable table → its pool, `q<rank>-<table>`, rank 00 for the highest inherited priority.
     Spark's fair scheduler breaks ties between pools (two idle pools both at 0 running tasks) by
     the pool's *name* (`FairSchedulingAlgorithm`: `s1.name < s2.name`), so the names sort by
@@ -67,7 +68,7 @@ def pools(config: FreshetConfig) -> list[tuning.Pool]:
     goes before every pool at or above it, so an idle valuable pool gets the next free core before
     the bulk pool (with minShare 0 everywhere, the weights would only count between pools that
     already run tasks, and idle pools would be served in name order)."""
-    ip, names = tuning.inherited(config), _pool_names(config)
+    ip, names = tuning.inherited(config), pool_names(config)
     top = next(iter(names))
     out = [tuning.Pool(name, weight=max(1, round(ip[t])), min_share=_cores(config) if t == top else 1)
            for t, name in names.items()]
@@ -76,8 +77,8 @@ def pools(config: FreshetConfig) -> list[tuning.Pool]:
 
 def plans(config: FreshetConfig) -> dict[str, QueryPlan]:
     """Each table's trigger, pool and maxFilesPerTrigger."""
-    names = _pool_names(config)
-    bursting = {s.table for s in STREAMS if s.bursts}
+    names = pool_names(config)
+    bursting = {s.table for s in from_env().streams if s.bursts}
     return {t: QueryPlan(trigger=VALUABLE_TRIGGER if t in names else BULK_TRIGGER, pool=names.get(t, BULK_POOL),
                          max_files=MAX_FILES if t in bursting else None)
             for t in tuning.inherited(config)}
@@ -96,6 +97,13 @@ def settings(config: FreshetConfig) -> dict[str, Any]:
             "inherited_priorities": tuning.inherited(config), "valuable_at_or_above": tuning.VALUABLE}
 
 
+def tuned_config(config: FreshetConfig, work: Path) -> FreshetConfig:
+    """`config` with this peer's Spark settings and its pools' allocation file (written to `work`)."""
+    allocation = tuning.write_allocation(pools(config), work)
+    conf = {**config.spark.conf, **spark_conf(), "spark.scheduler.allocation.file": allocation.as_uri()}
+    return config.model_copy(update={"spark": config.spark.model_copy(update={"conf": conf})})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True)
@@ -104,9 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     config = load_config(args.config)
     work = Path(args.work).resolve()
-    allocation = tuning.write_allocation(pools(config), work)
-    conf = {**config.spark.conf, **spark_conf(), "spark.scheduler.allocation.file": allocation.as_uri()}
-    config = config.model_copy(update={"spark": config.spark.model_copy(update={"conf": conf})})
+    config = tuned_config(config, work)
 
     from warehouse.lake.session import get_spark
 

@@ -114,9 +114,15 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
         for c in ok:
             for t, v in (c.get("check") or {}).items():
                 mism[t] = mism.get(t, 0) + int(v.get("mismatched_windows", 0))
+        over = [c["weighted_staleness"] - r["bound"]["weighted_staleness"] for r, b in zip(runs, by, strict=True)
+                for c in [b.get(n)] if c is not None and _ok(c) and (r.get("bound") or {}).get("weighted_staleness")]
         contestants[n] = {
             **{k: interval([c.get(k) for c in ok]) for k in ("weighted_staleness", "weighted_staleness_complete",
-                                                             "burst_weighted_staleness", "cpu_seconds_per_row")},
+                                                             "burst_weighted_staleness", "cpu_seconds_per_row",
+                                                             "spark_jobs_per_update", "peak_rss_bytes")},
+            "excess_over_bound": interval(over),  # C − B: what the contestant adds to the seed's bound
+            **{f"peak_rss_bytes_{kind}": interval([(c.get("peak_rss_bytes_by_kind") or {}).get(kind) for c in ok])
+               for kind in ("jvm", "python")},
             "failed_seeds": [s for s, c in entries if not _ok(c)],
             "flagged_seeds": [s for s, c in entries if (c.get("load_average") or {}).get("flagged")],
             "mismatched_windows": mism, "starved_beyond_target": starved, "tables": tables}

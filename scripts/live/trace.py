@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts.live.spec import KEYS, STREAMS, bursting
+from scripts.live.spec import KEYS, Spec, build, bursting
 from warehouse.landing.intake import MANIFEST
 
 __all__ = ["Part", "Trace", "generate", "partition_rows", "replay", "stage", "write_partition"]
@@ -48,6 +48,11 @@ class Trace:
     parts: list[Part] = field(default_factory=list)
     warmup: float = 0.0  # replayed but not measured: the benchmark window is [warmup, duration]
     kind: str = "bulk"  # which streams burst (spec.TRACE_KINDS)
+    tables: int = 15  # the warehouse's size (spec.build)
+
+    @property
+    def spec(self) -> Spec:
+        return build(self.tables)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({**asdict(self), "parts": [asdict(p) for p in self.parts]}, indent=0))
@@ -56,21 +61,23 @@ class Trace:
     def load(cls, path: str | Path) -> Trace:
         d = json.loads(Path(path).read_text())
         return cls(seed=d["seed"], duration=d["duration"], burst=tuple(d["burst"]), burst_factor=d["burst_factor"],
-                   parts=[Part(**p) for p in d["parts"]], warmup=d.get("warmup", 0.0), kind=d.get("kind", "bulk"))
+                   parts=[Part(**p) for p in d["parts"]], warmup=d.get("warmup", 0.0), kind=d.get("kind", "bulk"),
+                   tables=d.get("tables", 15))
 
     def rows_offered(self, lo: float, hi: float) -> int:
         return sum(p.rows for p in self.parts if lo < p.end <= hi)
 
 
 def generate(seed: int, duration: float, burst: tuple[float, float], burst_factor: float,
-             warmup: float = 0.0, kind: str = "bulk") -> Trace:
-    """Partitions of every stream in `STREAMS` over `[0, duration]`, ordered by arrival (end); in
-    the burst, the streams `spec.bursting(s, kind)` send `burst_factor` times their rows."""
+             warmup: float = 0.0, kind: str = "bulk", tables: int = 15) -> Trace:
+    """Partitions of every stream of the warehouse of `tables` tables (`spec.build`) over
+    `[0, duration]`, ordered by arrival (end); in the burst, the streams `spec.bursting(s, kind)`
+    send `burst_factor` times their rows."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     parts: list[Part] = []
-    for s in STREAMS:
+    for s in build(tables).streams:
         bursts = bursting(s, kind)
         end, start, k = float(rng.uniform(0.2, 1.0) * s.period), 0.0, 0
         while end <= duration:
@@ -79,7 +86,7 @@ def generate(seed: int, duration: float, burst: tuple[float, float], burst_facto
             parts.append(Part(s.name, k, round(start, 3), round(end, 3), rows))
             start, end, k = end, end + s.period, k + 1
     parts.sort(key=lambda p: (p.end, p.stream))
-    return Trace(seed, duration, burst, burst_factor, parts, warmup, kind)
+    return Trace(seed, duration, burst, burst_factor, parts, warmup, kind, tables)
 
 
 def partition_rows(trace: Trace, part: Part, t0: float) -> Any:
@@ -88,8 +95,7 @@ def partition_rows(trace: Trace, part: Part, t0: float) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    si = next(i for i, s in enumerate(STREAMS) if s.name == part.stream)
-    rng = np.random.default_rng([trace.seed, si, part.index])
+    rng = np.random.default_rng([trace.seed, trace.spec.stream_index(part.stream), part.index])
     lo, hi = _us(t0, part.start), _us(t0, part.end)
     ts = np.sort(rng.integers(lo + 1, hi + 1, size=part.rows, dtype=np.int64))
     ts[-1] = hi
@@ -144,7 +150,7 @@ def replay(trace: Trace, staging: str | Path, landing: str | Path, t0: float,
     `stage`, is renamed from `staging` into the landing zone, complete, at that instant.
     Returns {"max_lag": s, "partitions": n}."""
     landing = Path(landing)
-    for s in STREAMS:
+    for s in trace.spec.streams:
         (landing / s.name).mkdir(parents=True, exist_ok=True)
     lag = 0.0
     n = 0
