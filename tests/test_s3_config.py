@@ -62,6 +62,7 @@ def test_an_s3a_root_gets_the_connector_and_its_settings() -> None:
     assert conf[S3A + "endpoint.region"] == "us-east-1"
     assert conf[S3A + "aws.credentials.provider"] == ENV_PROVIDER
     assert conf[S3A + "input.stream.type"] == "classic"
+    assert conf[S3A + "create.performance"] == "true"
     assert conf[S3A + "path.style.access"] == "false"  # the config's own spark.conf wins
     assert conf["spark.ui.enabled"] == "false"
     assert conf["freshet.jars.packages"] == s3a_packages()

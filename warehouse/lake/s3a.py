@@ -90,6 +90,10 @@ def s3a_conf(s3: S3Settings, environ: Mapping[str, str] | None = None) -> dict[s
         # entry per object read until the file system closes (HADOOP-20058): a daemon reads new
         # objects for as long as it runs
         hadoop + "input.stream.type": "classic",
+        # a new file is created without S3A's HEAD and LIST probes for an object or a directory at its
+        # path: Delta names every data file uniquely, and its single-driver log store checks that a
+        # commit file is absent itself before it writes one
+        hadoop + "create.performance": "true",
     }
     if s3.endpoint is not None:
         conf[hadoop + "endpoint"] = s3.endpoint
