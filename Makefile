@@ -25,6 +25,7 @@ system-deps:
 test: system-deps setup
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/fetch_jars.py
+	$(BIN)/python scripts/fetch_jars.py --s3a
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # A Spark Connect server with Delta on this machine, for `spark: {remote: "sc://127.0.0.1:15002"}`

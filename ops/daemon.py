@@ -37,6 +37,7 @@ from sim.trace import ActionRecord
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError
 from warehouse.events import Tick
+from warehouse.lake.s3a import spark_config
 from warehouse.times import iso
 
 __all__ = ["Daemon", "Options"]
@@ -50,7 +51,7 @@ class Daemon(SchedulerLoop):
     def __init__(self, config: FreshetConfig, opts: Options) -> None:
         super().__init__(config, opts)
         self.lease: Any = None  # ops.lease.Lease: one daemon per warehouse
-        self.spark = SparkWatch(config.spark, connected=lambda up: self.metrics.spark_connected.set(1 if up else 0),
+        self.spark = SparkWatch(spark_config(config), connected=lambda up: self.metrics.spark_connected.set(1 if up else 0),
                                 lost=self.metrics.spark_connection_lost.inc, ready=self._set_ready,
                                 serving=lambda: self.accepting, stopping=lambda: self._term is not None,
                                 helper=lambda pid: self.lease.add_helper(pid) if self.lease else None,

@@ -185,9 +185,14 @@ def job_description(spark: SparkSession, text: str, pool: str | None = None) -> 
 
 
 def package_cache_dir(cache: Path, package: str) -> Path:
-    """`<cache>/<artifact>-<version>`: Ivy's folder for one Delta package."""
-    _group, artifact, ver = package.split(":")
-    return cache / f"{artifact}-{ver}"
+    """`<cache>/<artifact>-<version>`: Ivy's folder for one Delta package; for Delta's with more
+    packages (`freshet.jars.packages`, comma-separated), `<artifact>-<version>+<artifact>-<version>…`
+    — the S3A connector's set: `delta-spark_4.2_2.13-4.4.0+hadoop-aws-3.5.0+s3-2.35.4+…`."""
+    names = []
+    for coordinate in package.split(","):
+        _group, artifact, ver = coordinate.split(":")
+        names.append(f"{artifact}-{ver}")
+    return cache / "+".join(names)
 
 
 def _cached_jars(cache: Path, package: str) -> list[str] | None:
@@ -445,6 +450,10 @@ def _local(cfg: SparkConfig) -> SparkSession:
     if conf.get("spark.scheduler.mode") == "FAIR" and "spark.scheduler.allocation.file" not in conf:
         conf["spark.scheduler.allocation.file"] = fair_pools().as_uri()
     package = delta_package()
+    # more Maven packages fetched and cached with Delta's (the S3A connector: warehouse.lake.s3a)
+    if more := conf.pop("freshet.jars.packages", ""):
+        package = f"{package},{more}"
+    excludes = conf.pop("freshet.jars.excludes", "")
     cache = package_cache_dir(jar_cache_dir(conf), package)
     cache.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.master(cfg.master).appName(cfg.app_name)
@@ -458,8 +467,10 @@ def _local(cfg: SparkConfig) -> SparkSession:
         print(f"freshet: fetching {package} and its dependencies from Maven Central into {cache} "
               f"(once; later runs use the cache offline)", file=sys.stderr, flush=True)
         extra = [p for p in conf.get("spark.jars.packages", "").split(",") if p]
-        conf["spark.jars.packages"] = ",".join([package, *[p for p in extra if p != package]])
+        conf["spark.jars.packages"] = ",".join([package, *[p for p in extra if p not in package.split(",")]])
         conf["spark.jars.ivy"] = str(cache)
+        if excludes:
+            conf["spark.jars.excludes"] = ",".join(x for x in [conf.get("spark.jars.excludes", ""), excludes] if x)
         fetched = True
     for key, value in conf.items():
         builder = builder.config(key, value)

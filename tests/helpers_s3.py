@@ -1,0 +1,104 @@
+"""A real S3 API on loopback for the tests: moto's server mode (`moto[server]`), started as a child
+process on a free port and stopped at the end, the way the tests start Prometheus.
+
+moto implements the S3 REST API — buckets, multipart uploads, listing, and conditional PutObject
+(`If-None-Match: *`, `If-Match: <ETag>`) — in memory: what the S3A connector, delta-rs and a lease
+written with conditional requests need. `S3Server.client()` is a boto3 client on it;
+`storage_options()` are delta-rs's options for reading the same bucket.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers_live import free_port
+
+BUCKET = "freshet-test"
+# moto accepts any credentials; these are fixed test values, given to the daemon in its environment
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "freshet-test-key", "AWS_SECRET_ACCESS_KEY": "freshet-test-secret"}
+REGION = "us-east-1"
+
+
+@dataclass
+class S3Server:
+    """A running moto server and one bucket in it."""
+
+    endpoint: str
+    bucket: str
+    proc: subprocess.Popen
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
+                            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs (`deltalake`) options for `s3://<bucket>/…` on this server."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": REGION,
+                "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false", **CREDENTIALS}
+
+    def s3_settings(self) -> dict[str, Any]:
+        """The config's `warehouse.s3` section for this server."""
+        return {"endpoint": self.endpoint, "region": REGION, "path_style": True, "credentials": "env"}
+
+    def keys(self, prefix: str = "") -> list[str]:
+        c, keys, token = self.client(), [], None
+        while True:
+            kw = {"Bucket": self.bucket, "Prefix": prefix, **({"ContinuationToken": token} if token else {})}
+            page = c.list_objects_v2(**kw)
+            keys += [o["Key"] for o in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return keys
+            token = page["NextContinuationToken"]
+
+
+def start_s3(log: Path, bucket: str = BUCKET, timeout: float = 30.0) -> S3Server:
+    """`python -m moto.server` on 127.0.0.1:<free port>, with `bucket` created."""
+    port = free_port()
+    out = log.open("ab")
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **CREDENTIALS})
+    out.close()
+    server = S3Server(f"http://127.0.0.1:{port}", bucket, proc)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"moto server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            server.client().create_bucket(Bucket=bucket)
+            return server
+        except Exception as e:  # noqa: BLE001 — not listening yet
+            if time.monotonic() > deadline:
+                stop_s3(server)
+                raise AssertionError(f"moto server not answering on {server.endpoint} after {timeout}s: {e}") from e
+            time.sleep(0.1)
+
+
+def stop_s3(server: S3Server) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+@pytest.fixture
+def s3(tmp_path: Path) -> Iterator[S3Server]:
+    """A moto S3 server with the bucket `freshet-test`, for one test."""
+    server = start_s3(tmp_path / "moto.log")
+    try:
+        yield server
+    finally:
+        stop_s3(server)

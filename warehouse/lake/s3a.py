@@ -1,0 +1,118 @@
+"""The warehouse on object storage: the Hadoop S3A connector for `warehouse.root: s3a://bucket/prefix`
+(docs/warehouse.md §2).
+
+`spark_config(config)` is the `spark` section the daemon starts Spark with: for an s3a:// root, the
+`spark.conf` the config gives on top of the S3A settings below (`s3a_conf`), and the connector's jars
+asked for beside Delta's, cached with them (warehouse.lake.session: `freshet.jars.packages`).
+
+The jars are `org.apache.hadoop:hadoop-aws` at the version of the Hadoop client pyspark ships
+(`pyspark/jars/hadoop-client-api-<v>.jar`) and the AWS SDK v2 modules it calls — `s3`,
+`s3-transfer-manager`, `sts` (web-identity credentials) — at the SDK version that Hadoop release was
+built against, instead of the SDK's shaded `bundle` hadoop-aws names (686 MB; the modules: ~15 MB).
+The SDK's own dependencies that Spark already ships (Netty, SLF4J, Apache HttpClient, commons-codec,
+commons-logging) are left out: Spark's copies are the ones loaded anyway.
+
+Delta Lake commits to an s3a:// table through its S3 single-driver log store (its default for s3a):
+atomic only among the commits of one Spark driver — one daemon per warehouse (ops.lease).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from warehouse.config import FreshetConfig, S3Settings, SparkConfig
+from warehouse.errors import ConfigError, WarehouseError
+
+__all__ = ["AWS_SDK", "S3A_EXCLUDES", "hadoop_version", "is_s3a", "s3a_conf", "s3a_packages", "spark_config"]
+
+# The AWS SDK v2 version each Hadoop release's hadoop-aws was built and tested with
+# (hadoop-project's `aws-java-sdk-v2.version`).
+AWS_SDK = {"3.5.0": "2.35.4", "3.4.3": "2.35.4", "3.4.2": "2.29.52", "3.4.1": "2.24.6"}
+SDK_MODULES = ("s3", "s3-transfer-manager", "sts")
+# Left out of the resolution: the shaded SDK (the modules above replace it) and what Spark ships.
+S3A_EXCLUDES = (
+    "software.amazon.awssdk:bundle",
+    *(f"io.netty:netty-{m}" for m in ("buffer", "codec", "codec-http", "codec-http2", "common", "handler",
+                                       "resolver", "transport", "transport-classes-epoll",
+                                       "transport-native-unix-common")),
+    "org.slf4j:slf4j-api", "commons-codec:commons-codec", "commons-logging:commons-logging",
+    "org.apache.httpcomponents:httpclient", "org.apache.httpcomponents:httpcore",
+)
+ENV_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+DEFAULT_PROVIDER = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+ENV_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+def is_s3a(root: str) -> bool:
+    """`s3a://bucket/prefix`: Spark reaches the root through the S3A connector."""
+    return root.lower().startswith("s3a://")
+
+
+def hadoop_version() -> str:
+    """The Hadoop client pyspark ships (`jars/hadoop-client-api-<v>.jar`)."""
+    import pyspark
+
+    jars = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    if not jars:
+        raise WarehouseError("no hadoop-client-api jar in pyspark's jars: cannot tell which hadoop-aws to use")
+    return jars[-1].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+
+
+def s3a_packages(hadoop: str | None = None) -> str:
+    """The Maven coordinates of the S3A connector matching `hadoop` (default: pyspark's), comma-separated."""
+    hadoop = hadoop or hadoop_version()
+    sdk = AWS_SDK.get(hadoop)
+    if sdk is None:
+        raise WarehouseError(f"no AWS SDK version known for Hadoop {hadoop} (known: {', '.join(AWS_SDK)}): "
+                             f"add it to warehouse.lake.s3a.AWS_SDK from hadoop-project's pom")
+    return ",".join([f"org.apache.hadoop:hadoop-aws:{hadoop}",
+                     *(f"software.amazon.awssdk:{m}:{sdk}" for m in SDK_MODULES)])
+
+
+def s3a_conf(s3: S3Settings, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The `spark.hadoop.fs.s3a.*` settings for `s3` (raises ConfigError naming the variable when
+    `credentials: env` and the environment lacks it). The credentials themselves never pass
+    through Spark's configuration: the provider reads them in the driver JVM, which inherits
+    this process's environment."""
+    environ = os.environ if environ is None else environ
+    if s3.credentials == "env":
+        missing = [k for k in ENV_KEYS if not environ.get(k)]
+        if missing:
+            raise ConfigError(f"warehouse.s3.credentials is env, but {' and '.join(missing)} "
+                              f"{'is' if len(missing) == 1 else 'are'} not set in the daemon's environment")
+    hadoop = "spark.hadoop.fs.s3a."
+    conf = {
+        hadoop + "aws.credentials.provider": ENV_PROVIDER if s3.credentials == "env" else DEFAULT_PROVIDER,
+        hadoop + "path.style.access": "true" if s3.path_style else "false",
+        # Hadoop 3.4.3+ reads through the analytics accelerator by default, whose store keeps an
+        # entry per object read until the file system closes (HADOOP-20058): a daemon reads new
+        # objects for as long as it runs
+        hadoop + "input.stream.type": "classic",
+        # a new file is created without S3A's HEAD and LIST probes for an object or a directory at its
+        # path: Delta names every data file uniquely, and its single-driver log store checks that a
+        # commit file is absent itself before it writes one
+        hadoop + "create.performance": "true",
+    }
+    if s3.endpoint is not None:
+        conf[hadoop + "endpoint"] = s3.endpoint
+        conf[hadoop + "connection.ssl.enabled"] = "true" if s3.endpoint.startswith("https:") else "false"
+    region = s3.region or ("us-east-1" if s3.endpoint is not None else None)
+    if region is not None:
+        conf[hadoop + "endpoint.region"] = region
+    return conf
+
+
+def spark_config(config: FreshetConfig, environ: Mapping[str, str] | None = None) -> SparkConfig:
+    """The `spark` section the daemon starts Spark with: for an s3a:// root, the S3A settings and
+    jars under the config's own `spark.conf` (which wins); otherwise `config.spark` unchanged.
+    Over Spark Connect (`spark.remote`) the server holds the connector: only the runtime
+    settings are sent (warehouse.lake.session)."""
+    if not is_s3a(config.warehouse.root):
+        return config.spark
+    conf = s3a_conf(config.warehouse.s3 or S3Settings(), environ)
+    if config.spark.remote is None:
+        conf["freshet.jars.packages"] = s3a_packages()
+        conf["freshet.jars.excludes"] = ",".join(S3A_EXCLUDES)
+    return config.spark.model_copy(update={"conf": {**conf, **config.spark.conf}})
