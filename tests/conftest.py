@@ -47,11 +47,14 @@ def _spark_class_archive(request: pytest.FixtureRequest) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With `-n 2 --dist loadgroup` (make test) the Spark tests run in one worker, one after
-    another, sharing its SparkSession, while the other worker runs the rest beside them."""
+    """With `-n 2 --dist loadgroup` (make test) the Spark tests that share this process's
+    SparkSession (the `spark` fixture) run in one worker, one after another; those whose Spark
+    runs in a daemon or program they start run in the other worker, one after another too (a
+    module's daemon fixture is shared by its tests), beside the tests without Spark."""
     for item in items:
         if item.get_closest_marker("spark"):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            shared = "spark" in getattr(item, "fixturenames", ())
+            item.add_marker(pytest.mark.xdist_group("spark" if shared else "spark-subprocess"))
 
 
 SPARK_CONF = {
