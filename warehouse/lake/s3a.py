@@ -86,9 +86,9 @@ def s3a_conf(s3: S3Settings, environ: Mapping[str, str] | None = None) -> dict[s
     conf = {
         hadoop + "aws.credentials.provider": ENV_PROVIDER if s3.credentials == "env" else DEFAULT_PROVIDER,
         hadoop + "path.style.access": "true" if s3.path_style else "false",
-        # Hadoop 3.4.3+ reads through the analytics accelerator by default, whose store keeps an
-        # entry per object read until the file system closes (HADOOP-20058): a daemon reads new
-        # objects for as long as it runs
+        # Hadoop 3.4.3+ may read through the analytics accelerator stream, which caches per object
+        # read; a daemon reads new objects for as long as it runs, and the classic stream is the
+        # one Freshet is tested with
         hadoop + "input.stream.type": "classic",
         # a new file is created without S3A's HEAD and LIST probes for an object or a directory at its
         # path: Delta names every data file uniquely, and its single-driver log store checks that a
