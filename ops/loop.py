@@ -307,16 +307,20 @@ class SchedulerLoop:
             sd_notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}\nSTATUS=reloading {self.opts.config_path}")
         self._preparing = requested
         self._committed = set()
-        threading.Thread(target=self._prepare_reload, args=(self.config, self.parts, requested, round_),
+        # the cost models now, copied here (the track plan is made ahead from them), and the
+        # Scheduler's blueprint (immutable: the new one is compared with it off the loop)
+        laid = (self.sched.costs(), self.sched.blueprint)
+        threading.Thread(target=self._prepare_reload, args=(self.config, self.parts, requested, round_, laid),
                          name="freshet-reload", daemon=True).start()
 
-    def _prepare_reload(self, current: FreshetConfig, parts: Parts, requested: float, round_: int) -> None:
+    def _prepare_reload(self, current: FreshetConfig, parts: Parts, requested: float, round_: int,
+                        laid: tuple[dict[str, tuple[float, float]], Any] | None = None) -> None:
         """The reload thread: `Reloader.prepare`, then what the daemon needs beside — the trace file
         decided again for the new config (and opened: the tuner reads it) and the metric series of
         its tables — and the result on the loop's queue. Never raises."""
         gc.disable()  # no full collection over the heap it builds meanwhile (the loop would wait)
         try:
-            prepared = self.reloader.prepare(current, parts, requested)
+            prepared = self.reloader.prepare(current, parts, requested, *(laid or ()))
             if prepared.config is not None:
                 gc.freeze()  # what it built, like the start's, stays out of later collections
         finally:

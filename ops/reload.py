@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from warehouse.blueprint import Blueprint, blueprint
 from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.errors import ConfigError
 from warehouse.events import Reconfigure
@@ -119,6 +120,9 @@ class Prepared:
     config: FreshetConfig | None = None
     state: RecoveryState | None = None
     recovered: dict[str, Any] = field(default_factory=dict)  # state.recovered, built off the loop
+    blueprint: Any = None  # warehouse.blueprint.Blueprint of `config`: the Scheduler's layout, built off the loop
+    fed: frozenset[str] = frozenset()  # tables reading a stream they did not read (the intake starts them from the log)
+    readers: Any = None  # warehouse.landing.intake.intake_readers(config), built off the loop
     result: str = "ok"  # ok | rejected | failed
     reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # what the daemon prepared beside (ops.loop)
@@ -145,12 +149,19 @@ class Reloader:
         self._counted = counted
         self.last: ReloadResult | None = None
 
-    def prepare(self, current: FreshetConfig, parts: Parts, requested: float) -> Prepared:
+    def prepare(self, current: FreshetConfig, parts: Parts, requested: float,
+                costs: dict[str, tuple[float, float]] | None = None, against: Blueprint | None = None) -> Prepared:
         """Everything that reads a file or Spark or can fail; never raises. Runs off the loop:
-        it reads `parts` (the executor's Spark and Delta log) but changes nothing."""
+        it reads `parts` (the executor's Spark and Delta log) but changes nothing. It lays the
+        new config out for the Scheduler (warehouse.blueprint): its track plan made ahead from
+        `costs` (`Scheduler.costs()`, copied on the loop when the reload began), what it changes
+        compared with `against` (`Scheduler.blueprint`, immutable)."""
+        from warehouse.landing.intake import intake_readers
+
         try:
             config, state = self._prepare(current, parts)
-            return Prepared(requested, config, state, state.recovered)
+            return Prepared(requested, config, state, state.recovered, blueprint(config, costs, against), _fed(current, config),
+                            intake_readers(config))
         except ConfigError as e:
             return Prepared(requested, result="rejected", reason=str(e))
         except _RecoveryFailed as e:
@@ -170,9 +181,10 @@ class Reloader:
         # the switch: nothing below reads a file or Spark, so it cannot half happen for I/O reasons.
         # Only a table new to a part starts from the log (one that stays keeps its run state): the
         # intake is handed the state of the tables that read a stream they did not read before
-        decisions = parts.sched.handle(Reconfigure(config=new, recovered=prepared.recovered), now)
-        fed = {(t.name, t.stream) for t in current.tables}
-        parts.intake.reconfigure(new, _only(state, {t.name for t in new.tables if (t.name, t.stream) not in fed}))
+        decisions = parts.sched.handle(Reconfigure(config=new, recovered=prepared.recovered,
+                                                   blueprint=prepared.blueprint), now)
+        fed = prepared.fed if prepared.blueprint is not None else _fed(current, new)
+        parts.intake.reconfigure(new, _only(state, fed), readers=prepared.readers)
         parts.executor.reconfigure(new, state)
         parts.state = state
         self.last = ReloadResult(now, "ok", added=sorted(added), removed=sorted(old_tables - new_tables))
@@ -209,7 +221,15 @@ class Reloader:
         return None
 
 
-def _only(state: RecoveryState, tables: set[str]) -> RecoveryState:
+def _fed(current: FreshetConfig, new: FreshetConfig) -> frozenset[str]:
+    """The tables of `new` that read a stream they did not read in `current` (new ones included):
+    the intake takes their state from the log (the tables and streams a reload can change are
+    never changed by anything else meanwhile: the tuner's switch changes `scheduler` alone)."""
+    fed = {(t.name, t.stream) for t in current.tables}
+    return frozenset(t.name for t in new.tables if (t.name, t.stream) not in fed)
+
+
+def _only(state: RecoveryState, tables: set[str] | frozenset[str]) -> RecoveryState:
     """`state` restricted to `tables` (what the intake needs of a reload: it knows the rest)."""
     from warehouse.lake.recovery import RecoveryState
 

@@ -229,6 +229,7 @@ class Reconfigure:
 
     config: Any  # warehouse.config.FreshetConfig (not imported: events stay a leaf module)
     recovered: Mapping[str, Any] | None = None
+    blueprint: Any = None  # warehouse.blueprint.Blueprint of `config`, prepared off the loop; else built on it
 
 
 OperatorAction = Suspend | Resume | Refresh | Backfill | CancelBackfill

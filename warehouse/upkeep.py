@@ -21,10 +21,10 @@ themselves maintenance jobs are ranked by `urgency`. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from warehouse.config import FreshetConfig, MaintenancePolicy
+from warehouse.config import MaintenancePolicy
 from warehouse.events import JobFailed, JobFinished, StartJob
 
 __all__ = ["MAINTENANCE_KINDS", "OPTIMIZE", "VACUUM", "TableUpkeep", "Upkeep", "UpkeepStats"]
@@ -79,30 +79,37 @@ class Upkeep:
         self.tables: dict[str, TableUpkeep] = {}
         self.timers: list[tuple[float, str]] = []  # (vacuum due or retry, table): lazy deletion
         self._armed: set[tuple[float, str]] = set()  # the entries of `timers`: each is armed once
+        self.active: set[str] = set()  # the tables with a maintenance policy (nothing is due of the others)
 
-    def configure(self, config: FreshetConfig, recovered: dict[str, object]) -> None:
-        """Policies from the config; a table seen for the first time starts from what the Delta
-        log says (`Recovered.last_optimize` …), or from nothing."""
-        names = set()
-        for tc in config.tables:
-            names.add(tc.name)
-            policy = config.maintenance_of(tc)
-            u = self.tables.get(tc.name)
+    def configure(self, policies: Mapping[str, MaintenancePolicy], recovered: Mapping[str, object],
+                  only: Iterable[str] | None = None) -> None:
+        """Policies by table (`FreshetConfig.maintenance_of`); a table seen for the first time
+        starts from what the Delta log says (`Recovered.last_optimize` …), or from nothing. `only`:
+        the tables whose policy may have changed (the others keep theirs; None: all)."""
+        for name in policies if only is None else only:
+            policy = policies[name]
+            u = self.tables.get(name)
             if u is None:
                 u = TableUpkeep(policy=policy, done={}, failed={})
-                rec = recovered.get(tc.name)
+                rec = recovered.get(name)
                 if rec is not None:
                     u.commits = getattr(rec, "commits_since_optimize", 0)
                     u.last_optimize = getattr(rec, "last_optimize", None)
                     u.last_vacuum = getattr(rec, "last_vacuum", None)
                     u.anchor = u.last_vacuum if u.last_vacuum is not None else getattr(rec, "first_commit", None)
                     u.optimized_through = getattr(rec, "optimized_through", None)
-                self.tables[tc.name] = u
+                self.tables[name] = u
             u.policy = policy
-            self._arm(tc.name, u.vacuum_due())
-        for name in list(self.tables):
-            if name not in names:
+            if policy.active:
+                self.active.add(name)
+            else:
+                self.active.discard(name)
+        if len(self.tables) != len(policies):
+            for name in [n for n in self.tables if n not in policies]:
                 del self.tables[name]
+                self.active.discard(name)
+        for name in self.active:  # (a reload re-arms none that stands)
+            self._arm(name, self.tables[name].vacuum_due())
         if len(self.timers) > 2 * len(self.tables) + 16:  # stale entries (policies changed, tables removed)
             self.timers = [e for e in self.timers if self._current(*e)]
             heapq.heapify(self.timers)
