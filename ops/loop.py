@@ -81,6 +81,7 @@ SNAPSHOT_EVERY = 1.0  # publish a snapshot at least this often even without even
 SNAPSHOT_MIN_GAP = 0.1
 SNAPSHOT_SHARE = 0.1  # at most this share of the loop's time goes to stats() (10,000 tables: 0.1 s a call)
 LIVENESS_EVERY = 5.0  # seconds between calls of `alive()` (the Spark driver JVM, ops.liveness)
+GIVE_WAY = 0.5  # seconds a reload's preparation waits at most for a turn of the loop to end
 RELOAD_ROUNDS = 3  # preparations of one reload at most, when jobs of the tables it adds keep committing
 TRACE_HEADER = {"source": "freshet run", "clock": "epoch seconds"}
 
@@ -146,6 +147,8 @@ class SchedulerLoop:
         self._term: int | None = None
         self._hup = False
         self._preparing: float | None = None  # a reload is prepared off the loop: when it was asked for
+        self._waiting = threading.Event()  # set but in a turn of the loop: a reload's preparation goes on
+        self._waiting.set()
         self._hup_again = False  # SIGHUP while one was prepared: another once it is switched in
         self._committed: set[str] = set()  # tables whose jobs finished while a reload was prepared
         self._force = False
@@ -320,7 +323,7 @@ class SchedulerLoop:
         its tables — and the result on the loop's queue. Never raises."""
         gc.disable()  # no full collection over the heap it builds meanwhile (the loop would wait)
         try:
-            prepared = self.reloader.prepare(current, parts, requested, *(laid or ()))
+            prepared = self.reloader.prepare(current, parts, requested, *(laid or ()), pause=self._give_way)
             if prepared.config is not None:
                 gc.freeze()  # what it built, like the start's, stays out of later collections
         finally:
@@ -335,6 +338,12 @@ class SchedulerLoop:
             except Exception as e:  # noqa: BLE001 — e.g. an unwritable trace: nothing switches
                 prepared = Prepared(requested, result="failed", reason=f"{type(e).__name__}: {e}")
         self.events.put(ReloadReady(prepared, round_))
+
+    def _give_way(self) -> None:
+        """The reload thread, between two tables' logs: while the loop serves an event it waits
+        (at most a turn's worth), so the turn has the interpreter to itself instead of sharing it
+        (two busy threads take turns every 5 ms: a turn would last twice its CPU time, or more)."""
+        self._waiting.wait(GIVE_WAY)
 
     def _switch(self, ready: ReloadReady, now: float) -> None:
         """On the loop: the prepared reload switched in (ops.reload.Reloader.switch), or dropped."""
@@ -425,9 +434,11 @@ class SchedulerLoop:
             wake = self.sched.next_wakeup()
             try:
                 wait = min(LOOP_TIMEOUT, self.heartbeat.every)  # the watchdog's next ping in time
+                self._waiting.set()
                 item = self.events.get(timeout=wait if wake is None else min(wait, max(0.0, wake - now)))
             except queue.Empty:
                 item = None
+            self._waiting.clear()  # a turn: a reload's preparation gives way (_give_way)
             now = time.time()
             if isinstance(item, PartitionArrived):
                 if self._stopping_since is None:

@@ -150,16 +150,18 @@ class Reloader:
         self.last: ReloadResult | None = None
 
     def prepare(self, current: FreshetConfig, parts: Parts, requested: float,
-                costs: dict[str, tuple[float, float]] | None = None, against: Blueprint | None = None) -> Prepared:
+                costs: dict[str, tuple[float, float]] | None = None, against: Blueprint | None = None,
+                pause: Callable[[], None] | None = None) -> Prepared:
         """Everything that reads a file or Spark or can fail; never raises. Runs off the loop:
         it reads `parts` (the executor's Spark and Delta log) but changes nothing. It lays the
         new config out for the Scheduler (warehouse.blueprint): its track plan made ahead from
         `costs` (`Scheduler.costs()`, copied on the loop when the reload began), what it changes
-        compared with `against` (`Scheduler.blueprint`, immutable)."""
+        compared with `against` (`Scheduler.blueprint`, immutable). `pause` is called after each
+        table's log is read: the loop's turn, if one is under way, goes first (ops.loop)."""
         from warehouse.landing.intake import intake_readers
 
         try:
-            config, state = self._prepare(current, parts)
+            config, state = self._prepare(current, parts, pause)
             return Prepared(requested, config, state, state.recovered, blueprint(config, costs, against), _fed(current, config),
                             intake_readers(config))
         except ConfigError as e:
@@ -194,7 +196,8 @@ class Reloader:
                                            "seconds": round(now - prepared.requested, 3)})
         return new, decisions
 
-    def _prepare(self, current: FreshetConfig, parts: Parts) -> tuple[FreshetConfig, RecoveryState]:
+    def _prepare(self, current: FreshetConfig, parts: Parts,
+                 pause: Callable[[], None] | None = None) -> tuple[FreshetConfig, RecoveryState]:
         from warehouse.lake.recovery import recover
 
         new = with_cores(load_config(self.path), current.spark.cores)  # the cores counted at start stand
@@ -206,7 +209,7 @@ class Reloader:
         if problems:
             raise ConfigError(problems, source=self.path)
         try:
-            state = recover(new, parts.executor.log)
+            state = recover(new, parts.executor.log, progress=pause)
         except Exception as e:
             added = sorted({t.name for t in new.tables} - {t.name for t in current.tables})
             raise _RecoveryFailed(f"recovering the tables from their Delta logs (new: {', '.join(added) or 'none'}): "

@@ -311,7 +311,8 @@ def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog, monkeypatch)
 
     d.parts = Parts(state=None, intake=Intake(), executor=Unchanged(),
                     sched=types.SimpleNamespace(handle=lambda event, now: [], costs=dict, blueprint=None))
-    monkeypatch.setattr(warehouse.lake.recovery, "recover", lambda new, log: types.SimpleNamespace(recovered={}, tables={}))
+    monkeypatch.setattr(warehouse.lake.recovery, "recover",
+                        lambda new, log, progress=None: types.SimpleNamespace(recovered={}, tables={}))
     caplog.set_level(logging.INFO, logger="freshet")
     d._begin_reload(time.time())  # prepared in a thread, switched in by the loop (here: by hand)
     d._switch(d.events.get(timeout=30), time.time())  # does not raise

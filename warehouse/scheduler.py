@@ -637,7 +637,7 @@ class Scheduler:
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
         now = max(now, self._now)
-        return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now, self.weighted_staleness(now),
+        return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now,  # Σ p_i ∫ S_i dτ: of the rows
                         recovered=self._initial is None, released=self._released, completed=self._completed,
                         failed=self._failed, events=self._events)
 
