@@ -355,7 +355,7 @@ class SchedulerLoop:
             if writer is not None:
                 writer.close()
             return
-        stale = prepared.reads(self.config) & self._committed
+        stale = prepared.reads(self.config) & self._committed if self._committed else set()
         if prepared.result == "ok" and stale and ready.round + 1 < RELOAD_ROUNDS:
             log.info("reload prepared again: tables it adds committed meanwhile", extra={"tables": sorted(stale)})
             if writer is not None:

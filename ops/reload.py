@@ -123,6 +123,7 @@ class Prepared:
     blueprint: Any = None  # warehouse.blueprint.Blueprint of `config`: the Scheduler's layout, built off the loop
     fed: frozenset[str] = frozenset()  # tables reading a stream they did not read (the intake starts them from the log)
     readers: Any = None  # warehouse.landing.intake.intake_readers(config), built off the loop
+    moves: tuple[list[str], list[str]] | None = None  # (tables added, removed), compared off the loop
     result: str = "ok"  # ok | rejected | failed
     reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # what the daemon prepared beside (ops.loop)
@@ -163,7 +164,7 @@ class Reloader:
         try:
             config, state = self._prepare(current, parts, pause)
             return Prepared(requested, config, state, state.recovered, blueprint(config, costs, against), _fed(current, config),
-                            intake_readers(config))
+                            intake_readers(config), _moves(current, config))
         except ConfigError as e:
             return Prepared(requested, result="rejected", reason=str(e))
         except _RecoveryFailed as e:
@@ -178,8 +179,8 @@ class Reloader:
             return self._kept(now, prepared.result, prepared.reason)
         new, state = prepared.config, prepared.state
         assert new is not None and state is not None
-        old_tables, new_tables = {t.name for t in current.tables}, {t.name for t in new.tables}
-        added = new_tables - old_tables
+        # (the tables a reload changes change by nothing else meanwhile: the tuner's switch changes `scheduler` alone)
+        added, removed = prepared.moves if prepared.moves is not None else _moves(current, new)
         # the switch: nothing below reads a file or Spark, so it cannot half happen for I/O reasons.
         # Only a table new to a part starts from the log (one that stays keeps its run state): the
         # intake is handed the state of the tables that read a stream they did not read before
@@ -189,7 +190,7 @@ class Reloader:
         parts.intake.reconfigure(new, _only(state, fed), readers=prepared.readers)
         parts.executor.reconfigure(new, state)
         parts.state = state
-        self.last = ReloadResult(now, "ok", added=sorted(added), removed=sorted(old_tables - new_tables))
+        self.last = ReloadResult(now, "ok", added=added, removed=removed)
         self._counted("ok")
         log.info("config reloaded", extra={"config": self.path, "added": self.last.added,
                                            "removed": self.last.removed, "tracks": new.scheduler.tracks,
@@ -222,6 +223,12 @@ class Reloader:
         log.error(f"config reload {result}; keeping the running config",
                   extra={"config": self.path, "reason": reason})
         return None
+
+
+def _moves(current: FreshetConfig, new: FreshetConfig) -> tuple[list[str], list[str]]:
+    """The tables `new` adds to `current` and those it removes, sorted."""
+    old_tables, new_tables = {t.name for t in current.tables}, {t.name for t in new.tables}
+    return sorted(new_tables - old_tables), sorted(old_tables - new_tables)
 
 
 def _fed(current: FreshetConfig, new: FreshetConfig) -> frozenset[str]:

@@ -9,22 +9,26 @@ from typing import Any
 from tests.helpers_engine import config
 from warehouse.blueprint import blueprint, changed
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Suspend, Tick
-from warehouse.scheduler import Scheduler
+from warehouse.scheduler import Recovered, Scheduler
 
 T0 = 1_000.0
 
 
-def _cfg(*, changed_sql: bool = False, priorities: int = 1, added: bool = False, removed: bool = False) -> Any:
-    streams = [{"name": "s1", "period": "5m"}, {"name": "s2", "period": "5m"}, {"name": "s3", "period": "5m"}]
+def _cfg(*, changed_sql: bool = False, priorities: int = 1, added: bool = False, removed: bool = False,
+         c_derived: bool = False, s2_time: bool = False) -> Any:
+    streams = [{"name": "s1", "period": "5m"}, {"name": "s2", "period": "5m", "time_column": "t2" if s2_time else "ts"}]
+    streams += [] if c_derived else [{"name": "s3", "period": "5m"}]
     tables: list[dict] = [
         {"name": "a", "stream": "s1", "priority": priorities, "cost": {"alpha": 1, "beta": 0.01}},
         {"name": "a2", "stream": "s1", "priority": 2, "cost": {"alpha": 1, "beta": 0.01},
          "maintenance": {"optimize_every": 2}},  # a second reader of s1, with maintenance
         {"name": "b", "stream": "s2", "priority": 3 if priorities == 1 else 1, "target_staleness": "10m"},
+        {"name": "c", "sources": ["a"], "granularity": "5m", "sql": "SELECT ts, v FROM a"} if c_derived else
         {"name": "c", "stream": "s3", "priority": 1},
         {"name": "d", "sources": ["a", "b"], "granularity": "5m", "priority": priorities,
          "sql": "SELECT ts, v FROM a JOIN b USING (ts)" + (" WHERE v > 0" if changed_sql else "")},
-        {"name": "e", "sources": ["c"], "granularity": "5m", "sql": "SELECT ts, v FROM c"},
+        {"name": "e", "sources": ["c"], "granularity": "5m",
+         "sql": "SELECT ts, v FROM c" + (" WHERE v < 9" if changed_sql else "")},
     ]
     if removed:
         tables = [t for t in tables if t["name"] != "e"]
@@ -46,19 +50,24 @@ def _driven() -> tuple[Scheduler, float]:
     s = Scheduler(_cfg(), now=T0)
     now = T0
     running: list[StartJob] = []
-    for i in range(4):
+    for i in range(5):
         now += 300
         for stream in ("s1", "s2", "s3"):
             running += s.handle(_arrival(stream, i), now)
-        done, running = running[:-1], running[-1:]  # one stays running
-        for job in done:
+        pending, running = running, []
+        while pending:
+            job = pending.pop(0)
             now += 7
-            if job.table == "e":  # e backs off: its SQL is what a reload may change
-                running += s.handle(JobFailed(job_id=job.job_id, reason="boom"), now)
+            if i == 4 and job.table == "a2":
+                running.append(job)  # runs across the reload
+            elif i >= 3 and job.table in ("b", "e"):  # they back off: their jobs are what a reload may change
+                pending += s.handle(JobFailed(job_id=job.job_id, reason="boom"), now)
             else:
-                running += s.handle(JobFinished(job_id=job.job_id, duration=3.0 + i, rows=10), now)
+                pending += s.handle(JobFinished(job_id=job.job_id, duration=3.0 + i, rows=10), now)
     s.handle(Suspend(table="c"), now)
     assert running, "a job runs across the reload"
+    states = {r.name: r.state for r in s.stats(now).tables}
+    assert states["e"] == states["b"] == "backoff"
     return s, now
 
 
@@ -71,7 +80,7 @@ def _same(x: Scheduler, y: Scheduler, now: float) -> None:
 
 def _follow(x: Scheduler, y: Scheduler, now: float) -> None:
     """The same events from here give the same decisions and state (every job finishes, data arrives)."""
-    for i in range(4, 9):
+    for i in range(5, 10):
         now += 300
         for stream in ("s1", "s2", "s3", "s4"):
             if stream in {st.name for st in x.config.streams}:
@@ -88,6 +97,8 @@ def _reloads() -> list[dict[str, bool | int]]:
     return [{"priorities": 3},  # re-weighed only
             {"changed_sql": True},  # e's job in back-off changes: retried; d's SQL: old windows stale
             {"added": True, "priorities": 2},  # tables added next to existing ones (rewired)
+            {"c_derived": True},  # c replaced by a derived table: e, whose parameters stay, reads the new one
+            {"s2_time": True},  # b's job changes (its stream's time column), not its parameters: retried
             {"removed": True, "changed_sql": True, "added": True}]
 
 
@@ -96,12 +107,13 @@ def test_a_prepared_reconfigure_gives_the_state_of_laying_every_table_out_again(
         live, now = _driven()
         ref, _ = _driven()
         new = _cfg(**change)  # type: ignore[arg-type]
-        now += 11
+        now += 1  # (the back-offs stand)
         bp = blueprint(new, live.costs(), live.blueprint)  # as the reload thread makes it
         assert bp.changes is not None and changed(bp, live.blueprint) is bp.changes  # compared off the loop
-        got = live.handle(Reconfigure(config=new, blueprint=bp), now)
+        recovered = {"f": Recovered(freshness=T0 + 900)}  # f is added over data: g (over a and f) has work at once
+        got = live.handle(Reconfigure(config=new, recovered=recovered, blueprint=bp), now)
         ref._bp = None  # the path before blueprints: every table laid out again (and the plan made on the loop)
-        want = ref.handle(Reconfigure(config=new), now)
+        want = ref.handle(Reconfigure(config=new, recovered=recovered), now)
         assert got == want, change
         _same(live, ref, now)
         _follow(live, ref, now)

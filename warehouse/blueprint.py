@@ -148,6 +148,9 @@ def blueprint(config: FreshetConfig, costs: Mapping[str, tuple[float, float]] | 
     ip = inherit({n: s.priority for n, s in specs.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)
     ahead = None
     if costs is not None:
+        if against is not None:  # a table whose kind changes is a new one: it starts from its prior
+            was = against.specs
+            costs = {n: c for n, c in costs.items() if n in specs and (n not in was or was[n].base == specs[n].base)}
         profiles = [job_profile(n, s.period, ip[n], CostModel(*costs.get(n, (s.alpha, s.beta))).estimate(s.period))
                     for n, s in specs.items()]
         plan, ranking = plan_profiles(sc, profiles, [s.period if s.base else None for s in specs.values()])
