@@ -12,9 +12,13 @@ Delta's idempotent txn, §4.4); a second one exits at once.
 
 Nothing slow runs on the loop. A reload is prepared in a thread (`freshet-reload`: the file read
 and validated, Spark's analysis of changed SQL, every table's Delta log replayed, the trace file
-decided again and opened) while the loop goes on serving events and the watchdog; the prepared
-result comes back on the queue (`ReloadReady`) and is switched in with one `Reconfigure` through
-`handle`. Partitions and results that arrived meanwhile were handled by the running config, whose
+decided again and opened, the new config laid out for the Scheduler and the intake —
+`warehouse.blueprint`: the DAG, each table's parameters, what changed, the track plan made ahead
+from the cost models copied when the reload began) while the loop goes on serving events and the
+watchdog; between two tables' logs the thread gives way to a turn of the loop under way (two busy
+threads share the interpreter by 5 ms slices: a turn would last twice its CPU time, or more). The
+prepared result comes back on the queue (`ReloadReady`) and is switched in with one `Reconfigure`
+through `handle`, which touches only the tables whose parameters changed. Partitions and results that arrived meanwhile were handled by the running config, whose
 tables that stay keep their run state across the switch; if a job of a table the reload adds (or
 of one of its sources) finished meanwhile, what was read of the logs is stale and the reload is
 prepared again. The landing zone is rescanned for the new streams in a thread after the switch.
@@ -79,7 +83,7 @@ log = logging.getLogger("freshet")
 LOOP_TIMEOUT = 0.25  # seconds the scheduler loop waits for an event before re-checking flags
 SNAPSHOT_EVERY = 1.0  # publish a snapshot at least this often even without events
 SNAPSHOT_MIN_GAP = 0.1
-SNAPSHOT_SHARE = 0.1  # at most this share of the loop's time goes to stats() (10,000 tables: 0.1 s a call)
+SNAPSHOT_SHARE = 0.1  # at most this share of the loop's time goes to stats() (10,000 tables: 0.05 s a call)
 LIVENESS_EVERY = 5.0  # seconds between calls of `alive()` (the Spark driver JVM, ops.liveness)
 GIVE_WAY = 0.5  # seconds a reload's preparation waits at most for a turn of the loop to end
 RELOAD_ROUNDS = 3  # preparations of one reload at most, when jobs of the tables it adds keep committing

@@ -11,9 +11,11 @@ loop, and does everything that reads a file or Spark or can fail — read and va
 refuse the sections that need a restart (`warehouse`, `spark`, `listen`) and a SQL naming a column
 its sources do not have (`warehouse.sqlcheck`, no Spark), check that a changed
 derived SQL keeps its schema or only adds columns (Olston, Graceful Logic Evolution in Web Data Processing Workflows), recover the new config's tables
-from their Delta logs. `switch` runs on the loop and reads nothing: the Scheduler takes one
-`Reconfigure` through its door (tables added and removed, priorities, repartition §3.2), then the
-intake, the executor and the daemon's own config follow. Events that arrive while a reload is
+from their Delta logs, and lay the new config out for the Scheduler (`warehouse.blueprint`: what
+changed against the running layout, the track plan made ahead) and the intake (its streams'
+readers). `switch` runs on the loop and reads nothing: the Scheduler takes one `Reconfigure`
+through its door (tables added and removed, priorities, repartition §3.2), touching only the
+tables whose parameters changed, then the intake, the executor and the daemon's own config follow. Events that arrive while a reload is
 prepared are handled by the running config; the Scheduler keeps the run state of the tables that
 stay, so the switch sees them. If preparing fails — an invalid file (`rejected`), or an error
 reading the log: a half-written commit JSON, Spark Connect or object storage unreachable

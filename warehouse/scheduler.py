@@ -176,7 +176,8 @@ class Scheduler:
         Tables that stay keep their run state — during a run the Scheduler owns it; a table added
         over existing data starts from what storage holds (`ev.recovered`), not as never loaded.
         A table in back-off whose job the new config changes (its SQL, say) is retried now, its
-        failures forgotten: they were the old job's."""
+        failures forgotten: they were the old job's. `ev.blueprint` (warehouse.blueprint, prepared
+        off the loop by a reload) says which tables changed: only those are laid out again."""
         retried = set()
         if backing := [t for t in self._by_idx if t.state is JobState.BACKOFF]:
             names = [t.name for t in backing]
