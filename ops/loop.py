@@ -346,8 +346,10 @@ class SchedulerLoop:
     def _give_way(self) -> None:
         """The reload thread, between two tables' logs: while the loop serves an event it waits
         (at most a turn's worth), so the turn has the interpreter to itself instead of sharing it
-        (two busy threads take turns every 5 ms: a turn would last twice its CPU time, or more)."""
-        self._waiting.wait(GIVE_WAY)
+        (two busy threads take turns every 5 ms: a turn would last twice its CPU time, or more).
+        Not once the daemon stops: the loop may be gone."""
+        if not self.stop_flag.is_set():
+            self._waiting.wait(GIVE_WAY)
 
     def _switch(self, ready: ReloadReady, now: float) -> None:
         """On the loop: the prepared reload switched in (ops.reload.Reloader.switch), or dropped."""
