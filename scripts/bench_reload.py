@@ -16,7 +16,10 @@ intake, Delta logs read from their files) with a stand-in executor: no Spark; it
 Spark analysing the changed SQL — is `--analysis` seconds of waiting. Each tree runs in a fresh
 process. Measured from SIGHUP until two seconds after the switch:
 
-* the loop's longest turn: the time between two calls of `events.get` (the time it served no event);
+* the loop's longest turn: the time between two calls of `events.get` (the time it served no event),
+  and the loop thread's CPU time in it (`time.thread_time`: less sensitive to the machine's load);
+* the switch's turn (the one that served `ReloadReady`), wall and CPU; `--turns` prints the eight
+  longest turns, each with what it served;
 * the longest an event waited in the queue (a probe put every 50 ms);
 * the longest gap between two WATCHDOG=1 (WatchdogSec=2 s: a ping due every second);
 * how long the reload took, SIGHUP to switched.
