@@ -12,9 +12,13 @@ Delta's idempotent txn, §4.4); a second one exits at once.
 
 Nothing slow runs on the loop. A reload is prepared in a thread (`freshet-reload`: the file read
 and validated, Spark's analysis of changed SQL, every table's Delta log replayed, the trace file
-decided again and opened) while the loop goes on serving events and the watchdog; the prepared
-result comes back on the queue (`ReloadReady`) and is switched in with one `Reconfigure` through
-`handle`. Partitions and results that arrived meanwhile were handled by the running config, whose
+decided again and opened, the new config laid out for the Scheduler and the intake —
+`warehouse.blueprint`: the DAG, each table's parameters, what changed, the track plan made ahead
+from the cost models copied when the reload began) while the loop goes on serving events and the
+watchdog; between two tables' logs the thread gives way to a turn of the loop under way (two busy
+threads share the interpreter by 5 ms slices: a turn would last twice its CPU time, or more). The
+prepared result comes back on the queue (`ReloadReady`) and is switched in with one `Reconfigure`
+through `handle`, which touches only the tables whose parameters changed. Partitions and results that arrived meanwhile were handled by the running config, whose
 tables that stay keep their run state across the switch; if a job of a table the reload adds (or
 of one of its sources) finished meanwhile, what was read of the logs is stale and the reload is
 prepared again. The landing zone is rescanned for the new streams in a thread after the switch.
@@ -79,8 +83,9 @@ log = logging.getLogger("freshet")
 LOOP_TIMEOUT = 0.25  # seconds the scheduler loop waits for an event before re-checking flags
 SNAPSHOT_EVERY = 1.0  # publish a snapshot at least this often even without events
 SNAPSHOT_MIN_GAP = 0.1
-SNAPSHOT_SHARE = 0.1  # at most this share of the loop's time goes to stats() (10,000 tables: 0.1 s a call)
+SNAPSHOT_SHARE = 0.1  # at most this share of the loop's time goes to stats() (10,000 tables: 0.05 s a call)
 LIVENESS_EVERY = 5.0  # seconds between calls of `alive()` (the Spark driver JVM, ops.liveness)
+GIVE_WAY = 0.5  # seconds a reload's preparation waits at most for a turn of the loop to end
 RELOAD_ROUNDS = 3  # preparations of one reload at most, when jobs of the tables it adds keep committing
 TRACE_HEADER = {"source": "freshet run", "clock": "epoch seconds"}
 
@@ -146,6 +151,8 @@ class SchedulerLoop:
         self._term: int | None = None
         self._hup = False
         self._preparing: float | None = None  # a reload is prepared off the loop: when it was asked for
+        self._waiting = threading.Event()  # set but in a turn of the loop: a reload's preparation goes on
+        self._waiting.set()
         self._hup_again = False  # SIGHUP while one was prepared: another once it is switched in
         self._committed: set[str] = set()  # tables whose jobs finished while a reload was prepared
         self._force = False
@@ -307,16 +314,20 @@ class SchedulerLoop:
             sd_notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}\nSTATUS=reloading {self.opts.config_path}")
         self._preparing = requested
         self._committed = set()
-        threading.Thread(target=self._prepare_reload, args=(self.config, self.parts, requested, round_),
+        # the cost models now, copied here (the track plan is made ahead from them), and the
+        # Scheduler's blueprint (immutable: the new one is compared with it off the loop)
+        laid = (self.sched.costs(), self.sched.blueprint)
+        threading.Thread(target=self._prepare_reload, args=(self.config, self.parts, requested, round_, laid),
                          name="freshet-reload", daemon=True).start()
 
-    def _prepare_reload(self, current: FreshetConfig, parts: Parts, requested: float, round_: int) -> None:
+    def _prepare_reload(self, current: FreshetConfig, parts: Parts, requested: float, round_: int,
+                        laid: tuple[dict[str, tuple[float, float]], Any] | None = None) -> None:
         """The reload thread: `Reloader.prepare`, then what the daemon needs beside — the trace file
         decided again for the new config (and opened: the tuner reads it) and the metric series of
         its tables — and the result on the loop's queue. Never raises."""
         gc.disable()  # no full collection over the heap it builds meanwhile (the loop would wait)
         try:
-            prepared = self.reloader.prepare(current, parts, requested)
+            prepared = self.reloader.prepare(current, parts, requested, *(laid or ()), pause=self._give_way)
             if prepared.config is not None:
                 gc.freeze()  # what it built, like the start's, stays out of later collections
         finally:
@@ -332,6 +343,14 @@ class SchedulerLoop:
                 prepared = Prepared(requested, result="failed", reason=f"{type(e).__name__}: {e}")
         self.events.put(ReloadReady(prepared, round_))
 
+    def _give_way(self) -> None:
+        """The reload thread, between two tables' logs: while the loop serves an event it waits
+        (at most a turn's worth), so the turn has the interpreter to itself instead of sharing it
+        (two busy threads take turns every 5 ms: a turn would last twice its CPU time, or more).
+        Not once the daemon stops: the loop may be gone."""
+        if not self.stop_flag.is_set():
+            self._waiting.wait(GIVE_WAY)
+
     def _switch(self, ready: ReloadReady, now: float) -> None:
         """On the loop: the prepared reload switched in (ops.reload.Reloader.switch), or dropped."""
         prepared = ready.prepared
@@ -342,7 +361,7 @@ class SchedulerLoop:
             if writer is not None:
                 writer.close()
             return
-        stale = prepared.reads(self.config) & self._committed
+        stale = prepared.reads(self.config) & self._committed if self._committed else set()
         if prepared.result == "ok" and stale and ready.round + 1 < RELOAD_ROUNDS:
             log.info("reload prepared again: tables it adds committed meanwhile", extra={"tables": sorted(stale)})
             if writer is not None:
@@ -421,9 +440,11 @@ class SchedulerLoop:
             wake = self.sched.next_wakeup()
             try:
                 wait = min(LOOP_TIMEOUT, self.heartbeat.every)  # the watchdog's next ping in time
+                self._waiting.set()
                 item = self.events.get(timeout=wait if wake is None else min(wait, max(0.0, wake - now)))
             except queue.Empty:
                 item = None
+            self._waiting.clear()  # a turn: a reload's preparation gives way (_give_way)
             now = time.time()
             if isinstance(item, PartitionArrived):
                 if self._stopping_since is None:

@@ -11,9 +11,11 @@ loop, and does everything that reads a file or Spark or can fail — read and va
 refuse the sections that need a restart (`warehouse`, `spark`, `listen`) and a SQL naming a column
 its sources do not have (`warehouse.sqlcheck`, no Spark), check that a changed
 derived SQL keeps its schema or only adds columns (Olston, Graceful Logic Evolution in Web Data Processing Workflows), recover the new config's tables
-from their Delta logs. `switch` runs on the loop and reads nothing: the Scheduler takes one
-`Reconfigure` through its door (tables added and removed, priorities, repartition §3.2), then the
-intake, the executor and the daemon's own config follow. Events that arrive while a reload is
+from their Delta logs, and lay the new config out for the Scheduler (`warehouse.blueprint`: what
+changed against the running layout, the track plan made ahead) and the intake (its streams'
+readers). `switch` runs on the loop and reads nothing: the Scheduler takes one `Reconfigure`
+through its door (tables added and removed, priorities, repartition §3.2), touching only the
+tables whose parameters changed, then the intake, the executor and the daemon's own config follow. Events that arrive while a reload is
 prepared are handled by the running config; the Scheduler keeps the run state of the tables that
 stay, so the switch sees them. If preparing fails — an invalid file (`rejected`), or an error
 reading the log: a half-written commit JSON, Spark Connect or object storage unreachable
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from warehouse.blueprint import Blueprint, blueprint
 from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.errors import ConfigError
 from warehouse.events import Reconfigure
@@ -119,6 +122,10 @@ class Prepared:
     config: FreshetConfig | None = None
     state: RecoveryState | None = None
     recovered: dict[str, Any] = field(default_factory=dict)  # state.recovered, built off the loop
+    blueprint: Any = None  # warehouse.blueprint.Blueprint of `config`: the Scheduler's layout, built off the loop
+    fed: frozenset[str] = frozenset()  # tables reading a stream they did not read (the intake starts them from the log)
+    readers: Any = None  # warehouse.landing.intake.intake_readers(config), built off the loop
+    moves: tuple[list[str], list[str]] | None = None  # (tables added, removed), compared off the loop
     result: str = "ok"  # ok | rejected | failed
     reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # what the daemon prepared beside (ops.loop)
@@ -145,12 +152,21 @@ class Reloader:
         self._counted = counted
         self.last: ReloadResult | None = None
 
-    def prepare(self, current: FreshetConfig, parts: Parts, requested: float) -> Prepared:
+    def prepare(self, current: FreshetConfig, parts: Parts, requested: float,
+                costs: dict[str, tuple[float, float]] | None = None, against: Blueprint | None = None,
+                pause: Callable[[], None] | None = None) -> Prepared:
         """Everything that reads a file or Spark or can fail; never raises. Runs off the loop:
-        it reads `parts` (the executor's Spark and Delta log) but changes nothing."""
+        it reads `parts` (the executor's Spark and Delta log) but changes nothing. It lays the
+        new config out for the Scheduler (warehouse.blueprint): its track plan made ahead from
+        `costs` (`Scheduler.costs()`, copied on the loop when the reload began), what it changes
+        compared with `against` (`Scheduler.blueprint`, immutable). `pause` is called after each
+        table's log is read: the loop's turn, if one is under way, goes first (ops.loop)."""
+        from warehouse.landing.intake import intake_readers
+
         try:
-            config, state = self._prepare(current, parts)
-            return Prepared(requested, config, state, state.recovered)
+            config, state = self._prepare(current, parts, pause)
+            return Prepared(requested, config, state, state.recovered, blueprint(config, costs, against), _fed(current, config),
+                            intake_readers(config), _moves(current, config))
         except ConfigError as e:
             return Prepared(requested, result="rejected", reason=str(e))
         except _RecoveryFailed as e:
@@ -165,24 +181,26 @@ class Reloader:
             return self._kept(now, prepared.result, prepared.reason)
         new, state = prepared.config, prepared.state
         assert new is not None and state is not None
-        old_tables, new_tables = {t.name for t in current.tables}, {t.name for t in new.tables}
-        added = new_tables - old_tables
+        # (the tables a reload changes change by nothing else meanwhile: the tuner's switch changes `scheduler` alone)
+        added, removed = prepared.moves if prepared.moves is not None else _moves(current, new)
         # the switch: nothing below reads a file or Spark, so it cannot half happen for I/O reasons.
         # Only a table new to a part starts from the log (one that stays keeps its run state): the
         # intake is handed the state of the tables that read a stream they did not read before
-        decisions = parts.sched.handle(Reconfigure(config=new, recovered=prepared.recovered), now)
-        fed = {(t.name, t.stream) for t in current.tables}
-        parts.intake.reconfigure(new, _only(state, {t.name for t in new.tables if (t.name, t.stream) not in fed}))
+        decisions = parts.sched.handle(Reconfigure(config=new, recovered=prepared.recovered,
+                                                   blueprint=prepared.blueprint), now)
+        fed = prepared.fed if prepared.blueprint is not None else _fed(current, new)
+        parts.intake.reconfigure(new, _only(state, fed), readers=prepared.readers)
         parts.executor.reconfigure(new, state)
         parts.state = state
-        self.last = ReloadResult(now, "ok", added=sorted(added), removed=sorted(old_tables - new_tables))
+        self.last = ReloadResult(now, "ok", added=added, removed=removed)
         self._counted("ok")
         log.info("config reloaded", extra={"config": self.path, "added": self.last.added,
                                            "removed": self.last.removed, "tracks": new.scheduler.tracks,
                                            "seconds": round(now - prepared.requested, 3)})
         return new, decisions
 
-    def _prepare(self, current: FreshetConfig, parts: Parts) -> tuple[FreshetConfig, RecoveryState]:
+    def _prepare(self, current: FreshetConfig, parts: Parts,
+                 pause: Callable[[], None] | None = None) -> tuple[FreshetConfig, RecoveryState]:
         from warehouse.lake.recovery import recover
 
         new = with_cores(load_config(self.path), current.spark.cores)  # the cores counted at start stand
@@ -194,7 +212,7 @@ class Reloader:
         if problems:
             raise ConfigError(problems, source=self.path)
         try:
-            state = recover(new, parts.executor.log)
+            state = recover(new, parts.executor.log, progress=pause)
         except Exception as e:
             added = sorted({t.name for t in new.tables} - {t.name for t in current.tables})
             raise _RecoveryFailed(f"recovering the tables from their Delta logs (new: {', '.join(added) or 'none'}): "
@@ -209,7 +227,21 @@ class Reloader:
         return None
 
 
-def _only(state: RecoveryState, tables: set[str]) -> RecoveryState:
+def _moves(current: FreshetConfig, new: FreshetConfig) -> tuple[list[str], list[str]]:
+    """The tables `new` adds to `current` and those it removes, sorted."""
+    old_tables, new_tables = {t.name for t in current.tables}, {t.name for t in new.tables}
+    return sorted(new_tables - old_tables), sorted(old_tables - new_tables)
+
+
+def _fed(current: FreshetConfig, new: FreshetConfig) -> frozenset[str]:
+    """The tables of `new` that read a stream they did not read in `current` (new ones included):
+    the intake takes their state from the log (the tables and streams a reload can change are
+    never changed by anything else meanwhile: the tuner's switch changes `scheduler` alone)."""
+    fed = {(t.name, t.stream) for t in current.tables}
+    return frozenset(t.name for t in new.tables if (t.name, t.stream) not in fed)
+
+
+def _only(state: RecoveryState, tables: set[str] | frozenset[str]) -> RecoveryState:
     """`state` restricted to `tables` (what the intake needs of a reload: it knows the rest)."""
     from warehouse.lake.recovery import RecoveryState
 

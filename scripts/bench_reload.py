@@ -16,7 +16,10 @@ intake, Delta logs read from their files) with a stand-in executor: no Spark; it
 Spark analysing the changed SQL — is `--analysis` seconds of waiting. Each tree runs in a fresh
 process. Measured from SIGHUP until two seconds after the switch:
 
-* the loop's longest turn: the time between two calls of `events.get` (the time it served no event);
+* the loop's longest turn: the time between two calls of `events.get` (the time it served no event),
+  and the loop thread's CPU time in it (`time.thread_time`: less sensitive to the machine's load);
+* the switch's turn (the one that served `ReloadReady`), wall and CPU; `--turns` prints the eight
+  longest turns, each with what it served;
 * the longest an event waited in the queue (a probe put every 50 ms);
 * the longest gap between two WATCHDOG=1 (WatchdogSec=2 s: a ping due every second);
 * how long the reload took, SIGHUP to switched.
@@ -130,19 +133,20 @@ def measure(root: Path, n: int, analysis: float) -> dict[str, Any]:
 
             return JobFinished(job_id=job.job_id, duration=0.01, rows=1)
 
-    turns: list[tuple[float, float]] = []  # (a turn's start, its end)
+    turns: list[tuple[float, float, float, str]] = []  # (a turn's start, its end, its CPU seconds, what it served)
     waits: list[tuple[float, float]] = []  # (taken at, waited)
     pings: list[float] = []
-    last = [time.perf_counter()]
+    last = [time.perf_counter(), time.thread_time(), "none"]  # the turn under way: its start, CPU, item
 
-    class Timed(queue.Queue):  # the loop's queue, its turns timed
+    class Timed(queue.Queue):  # the loop's queue, its turns timed (wall, and the loop thread's CPU)
         def get(self, block: bool = True, timeout: float | None = None) -> Any:
-            called = time.perf_counter()
-            turns.append((last[0], called))
+            called, cpu = time.perf_counter(), time.thread_time()
+            turns.append((last[0], called, cpu - last[1], last[2]))
+            item = None
             try:
                 item = super().get(block, timeout)
             finally:
-                last[0] = time.perf_counter()
+                last[0], last[1], last[2] = time.perf_counter(), time.thread_time(), type(item).__name__
             if isinstance(item, Probe):
                 waits.append((last[0], last[0] - item.put))
             return item
@@ -198,7 +202,7 @@ def measure(root: Path, n: int, analysis: float) -> dict[str, Any]:
     path.write_text(yaml.safe_dump(new))
     settled = time.perf_counter() + 1.0
     time.sleep(5.0)  # the loop's turns before the reload: from 1 s after it started
-    base_turn = max((b - a for a, b in turns if a >= settled), default=0.0)
+    base_turn = max((b - a for a, b, *_ in turns if a >= settled), default=0.0)
     hup = time.perf_counter()
     d._hup = True
     while d.reloader.last is None and time.perf_counter() - hup < 600:
@@ -217,8 +221,9 @@ def measure(root: Path, n: int, analysis: float) -> dict[str, Any]:
         shutil.rmtree(root / "landing" / "_loaded" / f"s{i}", ignore_errors=True)
     sock.close()
     sock_path.unlink(missing_ok=True)
-    window = [(a, b) for a, b in turns if b >= hup and a <= end]
-    longest = max(window, key=lambda ab: ab[1] - ab[0])
+    window = [turn for turn in turns if turn[1] >= hup and turn[0] <= end]
+    longest = max(window, key=lambda turn: turn[1] - turn[0])
+    switch = next((turn for turn in window if turn[3] == "ReloadReady"), (0.0, 0.0, 0.0, ""))
     gaps = [b - a for a, b in zip(pings, pings[1:], strict=False) if b >= hup and a <= end]
     return {
         "tables": n, "result": d.reloader.last.result if d.reloader.last else None,
@@ -226,9 +231,14 @@ def measure(root: Path, n: int, analysis: float) -> dict[str, Any]:
         "start_seconds": round(started, 2), "reload_seconds": round(switched - hup, 2),
         "longest_turn_ms": round((longest[1] - longest[0]) * 1000, 1),
         "longest_turn_at_s": round(longest[0] - hup, 2),
+        "longest_turn_cpu_ms": round(longest[2] * 1000, 1),
+        "switch_turn_ms": round((switch[1] - switch[0]) * 1000, 1),
+        "switch_turn_cpu_ms": round(switch[2] * 1000, 1),
         "longest_wait_ms": round(max((w for at, w in waits if hup <= at <= end), default=0.0) * 1000, 1),
         "longest_watchdog_gap_s": round(max(gaps, default=float("nan")), 2),
         "turn_before_reload_ms": round(base_turn * 1000, 1),
+        "top_turns": [(round(a - hup, 2), round((b - a) * 1000, 1), round(cpu * 1000, 1), what)
+                      for a, b, cpu, what in sorted(window, key=lambda turn: turn[0] - turn[1])[:8]],
     }
 
 
@@ -249,6 +259,7 @@ def main() -> None:
     p.add_argument("--analysis", type=float, default=2.0, help="seconds Spark takes to analyse the changed SQL")
     p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "freshet-bench-reload")
     p.add_argument("--against", help="also measure this revision's tree (git archive), in the same run")
+    p.add_argument("--turns", action="store_true", help="also print each tree's eight longest turns")
     p.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     root = args.dir / f"t{args.tables}"
@@ -274,11 +285,16 @@ def main() -> None:
             shutil.rmtree(trees[0][1], ignore_errors=True)
     print(f"reload at {args.tables} tables ({args.commits} commits each), Spark's analysis {args.analysis:g} s, "
           f"load average {load[0]:.1f} on {os.cpu_count()} cores")
-    cols = ("reload_seconds", "longest_turn_ms", "longest_turn_at_s", "longest_wait_ms",
+    cols = ("reload_seconds", "longest_turn_ms", "longest_turn_at_s", "longest_turn_cpu_ms", "switch_turn_ms",
+            "switch_turn_cpu_ms", "longest_wait_ms",
             "longest_watchdog_gap_s", "turn_before_reload_ms", "result", "added")
     print(f"{'tree':24s} " + " ".join(f"{c:>22s}" for c in cols))
     for name, r in rows:
         print(f"{name:24s} " + " ".join(f"{r[c]!s:>22s}" for c in cols))
+    for name, r in rows if args.turns else ():
+        print(f"{name}: longest turns (seconds after SIGHUP, wall ms, CPU ms, the item it served)")
+        for turn in r["top_turns"]:
+            print("   ", *turn)
 
 
 if __name__ == "__main__":

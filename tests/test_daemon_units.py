@@ -303,15 +303,16 @@ def test_a_failing_scan_after_a_reload_is_counted_not_fatal(caplog, monkeypatch)
             pass
 
     class Intake(BrokenIntake):
-        def reconfigure(self, new, state):
+        def reconfigure(self, new, state, readers=None):
             pass
 
     import warehouse.lake.recovery
     from ops.reload import Parts
 
     d.parts = Parts(state=None, intake=Intake(), executor=Unchanged(),
-                    sched=types.SimpleNamespace(handle=lambda event, now: []))
-    monkeypatch.setattr(warehouse.lake.recovery, "recover", lambda new, log: types.SimpleNamespace(recovered={}, tables={}))
+                    sched=types.SimpleNamespace(handle=lambda event, now: [], costs=dict, blueprint=None))
+    monkeypatch.setattr(warehouse.lake.recovery, "recover",
+                        lambda new, log, progress=None: types.SimpleNamespace(recovered={}, tables={}))
     caplog.set_level(logging.INFO, logger="freshet")
     d._begin_reload(time.time())  # prepared in a thread, switched in by the loop (here: by hand)
     d._switch(d.events.get(timeout=30), time.time())  # does not raise

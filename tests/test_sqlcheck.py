@@ -135,3 +135,23 @@ def test_a_sighup_with_it_is_refused_and_the_old_config_keeps_running(tmp_path, 
                in rec.reason and "did you mean 'k'?" in rec.reason
     finally:
         assert loop.stop() == 0
+
+
+def test_the_check_is_linear_in_the_tables(monkeypatch) -> None:
+    """At 10,000 tables a SIGHUP runs this check: it compares no two tables' configs (list.remove
+    did, field by field, for every table taken before one not yet ready: O(n²), seconds holding
+    the reload thread) and looks each stream up by name (config.stream() scans)."""
+    from warehouse.config import FreshetConfig, TableConfig
+
+    streams = [{"name": f"s{i}", "period": "5m", "schema": {"ts": "timestamp", "v": "double"}} for i in range(50)]
+    tables = [{"name": "d", "sources": ["t49"], "granularity": "5m", "sql": "SELECT ts, w FROM t49"}]
+    tables += [{"name": f"t{i}", "stream": f"s{i}"} for i in range(50)]  # d waits for its source, declared after it
+    cfg = parse_config({"streams": streams, "tables": tables})
+
+    def refused(*_: Any) -> Any:
+        raise AssertionError("compared two configs / scanned the streams")
+
+    monkeypatch.setattr(TableConfig, "__eq__", refused)
+    monkeypatch.setattr(FreshetConfig, "stream", refused)
+    (problem,) = column_problems(cfg)
+    assert "'w'" in problem

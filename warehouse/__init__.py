@@ -11,6 +11,8 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin);
                         has it work, a commit, edges and F' down the DAG (§2.2), a backfill's range
     warehouse.lifecycle the transition table: a table's job state, operator mode and maintenance state
+    warehouse.blueprint what the tables take from a config alone, what one changes of another, a track
+                        plan made ahead: a reload builds it off the scheduler loop
     warehouse.layout    the tables of a config, built and wired (by name, index, stream); what a table
                         back by a reload takes over (§4.4)
     warehouse.backlog   a base table's pending partitions, rows, slices, arrived (§2.4)

@@ -225,10 +225,12 @@ class CancelBackfill:
 class Reconfigure:
     """A new configuration (a reload, §3.2: repartition when tables are added or removed or their
     parameters change). `recovered` (name → warehouse.scheduler.Recovered) is what storage holds
-    for the tables: one added over existing data starts from there."""
+    for the tables: one added over existing data starts from there. `blueprint`: the config's
+    layout, prepared off the scheduler loop by a reload (warehouse.blueprint); else built in `handle`."""
 
     config: Any  # warehouse.config.FreshetConfig (not imported: events stay a leaf module)
     recovered: Mapping[str, Any] | None = None
+    blueprint: Any = None  # warehouse.blueprint.Blueprint of `config`, prepared off the loop; else built on it
 
 
 OperatorAction = Suspend | Resume | Refresh | Backfill | CancelBackfill

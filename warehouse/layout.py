@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from policies.inheritance import inherit
 from warehouse.backlog import Backlog, Partition
-from warehouse.config import FreshetConfig
+from warehouse.blueprint import Blueprint, Changes, changed
 from warehouse.cost import CostModel, RowRate
-from warehouse.dag import Dag
 from warehouse.derived import Derived
 from warehouse.events import StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
@@ -21,68 +19,93 @@ from warehouse.table import Mode, Recovered, Table, read_stale, update_edge
 
 Change = tuple[float, float, str, tuple[str, ...]]  # a source's rows changed in (lo, hi]: reason, late ids
 
-__all__ = ["Change", "Layout", "adopt", "build_tables", "lay_out", "stream_readers"]
+__all__ = ["Change", "Layout", "adopt", "build_tables", "lay_out"]
 
 
 class Layout(NamedTuple):
     """The tables by name, by index (topological order) and their names by index (the ready
-    queues' entries name tables by index), the base tables reading each stream, and the new
-    tables that take over a job still running (with that job)."""
+    queues' entries name tables by index), the base tables reading each stream, the new
+    tables that take over a job still running (with that job), and the tables the new config
+    touched — built, re-parametrised or rewired — in topological order."""
 
     tables: dict[str, Table]
     by_idx: list[Table]
     names: list[str]
     by_stream: dict[str, list[Table]]
     adopting: list[tuple[Table, StartJob]]
+    touched: list[Table]
 
 
-def lay_out(config: FreshetConfig, old: dict[str, Table], recovered: dict[str, Recovered], initial: float | None,
-            now: float, rates: dict[str, RowRate], running: dict[str, StartJob]) -> Layout:
-    """The tables of `config` (build_tables) with derived edges set in topological order (§2.2);
-    a new table whose previous incarnation's job still runs (`running`, by table) takes that job
-    over: one writer per table at a time, whatever the reloads (§4.4)."""
-    dag = Dag.from_config(config)
-    tables, new = build_tables(config, dag, old, recovered, initial, now)
-    by_idx = [tables[n] for n in dag.order]
-    for t in by_idx:  # derived edges in topological order
+def lay_out(bp: Blueprint, was: Blueprint | None, old: dict[str, Table], old_streams: dict[str, list[Table]],
+            recovered: dict[str, Recovered], initial: float | None, now: float, rates: dict[str, RowRate],
+            running: dict[str, StartJob]) -> Layout:
+    """The tables of the blueprint `bp` (build_tables) with derived edges set in topological order
+    (§2.2); a new table whose previous incarnation's job still runs (`running`, by table) takes
+    that job over: one writer per table at a time, whatever the reloads (§4.4). `was`: the
+    blueprint `old` (and `old_streams`, its readers by stream) was laid out from (None: every
+    table is touched)."""
+    tables, new, touched = build_tables(bp, changed(bp, was), old, recovered, initial, now)
+    order = bp.dag.order
+    by_idx = [tables[n] for n in order]
+    touched_list = by_idx if touched is None else [t for t in by_idx if t in touched]
+    for t in touched_list:  # derived edges in topological order (a table not touched keeps its own)
         if not t.base:
             update_edge(t)
     adopting = [(t, job) for t in new if (job := running.get(t.name)) is not None]
-    return Layout(tables, by_idx, list(dag.order), stream_readers(by_idx, rates), adopting)
+    if was is None:
+        by_stream = {s: [tables[n] for n in names] for s, names in bp.readers.items()}
+    else:  # a stream's readers, new only where they changed
+        fresh = {t.stream for t in new if t.stream is not None}
+        before = was.readers
+        by_stream = {s: old_streams[s] if s not in fresh and before.get(s) == names else [tables[n] for n in names]
+                     for s, names in bp.readers.items()}
+    for t in touched_list:  # each shares its stream's row rate (`rates`, kept across reconfigures)
+        if t.stream is not None:
+            t.rate = rates.setdefault(t.stream, RowRate())
+    return Layout(tables, by_idx, list(order), by_stream, adopting, touched_list)
 
 
-def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recovered: dict[str, Recovered],
-                 initial: float | None, now: float) -> tuple[dict[str, Table], list[Table]]:
-    """The tables of `config` in topological order, wired to their sources and dependents, with
-    inherited priorities (§3.3): a table that stays keeps its run state (during a run the
+def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], recovered: dict[str, Recovered],
+                 initial: float | None, now: float) -> tuple[dict[str, Table], list[Table], set[Table] | None]:
+    """The tables of the blueprint in topological order, wired to their sources and dependents,
+    with inherited priorities (§3.3): a table that stays keeps its run state (during a run the
     Scheduler owns it) and takes the new parameters; a new one starts from what storage holds
-    (`recovered`) or `initial`. Tables of `old` no longer configured are marked removed.
-    (tables by name, the new ones)."""
-    sc = config.scheduler
-    periods = dag.periods()
-    streams = {s.name: s for s in config.streams}
-    configs = {t.name: t for t in config.tables}  # config.table() is a scan: O(n²) at 100,000 tables
+    (`recovered`) or `initial`. Tables of `old` no longer configured are marked removed. Only the
+    tables `changes` touches (None: all) take their parameters again; those it re-weighs, their
+    priority and target; the others' are unchanged. (tables by name, the new ones, the tables
+    touched — None: all)."""
     tables: dict[str, Table] = {}
     new: list[Table] = []
-    for i, name in enumerate(dag.order):
-        tc = configs[name]
-        prior = config.cost_prior(tc)
+    touched: set[Table] = set()
+    specs, ip = bp.specs, bp.ip
+    rebuilding = bp.rebuilding
+    touch, reweigh = (None, frozenset()) if changes is None else changes
+    for i, name in enumerate(bp.dag.order):
         t = was = old.get(name)
-        rec = recovered.get(name)
-        if t is None or t.base != tc.is_base or t.removed:
+        if touch is not None and t is not None and name not in touch and name not in rebuilding and not t.removed:
+            t.idx, t.ip = i, ip[name]  # parameters unchanged (and so its kind, its edges)
+            if name in reweigh:
+                spec = specs[name]
+                t.priority, t.target = spec.priority, spec.target
+                t.meter.target = spec.target
+            tables[name] = t
+            continue
+        spec = specs[name]
+        if t is None or t.base != spec.base or t.removed:
+            rec = recovered.get(name)
             t = Table(
                 name=name,
                 idx=i,
-                base=tc.is_base,
-                priority=tc.priority,
-                period=periods[name],
-                lateness=streams[tc.stream].lateness if tc.stream else 0.0,
-                granularity=tc.granularity,
-                target=tc.target_staleness,
-                stream=tc.stream,
-                cost=CostModel(prior.alpha, prior.beta, learn=sc.learn_costs),
-                meter=StalenessMeter(target=tc.target_staleness),
-                log=Backlog(dict(rec.slices) if rec else {}) if tc.is_base else None,
+                base=spec.base,
+                priority=spec.priority,
+                period=spec.period,
+                lateness=spec.lateness,
+                granularity=spec.granularity,
+                target=spec.target,
+                stream=spec.stream,
+                cost=CostModel(spec.alpha, spec.beta, learn=spec.learn),
+                meter=StalenessMeter(target=spec.target),
+                log=Backlog(dict(rec.slices) if rec else {}) if spec.base else None,
                 mode=was.mode if was is not None else Mode.ACTIVE,  # an operator's word outlives a reload
             )
             new.append(t)
@@ -93,42 +116,31 @@ def build_tables(config: FreshetConfig, dag: Dag, old: dict[str, Table], recover
                 t.safe = safe_freshness(f, t.lateness, (rec.safe_freshness if rec else None,))
                 t.meter.start(f, now)
         else:
-            t.idx, t.priority, t.period = i, tc.priority, periods[name]
-            t.lateness = streams[tc.stream].lateness if tc.stream else 0.0
-            t.granularity, t.target, t.stream = tc.granularity, tc.target_staleness, tc.stream
-            t.meter.target = tc.target_staleness
-            t.cost.learn = sc.learn_costs
-        t.sources, t.dependents = [], []
-        if not t.base:  # refresh mode, skew bound and SQL version (warehouse.derived)
-            sql = tc.increment if tc.is_stateful else tc.sql  # a stateful table: its increment (lake.stateful)
+            t.idx, t.priority, t.period = i, spec.priority, spec.period
+            t.lateness = spec.lateness
+            t.granularity, t.target, t.stream = spec.granularity, spec.target, spec.stream
+            t.meter.target = spec.target
+            t.cost.learn = spec.learn
+        touched.add(t)
+        if spec.derived is not None:  # refresh mode, skew bound and SQL version (warehouse.derived)
+            sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful = spec.derived
             if t.dv is None:
+                rec = recovered.get(name)
                 t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
-            tcols = tuple(streams[c.stream].time_column if c.stream else "ts" for c in (configs[n] for n in tc.sources))
-            t.dv.configure(sql, tcols, tc.refresh_mode, tc.lookback, tc.max_skew, tc.rebuild, stateful=tc.is_stateful)
+            t.dv.configure(sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful=stateful)
         tables[name] = t
-    for name, t in tables.items():
-        t.sources = [tables[s] for s in dag.sources[name]]
-        t.dependents = [tables[d] for d in dag.dependents[name]]
+        t.ip = ip[name]
+    for t in new:  # a new table's neighbours point to it: they are rewired too
+        for n in (*specs[t.name].sources, *specs[t.name].dependents):
+            touched.add(tables[n])
+    for t in touched:
+        spec = specs[t.name]
+        t.sources = [tables[s] for s in spec.sources]
+        t.dependents = [tables[d] for d in spec.dependents]
     for name, t in old.items():
         if name not in tables:
             t.removed = True
-    ip = inherit({n: t.priority for n, t in tables.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)
-    for n, t in tables.items():
-        t.ip = ip[n]
-    return tables, new
-
-
-def stream_readers(tables: list[Table], rates: dict[str, RowRate]) -> dict[str, list[Table]]:
-    """The base tables reading each stream, in order; each shares its stream's row rate (`rates`,
-    kept across reconfigures)."""
-    out: dict[str, list[Table]] = {}
-    for t in tables:
-        if t.stream is not None:
-            out.setdefault(t.stream, []).append(t)
-            t.rate = rates.setdefault(t.stream, RowRate())
-    return out
-
-
+    return tables, new, None if touch is None else touched
 
 
 def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = ()) -> int:

@@ -30,6 +30,7 @@ from policies.reservation import Releases
 from tracks.plan import TrackPlan
 from warehouse.backlog import Partition
 from warehouse.backoff import Backoffs
+from warehouse.blueprint import Ahead, Blueprint, blueprint, moved
 from warehouse.board import TrackBoard
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
@@ -58,6 +59,7 @@ from warehouse.table import (
     recomputed,
     sources_changed,
     stale_windows,
+    take_plan,
     track_plan,
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
@@ -99,6 +101,7 @@ class Scheduler:
         self._upkeep = Upkeep()  # maintenance counts and clocks (Nova, SIGMOD 2011 §2.4)
         self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
+        self._bp: Blueprint | None = None  # the blueprint the tables were laid out from (warehouse.blueprint)
         self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
             PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
             Tick: lambda ev, now: None, Reconfigure: self._reconfigure, **dict.fromkeys(ORDERS, self._ordered)}
@@ -106,15 +109,21 @@ class Scheduler:
         self._prune()
 
     # ---- construction and reconfiguration ------------------------------------------------------
-    def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float) -> None:
+    def _build(self, config: FreshetConfig, recovered: dict[str, Recovered], now: float,
+               bp: Blueprint | None = None, retried: frozenset[str] = frozenset()) -> None:
+        """Lay `config` out (`bp`: its blueprint, prepared off the loop, else built here); only the
+        tables it touches (and `retried` ones) are looked at again, but for cheap passes."""
         sc = config.scheduler
+        bp = bp if bp is not None and bp.config is config else blueprint(config)
         self.config = config
         self._nj = NextJob(sc.chop, sc.policy, self._pace)
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
         self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores)  # (policies.bulk)
-        lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
+        lay = lay_out(bp, self._bp, self._tables, self._by_stream, recovered, self._initial, now, self._rates,
+                      self._board.by_table)
+        self._bp = bp
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
             self._transition(t, "adopt slice" if job.time_slice else _ADOPT_KIND.get(job.kind, "adopt"))
             self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
@@ -124,21 +133,36 @@ class Scheduler:
         for t in self._by_idx:
             if t.state in QUEUED and not has_work(t):
                 self._transition(t, "drain")
-        self._plan_tables()  # counts and queues what is pending
-        self._upkeep.configure(config, recovered)
+        ahead = bp.ahead
+        self._plan_tables(ahead)  # counts and queues what is pending
+        if ahead is not None and moved(ahead, ((t.name, t.cost) for t in self._by_idx)):  # a job finished since
+            self._plan_dirty = True  # redone as after a drift (§3.2)
+        touched = lay.touched
+        if retried:  # tables a reload took out of back-off: looked at again too
+            was_touched = set(touched)
+            touched = [t for t in self._by_idx if t in was_touched or t.name in retried]
+        self._upkeep.configure(bp.policies, recovered, None if touched is self._by_idx else [t.name for t in touched])
         self._due = {n: None for n in self._due if n in lay.tables and lay.tables[n].care is Care.DUE}
-        for t in self._by_idx:  # recovered (or re-configured) tables already due
-            self._check_upkeep(t, now)
-        for t in self._by_idx:  # releases where due
-            self._work_changed(t, now)
+        if active := self._upkeep.active:  # (nothing falls due of a table without a maintenance policy)
+            for t in self._by_idx:  # recovered (or re-configured) tables already due
+                if t.name in active:
+                    self._check_upkeep(t, now)
+        for t in touched:  # releases where due (a table not touched has had its release already;
+            if t.state not in QUEUED:  # a queued one was keyed again by the plan)
+                self._work_changed(t, now)
 
-    def _plan_tables(self) -> None:
-        """(Re)partition (§3.2): profiles from current E_i(P_i) estimates; rebuild the queues."""
+    def _plan_tables(self, ahead: Ahead | None = None) -> None:
+        """(Re)partition (§3.2): profiles from current E_i(P_i) estimates (or the plan a reload made
+        ahead, warehouse.blueprint); rebuild the queues."""
         sc = self.config.scheduler
         self.plan: TrackPlan
-        self.plan, self._nj.ranking, profiles = track_plan(sc, self._by_idx)
+        if ahead is None:
+            self.plan, self._nj.ranking, profiles = track_plan(sc, self._by_idx)
+            self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
+        else:
+            self.plan, self._nj.ranking, self._bulk_over = ahead.plan, ahead.ranking, ahead.bulk_over
+            take_plan(self._by_idx, ahead.plan, ahead.profiles)
         self._nj.tracks = sc.tracks
-        self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
         self._q.reset(len(self.plan.groups))
         for t in self._by_idx:
             if t.state in QUEUED:
@@ -152,7 +176,9 @@ class Scheduler:
         Tables that stay keep their run state — during a run the Scheduler owns it; a table added
         over existing data starts from what storage holds (`ev.recovered`), not as never loaded.
         A table in back-off whose job the new config changes (its SQL, say) is retried now, its
-        failures forgotten: they were the old job's."""
+        failures forgotten: they were the old job's. `ev.blueprint` (warehouse.blueprint, prepared
+        off the loop by a reload) says which tables changed: only those are laid out again."""
+        retried = set()
         if backing := [t for t in self._by_idx if t.state is JobState.BACKOFF]:
             names = [t.name for t in backing]
             was, new = self.config.job_definitions(names), ev.config.job_definitions(names)
@@ -160,7 +186,8 @@ class Scheduler:
                 if t.name in new and new[t.name] != was.get(t.name):
                     t.backoff_until, t.failures = now, 0  # (its heap entry goes stale)
                     self._transition(t, "retry")
-        self._build(ev.config, dict(ev.recovered or {}), now)
+                    retried.add(t.name)
+        self._build(ev.config, dict(ev.recovered or {}), now, ev.blueprint, frozenset(retried))
 
     # ---- the event interface ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[StartJob]:
@@ -593,6 +620,17 @@ class Scheduler:
         t = self._tables[table]
         return t.dv.describe() if t.dv is not None else ("append", "a base table appends what arrives")
 
+    @property
+    def blueprint(self) -> Blueprint | None:
+        """The blueprint the tables are laid out from (warehouse.blueprint): immutable; a reload
+        prepares its own against it off the loop."""
+        return self._bp
+
+    def costs(self) -> dict[str, tuple[float, float]]:
+        """Each table's cost model (α, β) now (§2.4): a reload plans its tracks ahead from them
+        (warehouse.blueprint). A query."""
+        return {t.name: (t.cost.alpha, t.cost.beta) for t in self._by_idx}
+
     def weighted_staleness(self, now: float) -> float:
         """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
         return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
@@ -600,7 +638,7 @@ class Scheduler:
     def stats(self, now: float) -> SchedulerStats:
         """A frozen snapshot for metrics, the API and the simulator."""
         now = max(now, self._now)
-        return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now, self.weighted_staleness(now),
+        return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now,  # Σ p_i ∫ S_i dτ: of the rows
                         recovered=self._initial is None, released=self._released, completed=self._completed,
                         failed=self._failed, events=self._events)
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from policies.basic import marginal_benefit
 from policies.reservation import ValueRanking
-from tracks.plan import JobProfile, TrackPlan, make_plan
+from tracks.plan import JobProfile, TrackPlan
 from warehouse.backlog import Backlog
 from warehouse.backoff import backoff_for
+from warehouse.blueprint import job_profile, plan_profiles
 from warehouse.config import SchedulerConfig
 from warehouse.cost import CostModel, RowRate
 from warehouse.derived import Derived
@@ -29,7 +29,7 @@ from warehouse.recompute import touched, window_count
 __all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "backfill_range", "committed",
            "expecting", "failed", "has_work", "named", "profile", "raise_safe", "read_stale", "recompute_target", "recomputed",
            "stale_windows",
-           "sources_changed", "track_plan", "update_edge"]
+           "sources_changed", "take_plan", "track_plan", "update_edge"]
 
 
 class JobState(Enum):
@@ -313,10 +313,15 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
 
 
 def profile(t: Table) -> JobProfile:
-    """t's job profile for (re)partitioning (§3.2): its period, E_i(P_i) now and Ip_i·P_i / E_i(P_i)."""
-    t.plan_e = t.cost.estimate(t.period)
-    t.benefit = marginal_benefit(t.ip, t.period, t.plan_e)
-    return JobProfile(t.name, t.period, t.plan_e, t.benefit)
+    """t's job profile for (re)partitioning (§3.2) at its E_i(P_i) now (warehouse.blueprint.job_profile)."""
+    return job_profile(t.name, t.period, t.ip, t.cost.estimate(t.period))
+
+
+def take_plan(tables: list[Table], plan: TrackPlan, profiles: tuple[JobProfile, ...] | list[JobProfile]) -> None:
+    """Each table takes its group in `plan` and the E_i(P_i) and benefit of its profile (by index)."""
+    group_of = plan.group_of
+    for t, p in zip(tables, profiles, strict=True):
+        t.plan_e, t.benefit, t.group = p.e_period, p.benefit, group_of[t.name]
 
 
 def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, list[JobProfile]]:
@@ -324,10 +329,8 @@ def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, Val
     takes its group), the tables by decreasing benefit (policies.reservation.ValueRanking: who is
     "long", what load outranks a job) and the profiles."""
     profiles = [profile(t) for t in tables]
-    ranking = ValueRanking((t.benefit, t.period if t.base else None, p.u) for t, p in zip(tables, profiles, strict=True))
-    plan = make_plan(sc.partitioner, profiles, sc.tracks, k=sc.k, allocation=sc.allocation, aggressive=sc.aggressive)
-    for t in tables:
-        t.group = plan.group_of[t.name]
+    plan, ranking = plan_profiles(sc, profiles, [t.period if t.base else None for t in tables])
+    take_plan(tables, plan, profiles)
     return plan, ranking, profiles
 
 

@@ -21,11 +21,11 @@ themselves maintenance jobs are ranked by `urgency`. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from warehouse.config import FreshetConfig, MaintenancePolicy
-from warehouse.events import JobFailed, JobFinished, StartJob
+from warehouse.config import MaintenancePolicy
+from warehouse.events import JobFailed, JobFinished, StartJob, _quick_init
 
 __all__ = ["MAINTENANCE_KINDS", "OPTIMIZE", "VACUUM", "TableUpkeep", "Upkeep", "UpkeepStats"]
 
@@ -56,6 +56,7 @@ class TableUpkeep:
         return max(self.anchor + self.policy.vacuum_every, self.retry_at)
 
 
+@_quick_init  # (one per table and snapshot)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpkeepStats:
     """A table's maintenance in the Scheduler's snapshot (metrics, `/v1/tables`)."""
@@ -79,30 +80,40 @@ class Upkeep:
         self.tables: dict[str, TableUpkeep] = {}
         self.timers: list[tuple[float, str]] = []  # (vacuum due or retry, table): lazy deletion
         self._armed: set[tuple[float, str]] = set()  # the entries of `timers`: each is armed once
+        self.active: set[str] = set()  # the tables with a maintenance policy (nothing is due of the others)
+        self._shown: dict[str, UpkeepStats] = {}  # each table's row, until its state changes (`stats`)
 
-    def configure(self, config: FreshetConfig, recovered: dict[str, object]) -> None:
-        """Policies from the config; a table seen for the first time starts from what the Delta
-        log says (`Recovered.last_optimize` …), or from nothing."""
-        names = set()
-        for tc in config.tables:
-            names.add(tc.name)
-            policy = config.maintenance_of(tc)
-            u = self.tables.get(tc.name)
+    def configure(self, policies: Mapping[str, MaintenancePolicy], recovered: Mapping[str, object],
+                  only: Iterable[str] | None = None) -> None:
+        """Policies by table (`FreshetConfig.maintenance_of`); a table seen for the first time
+        starts from what the Delta log says (`Recovered.last_optimize` …), or from nothing. `only`:
+        the tables whose policy may have changed (the others keep theirs; None: all)."""
+        for name in policies if only is None else only:
+            policy = policies[name]
+            u = self.tables.get(name)
             if u is None:
                 u = TableUpkeep(policy=policy, done={}, failed={})
-                rec = recovered.get(tc.name)
+                rec = recovered.get(name)
                 if rec is not None:
                     u.commits = getattr(rec, "commits_since_optimize", 0)
                     u.last_optimize = getattr(rec, "last_optimize", None)
                     u.last_vacuum = getattr(rec, "last_vacuum", None)
                     u.anchor = u.last_vacuum if u.last_vacuum is not None else getattr(rec, "first_commit", None)
                     u.optimized_through = getattr(rec, "optimized_through", None)
-                self.tables[tc.name] = u
+                self.tables[name] = u
             u.policy = policy
-            self._arm(tc.name, u.vacuum_due())
-        for name in list(self.tables):
-            if name not in names:
+            self._shown.pop(name, None)
+            if policy.active:
+                self.active.add(name)
+            else:
+                self.active.discard(name)
+        if len(self.tables) != len(policies):
+            for name in [n for n in self.tables if n not in policies]:
                 del self.tables[name]
+                self.active.discard(name)
+                self._shown.pop(name, None)
+        for name in self.active:  # (a reload re-arms none that stands)
+            self._arm(name, self.tables[name].vacuum_due())
         if len(self.timers) > 2 * len(self.tables) + 16:  # stale entries (policies changed, tables removed)
             self.timers = [e for e in self.timers if self._current(*e)]
             heapq.heapify(self.timers)
@@ -132,6 +143,7 @@ class Upkeep:
         if u is None:
             return None
         u.commits += 1
+        self._shown.pop(table, None)
         if u.anchor is None:
             u.anchor = now
             self._arm(table, u.vacuum_due())
@@ -143,6 +155,7 @@ class Upkeep:
         if u is None:
             return
         assert u.done is not None
+        self._shown.pop(table, None)
         u.done[kind] = u.done.get(kind, 0) + 1
         u.retry_at = 0.0
         if files is not None:
@@ -167,6 +180,7 @@ class Upkeep:
         if u is None:
             return
         assert u.failed is not None
+        self._shown.pop(table, None)
         u.failed[kind] = u.failed.get(kind, 0) + 1
         u.retry_at = now + backoff
         self._arm(table, u.retry_at)
@@ -251,11 +265,16 @@ class Upkeep:
         return self.timers[0][0] if self.timers else None
 
     def stats(self, table: str) -> UpkeepStats | None:
+        """`table`'s row in the snapshot: kept until its maintenance state changes (every change
+        is made here), so a snapshot of 10,000 tables builds only the rows that changed."""
+        if (shown := self._shown.get(table)) is not None:
+            return shown
         u = self.tables.get(table)
         if u is None:
             return None
-        return UpkeepStats(
+        shown = self._shown[table] = UpkeepStats(
             commits_since_optimize=u.commits, optimize_every=u.policy.optimize_every,
             vacuum_every=u.policy.vacuum_every, last_optimize=u.last_optimize, last_vacuum=u.last_vacuum,
             next_vacuum=u.vacuum_due(), files=u.files, bytes_reclaimed=u.bytes_reclaimed,
             jobs_ok=tuple(sorted((u.done or {}).items())), jobs_failed=tuple(sorted((u.failed or {}).items())))
+        return shown

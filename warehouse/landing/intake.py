@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.config import FreshetConfig
+from warehouse.config import FreshetConfig, StreamConfig
 from warehouse.errors import ConfigError, WarehouseError
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the landing zone's public names
@@ -66,6 +66,7 @@ __all__ = [
     "UnknownStream",
     "Windows",
     "fingerprint",
+    "intake_readers",
     "parse_time",
     "validate_partition",
 ]
@@ -147,6 +148,22 @@ class Windows:
         return None
 
 
+Readers = tuple[dict[str, "StreamConfig"], dict[str, list[str]], dict[str, str]]
+
+
+def intake_readers(config: FreshetConfig) -> Readers:
+    """The streams of `config` by name, the base tables reading each, the stream of each base
+    table: all the intake takes of a config (a reload builds it off the scheduler loop)."""
+    streams = {s.name: s for s in config.streams}
+    tables_of: dict[str, list[str]] = {s: [] for s in streams}
+    stream_of: dict[str, str] = {}
+    for t in config.tables:
+        if t.stream:
+            tables_of.setdefault(t.stream, []).append(t.name)
+            stream_of[t.name] = t.stream
+    return streams, tables_of, stream_of
+
+
 @dataclass(slots=True)
 class _Unmoved:
     """A quarantine decided but not finished (the move or the reason file failed: a full disk, a
@@ -210,7 +227,9 @@ class Intake:
         self._unknown_at = -math.inf  # when the landing zone's root was last listed for them
         self.last_rejection: dict[str, str] = {}
         self._unmoved: dict[tuple[str, str], _Unmoved] = {}  # quarantines to finish (scan retries them)
-        self._tables_of: dict[str, list[str]] = {}
+        self._streams: dict[str, StreamConfig] = {}
+        self._tables_of: dict[str, list[str]] = {}  # stream → the base tables reading it
+        self._stream_of_table: dict[str, str] = {}
         self._configure(config, state)
 
     def _count(self, counter: str, stream: str) -> None:
@@ -219,35 +238,35 @@ class Intake:
         if self._on_count is not None:
             self._on_count(counter, stream)
 
-    def _configure(self, config: FreshetConfig, state: RecoveryState | None) -> None:
-        had = {t for ts in self._tables_of.values() for t in ts}
+    def _configure(self, config: FreshetConfig, state: RecoveryState | None, readers: Readers | None = None) -> None:
+        """Take `config` (`readers`: its streams and tables, `intake_readers`, prepared off the
+        loop by a reload); `state`: what the Delta log holds of the tables to start from it. Only
+        what changed is touched: the streams added or removed, the tables in `state`."""
+        had, was = set(self._stream_of_table), self._streams
         self.config = config
-        self._streams = {s.name: s for s in config.streams}
         # a stream may feed several base tables: a partition is done when all of them loaded it
-        self._tables_of: dict[str, list[str]] = {s: [] for s in self._streams}
-        self._stream_of_table: dict[str, str] = {}
-        for t in config.tables:
-            if t.stream:
-                self._tables_of.setdefault(t.stream, []).append(t.name)
-                self._stream_of_table[t.name] = t.stream
-        for ts in self._tables_of.values():
-            for t in ts:
-                self._loaded.setdefault(t, {})
-        self._windows = {s: self._windows[s] if s in self._windows else Windows() for s in self._streams}
-        for counter in (self.accepted, self.quarantined, self.duplicates, self.quarantine_failures):
-            for s in self._streams:  # every key exists from the start: readers iterate without the lock
-                counter.setdefault(s, 0)
+        self._streams, self._tables_of, self._stream_of_table = readers if readers is not None else intake_readers(config)
+        for t in self._stream_of_table:
+            if t not in self._loaded:
+                self._loaded[t] = {}
+        for s in [s for s in self._windows if s not in self._streams]:
+            del self._windows[s]
+        for s in self._streams:
+            if s not in was:
+                self._windows.setdefault(s, Windows())
+                for counter in (self.accepted, self.quarantined, self.duplicates, self.quarantine_failures):
+                    counter.setdefault(s, 0)  # every key exists from the start: readers iterate without the lock
         if state is not None:
-            for stream, tables in self._tables_of.items():
-                for t in tables:
-                    st = state.tables.get(t)
-                    if st is None:
-                        continue
-                    self._loaded[t].update(st.partitions)
-                    for pid, (start, end) in st.windows.items():
-                        self._windows[stream].add(pid, start, end)
-        self._pending = {k: p for k, p in self._pending.items() if k[0] in self._streams}
-        self._owed = {k: o for k, o in self._owed.items() if k[0] in self._streams}
+            for t, st in state.tables.items():
+                stream = self._stream_of_table.get(t)
+                if stream is None:
+                    continue
+                self._loaded[t].update(st.partitions)
+                for pid, (start, end) in st.windows.items():
+                    self._windows[stream].add(pid, start, end)
+        if len(self._streams) != len(was) or any(s not in self._streams for s in was):
+            self._pending = {k: p for k, p in self._pending.items() if k[0] in self._streams}
+            self._owed = {k: o for k, o in self._owed.items() if k[0] in self._streams}
         self._settle_pending(had)
 
     def _settle_pending(self, had: set[str]) -> None:
@@ -262,10 +281,12 @@ class Intake:
             if any(t not in had and key[1] not in self._loaded.get(t, {}) for t in self._tables_of.get(key[0], [])):
                 del self._pending[key]  # (its window stays: overlapping() leaves its own id out)
 
-    def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None) -> None:
-        """Apply a new config (SIGHUP): keep pending partitions of streams that remain."""
+    def reconfigure(self, config: FreshetConfig, state: RecoveryState | None = None,
+                    readers: Readers | None = None) -> None:
+        """Apply a new config (SIGHUP): keep pending partitions of streams that remain. `readers`:
+        `intake_readers(config)`, prepared off the scheduler loop."""
         with self._lock:
-            self._configure(config, state)
+            self._configure(config, state, readers)
 
     # ---- queries --------------------------------------------------------------------------------
     def partition(self, stream: str, pid: str) -> Partition:
