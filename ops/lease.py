@@ -32,25 +32,20 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ops.lease_base import LeaseHeld, pid_alive
+from ops.lease_s3 import LEASE_KEY, S3Lease, s3_client
 from warehouse.config import FreshetConfig, S3Settings
 from warehouse.errors import FreshetError
 from warehouse.lake.s3a import is_s3a
 from warehouse.paths import local_path
 
-if TYPE_CHECKING:
-    from ops.lease_s3 import S3Lease
-
-__all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "lease_path", "open_lease", "take_lease"]
+__all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "hold", "lease_path", "open_lease", "take_lease"]
 
 log = logging.getLogger("freshet")
 
 LEASE_FILE = "_freshet.lease"
-
-
-class LeaseHeld(FreshetError):
-    """Another daemon holds the warehouse's lease."""
 
 
 def lease_path(config: FreshetConfig) -> Path:
@@ -63,21 +58,6 @@ def lease_path(config: FreshetConfig) -> Path:
             return base / LEASE_FILE
     raise FreshetError(f"the warehouse lease is kept under a local warehouse.root or landing; both are URIs "
                        f"({config.warehouse.root!r}, {config.warehouse.landing!r})")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (exited, not yet reaped by its parent) holds nothing
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat[stat.rfind(")") + 2:].split()[0] == "Z":
-            return False
-    return True
 
 
 class Lease:
@@ -126,7 +106,7 @@ class Lease:
         """Why `held` may be taken over, or None if it is live."""
         if held.get("host") == socket.gethostname() and isinstance(held.get("pid"), int):
             helpers = [p for p in held.get("helpers") or [] if isinstance(p, int)]
-            if not _pid_alive(held["pid"]) and not any(_pid_alive(p) for p in helpers):
+            if not pid_alive(held["pid"]) and not any(pid_alive(p) for p in helpers):
                 return f"its owner (pid {held['pid']} on this host) is gone"
         renewed = held.get("renewed")
         if not isinstance(renewed, (int, float)):
@@ -196,6 +176,9 @@ class Lease:
         self._thread = threading.Thread(target=run, name="freshet-lease", daemon=True)
         self._thread.start()
 
+    def cancel(self) -> None:
+        """Stop waiting for the lease (a file lease never waits: nothing to do)."""
+
     def release(self) -> None:
         """Stop renewing and remove the file if it is still ours."""
         self._stop.set()
@@ -214,8 +197,6 @@ def open_lease(config: FreshetConfig, listen: str = "") -> Lease | S3Lease:
     timeout = config.warehouse.lease_timeout
     root = config.warehouse.root
     if is_s3a(root):
-        from ops.lease_s3 import LEASE_KEY, S3Lease, s3_client
-
         bucket, _, prefix = root[len("s3a://"):].partition("/")
         key = f"{prefix.strip('/')}/{LEASE_KEY}".lstrip("/")
         return S3Lease(s3_client(config.warehouse.s3 or S3Settings(), timeout), bucket, key,
@@ -227,7 +208,11 @@ def take_lease(config: FreshetConfig, listen: str, on_lost: Callable[[str], None
     """The daemon's lease (`open_lease`): taken (or LeaseHeld, a FreshetError: exit 1 naming the
     holder's pid, host and API), then renewed in a thread; `on_lost(message)` if another daemon
     takes it over (or, on the bucket, if it could not be renewed in time)."""
-    lease = open_lease(config, listen)
+    return hold(open_lease(config, listen), on_lost)
+
+
+def hold(lease: Lease | S3Lease, on_lost: Callable[[str], None]) -> Lease | S3Lease:
+    """Take `lease` (LeaseHeld if another daemon holds it), log a takeover, and renew it in a thread."""
     lease.acquire()
     if lease.took_over:
         log.warning("took over the warehouse lease", extra={

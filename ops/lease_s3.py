@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ops.lease_base import LeaseHeld, machine, pid_alive
 from warehouse.config import S3Settings
 from warehouse.errors import ConfigError, FreshetError
 from warehouse.lake.s3a import ENV_KEYS
@@ -38,15 +39,6 @@ from warehouse.lake.s3a import ENV_KEYS
 __all__ = ["LEASE_KEY", "S3Lease", "s3_client"]
 
 LEASE_KEY = "_freshet/lease"
-
-
-def _machine() -> str:
-    """This kernel boot and pid namespace: a pid recorded here means the same process only here."""
-    try:
-        boot = open("/proc/sys/kernel/random/boot_id").read().strip()  # noqa: SIM115 — one read
-        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
-    except OSError:
-        return ""
 
 
 def s3_client(s3: S3Settings, timeout: float, environ: Mapping[str, str] | None = None) -> Any:
@@ -81,9 +73,7 @@ def _status(err: Exception) -> int | None:
 
 
 def _pid_gone(pid: Any) -> bool:
-    from ops.lease import _pid_alive
-
-    return isinstance(pid, int) and not _pid_alive(pid)
+    return isinstance(pid, int) and not pid_alive(pid)
 
 
 class S3Lease:
@@ -116,7 +106,7 @@ class S3Lease:
     def _record(self, state: str = "held") -> bytes:
         self._seq += 1
         return json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
-                           "machine": _machine(), "helpers": self.helpers, "listen": self.listen,
+                           "machine": machine(), "helpers": self.helpers, "listen": self.listen,
                            "epoch": self.epoch, "seq": self._seq, "state": state, "timeout": self.timeout,
                            "written": time.time()}).encode()
 
@@ -147,20 +137,17 @@ class S3Lease:
             raise
 
     # -- taking it --
-    def acquire(self, standby: Callable[[str], bool] | None = None) -> None:
-        """Take the lease, or raise LeaseHeld naming the holder (FreshetError if the bucket cannot
-        be reached). With `standby`, a live holder does not end the attempt: `standby(message)` is
-        called and the watch goes on while it returns True."""
+    def acquire(self) -> None:
+        """Take the lease, or raise LeaseHeld naming the holder once it is seen renewing
+        (FreshetError if the bucket cannot be reached)."""
         try:
-            self._acquire(standby)
+            self._acquire()
         except FreshetError:
             raise
         except Exception as e:
             raise FreshetError(f"cannot take the warehouse lease {self.path}: {type(e).__name__}: {e}") from None
 
-    def _acquire(self, standby: Callable[[str], bool] | None) -> None:
-        from ops.lease import LeaseHeld
-
+    def _acquire(self) -> None:
         while True:
             sent = self.monotonic()
             self.epoch = 1
@@ -168,6 +155,7 @@ class S3Lease:
                 self._took(self._put(self._record(), IfNoneMatch="*"), sent)
                 return
             except Exception as e:
+                self.epoch = 0
                 if _status(e) not in (409, 412):
                     raise
             seen = self.read()
@@ -181,21 +169,17 @@ class S3Lease:
                     why = f"its lease object did not change for {self.timeout:g} s"
                 else:
                     now = self.read()  # who renewed it, or took it over meanwhile
-                    message = self._held_message(now[0] if now else held, changed)
-                    if standby is not None and standby(message):
-                        continue
-                    raise LeaseHeld(message)
+                    raise LeaseHeld(self._held_message(now[0] if now else held, changed))
             sent = self.monotonic()
-            self.epoch = int(held.get("epoch") or 0) + 1 if isinstance(held.get("epoch"), int) else 1
+            epoch = held.get("epoch")
+            self.epoch = epoch + 1 if isinstance(epoch, int) else 1
             try:
                 self._took(self._put(self._record(), IfMatch=etag), sent)
             except Exception as e:
+                self.epoch = 0
                 if _status(e) not in (409, 412):
                     raise
-                message = "warehouse in use: another freshet daemon took the lease first"
-                if standby is not None and standby(message):
-                    continue
-                raise LeaseHeld(f"{message} ({self.path})") from None
+                raise LeaseHeld(f"warehouse in use: another freshet daemon took the lease first ({self.path})") from None
             if held.get("state") != "released":
                 self.took_over = {**held, "reason": why}
             return
@@ -209,7 +193,7 @@ class S3Lease:
             return "released"
         if not held:
             return None  # unreadable: watched like a live one (its writer may be renewing)
-        if (held.get("host") == socket.gethostname() and held.get("machine") and held.get("machine") == _machine()
+        if (held.get("host") == socket.gethostname() and held.get("machine") and held.get("machine") == machine()
                 and _pid_gone(held.get("pid")) and all(_pid_gone(p) for p in held.get("helpers") or [])):
             return f"its owner (pid {held['pid']} on this host) is gone"
         return None
@@ -221,7 +205,8 @@ class S3Lease:
             left = since + self.timeout - self.monotonic()
             if left <= 0:
                 return None
-            time.sleep(min(self.poll, left))
+            if self._stop.wait(min(self.poll, left)):
+                raise LeaseHeld(f"stopped waiting for the warehouse lease {self.path}")
             if self._etag_now() != etag:
                 return self.monotonic() - since
 
@@ -300,6 +285,10 @@ class S3Lease:
     def _taken_message(self, held: dict[str, Any]) -> str:
         return (f"another freshet daemon took over {self.path}: pid {held.get('pid')} on host {held.get('host')}, "
                 f"epoch {held.get('epoch')}")
+
+    def cancel(self) -> None:
+        """Stop waiting for the lease: a watching `acquire()` raises LeaseHeld within `poll` seconds."""
+        self._stop.set()
 
     def release(self) -> None:
         """Stop renewing and mark the object released if it is still ours."""

@@ -2,12 +2,14 @@
 loopback (tests/helpers_s3.py), no Spark: take, renew, release; a second taker refused while the
 holder renews; a takeover only after the object stayed unchanged for the timeout; of two racing
 successors exactly one wins; a holder overwritten by a successor, or cut off from the endpoint,
-is told it lost the lease before a successor may take it; `freshet run` on a held bucket refuses."""
+is told it lost the lease before a successor may take it; `freshet run` on a held bucket refuses,
+or with `--standby` waits and takes over."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,13 +18,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from conftest import make_config, warehouse_dict
 
 from ops.lease import Lease, LeaseHeld, open_lease, take_lease
-from ops.lease_s3 import LEASE_KEY, S3Lease, _machine
-from tests.helpers_live import wait_for
+from ops.lease_base import machine
+from ops.lease_s3 import LEASE_KEY, S3Lease
+from tests.helpers_live import free_port, wait_for
 from tests.helpers_s3 import CREDENTIALS, S3Server, s3, stop_s3  # noqa: F401 — the fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +173,7 @@ def test_a_holder_cut_off_from_the_endpoint_stops_before_a_successor_may_take_ov
 
 
 def test_a_crashed_owner_on_this_machine_is_taken_over_at_once(s3: S3Server) -> None:  # noqa: F811
-    put_foreign(s3, host=socket.gethostname(), machine=_machine(), pid=dead_pid())
+    put_foreign(s3, host=socket.gethostname(), machine=machine(), pid=dead_pid())
     successor = lease(s3, timeout=30)
     began = time.monotonic()
     successor.acquire()
@@ -232,3 +236,71 @@ def test_freshet_run_on_a_held_bucket_refuses_naming_the_holder(s3: S3Server, tm
         assert "Traceback" not in out.stderr and "starting Spark" not in out.stderr
     finally:
         first.release()
+
+
+# ---------------------------------------------------------------- freshet run --standby
+def start_standby(tmp: Path, server: S3Server, timeout: float) -> tuple[subprocess.Popen, str, Path]:
+    path = tmp / "freshet.yaml"
+    path.write_text(yaml.safe_dump(s3a_config(tmp, server, "landing-standby", timeout=timeout)))
+    port = free_port()
+    log = tmp / "standby.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ops.cli", "run", "--standby", "--config", str(path),
+                                 "--listen", f"127.0.0.1:{port}", "--log-format", "json"], cwd=tmp, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **CREDENTIALS, "PYTHONPATH": str(ROOT)})
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def standing_by(proc: subprocess.Popen, url: str, log: Path) -> bool:
+    assert proc.poll() is None, log.read_text()[-3000:]
+    try:
+        ready = httpx.get(url + "/readyz", timeout=2)
+        return httpx.get(url + "/healthz", timeout=2).status_code == 200 and ready.status_code == 503 \
+            and ready.json()["error"].startswith("standby: warehouse in use")
+    except httpx.TransportError:
+        return False
+
+
+def test_a_standby_daemon_waits_then_takes_over_within_the_timeout(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    timeout = 2.0
+    holder = lease(s3, timeout=timeout, listen="10.1.2.3:9464")
+    holder.acquire()
+    holder.start(lambda m: None)
+    proc, url, log = start_standby(tmp_path, s3, timeout)
+    try:
+        wait_for("standing by", lambda: standing_by(proc, url, log), timeout=60, every=0.2)
+        assert "10.1.2.3:9464" in httpx.get(url + "/readyz").json()["error"]
+        time.sleep(timeout)  # still standing by while the holder renews
+        assert standing_by(proc, url, log) and held(s3)["owner"] == holder.owner
+        holder.cancel()  # the holder stops renewing (a crash on another host)
+        stopped = time.monotonic()
+        wait_for("the standby takes over", lambda: held(s3)["pid"] == proc.pid, timeout=30, every=0.05)
+        took = time.monotonic() - stopped
+        # the holder renewed at most timeout/3 before it stopped; the standby then counts a whole
+        # timeout from the moment it saw that last write, polling every timeout/10
+        assert timeout * 2 / 3 - 0.1 <= took < timeout + 2.0, took
+        assert held(s3)["epoch"] == 2 and not holder.renew()
+        wait_for("logged", lambda: "took over the warehouse lease" in log.read_text(), timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # it went on to start Spark: not this test's subject
+            proc.wait(30)
+        holder.release()
+
+
+def test_a_standby_daemon_stops_at_once_on_sigterm(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+    holder = lease(s3, timeout=30, listen="10.1.2.3:9464")
+    holder.acquire()
+    holder.start(lambda m: None)
+    proc, url, log = start_standby(tmp_path, s3, 30)
+    try:
+        wait_for("standing by", lambda: standing_by(proc, url, log), timeout=60, every=0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0, log.read_text()[-3000:]
+        assert held(s3)["owner"] == holder.owner and "Traceback" not in log.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        holder.release()
