@@ -31,7 +31,8 @@ from tests.helpers_s3 import CREDENTIALS, S3Server, s3, stop_s3  # noqa: F401 â€
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = f"wh/{LEASE_KEY}"
-TIMEOUT = 1.0
+TIMEOUT = 1.0  # a holder that stops renewing
+LIVE = 4.0  # a holder that renews: moto on a loaded machine may miss a few of its 0.4 s requests
 
 
 def lease(server: S3Server, timeout: float = TIMEOUT, listen: str = "") -> S3Lease:
@@ -56,16 +57,17 @@ def dead_pid() -> int:
 
 
 def test_take_renew_release_and_take_again(s3: S3Server) -> None:  # noqa: F811
-    first = lease(s3, listen="127.0.0.1:9464")
+    first = lease(s3, timeout=LIVE, listen="127.0.0.1:9464")
     first.acquire()
     record = held(s3)
     assert record["owner"] == first.owner and record["state"] == "held" and record["epoch"] == first.epoch == 1
     assert record["listen"] == "127.0.0.1:9464" and record["pid"] == os.getpid()
     assert first.took_over is None
     etag = first.etag
-    first.start(lambda m: pytest.fail(m))
+    lost: list[str] = []
+    first.start(lost.append)
     wait_for("renewed", lambda: first.etag != etag and held(s3)["seq"] > record["seq"], timeout=5, every=0.05)
-    assert first.fresh()
+    assert first.fresh() and not lost
     first.release()
     assert held(s3)["state"] == "released" and held(s3)["epoch"] == 1  # kept, not deleted: epochs only grow
     second = lease(s3)
@@ -77,15 +79,17 @@ def test_take_renew_release_and_take_again(s3: S3Server) -> None:  # noqa: F811
 
 
 def test_a_second_taker_is_refused_while_the_holder_renews(s3: S3Server) -> None:  # noqa: F811
-    first = lease(s3, listen="127.0.0.1:9464")
+    first = lease(s3, timeout=LIVE, listen="127.0.0.1:9464")
     first.acquire()
-    first.start(lambda m: pytest.fail(m))
+    lost: list[str] = []
+    first.start(lost.append)
     try:
-        second = lease(s3)
+        second = lease(s3, timeout=LIVE)
         began = time.monotonic()
         with pytest.raises(LeaseHeld) as e:
             second.acquire()
-        assert time.monotonic() - began < TIMEOUT  # refused as soon as a renewal is seen
+        assert time.monotonic() - began < LIVE  # refused as soon as a renewal is seen
+        assert not lost
         msg = str(e.value)
         assert "warehouse in use" in msg and f"pid {os.getpid()}" in msg and "127.0.0.1:9464" in msg
         assert socket.gethostname() in msg and f"s3a://{s3.bucket}/{KEY}" in msg
@@ -207,10 +211,10 @@ def test_two_daemons_on_one_bucket_from_two_landing_zones_take_one_lease(s3: S3S
 
     for k, v in CREDENTIALS.items():
         monkeypatch.setenv(k, v)
-    a = parse_config(s3a_config(tmp_path, s3, "landing-a"))
-    b = parse_config(s3a_config(tmp_path, s3, "landing-b"))
+    a = parse_config(s3a_config(tmp_path, s3, "landing-a", timeout=LIVE))
+    b = parse_config(s3a_config(tmp_path, s3, "landing-b", timeout=LIVE))
     assert isinstance(open_lease(make_config(tmp_path)), Lease)
-    first = take_lease(a, "127.0.0.1:1", lambda m: pytest.fail(m))
+    first = take_lease(a, "127.0.0.1:1", lambda m: None)
     try:
         assert isinstance(first, S3Lease) and (first.bucket, first.key) == (s3.bucket, KEY)
         assert held(s3)["listen"] == "127.0.0.1:1"
@@ -222,12 +226,12 @@ def test_two_daemons_on_one_bucket_from_two_landing_zones_take_one_lease(s3: S3S
 
 
 def test_freshet_run_on_a_held_bucket_refuses_naming_the_holder(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
-    first = lease(s3, listen="10.1.2.3:9464")
+    first = lease(s3, timeout=LIVE, listen="10.1.2.3:9464")
     first.acquire()
     first.start(lambda m: None)
     try:
         path = tmp_path / "freshet.yaml"
-        path.write_text(yaml.safe_dump(s3a_config(tmp_path, s3, "landing", timeout=2.0)))
+        path.write_text(yaml.safe_dump(s3a_config(tmp_path, s3, "landing", timeout=LIVE)))
         out = subprocess.run([sys.executable, "-m", "ops.cli", "run", "--config", str(path), "--listen",
                               "127.0.0.1:0"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                              env={**os.environ, **CREDENTIALS, "PYTHONPATH": str(ROOT)})
@@ -263,16 +267,17 @@ def standing_by(proc: subprocess.Popen, url: str, log: Path) -> bool:
 
 
 def test_a_standby_daemon_waits_then_takes_over_within_the_timeout(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
-    timeout = 2.0
+    timeout = LIVE
     holder = lease(s3, timeout=timeout, listen="10.1.2.3:9464")
     holder.acquire()
-    holder.start(lambda m: None)
+    lost: list[str] = []
+    holder.start(lost.append)
     proc, url, log = start_standby(tmp_path, s3, timeout)
     try:
         wait_for("standing by", lambda: standing_by(proc, url, log), timeout=60, every=0.2)
         assert "10.1.2.3:9464" in httpx.get(url + "/readyz").json()["error"]
         time.sleep(timeout)  # still standing by while the holder renews
-        assert standing_by(proc, url, log) and held(s3)["owner"] == holder.owner
+        assert standing_by(proc, url, log) and held(s3)["owner"] == holder.owner and not lost
         holder.cancel()  # the holder stops renewing (a crash on another host)
         stopped = time.monotonic()
         wait_for("the standby takes over", lambda: held(s3)["pid"] == proc.pid, timeout=30, every=0.05)
@@ -280,6 +285,7 @@ def test_a_standby_daemon_waits_then_takes_over_within_the_timeout(s3: S3Server,
         # the holder renewed at most timeout/3 before it stopped; the standby then counts a whole
         # timeout from the moment it saw that last write, polling every timeout/10
         assert timeout * 2 / 3 - 0.1 <= took < timeout + 2.0, took
+        print(f"the standby took over {took:.2f} s after the holder stopped renewing (timeout {timeout:g} s)")
         assert held(s3)["epoch"] == 2 and not holder.renew()
         wait_for("logged", lambda: "took over the warehouse lease" in log.read_text(), timeout=10)
     finally:
