@@ -7,8 +7,8 @@ same partitions (one daemon loads p1–p2 as version F2, the other p1–p3 as F3
 p1 and p2 twice). So the second daemon refuses to start.
 
 `_freshet.lease` (JSON: owner, host, pid, listen, renewed) lives in `warehouse.root` when it is a
-local path, else (a URI other than `s3a://`) in the landing zone. The owner rewrites it every `timeout / 3`
-seconds. A starting daemon takes the lease when the file is absent (created with `O_EXCL`), when
+local path, else (a URI other than `s3a://`) in the landing zone. The owner rewrites it every
+`timeout / 3` seconds. A starting daemon takes the lease when the file is absent (created with `O_EXCL`), when
 its owner ran on this host and that process is gone (a crash: taken at once), or when it has not
 been renewed for `timeout` seconds (an owner on another host, or a wedged one). A takeover writes
 the file atomically and reads it back after a short pause, so of two successors racing for one
