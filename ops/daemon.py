@@ -9,7 +9,8 @@
 * **Spark** — `ops.liveness`: started (waiting for a Spark Connect server), checked, reconnected.
 * **demo producer** (`--demo`) — writes realistic partitions into the landing zone.
 
-Lifecycle: take the warehouse lease (`ops.lease`) → listen → recover every table from its Delta
+Lifecycle: take the warehouse lease (`ops.lease`; with `--standby`, listen first and wait for
+it) → listen → recover every table from its Delta
 log and start Spark (`ops.reload.start_parts`; each table read, and the wait for a Spark Connect
 server, feeds systemd's watchdog and extends its start timeout: `ops.liveness.Heartbeat`) →
 re-apply the kept operator actions → READY=1 (sd_notify) and /readyz → the loop. It returns the
@@ -27,7 +28,7 @@ from typing import Any
 
 from ops.actions import ActionStore, OperatorActions, store_path
 from ops.backend import serve
-from ops.lease import take_lease
+from ops.lease import LeaseHeld, hold, open_lease, take_lease
 from ops.liveness import SparkWatch
 from ops.logs import RepeatedFailure
 from ops.loop import Options, SchedulerLoop, open_trace
@@ -48,9 +49,12 @@ log = logging.getLogger("freshet")
 class Daemon(SchedulerLoop):
     """The process: see the module docstring. `run()` returns the exit code."""
 
-    def __init__(self, config: FreshetConfig, opts: Options) -> None:
+    def __init__(self, config: FreshetConfig, opts: Options, standby: bool = False) -> None:
         super().__init__(config, opts)
-        self.lease: Any = None  # ops.lease.Lease: one daemon per warehouse
+        self.lease: Any = None  # ops.lease.Lease or ops.lease_s3.S3Lease: one daemon per warehouse
+        self.standby = standby  # wait for a held lease instead of exiting (`freshet run --standby`)
+        self._waiting: Any = None  # the lease being waited for
+        self._standby_stop = threading.Event()
         self.spark = SparkWatch(spark_config(config), connected=lambda up: self.metrics.spark_connected.set(1 if up else 0),
                                 lost=self.metrics.spark_connection_lost.inc, ready=self._set_ready,
                                 serving=lambda: self.accepting, stopping=lambda: self._term is not None,
@@ -63,6 +67,9 @@ class Daemon(SchedulerLoop):
         if self._term is not None:  # a second SIGTERM/SIGINT: stop waiting for running jobs
             self._force = True
         self._term = signum
+        self._standby_stop.set()
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     def _on_hup(self, _signum: int, _frame: Any) -> None:
         self._hup = True
@@ -130,15 +137,28 @@ class Daemon(SchedulerLoop):
         listen = self.opts.listen or cfg.listen
         if self.trace_path is not None:
             self._trace = open_trace(self.trace_path, self.trace_rotate)
-        self.lease = take_lease(cfg, listen, self._lost_lease)
+        if not self.standby:
+            self.lease = take_lease(cfg, listen, self._lost_lease)
         try:
             server, _ = serve(self, listen)
         except BaseException:
-            self.lease.release()
+            if self.lease is not None:
+                self.lease.release()
             raise
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, self._on_hup)
+        if self.standby:
+            try:
+                self.lease = self._stand_by(listen)
+            except BaseException:
+                server.stop()
+                raise
+            if self.lease is None or self._term is not None:  # stopped while standing by
+                server.stop()
+                if self.lease is not None:
+                    self.lease.release()
+                return 0
         try:
             started = self._startup()
         except BaseException as e:
@@ -177,6 +197,33 @@ class Daemon(SchedulerLoop):
             raise
         finally:
             self._shutdown(server)
+
+    def _stand_by(self, listen: str) -> Any:
+        """`--standby`: while another daemon holds the warehouse lease, answer /healthz, say
+        "standby" on /readyz (503), and try again (a file lease every `lease_timeout / 10`
+        seconds, at most 1 s; an object lease watches its holder's renewals meanwhile): the lease
+        once taken, or None if stopped first."""
+        every = min(1.0, self.config.warehouse.lease_timeout / 10)
+        told = False
+        lease = open_lease(self.config, listen)
+        while self._term is None:
+            self._waiting = lease
+            try:
+                hold(lease, self._lost_lease)
+                self._set_ready(False)  # starting
+                return lease
+            except LeaseHeld as e:
+                if self._term is not None:
+                    break
+                self._set_ready(False, f"standby: {e}")
+                self.heartbeat.beat(starting=True, status="standby: waiting for the warehouse lease")
+                if not told:
+                    log.info("standing by: another daemon holds the warehouse lease", extra={"holder": str(e)})
+                    told = True
+            finally:
+                self._waiting = None
+            self._standby_stop.wait(every)
+        return None
 
     def _lost_lease(self, message: str) -> None:
         self._lease_lost = message

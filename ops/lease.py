@@ -1,4 +1,5 @@
-"""One daemon per warehouse: a lease file in the warehouse root .
+"""One daemon per warehouse: a lease in the warehouse root — an object on the bucket for an
+`s3a://` root (`ops.lease_s3`), else a file (below). `open_lease` picks it from the root.
 
 Two daemons on one warehouse would both scan the landing zone and both plan jobs from their own
 view of the log. Delta's txn makes a *replayed* job a no-op, but not two *different* plans of the
@@ -6,16 +7,17 @@ same partitions (one daemon loads p1–p2 as version F2, the other p1–p3 as F3
 p1 and p2 twice). So the second daemon refuses to start.
 
 `_freshet.lease` (JSON: owner, host, pid, listen, renewed) lives in `warehouse.root` when it is a
-local path, else in the landing zone (always local). The owner rewrites it every `timeout / 3`
-seconds. A starting daemon takes the lease when the file is absent (created with `O_EXCL`), when
+local path, else (a URI other than `s3a://`) in the landing zone. The owner rewrites it every
+`timeout / 3` seconds. A starting daemon takes the lease when the file is absent (created with `O_EXCL`), when
 its owner ran on this host and that process is gone (a crash: taken at once), or when it has not
 been renewed for `timeout` seconds (an owner on another host, or a wedged one). A takeover writes
 the file atomically and reads it back after a short pause, so of two successors racing for one
 stale lease exactly one proceeds. An owner that finds the file naming someone else has lost it
 (it stalled for longer than the timeout) and must stop at once.
 
-The lease is a guard against a mistake, not a consensus protocol: on a file system without atomic
-rename or with skewed clocks between hosts, a timeout takeover can overlap a stalled owner.
+The file lease is a guard against a mistake, not a consensus protocol: on a file system without
+atomic rename or with skewed clocks between hosts, a timeout takeover can overlap a stalled owner.
+The object lease compares no clocks and takes over with a conditional write (`ops.lease_s3`).
 """
 
 from __future__ import annotations
@@ -32,46 +34,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from warehouse.config import FreshetConfig
+from ops.lease_base import LeaseHeld, pid_alive
+from ops.lease_s3 import LEASE_KEY, S3Lease, s3_client
+from warehouse.config import FreshetConfig, S3Settings
 from warehouse.errors import FreshetError
+from warehouse.lake.s3a import is_s3a
 from warehouse.paths import local_path
 
-__all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "lease_path", "take_lease"]
+__all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "hold", "lease_path", "open_lease", "take_lease"]
 
 log = logging.getLogger("freshet")
 
 LEASE_FILE = "_freshet.lease"
 
 
-class LeaseHeld(FreshetError):
-    """Another daemon holds the warehouse's lease."""
-
-
 def lease_path(config: FreshetConfig) -> Path:
-    """Where the lease lives: the warehouse root if local, else the landing zone — resolved by
+    """Where the lease file lives: the warehouse root if local, else the landing zone — resolved by
     `warehouse.paths` like the tables and the actions store, so `root: ~/wh` is one lease
-    whichever directory a daemon starts in."""
+    whichever directory a daemon starts in. (An `s3a://` root's lease is an object: `open_lease`.)"""
     for location in (config.warehouse.root, config.warehouse.landing):
         base = local_path(location)
         if base is not None:
             return base / LEASE_FILE
     raise FreshetError(f"the warehouse lease is kept under a local warehouse.root or landing; both are URIs "
                        f"({config.warehouse.root!r}, {config.warehouse.landing!r})")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (exited, not yet reaped by its parent) holds nothing
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat[stat.rfind(")") + 2:].split()[0] == "Z":
-            return False
-    return True
 
 
 class Lease:
@@ -87,6 +73,7 @@ class Lease:
         self.clock = clock
         self.settle = settle
         self.took_over: dict[str, Any] | None = None  # the stale lease this one replaced
+        self.epoch: int | None = None  # counted by the object lease only (ops.lease_s3)
         self.helpers: list[int] = []  # child processes that act for this daemon (its Spark driver JVM)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -119,7 +106,7 @@ class Lease:
         """Why `held` may be taken over, or None if it is live."""
         if held.get("host") == socket.gethostname() and isinstance(held.get("pid"), int):
             helpers = [p for p in held.get("helpers") or [] if isinstance(p, int)]
-            if not _pid_alive(held["pid"]) and not any(_pid_alive(p) for p in helpers):
+            if not pid_alive(held["pid"]) and not any(pid_alive(p) for p in helpers):
                 return f"its owner (pid {held['pid']} on this host) is gone"
         renewed = held.get("renewed")
         if not isinstance(renewed, (int, float)):
@@ -189,6 +176,9 @@ class Lease:
         self._thread = threading.Thread(target=run, name="freshet-lease", daemon=True)
         self._thread.start()
 
+    def cancel(self) -> None:
+        """Stop waiting for the lease (a file lease never waits: nothing to do)."""
+
     def release(self) -> None:
         """Stop renewing and remove the file if it is still ours."""
         self._stop.set()
@@ -200,17 +190,36 @@ class Lease:
                 self.path.unlink()
 
 
-def take_lease(config: FreshetConfig, listen: str, on_lost: Callable[[str], None]) -> Lease:
-    """The daemon's lease: taken (or LeaseHeld, a FreshetError: exit 1 naming the holder's pid,
-    host and API), then renewed in a thread; `on_lost(message)` if another daemon takes it over."""
-    lease = Lease(lease_path(config), timeout=config.warehouse.lease_timeout, listen=listen)
+def open_lease(config: FreshetConfig, listen: str = "") -> Lease | S3Lease:
+    """The lease of `config`'s warehouse, not taken yet: an `ops.lease_s3.S3Lease` on the bucket
+    for an `s3a://` root (with the credentials, endpoint and addressing Spark's S3A gets), else a
+    `Lease` file (`lease_path`)."""
+    timeout = config.warehouse.lease_timeout
+    root = config.warehouse.root
+    if is_s3a(root):
+        bucket, _, prefix = root[len("s3a://"):].partition("/")
+        key = f"{prefix.strip('/')}/{LEASE_KEY}".lstrip("/")
+        return S3Lease(s3_client(config.warehouse.s3 or S3Settings(), timeout), bucket, key,
+                       timeout=timeout, listen=listen)
+    return Lease(lease_path(config), timeout=timeout, listen=listen)
+
+
+def take_lease(config: FreshetConfig, listen: str, on_lost: Callable[[str], None]) -> Lease | S3Lease:
+    """The daemon's lease (`open_lease`): taken (or LeaseHeld, a FreshetError: exit 1 naming the
+    holder's pid, host and API), then renewed in a thread; `on_lost(message)` if another daemon
+    takes it over (or, on the bucket, if it could not be renewed in time)."""
+    return hold(open_lease(config, listen), on_lost)
+
+
+def hold(lease: Lease | S3Lease, on_lost: Callable[[str], None]) -> Lease | S3Lease:
+    """Take `lease` (LeaseHeld if another daemon holds it), log a takeover, and renew it in a thread."""
     lease.acquire()
     if lease.took_over:
         log.warning("took over the warehouse lease", extra={
-            "lease": str(lease.path), "reason": lease.took_over.get("reason"),
+            "lease": str(lease.path), "reason": lease.took_over.get("reason"), "epoch": lease.epoch,
             "previous_pid": lease.took_over.get("pid"), "previous_host": lease.took_over.get("host")})
 
-    def failed(err: OSError) -> None:
+    def failed(err: Exception) -> None:
         log.warning("cannot renew the warehouse lease; retrying", extra={"lease": str(lease.path), "error": str(err)})
 
     lease.start(on_lost, failed)

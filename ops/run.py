@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo-backfill", default="1h", help="demo: start this long ago (default 1h)")
     parser.add_argument("--poll", type=float, default=1.0, help="landing-zone poll interval, seconds")
     parser.add_argument("--trace", help="append arrivals and job durations here (default: warehouse.trace)")
+    parser.add_argument("--standby", action="store_true",
+                        help="if another daemon holds the warehouse lease, wait for it (/healthz ok, /readyz 503 "
+                             "\"standby\") and take over once it stops renewing, instead of exiting 1")
     parser.add_argument("--max-body", type=int, default=64 * 1024, help="HTTP request body limit, bytes")
 
 
@@ -72,4 +75,4 @@ def _run(args: argparse.Namespace) -> int:
     opts = Options(config_path=args.config, listen=args.listen, grace=args.grace, demo=args.demo,
                    poll=args.poll, trace=args.trace, max_body=args.max_body,
                    demo_options={"speed": args.demo_speed, "backfill": backfill})
-    return Daemon(config, opts).run()
+    return Daemon(config, opts, standby=args.standby).run()

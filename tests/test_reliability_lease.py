@@ -44,6 +44,24 @@ def test_lease_lives_in_the_warehouse_root(tmp_path: Path) -> None:
     assert lease_path(cfg) == Path(cfg.warehouse.root) / LEASE_FILE
 
 
+@pytest.mark.parametrize("root, where", [
+    ("{tmp}/wh", "{tmp}/wh/_freshet.lease"), ("file://{tmp}/wh", "{tmp}/wh/_freshet.lease"),
+    ("s3a://bucket/some/wh/", "s3a://bucket/some/wh/_freshet/lease"), ("s3a://bucket", "s3a://bucket/_freshet/lease"),
+    ("hdfs://nn/wh", "{tmp}/landing/_freshet.lease")])
+def test_the_lease_follows_the_root(tmp_path: Path, root: str, where: str) -> None:
+    """A local root keeps the lease file; an s3a:// root (shared by daemons on several hosts, each
+    with its own landing directory) has it as an object on the bucket; another URI, in the landing zone."""
+    from ops.lease import open_lease
+    from ops.lease_s3 import S3Lease
+    from warehouse.config import parse_config
+
+    src = warehouse_dict(tmp_path)
+    src["warehouse"]["root"] = root.format(tmp=tmp_path)
+    lease = open_lease(parse_config(src), "127.0.0.1:9464")
+    assert str(lease.path) == where.format(tmp=tmp_path) and lease.listen == "127.0.0.1:9464"
+    assert isinstance(lease, S3Lease) == root.startswith("s3a://")
+
+
 def test_a_home_relative_root_is_one_lease_from_any_directory(tmp_path: Path, monkeypatch) -> None:
     """Defect 5: with `root: ~/wh` the lease was `~/wh/_freshet.lease` relative to the current
     directory, so two daemons started from two directories both took one and loaded the same
