@@ -7,9 +7,10 @@ snapshot's files for the scan with a query over its reconstructed state (and rec
 state first, three more jobs, if nobody has since the last commit). A derived job reads every
 source at the version it pins, and those files are already written down in `_delta_log/`: the
 `add` and `remove` actions of the checkpoint and the JSON commits after it. `LiveFiles` replays
-them in this process — the first time from the newest checkpoint, then only the commits since
-the version it last saw — and a job reads the files whose statistics overlap its window as
-Parquet, with the table's schema and partition columns: no Spark job before the query's own.
+them in this process (read with `lake.logdir`, the one reader of a local log) — the first time
+from the newest checkpoint, then only the commits since the version it last saw — and a job
+reads the files whose statistics overlap its window as Parquet, with the table's schema and
+partition columns: no Spark job before the query's own.
 
 Only where that is the same as Delta's read: a local log whose protocol asks the reader for
 nothing more than Parquet (reader version 1, or table features that change nothing on read: no

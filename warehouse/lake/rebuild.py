@@ -54,7 +54,7 @@ def run_rebuild(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOut
     docstring)."""
     # 1. plan: a new rebuild, or the one under way as the shadow's log records it
     st = lake.table_state(tc.name)
-    path, spath = table_path(lake.config, tc.name), shadow_path(lake.config, tc.name)
+    path, shadow = table_path(lake.config, tc.name), shadow_path(lake.config, tc.name)
     if st.freshness is None or lake.log.version(path) is None:
         return lake.noop(job, t0, st, "the state holds nothing to rebuild")
     starts_rebuild = job.full  # the first chunk: from the origin, up to F now, the sources pinned now
@@ -63,7 +63,7 @@ def run_rebuild(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOut
         progress: dict[str, Any] = {"id": uuid.uuid4().hex[:12], "from": job.start, "to": st.freshness,
                                     "done": job.start, "versions": pin_sources(lake.config, lake.log, tc)}
     else:
-        progress = under_way(st.rebuild, lake.log.table_state(spath, tc.name).rebuild)  # type: ignore[assignment]
+        progress = under_way(st.rebuild, lake.log.table_state(shadow, tc.name).rebuild)  # type: ignore[assignment]
         if progress is None:
             return lake.noop(job, t0, st, "no rebuild of this state is under way (swapped in already)")
     app, lo, to = _app(tc.name, progress["id"]), float(progress["done"]), float(progress["to"])
@@ -71,12 +71,12 @@ def run_rebuild(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOut
     version = None
     with job_session(lake.spark) as session:
         if lo < hi or starts_rebuild:  # 2. fold the chunk into the shadow
-            version = _fold_chunk(lake, session, job, tc, spath, app, progress, lo, hi, starts_rebuild)
+            version = _fold_chunk(lake, session, job, tc, shadow, app, progress, lo, hi, starts_rebuild)
         if hi >= to:  # 3. the last chunk: catch up and swap in
             return _swap(lake, session, job, tc, t0, progress)
     if version is None:
         return lake.noop(job, t0, st, "this chunk of the rebuild is already folded")
-    return JobOutcome(job.job_id, tc.name, True, merged_rows(spath, version), time.monotonic() - t0, version,
+    return JobOutcome(job.job_id, tc.name, True, merged_rows(shadow, version), time.monotonic() - t0, version,
                       ms(hi), read=tuple(sorted(progress["versions"].items())))
 
 
@@ -90,18 +90,18 @@ def _check_sources_reach_origin(lake: Lake, tc: TableConfig, origin: float) -> N
     state's origin (a source whose origin cannot be read, or starts later — its log or data
     cleaned up — would leave folds out of the rebuilt state)."""
     for src in tc.sources:
-        sst = lake.table_state(src)
-        if sst.origin is None:
+        source_state = lake.table_state(src)
+        if source_state.origin is None:
             raise JobError(f"cannot rebuild stateful table {tc.name!r}: the origin of its source {src!r} cannot be "
                            f"read from its Delta log, so the rows folded since {utc(origin)} may not all be there; "
                            f"refused rather than lose them")
-        if sst.origin > origin:
+        if source_state.origin > origin:
             raise JobError(f"cannot rebuild stateful table {tc.name!r}: its source {src!r} holds rows from "
-                           f"{utc(sst.origin)} only, but the state folds rows from {utc(origin)}; a rebuild "
+                           f"{utc(source_state.origin)} only, but the state folds rows from {utc(origin)}; a rebuild "
                            f"would lose the ones between, so it is refused")
 
 
-def _fold_chunk(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfig, spath: str, app: str,
+def _fold_chunk(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfig, shadow: str, app: str,
                 progress: dict[str, Any], lo: float, hi: float, first: bool) -> int | None:
     """Fold `(lo, hi]` at the pinned versions into the shadow as `(app, ms(hi))` — the `first`
     chunk overwrites it; its Delta version, or None when Delta skipped it (an earlier attempt
@@ -112,13 +112,13 @@ def _fold_chunk(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfi
             "reasons": list(job.reasons), "rebuild": {**progress, "done": hi, "lo": lo}}
     inc = increment(lake, session, tc, lo, hi, since={}, pinned=pinned)
     if first:
-        overwrite_idempotent(state_rows(tc, inc.rows), spath, table=app, txn_version=ms(hi), metadata=meta,
+        overwrite_idempotent(state_rows(tc, inc.rows), shadow, table=app, txn_version=ms(hi), metadata=meta,
                              partition_by=None, overwrite_schema=True)
     else:
-        merge(session, tc, spath, inc.rows, ms(hi), meta, app)
-    version, _ = lake.log.commit_metrics(spath, app, ms(hi))
+        merge(session, tc, shadow, inc.rows, ms(hi), meta, app)
+    version, _ = lake.log.commit_metrics(shadow, app, ms(hi))
     if version is None:
-        done = lake.log.table_state(spath, app).rebuild or {}
+        done = lake.log.table_state(shadow, app).rebuild or {}
         if done.get("id") != progress["id"] or done.get("done", -1) < hi:
             raise JobError(f"table {tc.name!r}: Delta skipped rebuild txn version {ms(hi)} but the shadow's "
                            f"log does not hold the chunk up to {hi}")
@@ -135,40 +135,43 @@ def _swap(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfig, t0:
     """Catch the shadow up with the live state's freshness and late rows, then overwrite the
     live state with the shadow's rows in one commit `(freshet/<table>, recorded + 1)`."""
     st = lake.table_state(tc.name)
-    path, spath, app = table_path(lake.config, tc.name), shadow_path(lake.config, tc.name), _app(tc.name, progress["id"])
+    path, shadow = table_path(lake.config, tc.name), shadow_path(lake.config, tc.name)
+    app = _app(tc.name, progress["id"])
     if _swapped(st, progress):
         return lake.noop(job, t0, st, "the rebuilt state is swapped in already")
     # catch up: the shadow folds what the live state folded since the rebuild began
-    shadow = lake.log.table_state(spath, app)
-    assert st.freshness is not None and shadow.freshness is not None
-    f, start = st.freshness, shadow.freshness
-    inc = increment(lake, session, tc, start, f, since=shadow.read)
-    txn = next_txn_version(f, shadow.txn_version)
-    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": f,
-                            "safe_freshness": f, "window": [start, f], "sources": inc.versions, "read": inc.versions,
-                            "sql_version": sql_version(tc.increment), "rebuild": {**progress, "done": progress["to"]}}
+    shadow_state = lake.log.table_state(shadow, app)
+    assert st.freshness is not None and shadow_state.freshness is not None
+    freshness, start = st.freshness, shadow_state.freshness
+    inc = increment(lake, session, tc, start, freshness, since=shadow_state.read)
+    txn = next_txn_version(freshness, shadow_state.txn_version)
+    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": freshness,
+                            "safe_freshness": freshness, "window": [start, freshness], "sources": inc.versions,
+                            "read": inc.versions, "sql_version": sql_version(tc.increment),
+                            "rebuild": {**progress, "done": progress["to"]}}
     if inc.late_from is not None:
-        meta["late_since"], meta["late_from"] = dict(shadow.read), inc.late_from
-    merge(session, tc, spath, inc.rows, txn, meta, app)
+        meta["late_since"], meta["late_from"] = dict(shadow_state.read), inc.late_from
+    merge(session, tc, shadow, inc.rows, txn, meta, app)
     read = inc.versions
-    if lake.log.commit_metrics(spath, app, txn)[0] is None:  # an earlier attempt caught it up
-        shadow = lake.log.table_state(spath, app)
-        if shadow.freshness is None or shadow.freshness < f:
+    if lake.log.commit_metrics(shadow, app, txn)[0] is None:  # an earlier attempt caught it up
+        shadow_state = lake.log.table_state(shadow, app)
+        if shadow_state.freshness is None or shadow_state.freshness < freshness:
             raise JobError(f"table {tc.name!r}: Delta skipped the rebuild's catch-up (txn {txn}) but the shadow "
-                           f"holds the windows up to {shadow.freshness} only, not {f}")
-        read = dict(shadow.read)
+                           f"holds the windows up to {shadow_state.freshness} only, not {freshness}")
+        read = dict(shadow_state.read)
     # the swap: the shadow's rows become the live state
-    txn = next_txn_version(f, st.txn_version)
-    meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": f,
-            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else f,
-            "window": [progress["from"], f], "sources": read, "read": read, "sql_version": sql_version(tc.increment),
-            "reasons": list(job.reasons), "rebuild": {**progress, "done": progress["to"], "swapped": True}}
-    overwrite_idempotent(read_delta(session, spath, None), path, table=tc.name, txn_version=txn, metadata=meta,
+    txn = next_txn_version(freshness, st.txn_version)
+    meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": freshness,
+            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else freshness,
+            "window": [progress["from"], freshness], "sources": read, "read": read,
+            "sql_version": sql_version(tc.increment), "reasons": list(job.reasons),
+            "rebuild": {**progress, "done": progress["to"], "swapped": True}}
+    overwrite_idempotent(read_delta(session, shadow, None), path, table=tc.name, txn_version=txn, metadata=meta,
                          partition_by=None, overwrite_schema=True)
     outcome = finish(lake, job, t0, st, path, txn, meta, done=lambda now: _swapped(now, progress),
                      replayed="the swap: the rebuilt state is swapped in already",
                      missing="the log does not show the rebuilt state swapped in", rows=lambda v: merged_rows(path, v))
-    local = local_path(spath)
+    local = local_path(shadow)
     if outcome.committed and local is not None:  # the shadow's files are not needed any more (a remote one stays)
         shutil.rmtree(local, ignore_errors=True)
     return outcome

@@ -106,14 +106,14 @@ def fold_late(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutco
     path = table_path(lake.config, tc.name)
     if st.freshness is None or lake.log.version(path) is None:
         return lake.noop(job, t0, st, "nothing is folded yet: the first job reads every row")
-    f = st.freshness
-    txn = next_txn_version(f, st.txn_version)
-    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": f,
-                            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else f,
+    freshness = st.freshness
+    txn = next_txn_version(freshness, st.txn_version)
+    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": freshness,
+                            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else freshness,
                             "late_since": dict(st.read), "reasons": list(job.reasons), "late": list(job.late)}
     with job_session(lake.spark) as session:
         # 2. pin and read the late rows alone (an empty window); 3. compute
-        inc = increment(lake, session, tc, f, f, since=st.read)
+        inc = increment(lake, session, tc, freshness, freshness, since=st.read)
         if inc.late_from is None:
             return lake.noop(job, t0, st, "no late rows left to fold: a job since folded them")
         meta["sources"] = meta["read"] = inc.versions
