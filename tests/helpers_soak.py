@@ -114,7 +114,7 @@ class SoakLake(ModelLake):
                 self._at.pop(name, None)
         return done
 
-    # ---- a stateful table (lake.stateful: run_stateful, run_rebuild), its state a count per key ---------
+    # ---- a stateful table (lake.stateful: run_fold, fold_late; lake.rebuild: run_rebuild), its state a count per key ---------
     def plan(self, job: StartJob) -> Plan:
         tc = self.config.table(job.table)
         if not tc.is_stateful:

@@ -154,19 +154,21 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
     arrivals = Intake(cfg).scan()
     seen: list[str | None] = []
     splits: list[tuple[bool, str]] = []  # (read in the daemon's own session?, its split size)
-    run_base, read = Executor._run_base, Executor._read_partitions
+    import warehouse.lake.base as base_mod
+    import warehouse.lake.executor as executor_mod
 
-    def spy(self, job, tc, t0):  # noqa: ANN001, ANN202 — records the pool the job's Spark work runs in
-        seen.append(self.spark.sparkContext.getLocalProperty("spark.scheduler.pool"))
-        return run_base(self, job, tc, t0)
+    run_base, read = base_mod.run_base, base_mod.read_partitions
 
-    def reads(self, stream, files, session=None):  # noqa: ANN001, ANN202 — records the session that reads
-        s = session or self.spark
-        splits.append((s is self.spark, s.conf.get("spark.sql.files.maxPartitionBytes")))
-        return read(self, stream, files, session)
+    def spy(lake, job, tc, t0):  # noqa: ANN001, ANN202 — records the pool the job's Spark work runs in
+        seen.append(lake.spark.sparkContext.getLocalProperty("spark.scheduler.pool"))
+        return run_base(lake, job, tc, t0)
 
-    monkeypatch.setattr(Executor, "_run_base", spy)
-    monkeypatch.setattr(Executor, "_read_partitions", reads)
+    def reads(config, session, stream, files):  # noqa: ANN001, ANN202 — records the session that reads
+        splits.append((session is spark, session.conf.get("spark.sql.files.maxPartitionBytes")))
+        return read(config, session, stream, files)
+
+    monkeypatch.setattr(executor_mod, "run_base", spy)  # the base pipeline (lake.base), as the executor picks it
+    monkeypatch.setattr(base_mod, "read_partitions", reads)
     ex = Executor(cfg, spark)
     least = min(t.priority for t in cfg.tables)
     first = dataclasses.replace(base_job(1, arrivals[:1], T0, T0 + MINUTE), priority=50 * least)
@@ -289,7 +291,7 @@ def test_sql_of_every_derived_table_analyses(spark, tmp_path: Path) -> None:
     """The embedded netmon example's SQL analyses against its schemas (no Spark job runs);
     broken SQL is reported per table."""
     from warehouse.config import load_config
-    from warehouse.lake.executor import analyze_derived
+    from warehouse.lake.evolution import analyze_derived
 
     netmon = load_config(Path(__file__).resolve().parents[1] / "examples" / "netmon.yaml")
     assert analyze_derived(netmon, spark) == {}

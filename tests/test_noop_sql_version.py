@@ -27,7 +27,7 @@ def _cfg():
 
 
 def _commit(job: StartJob, txn: int | None, version: int) -> tuple[int, list[dict]]:
-    """The commit a derived job's attempt writes (lake.executor._run_derived: txn + userMetadata)."""
+    """The commit a derived job's attempt writes (lake.derived.run_derived: txn + userMetadata)."""
     meta = {"freshet": 1, "kind": "derived", "job_id": job.job_id, "partitions": {}, "freshness": job.end,
             "safe_freshness": job.new_safe_freshness, "window": [job.start, job.end], "sources": {"raw": 3},
             "sql_version": job.sql_version, "txn": next_txn_version(job.end, txn)}

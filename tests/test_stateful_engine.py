@@ -155,7 +155,7 @@ def test_a_rebuild_that_would_lose_rows_is_refused_by_name():
 
     cfg = _cfg()
 
-    class Lake:  # what run_rebuild asks of the executor (lake.stateful.Lake), no Spark
+    class Lake:  # what run_rebuild asks of the executor (lake.commit.Lake), no Spark
         config = cfg
 
         def __init__(self, raw_origin: float | None) -> None:

@@ -7,9 +7,10 @@ snapshot's files for the scan with a query over its reconstructed state (and rec
 state first, three more jobs, if nobody has since the last commit). A derived job reads every
 source at the version it pins, and those files are already written down in `_delta_log/`: the
 `add` and `remove` actions of the checkpoint and the JSON commits after it. `LiveFiles` replays
-them in this process — the first time from the newest checkpoint, then only the commits since
-the version it last saw — and a job reads the files whose statistics overlap its window as
-Parquet, with the table's schema and partition columns: no Spark job before the query's own.
+them in this process (read with `lake.logdir`, the one reader of a local log) — the first time
+from the newest checkpoint, then only the commits since the version it last saw — and a job
+reads the files whose statistics overlap its window as Parquet, with the table's schema and
+partition columns: no Spark job before the query's own.
 
 Only where that is the same as Delta's read: a local log whose protocol asks the reader for
 nothing more than Parquet (reader version 1, or table features that change nothing on read: no
@@ -22,14 +23,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from warehouse import times
+from warehouse.lake.logdir import TICK, Checkpoint, LogDir, stat_bounds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,8 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["LiveFiles", "Snapshot"]
 
 log_ = logging.getLogger("freshet.executor")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d+)\.(\d+))?\.parquet$")
-TICK = 1e-3  # Delta keeps timestamps in its statistics to the millisecond, truncated
 # reader table features that change nothing when the data files are read as plain Parquet
 _PLAIN_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "checkpointProtection"})
 
@@ -62,7 +59,7 @@ class Snapshot:
             add = action["add"]
             if add.get("deletionVector") or not all(f"{c}=" in add["path"] for c in self.partition_columns):
                 self.plain = False  # deletion vectors, or partition values not in the path (random prefixes)
-            self.files[add["path"]] = _bounds(add.get("stats"), tcol)
+            self.files[add["path"]] = stat_bounds(add.get("stats"), tcol)
         elif "remove" in action and action["remove"]:
             self.files.pop(action["remove"]["path"], None)
         elif "metaData" in action and action["metaData"]:
@@ -92,17 +89,6 @@ class Snapshot:
                 if (a is None or a <= hi) and (b is None or b + TICK > lo)]
 
 
-def _bounds(stats: str | None, tcol: str) -> tuple[float | None, float | None]:
-    if not stats:
-        return None, None
-    try:
-        s = json.loads(stats)
-        lo, hi = (s.get("minValues") or {}).get(tcol), (s.get("maxValues") or {}).get(tcol)
-        return (None if lo is None else times.parse_time(lo), None if hi is None else times.parse_time(hi))
-    except (ValueError, AttributeError, TypeError):
-        return None, None
-
-
 class LiveFiles:
     """Each table's newest `Snapshot` seen, brought forward commit by commit (thread-safe)."""
 
@@ -119,7 +105,7 @@ class LiveFiles:
         try:
             snap = None
             if cached is not None and cached.version <= version:
-                snap = _forward(cached, path, version, tcol)
+                snap = _forward(cached, LogDir(path), version, tcol)
             if snap is None:
                 snap = _replay(path, version, tcol)
                 self.replays += 1
@@ -160,22 +146,13 @@ class LiveFiles:
         return None if snap is None else StructType.fromJson(json.loads(snap.schema or "{}"))
 
 
-def _commit(log: Path, version: int) -> list[dict[str, Any]] | None:
-    try:
-        text = (log / f"{version:020d}.json").read_text()
-    except FileNotFoundError:
-        return None
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _forward(snap: Snapshot, path: str, version: int, tcol: str) -> Snapshot | None:
+def _forward(snap: Snapshot, log: LogDir, version: int, tcol: str) -> Snapshot | None:
     """`snap` brought to `version` with the commits after it (None: one is missing)."""
     if snap.version == version:
         return snap
-    log = Path(path) / "_delta_log"
     out = snap.copy(version)
     for v in range(snap.version + 1, version + 1):
-        actions = _commit(log, v)
+        actions = log.commit(v)
         if actions is None:
             return None
         for a in actions:
@@ -185,38 +162,31 @@ def _forward(snap: Snapshot, path: str, version: int, tcol: str) -> Snapshot | N
 
 def _replay(path: str, version: int, tcol: str) -> Snapshot | None:
     """The snapshot at `version` from the newest whole checkpoint at or below it and the commits
-    after it (None: the log does not hold them all)."""
-    import pyarrow.parquet as pq
+    after it (None: the log does not hold them all, or its checkpoint is a V2 one)."""
+    log = LogDir(path)
+    names = log.names()
+    if names is None:
+        return None
 
-    log = Path(path) / "_delta_log"
-    parts: dict[int, list[tuple[Path, int | None]]] = {}
-    for n in os.listdir(log):
-        if (m := _CHECKPOINT.match(n)) and int(m.group(1)) <= version:
-            parts.setdefault(int(m.group(1)), []).append((log / n, None if m.group(3) is None else int(m.group(3))))
-    for cp in sorted(parts, reverse=True):
-        files = parts[cp]
-        if files[0][1] is not None and len(files) != files[0][1]:
-            continue  # a multi-part checkpoint not all written
-        snap = Snapshot(cp)
-        try:
-            for f, _ in sorted(files):
-                names = set(pq.read_schema(f).names)
-                if names & {"checkpointMetadata", "sidecar"}:
-                    return None  # a V2 checkpoint: Delta reads it
-                cols = [c for c in ("protocol", "metaData", "remove", "add") if c in names]
-                table = pq.read_table(f, columns=cols)
-                for c in cols:  # protocol and metadata first; removes in a checkpoint are tombstones
-                    for value in table.column(c).to_pylist():
-                        if value and c != "remove":
-                            snap.apply({c: value}, tcol)
-        except (OSError, ValueError) as err:
-            log_.warning("skipping unreadable checkpoint %s of %s: %s", cp, log, err)
-            continue
-        return _forward(snap, path, version, tcol)
-    start = _commit(log, 0)
+    def read(cp: Checkpoint) -> Snapshot | None:
+        snap = Snapshot(cp.version)
+        # protocol and metadata first; removes in a checkpoint are tombstones, not live files
+        for have, cols in cp.columns(["protocol", "metaData", "add"]):
+            if have & {"checkpointMetadata", "sidecar"}:
+                return None  # a V2 checkpoint: its files are in sidecars, Delta reads it
+            for c, values in cols.items():
+                for value in values:
+                    if value:
+                        snap.apply({c: value}, tcol)
+        return snap
+
+    found = log.newest_checkpoint(names, read, upto=version)
+    if found is not None:
+        return None if found[1] is None else _forward(found[1], log, version, tcol)
+    start = log.commit(0)
     if start is None:
         return None
     snap = Snapshot(0)
     for a in start:
         snap.apply(a, tcol)
-    return _forward(snap, path, version, tcol)
+    return _forward(snap, log, version, tcol)

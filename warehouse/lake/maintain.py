@@ -15,6 +15,10 @@ Plain Delta SQL on the table's path, so it works the same over Spark Connect (do
 
 Figures come from Delta itself: `DESCRIBE DETAIL` (files in the current version) and the
 `VACUUM START` commit's `sizeOfDataToDelete` (bytes reclaimed).
+
+`run_maintenance` is the pipeline of such a job: the table must exist; one OPTIMIZE or VACUUM;
+its commits carry no Freshet txn, so the table's next job plans from its log again (as after any
+commit Freshet did not make itself).
 """
 
 from __future__ import annotations
@@ -22,22 +26,47 @@ from __future__ import annotations
 import logging
 import math
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from warehouse.lake.delta import sql_path
+from warehouse.config import TableConfig
+from warehouse.events import StartJob
+from warehouse.lake.delta import sql_path, table_path
+from warehouse.lake.outcome import JobError, JobOutcome
+from warehouse.upkeep import OPTIMIZE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DELTA_DEFAULT_RETENTION", "Maintained", "data_files", "optimize", "parse_interval", "table_retention",
-           "vacuum"]
+    from warehouse.lake.commit import Lake
+
+__all__ = ["DELTA_DEFAULT_RETENTION", "Maintained", "data_files", "optimize", "parse_interval", "run_maintenance",
+           "table_retention", "vacuum"]
 
 log = logging.getLogger("freshet.executor")
 
 DELTA_DEFAULT_RETENTION = 7 * 86400.0  # delta.deletedFileRetentionDuration when the table sets none
 _UNITS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0, "week": 604800.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(millisecond|second|minute|hour|day|week)s?", re.IGNORECASE)
+
+
+def run_maintenance(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+    """OPTIMIZE or VACUUM the table of `job` (`job.kind`); what it did, from Delta's figures."""
+    path = table_path(lake.config, tc.name)
+    if lake.log.version(path) is None:
+        raise JobError(f"table {tc.name!r} has no Delta table yet at {path}: nothing to {job.kind}")
+    try:
+        if job.kind == OPTIMIZE:
+            done = optimize(lake.spark, path)
+        else:
+            done = vacuum(lake.spark, path, lake.config.maintenance_of(tc).vacuum_retain)
+    finally:
+        lake.reread(tc.name)
+    log.info("job %d (%s, %s): files %s -> %s, %d bytes reclaimed", job.job_id, job.kind, tc.name,
+             done.files_before, done.files_after, done.bytes_reclaimed)
+    return JobOutcome(job.job_id, tc.name, True, 0, time.monotonic() - t0, note=job.kind,
+                      files=done.files_after, bytes_reclaimed=done.bytes_reclaimed)
 
 
 @dataclass(frozen=True, slots=True)

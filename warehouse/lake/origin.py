@@ -20,10 +20,7 @@ footer of a file whose statistics lack the column), `SparkLog` asks Spark for `m
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +29,7 @@ from urllib.parse import unquote
 from warehouse import times
 from warehouse.freshness import floor_to
 from warehouse.lake.delta import sql_path
+from warehouse.lake.logdir import TICK, Checkpoint, LogDir, stat_bounds
 
 if TYPE_CHECKING:
     from warehouse.config import FreshetConfig
@@ -39,20 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["local_min_time", "repair_origins", "spark_min_time"]
 
 log_ = logging.getLogger("freshet.recovery")
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
-TICK = 1e-3  # Delta keeps timestamps in its statistics to the millisecond, truncated
-
-
-def _stat_min(stats: str | None, column: str) -> float | None:
-    """`minValues[column]` of an `add` action's statistics JSON, in epoch seconds (None: absent)."""
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("minValues", {}).get(column)
-        return None if value is None else times.parse_time(value)
-    except (ValueError, AttributeError):
-        return None
 
 
 def _file_min(path: Path, column: str) -> float | None:
@@ -70,41 +54,25 @@ def local_min_time(path: str, column: str) -> float | None:
     """A lower bound of `column` (epoch seconds) over the rows of the Delta table at `path`, from
     the files of its log alone (no Spark): every file its newest checkpoint and the commits
     retained after it add. None when no file holds a row."""
-    import pyarrow.parquet as pq
-
-    log = Path(path) / "_delta_log"
-    try:
-        names = os.listdir(log)
-    except FileNotFoundError:
+    log = LogDir(path)
+    names = log.names()
+    if names is None:
         return None
     adds: list[tuple[str, str | None]] = []  # (path, stats JSON)
-    cps: dict[int, list[str]] = {}
-    for n in names:
-        if m := _CHECKPOINT.match(n):
-            cps.setdefault(int(m.group(1)), []).append(n)
-    for version in sorted(cps, reverse=True):
-        try:
-            for n in cps[version]:
-                for a in pq.read_table(log / n, columns=["add"]).column("add").to_pylist():
-                    if a and a.get("path"):
-                        adds.append((a["path"], a.get("stats")))
-        except (OSError, ValueError, KeyError) as err:  # a torn checkpoint: an older one
-            log_.warning("skipping unreadable checkpoint %s of %s: %s", version, log, err)
-            continue
-        break
-    for n in sorted(names):
-        if _COMMIT.match(n):
-            try:
-                lines = (log / n).read_text().splitlines()
-            except FileNotFoundError:  # cleaned up meanwhile: the checkpoint holds its files
-                continue
-            for line in lines:
-                if line.startswith('{"add"'):
-                    a = json.loads(line)["add"]
-                    adds.append((a["path"], a.get("stats")))
+
+    def checkpoint_adds(cp: Checkpoint) -> list[tuple[str, str | None]]:
+        return [(a["path"], a.get("stats")) for _, cols in cp.columns(["add"]) for a in cols.get("add", ())
+                if a and a.get("path")]
+
+    found = log.newest_checkpoint(names, checkpoint_adds)
+    if found is not None:
+        adds += found[1]
+    for version in log.commits(names):
+        for action in log.commit(version, starts=('{"add"',)) or ():  # None: cleaned up meanwhile
+            adds.append((action["add"]["path"], action["add"].get("stats")))
     lo: float | None = None
     for rel, stats in adds:
-        t = _stat_min(stats, column)
+        t = stat_bounds(stats, column)[0]
         if t is None:
             try:
                 t = _file_min(Path(path) / unquote(rel), column)

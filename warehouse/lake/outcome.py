@@ -1,5 +1,5 @@
 """What an update job did (`JobOutcome`) or why it did not commit (`JobError`): shared by the
-executor (lake.executor) and the stateful job (lake.stateful)."""
+pipelines of every job kind (lake.base, lake.derived, lake.stateful, lake.rebuild, lake.maintain)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ A table's `_delta_log/` — checkpoint and JSON commits — gives its freshness 
 (§2.2), last txn version, loaded partition ids and the metrics of a commit, from Freshet's
 `userMetadata` and Delta's `txn` actions. Two readers of the same log, one interface (`DeltaLog`):
 
-- `LocalLog` reads the files directly, with no Spark session: a local `warehouse.root` and a
-  Spark in this process (`spark.master`);
+- `LocalLog` reads the files directly (`lake.logdir`), with no Spark session: a local
+  `warehouse.root` and a Spark in this process (`spark.master`);
 - `SparkLog` reads them through Spark — the JSON commits and checkpoints as data
   (`spark.read.json` / `.parquet` of `_delta_log/`), the newest commits with `DESCRIBE HISTORY` —
   when the root is a URI (`s3a://…`) or the Spark is remote (`spark.remote`: the daemon may see no
@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from warehouse.config import FreshetConfig
 from warehouse.errors import WarehouseError
 from warehouse.lake.delta import app_id, is_local_root, sql_path, table_path
+from warehouse.lake.logdir import Checkpoint, LogDir, commit_version, whole_checkpoints
 from warehouse.lake.origin import local_min_time, repair_origins, spark_min_time
 from warehouse.lake.session import connection_lost
 from warehouse.recompute import VersionMap, touched
@@ -53,8 +51,6 @@ __all__ = [
 ]
 
 log_ = logging.getLogger("freshet.recovery")
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
 
 
 @dataclass(slots=True)
@@ -105,6 +101,27 @@ class TableState:
             self.slices[pid] = max(self.slices.get(pid, cut), float(cut))
         for pid in partitions:
             self.slices.pop(pid, None)
+
+    def committed(self, meta: dict[str, Any], txn: int, version: int) -> TableState:
+        """This state after Freshet's commit `(txn, Delta version)` whose `userMetadata` is `meta`:
+        what the executor keeps in memory until it reads the log again (`_replay` reads the
+        same fields back after a restart)."""
+        new = self.copy()
+        new.freshness, new.safe_freshness = meta["freshness"], meta["safe_freshness"]
+        new.txn_version, new.delta_version = txn, version
+        new.commits += 1
+        new.record(meta["partitions"], meta.get("slices", {}))
+        new.windows.update({pid: (w[0], w[1]) for pid, w in meta.get("windows", {}).items()})
+        if "window" in meta:
+            start, end = meta["window"]
+            new.origin = start if new.origin is None else min(new.origin, start)
+            if "sql_version" in meta:
+                new.versions.set(start, end, meta["sql_version"])
+        if "read" in meta:  # stateful: the source versions its late rows start after
+            new.read = dict(meta["read"])
+        if "rebuild" in meta:  # stateful: a rebuild swapped in
+            new.rebuild = meta["rebuild"]
+        return new
 
 
 @dataclass(slots=True)
@@ -168,61 +185,39 @@ def _rebuilding(progress: dict[str, Any] | None) -> tuple[float, float] | None:
 # ---- reading the log ------------------------------------------------------------------------------
 def delta_version(path: str) -> int | None:
     """The latest committed Delta version of the table at `path` (None: no table)."""
-    log = Path(path) / "_delta_log"
-    try:
-        names = os.listdir(log)
-    except FileNotFoundError:
-        return None
-    versions = [int(m.group(1)) for n in names if (m := _COMMIT.match(n))]
-    if not versions:
-        cps = [int(m.group(1)) for n in names if (m := _CHECKPOINT.match(n))]
-        return max(cps) if cps else None
-    return max(versions)
+    return LogDir(path).latest()
 
 
-def _checkpoint_txn(log: Path, names: list[str], app: str) -> tuple[int | None, int | None]:
-    """(checkpoint version, txn version of `app` in it) from the latest checkpoint."""
-    cps: dict[int, list[str]] = {}
-    for n in names:
-        if m := _CHECKPOINT.match(n):
-            cps.setdefault(int(m.group(1)), []).append(n)
-    if not cps:
-        return None, None
-    import pyarrow.parquet as pq
+def _checkpoint_txn(log: LogDir, names: list[str], app: str) -> tuple[int | None, int | None]:
+    """(checkpoint version, txn version of `app` in it) from the newest readable checkpoint."""
 
-    for version in sorted(cps, reverse=True):
+    def txn(cp: Checkpoint) -> int | None:
         best: int | None = None
-        try:
-            for n in cps[version]:
-                tbl = pq.read_table(log / n, columns=["txn"])
-                for txn in tbl.column("txn").to_pylist():
-                    if txn and txn.get("appId") == app and txn.get("version") is not None:
-                        best = txn["version"] if best is None else max(best, txn["version"])
-        except (OSError, ValueError, KeyError) as err:  # a torn checkpoint: use an older one
-            log_.warning("skipping unreadable checkpoint %s of %s: %s", version, log, err)
-            continue
-        return version, best
-    return None, None
+        for _, cols in cp.columns(["txn"]):
+            for t in cols.get("txn", ()):
+                if t and t.get("appId") == app and t.get("version") is not None:
+                    best = t["version"] if best is None else max(best, t["version"])
+        return best
+
+    found = log.newest_checkpoint(names, txn)
+    return (None, None) if found is None else (found[0].version, found[1])
 
 
 def read_table_state(path: str, table: str) -> TableState:
     """Replay `<path>/_delta_log` for Freshet's commits to `table` (§4.4), from the files."""
-    log = Path(path) / "_delta_log"
-    try:
-        names = os.listdir(log)
-    except FileNotFoundError:
+    log = LogDir(path)
+    names = log.names()
+    if names is None:
         return TableState()
     app = app_id(table)
     cp_version, cp_txn = _checkpoint_txn(log, names, app)
 
     def actions() -> Iterable[tuple[int, list[dict[str, Any]]]]:
-        for version, name in sorted((int(m.group(1)), n) for n in names if (m := _COMMIT.match(n))):
-            try:
-                lines = (log / name).read_text().splitlines()
-            except FileNotFoundError:  # cleaned up between listing and reading
-                continue
-            # one action per line; only these two matter (skip parsing add/remove with stats)
-            yield version, [json.loads(line) for line in lines if line.startswith(('{"txn"', '{"commitInfo"'))]
+        for version in log.commits(names):
+            # only these two kinds matter (add/remove with their statistics are left unparsed)
+            found = log.commit(version, starts=('{"txn"', '{"commitInfo"'))
+            if found is not None:  # None: cleaned up between listing and reading
+                yield version, found
 
     return _replay(app, cp_version, cp_txn, actions())
 
@@ -392,21 +387,17 @@ def stale_ranges(st: TableState, sources: dict[str, TableState], *, lookback: fl
 
 
 def commit_metrics(path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
-    """(Delta version, rows written) of the commit that recorded `txn_version`, if it exists."""
-    log = Path(path) / "_delta_log"
+    """(Delta version, rows written) of the commit that recorded `txn_version`, if it exists
+    among the newest 20."""
+    log = LogDir(path)
     app = app_id(table)
-    latest = delta_version(path)
+    latest = log.latest()
     if latest is None:
         return None, None
     for version in range(latest, max(-1, latest - 20), -1):
-        f = log / f"{version:020d}.json"
-        if not f.exists():
-            continue
+        actions = log.commit(version, starts=('{"txn"', '{"commitInfo"'))
         hit, rows = False, None
-        for line in f.read_text().splitlines():
-            if not line.strip():
-                continue
-            a = json.loads(line)
+        for a in actions or ():
             if "txn" in a and a["txn"].get("appId") == app and int(a["txn"]["version"]) == txn_version:
                 hit = True
             elif "commitInfo" in a:
@@ -517,15 +508,15 @@ class SparkLog:
             raise
         by_version: dict[int, list[dict[str, Any]]] = {}
         for r in rows:
-            m = _COMMIT.match(r["file"])
-            if not m:  # log compactions and other JSON files beside the commits
+            version = commit_version(r["file"])
+            if version is None:  # log compactions and other JSON files beside the commits
                 continue
             action: dict[str, Any] = {}
             if r["txn"] is not None:
                 action["txn"] = r["txn"].asDict()
             if r["commitInfo"] is not None:
                 action["commitInfo"] = r["commitInfo"].asDict()
-            by_version.setdefault(int(m.group(1)), []).append(action)
+            by_version.setdefault(version, []).append(action)
         cp_version, cp_txn = self._checkpoint_txn(log, app)
         if not by_version and cp_version is None:
             return TableState()
@@ -543,13 +534,9 @@ class SparkLog:
             if _not_found(err):
                 return None, None
             raise
-        cps: dict[int, list[str]] = {}
-        for n in files:
-            if m := _CHECKPOINT.match(n):
-                cps.setdefault(int(m.group(1)), []).append(log + "/" + n)
-        for version in sorted(cps, reverse=True):
+        for version, parts in whole_checkpoints(files):
             try:
-                txns = (spark.read.parquet(*cps[version]).where(F.col("txn.appId") == app)
+                txns = (spark.read.parquet(*[log + "/" + n for n in parts]).where(F.col("txn.appId") == app)
                         .select(F.max("txn.version").alias("v")).collect())
             except Exception as err:  # a torn checkpoint: use an older one
                 if connection_lost(err):

@@ -1,64 +1,218 @@
-"""A stateful table's update job: one increment folded into keyed state by one Delta MERGE
-(Programming Bulk-Incremental Dataflows §3, "right outer" grouping — only the keys in the increment are touched).
+"""A stateful table's update jobs: one increment folded into keyed state by one Delta MERGE
+(*Programming Bulk-Incremental Dataflows* §3, "right outer" grouping — only the keys in the
+increment are touched; docs/warehouse.md §9).
 
-The increment is the table's SQL over its sources' new rows, the window `(F, TE]`, each source
-pinned at the Delta version read (as a derived job reads them, lake.executor). It is merged into
-the state as `MERGE INTO state USING increment ON key`: a matched key combines each column with
-its fold, a new key is inserted. The first job creates the table from the increment.
+Read top to bottom, `run_fold` (an update job) and `fold_late` (a late fold) are the pipeline:
 
-Exactly once: the MERGE carries Delta's idempotent-DML pair as session confs
-(`spark.databricks.delta.write.txnAppId = freshet/<table>`, `…txnVersion` = the window's end in
-ms — delta-io/delta#1555), the same pair every Freshet commit carries, so a retried or replayed
-job whose increment is already folded commits nothing; its `userMetadata` records the window and
-the source versions, and `lake.recovery` reads the freshness back from it like any commit.
+1. **plan** from what the state's log records: the window `(F, TE]` and its txn version —
+   ms(TE), or one above the recorded version where a late fold or a rebuild's swap took it (a
+   stale replay computes one at or below the recorded, which Delta skips); a late fold keeps F;
+2. **pin and read** each source at one Delta version, restricted to the window (`lake.read`), and
+   from each base source the late rows: those committed after the version the last job read
+   (`TableState.read`) with event time at or below F, from Delta's change data feed;
+3. **compute** the increment: the table's SQL over them (`increment`);
+4. **commit**: `MERGE INTO state USING increment ON key` — a matched key combines each column with
+   its fold, a new key is inserted; the first job writes the increment as the state — carrying
+   Delta's idempotent-DML pair as session confs (`spark.databricks.delta.write.txnAppId =
+   freshet/<table>`, `…txnVersion`, delta-io/delta#1555), the pair every Freshet commit carries,
+   so a replayed job whose increment is already folded commits nothing; its `userMetadata`
+   records the window, the versions read and the late rows (`lake.commit.finish` keeps it).
 
 `last` and `first` keep, per folded column, the event time of the value held (`_freshet_<col>_at`),
 and take the increment's value only when its ordering column (`order`, else `time_column`) is
 later (earlier): so they, like the associative folds, give the same state whatever order the
-increments come in.
-
-Late rows — committed to a base source after the version the last job read, with an event time
-at or below F — ride with the next update job, or, when no update job is due, are folded alone
-by a late fold (`fold_late`, released by the Scheduler for the late load). A rebuild folds a new
-state beside the live one and swaps it in (lake.rebuild).
+increments come in. A rebuild folds a new state beside the live one and swaps it in
+(lake.rebuild).
 """
 
 from __future__ import annotations
 
-import json
-import time
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.events import StartJob
+from warehouse.lake.commit import Lake, finish
 from warehouse.lake.delta import (
     app_id,
     append_idempotent,
     commit_message,
     next_txn_version,
-    read_delta,
     table_path,
     time_column,
     utc,
-    window_filter,
 )
+from warehouse.lake.logdir import LogDir
 from warehouse.lake.outcome import JobError, JobOutcome
+from warehouse.lake.read import pin_sources, read_source
 from warehouse.lake.session import job_session
 from warehouse.sqltext import bind_window, sql_version
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from warehouse.lake.recovery import DeltaLog, TableState
 
-__all__ = ["CHANGE_FEED", "TXN_CONFS", "at_column", "change_feed", "enable_change_feed", "fold_late", "increment",
-           "merge", "merge_sql", "merged_rows", "order_column", "run_stateful", "state_rows"]
+__all__ = ["CHANGE_FEED", "TXN_CONFS", "Increment", "at_column", "change_feed", "enable_change_feed", "fold_late",
+           "increment", "merge", "merge_sql", "merged_rows", "order_column", "run_fold", "state_rows"]
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_CONFS = (TXN_APP_ID, TXN_VERSION, USER_METADATA)
 _INCREMENT_VIEW = "_freshet_increment"
+
+
+def run_fold(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+    """Fold the increment of `(F, job.end]` into the state (the module docstring)."""
+    # 1. plan: the window after what is folded
+    st = lake.table_state(tc.name)
+    start = job.start if st.freshness is None else max(job.start, st.freshness)
+    end = job.end
+    if end <= start:
+        return lake.noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
+    txn = next_txn_version(end, st.txn_version)
+    path = table_path(lake.config, tc.name)
+    before = lake.log.version(path)  # None: the first job, which creates the state
+    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": end,
+                            "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end],
+                            "sql_version": sql_version(tc.increment)}
+    with job_session(lake.spark) as session:
+        if before is None:
+            enable_change_feed(session, lake.config, tc)
+        # 2. pin and read, late rows too; 3. compute
+        inc = increment(lake, session, tc, start, end, since=st.read)
+        meta["sources"] = meta["read"] = inc.versions
+        if inc.late_from is not None:  # late rows folded in as part of this increment (docs/warehouse.md §9)
+            meta["late_since"], meta["late_from"] = dict(st.read), inc.late_from
+        # 4. commit
+        if before is None:  # the first job: the state is the increment
+            append_idempotent(state_rows(tc, inc.rows), path, table=tc.name, txn_version=txn, metadata=meta,
+                              partition_by=None)
+        else:
+            merge(session, tc, path, inc.rows, txn, meta)
+    return finish(lake, job, t0, st, path, txn, meta, before=before,
+                  done=lambda now: now.freshness is not None and now.freshness >= end,
+                  replayed="the MERGE: this increment is already folded",
+                  missing=f"the log does not hold the window up to {end}", rows=lambda v: merged_rows(path, v))
+
+
+def fold_late(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
+    """Fold the late rows alone — those committed to base sources after the versions the last job
+    read, with event time ≤ F — when a late load came and no update job is due (the Scheduler
+    releases it like a derived table's recompute). One MERGE as `(freshet/<table>, recorded + 1)`;
+    F does not move. A no-op when a job since folded them."""
+    # 1. plan: F stays; the txn one above the recorded
+    st = lake.table_state(tc.name)
+    path = table_path(lake.config, tc.name)
+    if st.freshness is None or lake.log.version(path) is None:
+        return lake.noop(job, t0, st, "nothing is folded yet: the first job reads every row")
+    freshness = st.freshness
+    txn = next_txn_version(freshness, st.txn_version)
+    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": freshness,
+                            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else freshness,
+                            "late_since": dict(st.read), "reasons": list(job.reasons), "late": list(job.late)}
+    with job_session(lake.spark) as session:
+        # 2. pin and read the late rows alone (an empty window); 3. compute
+        inc = increment(lake, session, tc, freshness, freshness, since=st.read)
+        if inc.late_from is None:
+            return lake.noop(job, t0, st, "no late rows left to fold: a job since folded them")
+        meta["sources"] = meta["read"] = inc.versions
+        meta["late_from"] = inc.late_from
+        # 4. commit
+        merge(session, tc, path, inc.rows, txn, meta)
+    versions = inc.versions
+    return finish(lake, job, t0, st, path, txn, meta,
+                  done=lambda now: all(now.read.get(s, -1) >= v for s, v in versions.items()),
+                  replayed="the MERGE: these late rows are already folded",
+                  missing=f"the log has not read its sources up to {versions}", rows=lambda v: merged_rows(path, v))
+
+
+@dataclass(frozen=True, slots=True)
+class Increment:
+    """The increment of one job: its rows, the version of each source read, and the earliest
+    event time of the late rows among them (None: none)."""
+
+    rows: DataFrame
+    versions: dict[str, int]
+    late_from: float | None
+
+
+def increment(lake: Lake, session: SparkSession, tc: TableConfig, start: float, end: float, *,
+              since: dict[str, int], pinned: dict[str, int] | None = None) -> Increment:
+    """The increment SQL over its sources' rows in `(start, end]`, each source pinned at its
+    current Delta version `v` — and over the late rows of each base source: those committed after
+    the version the last job read (`since`) up to `v` with event time ≤ `start`, which no job has
+    folded yet (a row is folded by the first job whose window and version both cover it).
+    A rebuild chunk reads each source at the version its rebuild `pinned`, without late rows."""
+    from pyspark.sql import functions as F
+
+    versions = pin_sources(lake.config, lake.log, tc, pinned)
+    earliest: float | None = None
+    for src, v in versions.items():
+        scfg = lake.config.table(src)
+        df = read_source(lake.config, session, None, src, v, start, end)  # through Delta
+        last_read = since.get(src)
+        if pinned is None and scfg.is_base and last_read is not None and last_read < v:
+            tcol = time_column(lake.config, scfg)
+            late = _late(session, table_path(lake.config, src), tcol, last_read, v, start)
+            first = late.agg(F.min(tcol)).first()[0]
+            if first is not None:
+                df = df.unionByName(late)
+                t = first.timestamp()
+                earliest = t if earliest is None else min(earliest, t)
+        df.createOrReplaceTempView(src)
+    assert tc.increment is not None
+    lo = start if earliest is None else min(start, earliest - 1e-6)  # the late rows inside the bound window
+    inc = session.sql(bind_window(tc.increment, lo, end))
+    need = [*tc.key, *tc.fold, *dict.fromkeys(order_column(tc, c) for c, f in tc.fold.items() if f in ("last", "first"))]
+    missing = [c for c in need if c not in inc.columns]
+    if missing:
+        raise JobError(f"the increment of stateful table {tc.name!r} does not output {', '.join(missing)} "
+                       f"(it outputs {', '.join(inc.columns)})")
+    return Increment(inc, versions, earliest)
+
+
+def _late(session: SparkSession, path: str, tcol: str, since: int, version: int, upto: float) -> DataFrame:
+    """A base source's rows committed in the versions `(since, version]` with event time ≤ `upto`:
+    the late rows no earlier job of the stateful table has read (Delta's change data feed; a base
+    table is append-only, so its changes are inserts, and OPTIMIZE changes no data)."""
+    from pyspark.sql import functions as F
+
+    cdf = (session.read.format("delta").option("readChangeFeed", "true").option("startingVersion", since + 1)
+           .option("endingVersion", version).load(path))
+    return (cdf.where((F.col("_change_type") == "insert") & (F.col(tcol) <= F.lit(utc(upto))))
+            .drop("_change_type", "_commit_version", "_commit_timestamp"))
+
+
+def merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, txn: int, meta: dict[str, Any],
+          app: str | None = None) -> None:
+    """`MERGE INTO` the state at `path` the increment `inc`, as one commit carrying the txn pair
+    `(freshet/<app>, txn)` (`app`: the table's name by default) and `meta` (Delta's idempotent
+    DML, session confs set and unset)."""
+    inc.createOrReplaceTempView(_INCREMENT_VIEW)
+    confs = {TXN_APP_ID: app_id(app or tc.name), TXN_VERSION: str(txn), USER_METADATA: commit_message(meta, txn)}
+    for k, v in confs.items():
+        session.conf.set(k, v)
+    try:
+        session.sql(merge_sql(tc, "delta." + _q(path), _INCREMENT_VIEW)).collect()
+    finally:
+        for k in confs:
+            session.conf.unset(k)
+
+
+def merged_rows(path: str, version: int) -> int:
+    """Rows the commit wrote (inserted + updated keys), from its operationMetrics where the log
+    is local; 0 when unknown."""
+    try:
+        actions = LogDir(path).commit(version, starts=('{"commitInfo"',)) or []
+    except OSError:  # not a local path
+        return 0
+    for action in actions:
+        m = action["commitInfo"].get("operationMetrics") or {}
+        if "numTargetRowsInserted" in m:
+            return int(m["numTargetRowsInserted"]) + int(m.get("numTargetRowsUpdated", 0))
+        return int(m.get("numOutputRows", 0))
+    return 0
 
 
 def at_column(col: str) -> str:
@@ -114,60 +268,6 @@ def state_rows(tc: TableConfig, inc: DataFrame) -> DataFrame:
     return inc.select(*cols)
 
 
-def _late(session: SparkSession, path: str, tcol: str, since: int, version: int, upto: float) -> DataFrame:
-    """A base source's rows committed in the versions `(since, version]` with event time ≤ `upto`:
-    the late rows no earlier job of the stateful table has read (Delta's change data feed; a base
-    table is append-only, so its changes are inserts, and OPTIMIZE changes no data)."""
-    from pyspark.sql import functions as F
-
-    cdf = (session.read.format("delta").option("readChangeFeed", "true").option("startingVersion", since + 1)
-           .option("endingVersion", version).load(path))
-    return (cdf.where((F.col("_change_type") == "insert") & (F.col(tcol) <= F.lit(utc(upto))))
-            .drop("_change_type", "_commit_version", "_commit_timestamp"))
-
-
-def increment(session: SparkSession, config: FreshetConfig, log: DeltaLog, tc: TableConfig, start: float,
-              end: float, read: dict[str, int], pinned: dict[str, int] | None = None,
-              ) -> tuple[DataFrame, dict[str, int], float | None]:
-    """The increment SQL over its sources' rows in `(start, end]`, each source pinned at its
-    current Delta version `v` — and over the late rows of each base source: those committed after
-    the version the last job read (`read`) up to `v` with event time ≤ `start`, which no job has
-    folded yet (a row is folded by the first job whose window and version both cover it).
-    A rebuild chunk reads each source at the version its rebuild `pinned`, without late rows.
-    (the increment, the versions read, the earliest late event time or None)."""
-    from pyspark.sql import functions as F
-
-    versions: dict[str, int] = {}
-    earliest: float | None = None
-    for src in tc.sources:
-        scfg = config.table(src)
-        spath = table_path(config, src)
-        v = log.version(spath) if pinned is None else pinned.get(src)
-        if v is None:
-            raise JobError(f"source table {src!r} of {tc.name!r} has no Delta table yet at {spath}")
-        versions[src] = v
-        tcol = time_column(config, scfg)
-        df = window_filter(read_delta(session, spath, v), scfg, tcol, start, end)
-        since = read.get(src)
-        if pinned is None and scfg.is_base and since is not None and since < v:
-            late = _late(session, spath, tcol, since, v, start)
-            first = late.agg(F.min(tcol)).first()[0]
-            if first is not None:
-                df = df.unionByName(late)
-                t = first.timestamp()
-                earliest = t if earliest is None else min(earliest, t)
-        df.createOrReplaceTempView(src)
-    assert tc.increment is not None
-    lo = start if earliest is None else min(start, earliest - 1e-6)  # the late rows inside the bound window
-    inc = session.sql(bind_window(tc.increment, lo, end))
-    need = [*tc.key, *tc.fold, *dict.fromkeys(order_column(tc, c) for c, f in tc.fold.items() if f in ("last", "first"))]
-    missing = [c for c in need if c not in inc.columns]
-    if missing:
-        raise JobError(f"the increment of stateful table {tc.name!r} does not output {', '.join(missing)} "
-                       f"(it outputs {', '.join(inc.columns)})")
-    return inc, versions, earliest
-
-
 CHANGE_FEED = "delta.enableChangeDataFeed"
 
 
@@ -189,143 +289,3 @@ def enable_change_feed(session: SparkSession, config: FreshetConfig, tc: TableCo
         props = session.sql(f"DESCRIBE DETAIL {path}").select("properties").first()[0] or {}
         if str(props.get(CHANGE_FEED, "")).lower() != "true":
             session.sql(f"ALTER TABLE {path} SET TBLPROPERTIES ({CHANGE_FEED} = true)")
-
-
-class Lake(Protocol):
-    """What a stateful job asks of the executor that runs it (lake.executor.Executor)."""
-
-    config: FreshetConfig
-    log: DeltaLog
-
-    @property
-    def spark(self) -> Any: ...
-
-    def refresh(self, table: str) -> TableState: ...
-
-    def table_state(self, table: str) -> TableState: ...
-
-    def noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome: ...
-
-    def commit_state(self, table: str, st: TableState) -> None: ...
-
-
-def run_stateful(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
-    """Fold the increment of `(F, job.end]` into the state: one MERGE (or the first write) as
-    `(freshet/<table>, txn)`, txn = ms(end) or one above the recorded version where a late fold
-    or a rebuild's swap took it. A replay Delta skips is a no-op when the log holds the window.
-    A recompute job is a late fold (`fold_late`); a rebuild's chunks are `lake.rebuild`'s."""
-    if job.kind == "recompute":
-        return fold_late(ex, job, tc, t0)
-    st = ex.table_state(tc.name)
-    start = job.start if st.freshness is None else max(job.start, st.freshness)
-    end = job.end
-    if end <= start:
-        return ex.noop(job, t0, st, f"its window ends at or before the committed freshness {st.freshness}")
-    txn = next_txn_version(end, st.txn_version)  # (a stale replay computes one at or below the recorded)
-    path = table_path(ex.config, tc.name)
-    before = ex.log.version(path)
-    meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": end,
-            "safe_freshness": min(job.new_safe_freshness, end), "window": [start, end],
-            "sql_version": sql_version(tc.increment)}
-    with job_session(ex.spark) as session:
-        if before is None:
-            enable_change_feed(session, ex.config, tc)
-        inc, versions, late = increment(session, ex.config, ex.log, tc, start, end, st.read)
-        meta["sources"] = meta["read"] = versions
-        if late is not None:  # late rows folded in as part of this increment (docs/warehouse.md §9)
-            meta["late_since"], meta["late_from"] = dict(st.read), late
-        if before is None:  # the first job: the state is the increment
-            append_idempotent(state_rows(tc, inc), path, table=tc.name, txn_version=txn, metadata=meta,
-                              partition_by=None)
-        else:
-            merge(session, tc, path, inc, txn, meta)
-    version, _ = ex.log.commit_metrics(path, tc.name, txn)
-    if version is None or (before is not None and version <= before):  # Delta skipped it: folded already
-        st = ex.refresh(tc.name)
-        if st.freshness is not None and st.freshness >= end:
-            return ex.noop(job, t0, st, "Delta skipped the MERGE: this increment is already folded")
-        raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version}) "
-                       f"but the log does not hold the window up to {end}")
-    new = st.copy()
-    new.freshness, new.safe_freshness = end, meta["safe_freshness"]
-    new.txn_version, new.delta_version = txn, version
-    new.commits += 1
-    new.origin = start if new.origin is None else min(new.origin, start)
-    new.versions.set(start, end, meta["sql_version"])
-    new.read = dict(versions)
-    ex.commit_state(tc.name, new)
-    rows = merged_rows(path, version)
-    return JobOutcome(job.job_id, tc.name, True, rows, time.monotonic() - t0, version, txn,
-                      read=tuple(sorted(versions.items())))
-
-
-def fold_late(ex: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
-    """Fold the late rows alone — those committed to base sources after the versions the last job
-    read, with event time ≤ F — when a late load came and no update job is due (the Scheduler
-    releases it like a derived table's recompute). One MERGE as `(freshet/<table>, recorded + 1)`;
-    F does not move. A no-op when a job since folded them."""
-    st = ex.table_state(tc.name)
-    path = table_path(ex.config, tc.name)
-    if st.freshness is None or ex.log.version(path) is None:
-        return ex.noop(job, t0, st, "nothing is folded yet: the first job reads every row")
-    f = st.freshness
-    txn = next_txn_version(f, st.txn_version)
-    meta: dict[str, Any] = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": f,
-                            "safe_freshness": st.safe_freshness if st.safe_freshness is not None else f,
-                            "late_since": dict(st.read), "reasons": list(job.reasons), "late": list(job.late)}
-    with job_session(ex.spark) as session:
-        inc, versions, late = increment(session, ex.config, ex.log, tc, f, f, st.read)
-        if late is None:
-            return ex.noop(job, t0, st, "no late rows left to fold: a job since folded them")
-        meta["sources"] = meta["read"] = versions
-        meta["late_from"] = late
-        merge(session, tc, path, inc, txn, meta)
-    version, _ = ex.log.commit_metrics(path, tc.name, txn)
-    if version is None:  # Delta skipped it: another commit took the txn (our memory was behind)
-        st = ex.refresh(tc.name)
-        if all(st.read.get(s, -1) >= v for s, v in versions.items()):
-            return ex.noop(job, t0, st, "Delta skipped the MERGE: these late rows are already folded")
-        raise JobError(f"table {tc.name!r}: Delta skipped txn version {txn} (recorded {st.txn_version}) "
-                       f"but the log has not read its sources up to {versions}")
-    new = st.copy()
-    new.txn_version, new.delta_version = txn, version
-    new.commits += 1
-    new.read = dict(versions)
-    ex.commit_state(tc.name, new)
-    return JobOutcome(job.job_id, tc.name, True, merged_rows(path, version), time.monotonic() - t0, version, txn,
-                      read=tuple(sorted(versions.items())))
-
-
-def merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, txn: int, meta: dict[str, Any],
-          app: str | None = None) -> None:
-    """`MERGE INTO` the state at `path` the increment `inc`, as one commit carrying the txn pair
-    `(freshet/<app>, txn)` (`app`: the table's name by default) and `meta` (Delta's idempotent
-    DML, session confs set and unset)."""
-    inc.createOrReplaceTempView(_INCREMENT_VIEW)
-    confs = {TXN_APP_ID: app_id(app or tc.name), TXN_VERSION: str(txn), USER_METADATA: commit_message(meta, txn)}
-    for k, v in confs.items():
-        session.conf.set(k, v)
-    try:
-        session.sql(merge_sql(tc, "delta." + _q(path), _INCREMENT_VIEW)).collect()
-    finally:
-        for k in confs:
-            session.conf.unset(k)
-
-
-def merged_rows(path: str, version: int) -> int:
-    """Rows the commit wrote (inserted + updated keys), from its operationMetrics where the log
-    is local; 0 when unknown."""
-    from pathlib import Path
-
-    f = Path(path) / "_delta_log" / f"{version:020d}.json"
-    try:
-        lines = f.read_text().splitlines()
-    except OSError:
-        return 0
-    for line in lines:
-        if line.startswith('{"commitInfo"'):
-            m = json.loads(line)["commitInfo"].get("operationMetrics") or {}
-            if "numTargetRowsInserted" in m:
-                return int(m["numTargetRowsInserted"]) + int(m.get("numTargetRowsUpdated", 0))
-            return int(m.get("numOutputRows", 0))
-    return 0

@@ -1,0 +1,75 @@
+"""The last step of every update job's pipeline: find the commit its txn made, and keep it.
+
+Each pipeline (lake.base, lake.derived, lake.stateful, lake.rebuild) plans from the state its
+table's Delta log records, reads its inputs at pinned versions, computes, and writes one commit
+carrying the txn pair `(freshet/<table>, txn)` (docs/warehouse.md §5). Then `finish`:
+
+1. looks the txn up in the log (`DeltaLog.commit_metrics`);
+2. when Delta skipped the write — the txn was recorded already, a replay after an unknown outcome
+   — reads the table's state from the log again: if it holds this job's work the job is a no-op,
+   otherwise it fails (`JobError`), and the next job plans from the log;
+3. otherwise keeps the new state in memory (`TableState.committed`) and reports the commit: its
+   version, rows and the source versions read (the duration trains E(n), §2.4 of *Scalable
+   Scheduling of Updates in Streaming Data Warehouses*).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from warehouse.lake.outcome import JobError, JobOutcome
+
+if TYPE_CHECKING:
+    from warehouse.config import FreshetConfig
+    from warehouse.events import StartJob
+    from warehouse.lake.files import LiveFiles
+    from warehouse.lake.recovery import DeltaLog, TableState
+
+__all__ = ["Lake", "finish"]
+
+
+class Lake(Protocol):
+    """What a job's pipeline asks of the executor that runs it (lake.executor.Executor)."""
+
+    config: FreshetConfig
+    log: DeltaLog
+    files: LiveFiles | None  # sources read from the files their log names (None: through Delta)
+
+    @property
+    def spark(self) -> Any: ...
+
+    def table_state(self, table: str) -> TableState: ...
+
+    def refresh(self, table: str) -> TableState: ...
+
+    def reread(self, table: str) -> None: ...
+
+    def commit_state(self, table: str, st: TableState) -> None: ...
+
+    def noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome: ...
+
+
+def finish(lake: Lake, job: StartJob, t0: float, st: TableState, path: str, txn: int, meta: dict[str, Any], *,
+           done: Callable[[TableState], bool], replayed: str, missing: str, before: int | None = None,
+           declared_rows: int = 0, rows: Callable[[int], int] | None = None,
+           sql_version: str | None = None) -> JobOutcome:
+    """The commit `job` asked Delta for at `path` — txn `txn`, `userMetadata` `meta`, on top of
+    the state `st` it planned from — found and kept, or found skipped (the module docstring).
+
+    `done(state)`: whether the log's state holds this job's work (then "Delta skipped
+    `replayed`" is the no-op's note; else the error says "but `missing`"). `before`: the Delta
+    version before the write (a commit of the txn at or below it is an older one). Rows: `rows(version)`,
+    else the commit's `numOutputRows`, else `declared_rows`."""
+    version, counted = lake.log.commit_metrics(path, job.table, txn)
+    if version is None or (before is not None and version <= before):  # Delta skipped the write
+        now = lake.refresh(job.table)
+        if done(now):
+            return lake.noop(job, t0, now, f"Delta skipped {replayed}")
+        raise JobError(f"table {job.table!r}: Delta skipped txn version {txn} (recorded {now.txn_version}) "
+                       f"but {missing}")
+    lake.commit_state(job.table, st.committed(meta, txn, version))
+    n = rows(version) if rows is not None else counted if counted is not None else declared_rows
+    return JobOutcome(job.job_id, job.table, True, n, time.monotonic() - t0, version, txn,
+                      read=tuple(sorted(meta.get("sources", {}).items())), sql_version=sql_version)
