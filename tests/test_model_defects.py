@@ -217,3 +217,70 @@ def test_a_recompute_of_unknown_outcome_then_the_old_sql_back_is_rewritten() -> 
         m.change_sql(table="d1", version=0)
     finally:
         m.teardown()
+
+
+def _end(m: Warehouse, table: str, outcome: str = "ok") -> None:
+    """`table`'s running job ends with `outcome`."""
+    job_id = next(i for i, (j, _) in m.running.items() if j.table == table)
+    m.end_job(i=sorted(m.running).index(job_id), outcome=outcome)
+
+
+def test_an_update_of_unknown_outcome_across_a_sql_change_is_rewritten() -> None:
+    """The long profile's find at 4fce582 (also at 98e438b): d1's first job, started on SQL 0,
+    commits while the SQL changes to 1 but is reported failed (an unknown outcome). Its retry,
+    started once a had loaded more, covered (0, 20]: the executor wrote only (10, 20], above the
+    committed freshness, and the engine recorded SQL 1 over all of it; window 10 stayed on SQL 0
+    (WrongWindow). A failed update job's retry covers no more than it did (Derived.unsure): it is
+    a no-op that names the log's SQL version, or a commit of every window it covers."""
+    m = _machine()
+    try:
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        _end(m, "a")  # d1's first job (0, 10] starts on SQL 0
+        m.change_sql(table="d1", version=1)
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        _end(m, "d1", "unknown")  # it committed (SQL 0), reported failed
+        _end(m, "a")  # a at 20: the retry starts (it was (0, 20])
+    finally:
+        m.teardown()
+
+
+def test_a_source_rewritten_under_an_update_of_unknown_outcome_is_recomputed() -> None:
+    """The long profile's find with every input at b9147aa (also at 98e438b): d2's job commits
+    window 20 from d1's SQL-0 output but is reported failed; while it backs off, d1's windows are
+    rewritten on SQL 1. The engine dropped the change (nothing of d2 above F was committed, it
+    thought), and the retry was a no-op: window 20 kept d1's old output (WrongWindow). Changes
+    under a failed job's window are held until its retry says whether it had committed."""
+    m = _machine()
+    try:
+        m.remove(table="d3")
+        m.arrive(stream="s", length=20, gap=0, rows=0)
+        m.arrive(stream="u", length=30, gap=0, rows=0)
+        _end(m, "a")
+        _end(m, "b")
+        _end(m, "d1")  # d2's first job (0, 20] starts
+        m.change_sql(table="d1", version=1)  # d1's recompute (0, 20] on SQL 1 starts
+        _end(m, "d2", "unknown")  # committed, reported failed: d2 backs off
+        _end(m, "d1")  # d1 rewritten while d2 backs off
+    finally:
+        m.teardown()  # d2's retry is a no-op: window 20 must still be recomputed
+
+
+def test_late_rows_under_an_update_of_unknown_outcome_are_recomputed() -> None:
+    """The long profile's find with every input at 4fce582: d2's window 20 lacked b's late rows
+    after an unknown outcome of d2's job — the same cause with late data: b's hole (0, 10] is
+    loaded while d2's job, which committed without it, backs off; its retry is a no-op."""
+    m = _machine()
+    try:
+        m.remove(table="d3")
+        m.arrive(stream="s", length=30, gap=0, rows=0)
+        m.arrive(stream="u", length=10, gap=10, rows=0)  # b (10, 20]: a hole (0, 10]
+        _end(m, "a")
+        _end(m, "b")
+        m.arrive(stream="u", length=20, gap=0, rows=0)  # b (20, 40]
+        _end(m, "b")
+        _end(m, "d1")  # d2's first job (0, 20] starts
+        m.arrive_late(i=0, rows=1)  # b (0, 10] arrives; its load starts
+        _end(m, "d2", "unknown")  # committed without it, reported failed
+        _end(m, "b")  # the late rows loaded while d2 backs off
+    finally:
+        m.teardown()  # d2's retry is a no-op: window 20 must be recomputed with them
