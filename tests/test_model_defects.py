@@ -284,3 +284,29 @@ def test_late_rows_under_an_update_of_unknown_outcome_are_recomputed() -> None:
         _end(m, "b")  # the late rows loaded while d2 backs off
     finally:
         m.teardown()  # d2's retry is a no-op: window 20 must be recomputed with them
+
+
+def test_a_kept_backfill_restored_with_a_full_refresh_job_is_that_job() -> None:
+    """The long profile's find with every input, once the three above were fixed (also before
+    them): a backfill of d3 (which refreshes in full) kept over a restart is restored at the
+    instant d3's full update job starts; that job rewrites every window, yet the backfill marked
+    (0, 10] again and a full recompute rewrote the table once more for no change
+    (RecomputeUntouched). A full update job that started at that instant serves it, as a recompute
+    job does (Derived.backfill)."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.remove(table="d1")
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.restart(data=_Draws(True))
+        m.readd()
+        m.end_job(i=0, outcome="ok")
+        m.end_job(i=0, outcome="ok")  # d3's full job (0, 20] starts
+        m.operator(kind="suspend", table="a")
+        m.remove(table="d1")
+        m.backfill(length=10, start=0, table="d3")  # (0, 10], kept
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.restart(data=_Draws(False, False))  # restored as d3's full job (0, 20] starts again
+        m.end_job(i=0, outcome="ok")
+    finally:
+        m.teardown()

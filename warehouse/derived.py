@@ -110,7 +110,7 @@ class Derived:
         self.reason = ""  # why that refresh mode
         self.taken: list[Piece] = []  # what the running job took out of rc.dirty
         self.taken_full = False  # … and whether it took the "rewrite all" request
-        self.rewriting: tuple[float, float, float] | None = None  # the running recompute job: (started, lo, hi)
+        self.rewriting: tuple[float, float, float] | None = None  # the running recompute (or full) job: (started, lo, hi)
         self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
         self.resume = rebuild  # a stateful table's rebuild under way before a restart: (next chunk, to)
         # a failed update job's window (lo, hi] above F: its outcome may be unknown (committed,
@@ -331,8 +331,9 @@ class Derived:
     def backfill(self, lo: float, hi: float, reason: str, now: float) -> bool:
         """Recompute `(lo, hi]` (warehouse.recompute); a stateful table's state is rebuilt whole:
         its folds are not invertible, so no range of it can be folded again alone. What a
-        recompute job that started at this instant rewrites is left to it — it reads what a new
-        one would (kept backfills restored one after another on a start). Marked anything?"""
+        recompute job (or a full update job) that started at this instant rewrites is left to it —
+        it reads what a new one would (kept backfills restored one after another on a start).
+        Marked anything?"""
         if isinstance(self.rc, Folded):
             self.rc.full = True
             return True

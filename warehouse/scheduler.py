@@ -560,6 +560,8 @@ class Scheduler:
             t.version += 1
             self._q.queued[t.group] -= 1
             job = update_job(t, shape, self._next_job, track)
+            if job.full and t.dv is not None and t.dv.unsure is None:  # it rewrites every window, as a recompute
+                t.dv.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
         self._race = t.rand if t.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 
