@@ -310,3 +310,23 @@ def test_a_kept_backfill_restored_with_a_full_refresh_job_is_that_job() -> None:
         m.end_job(i=0, outcome="ok")
     finally:
         m.teardown()
+
+
+def test_a_kept_backfill_re_applied_to_a_table_taking_over_its_recompute_job_is_that_job() -> None:
+    """The long profile's find with every input after the one above: d3's backfill starts its
+    recompute job; d3 is removed and re-added while it runs, the new table takes the job over, and
+    the reload re-applies the kept backfill: it marked the range again, rewritten once more after
+    the job for no change (RecomputeUntouched). The job taken over serves it, as when it started."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.tick(dt=1)
+        m.arrive(gap=10, length=10, rows=0, stream="s")  # a (10, 20]
+        m.restart(data=_Draws(True))  # d1 and d3 compute (10, 20]
+        m.restart(data=_Draws(False, True))  # d3's committed
+        m.restart(data=_Draws(False))
+        m.backfill(length=10, start=10, table="d3")  # its recompute job starts
+        m.remove(table="d3")
+        m.readd()  # the new d3 takes the job over; the backfill is re-applied
+        m.remove(table="d1")
+    finally:
+        m.teardown()

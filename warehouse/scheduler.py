@@ -117,7 +117,7 @@ class Scheduler:
         lay = lay_out(config, self._tables, recovered, self._initial, now, self._rates, self._board.by_table)
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
             self._transition(t, "adopt slice" if job.time_slice else _ADOPT_KIND.get(job.kind, "adopt"))
-            self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
+            self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()), now)
         self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._orphans = {j.job_id for j in self._board.jobs.values() if j.table not in lay.tables}
         self._board.resize(sc.tracks, now)
