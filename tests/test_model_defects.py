@@ -330,3 +330,19 @@ def test_a_kept_backfill_re_applied_to_a_table_taking_over_its_recompute_job_is_
         m.remove(table="d1")
     finally:
         m.teardown()
+
+
+def test_a_refresh_asked_before_a_recompute_job_is_served_when_it_ends() -> None:
+    """The long profile's find with every input after the two above (also at 1d19e59): a refresh
+    of d1 asked while its first job runs, after a SQL change. That job's next is a recompute (the
+    old-SQL window), not an update job, so the refresh was never served and stayed kept after the
+    drain (RefreshKept). A recompute job's end serves it as an update job's does, when the table
+    has nothing left to do."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.restart(data=_Draws(True))  # d1's first job (0, 10] starts on SQL 0
+        m.change_sql(table="d1", version=1)
+        m.operator(kind="refresh", table="d1")  # kept until served
+    finally:
+        m.teardown()  # d1's job, then its recompute of window 10 on SQL 1: nothing left

@@ -331,8 +331,13 @@ class Scheduler:
             self._touch(t, start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             sources_changed(d, lambda x: self._work_changed(x, now))
+        self._ended(t, now)
+
+    def _ended(self, t: Table, now: float) -> None:
+        """t's update or recompute job ended: its next job is released; a refresh asked while it ran
+        is served if t has nothing left to do (all loaded, nothing to rewrite)."""
         self._work_changed(t, now)
-        if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
+        if t.state is JobState.IDLE and t.mode is Mode.URGENT:
             self._mode(t, "served")
 
     def _maintained(self, job: StartJob, t: Table | None, ev: JobFinished | JobFailed, now: float) -> None:
@@ -362,7 +367,7 @@ class Scheduler:
         if raise_safe(t):
             for d in t.dependents:
                 sources_changed(d, lambda x: self._work_changed(x, now))
-        self._work_changed(t, now)
+        self._ended(t, now)
 
     def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float,
                rows: int = 0) -> None:
