@@ -346,3 +346,35 @@ def test_a_refresh_asked_before_a_recompute_job_is_served_when_it_ends() -> None
         m.operator(kind="refresh", table="d1")  # kept until served
     finally:
         m.teardown()  # d1's job, then its recompute of window 10 on SQL 1: nothing left
+
+
+def test_an_update_of_unknown_outcome_is_retried_before_a_full_recompute() -> None:
+    """Not a find of the machine: the case the held changes (`Derived.unsure`) open, built by
+    hand. d1's update job (40, 60] commits but is reported failed after a late partition (40, 50]
+    was loaded under it; a full recompute (late data and a SQL change) then ranked first and
+    rewrote what the log held, (0, 60], and the no-op retry after it recomputed (40, 50] again for
+    no change (RecomputeUntouched). A table's retry of unknown outcome goes before its recomputes."""
+    m = _machine()
+    try:
+        m.remove(table="d3")
+        m.remove(table="d2")
+        m.arrive(stream="s", length=10, gap=0, rows=0)  # (0, 10]
+        _end(m, "a")
+        _end(m, "d1")
+        m.arrive(stream="s", length=10, gap=10, rows=0)  # (20, 30]: a hole (10, 20]
+        _end(m, "a")
+        _end(m, "d1")
+        m.arrive(stream="s", length=10, gap=0, rows=0)  # (30, 40]
+        _end(m, "a")
+        _end(m, "d1")
+        m.arrive(stream="s", length=10, gap=10, rows=0)  # (50, 60]: a hole (40, 50]
+        _end(m, "a")  # d1's update job (40, 60] starts
+        m.change_sql(table="d1", version=1)
+        m.arrive_late(i=0, rows=1)  # (10, 20]
+        _end(m, "a")
+        m.arrive_late(i=0, rows=1)  # (40, 50], under d1's running job
+        _end(m, "a")
+        _end(m, "d1", "unknown")  # committed, reported failed
+        m.tick(dt=5)
+    finally:
+        m.teardown()

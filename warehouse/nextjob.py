@@ -93,8 +93,8 @@ class NextJob:
         dv = t.dv
         upd = self.update(t) if dv is None or dv.has_update(
             t.freshness if t.freshness is not None else t.origin) else None
-        if upd is not None and (dv is None or dv.full):  # a full update rewrites every window anyway
-            return upd, False
+        if upd is not None and (dv is None or dv.full or dv.unsure is not None):
+            return upd, False  # a full update rewrites every window anyway; a retry says what is committed first
         plan = self.recompute(t)
         if plan is None:
             assert upd is not None
