@@ -378,3 +378,23 @@ def test_an_update_of_unknown_outcome_is_retried_before_a_full_recompute() -> No
         m.tick(dt=5)
     finally:
         m.teardown()
+
+
+def test_a_kept_backfill_restored_after_a_piece_of_it_is_rewritten_only_in_the_rest() -> None:
+    """The long profile's find with every input after the refresh above (also at 1d19e59): d1's
+    backfill of (0, 50] runs in pieces, newest first; (20, 50] commits, and a restart while (0, 20]
+    runs restored the whole backfill, so (20, 50] was rewritten again for no change
+    (RecomputeUntouched). A restart re-applies only what its jobs have not covered."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.arrive(gap=0, length=60, rows=0, stream="s")  # loaded in two slices
+        m.end_job(i=0, outcome="ok")
+        m.restart(data=_Draws(True, True))
+        m.restart(data=_Draws(False, True))
+        m.restart(data=_Draws(True))  # d1 holds (0, 60]
+        m.backfill(length=100, start=-50, table="d1")  # (0, 50]: its piece (20, 50] starts
+        m.restart(data=_Draws(False))
+        m.end_job(i=0, outcome="ok")  # (20, 50] rewritten; (0, 20] starts
+        m.restart(data=_Draws(False))  # kept: (0, 20] is left
+    finally:
+        m.teardown()
