@@ -350,6 +350,18 @@ def _merge(intervals: list[list[float]]) -> list[list[float]]:
     return out
 
 
+def _uncovered(start: float, end: float, covered: list[list[float]]) -> list[tuple[float, float]]:
+    """The parts of `(start, end]` outside the `covered` ranges (merged, sorted)."""
+    out, at = [], start
+    for lo, hi in covered:
+        if lo > at:
+            out.append((at, min(lo, end)))
+        at = max(at, hi)
+    if at < end:
+        out.append((at, end))
+    return [(lo, hi) for lo, hi in out if hi > lo]
+
+
 def parse_time_arg(value: Any, name: str) -> float:
     """`from`/`to` of a backfill: `warehouse.times.parse_time`, plus epoch seconds as a string (the
     CLI passes argv); the error names the field."""
@@ -513,9 +525,10 @@ class OperatorActions:
                 if self._record is not None:
                     self._record(now, Refresh(table=table))
         for b in self.store.backfills():
-            if b["table"] in names:
-                jobs += self.apply(sched, ActionRequest("backfill", b["table"], b["start"], b["end"],
-                                                        b.get("reason", ""), b["id"]), now)
+            if b["table"] in names:  # what its jobs have not rewritten yet (`covered`): never a range twice
+                for lo, hi in _uncovered(b["start"], b["end"], b.get("covered", [])):
+                    jobs += self.apply(sched, ActionRequest("backfill", b["table"], lo, hi, b.get("reason", ""),
+                                                            b["id"]), now)
         self.settle(sched)
         restored = {"suspended": sorted(self.store.suspended()), "refresh": self.store.refreshes(),
                     "backfills": [b["id"] for b in self.store.backfills()]}

@@ -217,3 +217,184 @@ def test_a_recompute_of_unknown_outcome_then_the_old_sql_back_is_rewritten() -> 
         m.change_sql(table="d1", version=0)
     finally:
         m.teardown()
+
+
+def _end(m: Warehouse, table: str, outcome: str = "ok") -> None:
+    """`table`'s running job ends with `outcome`."""
+    job_id = next(i for i, (j, _) in m.running.items() if j.table == table)
+    m.end_job(i=sorted(m.running).index(job_id), outcome=outcome)
+
+
+def test_an_update_of_unknown_outcome_across_a_sql_change_is_rewritten() -> None:
+    """The long profile's find at 4fce582 (also at 98e438b): d1's first job, started on SQL 0,
+    commits while the SQL changes to 1 but is reported failed (an unknown outcome). Its retry,
+    started once a had loaded more, covered (0, 20]: the executor wrote only (10, 20], above the
+    committed freshness, and the engine recorded SQL 1 over all of it; window 10 stayed on SQL 0
+    (WrongWindow). A failed update job's retry covers no more than it did (Derived.unsure): it is
+    a no-op that names the log's SQL version, or a commit of every window it covers."""
+    m = _machine()
+    try:
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        _end(m, "a")  # d1's first job (0, 10] starts on SQL 0
+        m.change_sql(table="d1", version=1)
+        m.arrive(stream="s", length=10, gap=0, rows=0)
+        _end(m, "d1", "unknown")  # it committed (SQL 0), reported failed
+        _end(m, "a")  # a at 20: the retry starts (it was (0, 20])
+    finally:
+        m.teardown()
+
+
+def test_a_source_rewritten_under_an_update_of_unknown_outcome_is_recomputed() -> None:
+    """The long profile's find with every input at b9147aa (also at 98e438b): d2's job commits
+    window 20 from d1's SQL-0 output but is reported failed; while it backs off, d1's windows are
+    rewritten on SQL 1. The engine dropped the change (nothing of d2 above F was committed, it
+    thought), and the retry was a no-op: window 20 kept d1's old output (WrongWindow). Changes
+    under a failed job's window are held until its retry says whether it had committed."""
+    m = _machine()
+    try:
+        m.remove(table="d3")
+        m.arrive(stream="s", length=20, gap=0, rows=0)
+        m.arrive(stream="u", length=30, gap=0, rows=0)
+        _end(m, "a")
+        _end(m, "b")
+        _end(m, "d1")  # d2's first job (0, 20] starts
+        m.change_sql(table="d1", version=1)  # d1's recompute (0, 20] on SQL 1 starts
+        _end(m, "d2", "unknown")  # committed, reported failed: d2 backs off
+        _end(m, "d1")  # d1 rewritten while d2 backs off
+    finally:
+        m.teardown()  # d2's retry is a no-op: window 20 must still be recomputed
+
+
+def test_late_rows_under_an_update_of_unknown_outcome_are_recomputed() -> None:
+    """The long profile's find with every input at 4fce582: d2's window 20 lacked b's late rows
+    after an unknown outcome of d2's job — the same cause with late data: b's hole (0, 10] is
+    loaded while d2's job, which committed without it, backs off; its retry is a no-op."""
+    m = _machine()
+    try:
+        m.remove(table="d3")
+        m.arrive(stream="s", length=30, gap=0, rows=0)
+        m.arrive(stream="u", length=10, gap=10, rows=0)  # b (10, 20]: a hole (0, 10]
+        _end(m, "a")
+        _end(m, "b")
+        m.arrive(stream="u", length=20, gap=0, rows=0)  # b (20, 40]
+        _end(m, "b")
+        _end(m, "d1")  # d2's first job (0, 20] starts
+        m.arrive_late(i=0, rows=1)  # b (0, 10] arrives; its load starts
+        _end(m, "d2", "unknown")  # committed without it, reported failed
+        _end(m, "b")  # the late rows loaded while d2 backs off
+    finally:
+        m.teardown()  # d2's retry is a no-op: window 20 must be recomputed with them
+
+
+def test_a_kept_backfill_restored_with_a_full_refresh_job_is_that_job() -> None:
+    """The long profile's find with every input, once the three above were fixed (also before
+    them): a backfill of d3 (which refreshes in full) kept over a restart is restored at the
+    instant d3's full update job starts; that job rewrites every window, yet the backfill marked
+    (0, 10] again and a full recompute rewrote the table once more for no change
+    (RecomputeUntouched). A full update job that started at that instant serves it, as a recompute
+    job does (Derived.backfill)."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.remove(table="d1")
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.restart(data=_Draws(True))
+        m.readd()
+        m.end_job(i=0, outcome="ok")
+        m.end_job(i=0, outcome="ok")  # d3's full job (0, 20] starts
+        m.operator(kind="suspend", table="a")
+        m.remove(table="d1")
+        m.backfill(length=10, start=0, table="d3")  # (0, 10], kept
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.restart(data=_Draws(False, False))  # restored as d3's full job (0, 20] starts again
+        m.end_job(i=0, outcome="ok")
+    finally:
+        m.teardown()
+
+
+def test_a_kept_backfill_re_applied_to_a_table_taking_over_its_recompute_job_is_that_job() -> None:
+    """The long profile's find with every input after the one above: d3's backfill starts its
+    recompute job; d3 is removed and re-added while it runs, the new table takes the job over, and
+    the reload re-applies the kept backfill: it marked the range again, rewritten once more after
+    the job for no change (RecomputeUntouched). The job taken over serves it, as when it started."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.tick(dt=1)
+        m.arrive(gap=10, length=10, rows=0, stream="s")  # a (10, 20]
+        m.restart(data=_Draws(True))  # d1 and d3 compute (10, 20]
+        m.restart(data=_Draws(False, True))  # d3's committed
+        m.restart(data=_Draws(False))
+        m.backfill(length=10, start=10, table="d3")  # its recompute job starts
+        m.remove(table="d3")
+        m.readd()  # the new d3 takes the job over; the backfill is re-applied
+        m.remove(table="d1")
+    finally:
+        m.teardown()
+
+
+def test_a_refresh_asked_before_a_recompute_job_is_served_when_it_ends() -> None:
+    """The long profile's find with every input after the two above (also at 1d19e59): a refresh
+    of d1 asked while its first job runs, after a SQL change. That job's next is a recompute (the
+    old-SQL window), not an update job, so the refresh was never served and stayed kept after the
+    drain (RefreshKept). A recompute job's end serves it as an update job's does, when the table
+    has nothing left to do."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.arrive(gap=0, length=10, rows=0, stream="s")
+        m.restart(data=_Draws(True))  # d1's first job (0, 10] starts on SQL 0
+        m.change_sql(table="d1", version=1)
+        m.operator(kind="refresh", table="d1")  # kept until served
+    finally:
+        m.teardown()  # d1's job, then its recompute of window 10 on SQL 1: nothing left
+
+
+def test_an_update_of_unknown_outcome_is_retried_before_a_full_recompute() -> None:
+    """Not a find of the machine: the case the held changes (`Derived.unsure`) open, built by
+    hand. d1's update job (40, 60] commits but is reported failed after a late partition (40, 50]
+    was loaded under it; a full recompute (late data and a SQL change) then ranked first and
+    rewrote what the log held, (0, 60], and the no-op retry after it recomputed (40, 50] again for
+    no change (RecomputeUntouched). A table's retry of unknown outcome goes before its recomputes."""
+    m = _machine()
+    try:
+        m.remove(table="d3")
+        m.remove(table="d2")
+        m.arrive(stream="s", length=10, gap=0, rows=0)  # (0, 10]
+        _end(m, "a")
+        _end(m, "d1")
+        m.arrive(stream="s", length=10, gap=10, rows=0)  # (20, 30]: a hole (10, 20]
+        _end(m, "a")
+        _end(m, "d1")
+        m.arrive(stream="s", length=10, gap=0, rows=0)  # (30, 40]
+        _end(m, "a")
+        _end(m, "d1")
+        m.arrive(stream="s", length=10, gap=10, rows=0)  # (50, 60]: a hole (40, 50]
+        _end(m, "a")  # d1's update job (40, 60] starts
+        m.change_sql(table="d1", version=1)
+        m.arrive_late(i=0, rows=1)  # (10, 20]
+        _end(m, "a")
+        m.arrive_late(i=0, rows=1)  # (40, 50], under d1's running job
+        _end(m, "a")
+        _end(m, "d1", "unknown")  # committed, reported failed
+        m.tick(dt=5)
+    finally:
+        m.teardown()
+
+
+def test_a_kept_backfill_restored_after_a_piece_of_it_is_rewritten_only_in_the_rest() -> None:
+    """The long profile's find with every input after the refresh above (also at 1d19e59): d1's
+    backfill of (0, 50] runs in pieces, newest first; (20, 50] commits, and a restart while (0, 20]
+    runs restored the whole backfill, so (20, 50] was rewritten again for no change
+    (RecomputeUntouched). A restart re-applies only what its jobs have not covered."""
+    m = type("Checked", (Warehouse,), {"checks": frozenset(CHECKS), "triggers": frozenset(TRIGGERS)})()
+    try:
+        m.arrive(gap=0, length=60, rows=0, stream="s")  # loaded in two slices
+        m.end_job(i=0, outcome="ok")
+        m.restart(data=_Draws(True, True))
+        m.restart(data=_Draws(False, True))
+        m.restart(data=_Draws(True))  # d1 holds (0, 60]
+        m.backfill(length=100, start=-50, table="d1")  # (0, 50]: its piece (20, 50] starts
+        m.restart(data=_Draws(False))
+        m.end_job(i=0, outcome="ok")  # (20, 50] rewritten; (0, 20] starts
+        m.restart(data=_Draws(False))  # kept: (0, 20] is left
+    finally:
+        m.teardown()

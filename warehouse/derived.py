@@ -21,6 +21,7 @@ from warehouse.freshness import floor_to, trailing_edge
 from warehouse.recompute import (
     EVOLVE_SHARE,
     Piece,
+    Ranges,
     TableRecompute,
     VersionMap,
     full_pays,
@@ -93,8 +94,8 @@ def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
 class Derived:
     """Edge, settle point, refresh mode and recompute state of one derived table."""
 
-    __slots__ = ("edge", "full", "lookback", "max_skew", "reason", "rc", "resume", "rewriting", "settle", "stateful",
-                 "taken", "taken_full")
+    __slots__ = ("edge", "full", "held", "lookback", "max_skew", "reason", "rc", "resume", "rewriting", "settle",
+                 "stateful", "taken", "taken_full", "unsure")
 
     def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
                  dirty: Iterable[tuple[float, float]] = (), rebuild: tuple[float, float] | None = None) -> None:
@@ -109,9 +110,14 @@ class Derived:
         self.reason = ""  # why that refresh mode
         self.taken: list[Piece] = []  # what the running job took out of rc.dirty
         self.taken_full = False  # … and whether it took the "rewrite all" request
-        self.rewriting: tuple[float, float, float] | None = None  # the running recompute job: (started, lo, hi)
+        self.rewriting: tuple[float, float, float] | None = None  # the running recompute (or full) job: (started, lo, hi)
         self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
         self.resume = rebuild  # a stateful table's rebuild under way before a restart: (next chunk, to)
+        # a failed update job's window (lo, hi] above F: its outcome may be unknown (committed,
+        # reported failed), so its windows may be in the log; its retry covers no more, and its
+        # outcome says which (a no-op: they are). `held`: the changes of sources under it meanwhile
+        self.unsure: tuple[float, float] | None = None
+        self.held = Ranges()
 
     def configure(self, sql: str | None, time_columns: tuple[str, ...], refresh_mode: str, lookback: float,
                   max_skew: float, rebuild: bool, *, stateful: bool = False) -> None:
@@ -178,15 +184,23 @@ class Derived:
 
     # ---- recomputing committed windows (warehouse.recompute) --------------------------------------
     def mark(self, lo: float, hi: float, reason: str, late: tuple[str, ...], *, granularity: float | None,
-             taken: float | None, origin: float | None, rows: int = 0) -> bool:
+             taken: float | None, origin: float | None, rows: int = 0, held: bool = False) -> bool:
         """A source's rows in `(lo, hi]` changed: the windows computed from them (up to `taken`) are
-        wrong — a stateful table's: `rows` late rows to fold. True when something was marked."""
+        wrong — a stateful table's: `rows` late rows to fold. `held`: no job of it runs, and those
+        in `unsure` are held until its retry says whether they were committed. True when something
+        was marked to recompute."""
         if isinstance(self.rc, Folded):  # rows below what it folded: late rows for a late fold (lake.stateful)
             return self.rc.late(lo, hi, late, taken, rows)
         r = touched(lo, hi, lookback=self.lookback, granularity=granularity, taken=taken, origin=origin)
         if r is None:
             return False
-        self.rc.dirty.add(r[0], r[1], (reason,), late)
+        lo, hi = r
+        if held and self.unsure is not None and hi > self.unsure[0]:
+            self.held.add(max(lo, self.unsure[0]), hi, (reason,), late)
+            hi = self.unsure[0]
+        if hi <= lo:
+            return False
+        self.rc.dirty.add(lo, hi, (reason,), late)
         return True
 
     def plan(self, freshness: float | None, origin: float | None, span: float, alpha: float, beta: float,
@@ -236,13 +250,17 @@ class Derived:
         late = set().union(*(p.late for p in self.taken))
         return reasons, late
 
-    def committed(self, start: float, end: float, version: str, windows: int | None) -> None:
-        """A job rewrote `(start, end]` with SQL `version` (`windows`: a recompute job's count)."""
+    def committed(self, start: float, end: float, version: str, windows: int | None, replayed: bool = False) -> None:
+        """A job rewrote `(start, end]` with SQL `version` (`windows`: a recompute job's count).
+        `replayed`: an update job found its windows in the log (a no-op), committed by an earlier
+        attempt reported failed: the changes held under it (`unsure`) made them wrong."""
         rc = self.rc
         if isinstance(rc, Folded):
             rc.taken_rows = 0
         if windows is None:
             rc.versions.set(start, end, version)
+            if self.unsure is not None:
+                self._settle(end, replayed)
         elif isinstance(rc, Folded) and self.taken:  # a late fold: no window rewritten
             rc.recompute_jobs += 1
         else:
@@ -264,13 +282,30 @@ class Derived:
         rc = self.rc
         return isinstance(rc, Folded) and rc.to is not None and end >= rc.to and not rc.under_way()
 
-    def failed(self, update: bool, freshness: float | None, rewrote: tuple[float, float] | None = None) -> None:
-        """The running job did not commit: the windows it took stay to recompute; after a failed
-        update, changes marked above F are dropped (nothing above F was committed, and the retry
-        reads its sources anew). `rewrote`: a failed recompute job's range — a failure may be an
-        unknown outcome that committed, so its windows not put back to recompute count as on an
-        unknown SQL version (""): a later SQL change back to the version they had must still
-        rewrite them."""
+    def _settle(self, end: float, replayed: bool) -> None:
+        """The retry of the job in `unsure` ended at `end`: a no-op (`replayed`) — the earlier
+        attempt's windows are in the log, and what changed under them is recomputed; a commit —
+        none of the attempts committed (none covered less than it, `NextJob.shape`): what was held
+        is moot, the retry read it."""
+        assert self.unsure is not None
+        hi = self.unsure[1]
+        if not replayed:
+            self.unsure, self.held = None, Ranges()
+            return
+        for p in self.held.remove(-math.inf, end):
+            self.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
+        self.unsure = (end, hi) if end < hi else None
+        if self.unsure is None:
+            self.held = Ranges()
+
+    def failed(self, update: bool, freshness: float | None, rewrote: tuple[float, float] | None = None,
+               window: tuple[float, float] | None = None) -> None:
+        """The running job did not commit: the windows it took stay to recompute. After a failed
+        update (of `window`) nothing above F is known to be committed, but a failure may be an
+        unknown outcome that committed: its window is `unsure` until its retry says, and changes
+        marked above F are held till then. `rewrote`: a failed recompute job's range — its windows
+        not put back to recompute count as on an unknown SQL version (""): a later SQL change back
+        to the version they had must still rewrite them."""
         if rewrote is not None and not isinstance(self.rc, Folded):  # (what it took goes back to dirty below)
             at = rewrote[0]
             for p in sorted(self.taken, key=lambda q: q.lo):
@@ -285,14 +320,20 @@ class Derived:
             self.rc.late_rows, self.rc.taken_rows = self.rc.late_rows + self.rc.taken_rows, 0
         self.rc.full = self.rc.full or self.taken_full
         self.taken, self.taken_full, self.rewriting = [], False, None
-        if update and freshness is not None:
+        if update and window is not None and not isinstance(self.rc, Folded):
+            lo = freshness if freshness is not None else window[0]
+            self.unsure = (lo, max(window[1], self.unsure[1] if self.unsure is not None else window[1]))
+            for p in self.rc.dirty.remove(lo, math.inf):
+                self.held.add(p.lo, p.hi, p.reasons, p.late)
+        elif update and freshness is not None:
             self.rc.dirty.remove(freshness, math.inf)
 
     def backfill(self, lo: float, hi: float, reason: str, now: float) -> bool:
         """Recompute `(lo, hi]` (warehouse.recompute); a stateful table's state is rebuilt whole:
         its folds are not invertible, so no range of it can be folded again alone. What a
-        recompute job that started at this instant rewrites is left to it — it reads what a new
-        one would (kept backfills restored one after another on a start). Marked anything?"""
+        recompute job (or a full update job) that started at this instant rewrites is left to it —
+        it reads what a new one would (kept backfills restored one after another on a start).
+        Marked anything?"""
         if isinstance(self.rc, Folded):
             self.rc.full = True
             return True

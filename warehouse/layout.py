@@ -143,12 +143,13 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
     return tables, new, None if touch is None else touched
 
 
-def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = ()) -> int:
+def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = (), now: float | None = None) -> int:
     """A new incarnation of a table (a reconfigure) takes over its previous one's running `job`:
     a base table the partitions it loads, numbered after `seq` (the last number used is returned)
     — a time slice's partition stays pending for the slices after it;
-    a derived table the windows it rewrites (as when it started, warehouse.jobs), and the windows
-    it computes from rows of its sources that `changed` while it ran, to recompute after it."""
+    a derived table the windows it rewrites (as when it started, warehouse.jobs: a backfill the
+    reload re-applies `now` is its recompute job's, Derived.backfill), and the windows it computes
+    from rows of its sources that `changed` while it ran, to recompute after it."""
     if t.log is not None:
         parts = []
         for a in job.arrivals:
@@ -161,6 +162,8 @@ def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = ()) -> 
     if t.dv is not None:
         if job.kind == "recompute":
             t.dv.take(job.start, job.end, job.full, upto=t.freshness, reasons=set(job.reasons))
+            if now is not None:
+                t.dv.rewriting = (now, job.start, job.end)
         elif job.full:
             t.dv.take(job.start, job.end, full=True)
         for lo, hi, reason, late in changed:

@@ -61,8 +61,12 @@ class NextJob:
             # the edge: a chopped one would cost as much and land less (§3.4's pieces are cheaper
             # because they load less), so the table would fall behind for good
             start = t.origin if t.origin is not None else start
-            return start, t.dv.edge, t.dv.edge, 0, False, t.dv.edge - start
-        end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
+            end = t.dv.edge if t.dv.unsure is None else min(t.dv.edge, t.dv.unsure[1])
+            return start, end, end, 0, False, end - start
+        if t.dv.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
+            end = min(t.dv.edge, t.dv.unsure[1])
+        else:
+            end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
         return start, end, end, 0, False, end - start
 
     def chop_c(self, t: Table) -> float | None:
@@ -89,8 +93,8 @@ class NextJob:
         dv = t.dv
         upd = self.update(t) if dv is None or dv.has_update(
             t.freshness if t.freshness is not None else t.origin) else None
-        if upd is not None and (dv is None or dv.full):  # a full update rewrites every window anyway
-            return upd, False
+        if upd is not None and (dv is None or dv.full or dv.unsure is not None):
+            return upd, False  # a full update rewrites every window anyway; a retry says what is committed first
         plan = self.recompute(t)
         if plan is None:
             assert upd is not None

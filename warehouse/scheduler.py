@@ -126,7 +126,7 @@ class Scheduler:
         self._bp = bp
         for t, job in lay.adopting:  # a returning table takes over its running job (warehouse.layout)
             self._transition(t, "adopt slice" if job.time_slice else _ADOPT_KIND.get(job.kind, "adopt"))
-            self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()))
+            self._seq = adopt(t, job, self._seq, self._read_old.get(job.job_id, ()), now)
         self._tables, self._by_idx, self._names, self._by_stream = lay.tables, lay.by_idx, lay.names, lay.by_stream
         self._orphans = {j.job_id for j in self._board.jobs.values() if j.table not in lay.tables}
         self._board.resize(sc.tracks, now)
@@ -358,8 +358,13 @@ class Scheduler:
             self._touch(t, start, job.end, "upstream", (), now)  # dependents that ran ahead (max_skew)
         for d in t.dependents:
             sources_changed(d, lambda x: self._work_changed(x, now))
+        self._ended(t, now)
+
+    def _ended(self, t: Table, now: float) -> None:
+        """t's update or recompute job ended: its next job is released; a refresh asked while it ran
+        is served if t has nothing left to do (all loaded, nothing to rewrite)."""
         self._work_changed(t, now)
-        if t.state is JobState.IDLE and t.mode is Mode.URGENT:  # a refresh asked while it ran: all loaded
+        if t.state is JobState.IDLE and t.mode is Mode.URGENT:
             self._mode(t, "served")
 
     def _maintained(self, job: StartJob, t: Table | None, ev: JobFinished | JobFailed, now: float) -> None:
@@ -389,7 +394,7 @@ class Scheduler:
         if raise_safe(t):
             for d in t.dependents:
                 sources_changed(d, lambda x: self._work_changed(x, now))
-        self._work_changed(t, now)
+        self._ended(t, now)
 
     def _touch(self, x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...], now: float,
                rows: int = 0) -> None:
@@ -587,6 +592,8 @@ class Scheduler:
             t.version += 1
             self._q.queued[t.group] -= 1
             job = update_job(t, shape, self._next_job, track)
+            if job.full and t.dv is not None and t.dv.unsure is None:  # it rewrites every window, as a recompute
+                t.dv.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
         self._race = t.rand if t.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 

@@ -219,7 +219,7 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
         # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
         # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
         version = ev.sql_version if ev.sql_version is not None else job.sql_version if ev.committed else ""
-        t.dv.committed(job.start, job.end, version, None)
+        t.dv.committed(job.start, job.end, version, None, replayed=not ev.committed)
     return drifted
 
 
@@ -242,7 +242,8 @@ def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConf
     if t.log is not None:
         t.log.failed(set(ev.bad_partitions), t.freshness)
     if t.dv is not None:
-        t.dv.failed(job.kind != "recompute", t.freshness, (job.start, job.end) if job.kind == "recompute" else None)
+        window = (job.start, job.end)
+        t.dv.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window, window)
     t.failures += 1
     t.failed += 1
     t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
@@ -265,13 +266,16 @@ def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str
     True when that gave d work."""
     assert d.dv is not None
     update = job if job is not None and job.kind != "recompute" else None
-    if d.freshness is None and update is None:
+    unsure = d.dv.unsure if update is None else None  # a failed update job's windows, maybe committed
+    if d.freshness is None and update is None and unsure is None:
         return False  # nothing computed, nothing being computed: its first job reads the new rows
     # what it computed, and what its running job (its first one, too) may have read the old rows for
     taken = max(d.freshness if d.freshness is not None else -math.inf,
-                update.new_freshness if update is not None else -math.inf)
-    origin = d.origin if d.origin is not None else (update.start if update is not None else None)
-    return d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin, rows=rows)
+                update.new_freshness if update is not None else unsure[1] if unsure is not None else -math.inf)
+    origin = (d.origin if d.origin is not None else update.start if update is not None
+              else unsure[0] if unsure is not None else None)
+    return d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin, rows=rows,
+                     held=unsure is not None)
 
 
 def named(tables: dict[str, Table], name: str) -> Table:
