@@ -53,7 +53,7 @@ class Daemon(SchedulerLoop):
         super().__init__(config, opts)
         self.lease: Any = None  # ops.lease.Lease or ops.lease_s3.S3Lease: one daemon per warehouse
         self.standby = standby  # wait for a held lease instead of exiting (`freshet run --standby`)
-        self._waiting: Any = None  # the lease being waited for
+        self._lease_waited: Any = None  # the lease being waited for (`--standby`)
         self._standby_stop = threading.Event()
         self.spark = SparkWatch(spark_config(config), connected=lambda up: self.metrics.spark_connected.set(1 if up else 0),
                                 lost=self.metrics.spark_connection_lost.inc, ready=self._set_ready,
@@ -68,8 +68,8 @@ class Daemon(SchedulerLoop):
             self._force = True
         self._term = signum
         self._standby_stop.set()
-        if self._waiting is not None:
-            self._waiting.cancel()
+        if self._lease_waited is not None:
+            self._lease_waited.cancel()
 
     def _on_hup(self, _signum: int, _frame: Any) -> None:
         self._hup = True
@@ -207,7 +207,7 @@ class Daemon(SchedulerLoop):
         told = False
         lease = open_lease(self.config, listen)
         while self._term is None:
-            self._waiting = lease
+            self._lease_waited = lease
             try:
                 hold(lease, self._lost_lease)
                 self._set_ready(False)  # starting
@@ -221,7 +221,7 @@ class Daemon(SchedulerLoop):
                     log.info("standing by: another daemon holds the warehouse lease", extra={"holder": str(e)})
                     told = True
             finally:
-                self._waiting = None
+                self._lease_waited = None
             self._standby_stop.wait(every)
         return None
 
