@@ -16,7 +16,7 @@ from operator import attrgetter
 from warehouse.backlog import Partition
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.freshness import safe_freshness
-from warehouse.nextjob import Shape
+from warehouse.nextjob import JobShape
 from warehouse.recompute import Piece
 from warehouse.table import JobState, Mode, Table
 from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM, Upkeep
@@ -26,19 +26,19 @@ __all__ = ["recompute_job", "update_job", "upkeep_estimate", "upkeep_job", "upke
 _ARRIVAL, _SAFE, _LATE = attrgetter("arrival"), attrgetter("safe_through"), attrgetter("late")
 
 
-def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
+def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
     """t's update job of `shape` (NextJob.shape) on `track`: what it loads leaves the backlog (a
     time slice's partition stays pending until its last slice); a full refresh takes its window."""
-    start, end, new_f, count, sliced, n = shape
+    start, end, new_f, n = shape.start, shape.end, shape.new_freshness, shape.work
     ref = t.freshness if t.freshness is not None else start
     parts: list[Partition] = []
     arrivals: tuple[PartitionArrived, ...] = ()
-    if t.log is not None and sliced:  # a time slice: the partition stays pending until its last slice
+    if t.log is not None and shape.time_slice:  # a time slice: the partition stays pending until its last slice
         arrivals = (t.log.take_slice().arrival,)
         safe = safe_freshness(new_f, t.lateness, (), t.safe)
         chopped = True
     elif t.log is not None:
-        parts = t.log.take(count)
+        parts = t.log.take(shape.partitions)
         arrivals = tuple(map(_ARRIVAL, parts))  # (map over attrgetter: no comprehension frame)
         safe = safe_freshness(new_f, t.lateness, map(_SAFE, arrivals), t.safe)
         chopped = bool(t.log.pending)

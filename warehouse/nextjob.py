@@ -11,6 +11,7 @@ Scheduler: it is handed the knobs and the pace.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from policies.basic import Candidate, marginal_benefit, policy_key, policy_key_of
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
@@ -18,9 +19,20 @@ from policies.reservation import ValueRanking
 from warehouse.recompute import Piece
 from warehouse.table import Table
 
-__all__ = ["NextJob", "Shape"]
+__all__ = ["JobShape", "NextJob"]
 
-Shape = tuple[float, float, float, int, bool, float]  # start, end, new F, partitions, a time slice?, n of E(n)
+
+class JobShape(NamedTuple):
+    """An update job's window and size: what it loads or computes, `(start, end]`, the freshness it
+    reaches, how many pending partitions it takes (a base table's), whether it loads a time slice
+    of one long partition (§3.4), and `work`, the n of its E(n) (§2.4)."""
+
+    start: float
+    end: float
+    new_freshness: float
+    partitions: int
+    time_slice: bool
+    work: float
 
 
 class NextJob:
@@ -37,10 +49,9 @@ class NextJob:
         self.ranking = ValueRanking(())  # the tables by regular marginal benefit (§3.1), on each (re)partition
         self.tracks = 1  # N, on each (re)partition
 
-    def shape(self, t: Table) -> Shape:
-        """(start, end, new freshness, partitions, time slice?, n of E(n)) of the update job t
-        would run now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound
-        is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
+    def shape(self, t: Table) -> JobShape:
+        """The shape of the update job t would run now, chopped (§3.4); with `chop: auto` a
+        partition longer than the chop bound is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
         origin. A fixed c's shape holds while the table's version and its stream's rate do: the
         one the Scheduler kept when it queued the job (`Table.shaped`) is read, never written here."""
         if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
@@ -54,7 +65,7 @@ class NextJob:
                     return memo[2]
             start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
             n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
-            return start, end, new_f, count, sliced, n
+            return JobShape(start, end, new_f, count, sliced, n)
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.dv is not None and t.dv.edge is not None
         if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
@@ -62,12 +73,12 @@ class NextJob:
             # because they load less), so the table would fall behind for good
             start = t.origin if t.origin is not None else start
             end = t.dv.edge if t.dv.unsure is None else min(t.dv.edge, t.dv.unsure[1])
-            return start, end, end, 0, False, end - start
+            return JobShape(start, end, end, 0, False, end - start)
         if t.dv.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
             end = min(t.dv.edge, t.dv.unsure[1])
         else:
             end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
-        return start, end, end, 0, False, end - start
+        return JobShape(start, end, end, 0, False, end - start)
 
     def chop_c(self, t: Table) -> float | None:
         """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
@@ -117,12 +128,12 @@ class NextJob:
         return Candidate(table=t.name, priority=t.ip, delta_f=delta_f, cost=cost, release=t.release,
                          period=t.period, seq=t.seq, rand=t.rand)
 
-    def _update(self, t: Table, shape: Shape | None = None) -> tuple[float, float]:
+    def _update(self, t: Table, shape: JobShape | None = None) -> tuple[float, float]:
         """(ΔF, E(n)) of t's update job (of `shape`, if given: its `shape(t)`)."""
-        start, _, new_f, _, _, n = self.shape(t) if shape is None else shape
-        return new_f - (t.freshness if t.freshness is not None else start), t.cost.estimate(n)
+        s = self.shape(t) if shape is None else shape
+        return s.new_freshness - (t.freshness if t.freshness is not None else s.start), t.cost.estimate(s.work)
 
-    def queue_key(self, t: Table, shape: Shape | None = None) -> tuple:
+    def queue_key(self, t: Table, shape: JobShape | None = None) -> tuple:
         """`key(candidate(t)[0])`, the key t's job waits by in the ready queues — without building
         the Candidate where t has update jobs only (a base table; `shape`: its `shape(t)`, if known)."""
         if t.dv is not None:

@@ -586,7 +586,7 @@ class Scheduler:
             t.dv.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
             shape = self._nj.shape(t)
-            self._transition(t, "slice" if shape[4] and t.base else "start")
+            self._transition(t, "slice" if shape.time_slice and t.base else "start")
             if t.mode is Mode.URGENT:
                 self._mode(t, "served")
             t.version += 1
