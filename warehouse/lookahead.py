@@ -58,9 +58,9 @@ def hold_until(t: Table, benefit: float, nj: NextJob, releases: Releases, pace: 
     delta = shape.new_freshness - (t.freshness if t.freshness is not None else shape.start)
 
     def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
-        return [Upcoming(when, k.ip * k.period, k.plan_e * pace)
+        return [Upcoming(when, k.ip * k.period, k.profile.e_period * pace)
                 for when, k in releases.within(now, horizon, inclusive=False)
-                if k.benefit > benefit and k.state is JobState.IDLE]
+                if k.profile.benefit > benefit and k.state is JobState.IDLE]
 
     return held_until(now, t.cost.estimate(shape.work) * pace, t.ip * delta,
                       t.held_since if t.state is JobState.HELD else now, p_min, upcoming, free_at)

@@ -106,6 +106,9 @@ class Recovered:
     slices: tuple[tuple[str, float], ...] = ()  # base: partitions time slices loaded in part, through when
 
 
+UNPLANNED = JobProfile("", 0.0, 0.0)  # a table's profile before its first (re)partition
+
+
 @dataclass(slots=True, eq=False)
 class Table:
     name: str
@@ -138,8 +141,7 @@ class Table:
     shaped: tuple | None = None  # base, fixed c: (version, row rate, its next job's shape) kept when queued (Scheduler._push)
     keyed_rate: float | None = -1.0  # base: its stream's row rate when its queue entry was keyed (Scheduler._push)
     group: int = 0
-    plan_e: float = 0.0
-    benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
+    profile: JobProfile = UNPLANNED  # P_i, E_i(P_i) and Ip_i·P_i / E_i(P_i) at the last (re)partition (§3.2)
     held_since: float = 0.0  # HELD: when its job first left a track waiting (policies.reservation)
     backoff_until: float = 0.0
     failures: int = 0
@@ -201,7 +203,8 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
     if ev.committed and t.cost.learn:
         t.cost.observe(job.n, ev.duration)
     # (E_i(P_i) moves only by learning: the plan's was taken from this model, §3.2)
-    drifted = t.cost.learn and t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > drift * t.plan_e
+    planned = t.profile.e_period
+    drifted = t.cost.learn and planned > 0 and abs(t.cost.estimate(t.period) - planned) > drift * planned
     if t.freshness is None:
         t.meter.start(job.new_freshness, now)
         t.freshness = job.new_freshness
@@ -322,10 +325,10 @@ def profile(t: Table) -> JobProfile:
 
 
 def take_plan(tables: list[Table], plan: TrackPlan, profiles: tuple[JobProfile, ...] | list[JobProfile]) -> None:
-    """Each table takes its group in `plan` and the E_i(P_i) and benefit of its profile (by index)."""
+    """Each table takes its group in `plan` and its profile (by index): E_i(P_i) and benefit."""
     group_of = plan.group_of
     for t, p in zip(tables, profiles, strict=True):
-        t.plan_e, t.benefit, t.group = p.e_period, p.benefit, group_of[t.name]
+        t.profile, t.group = p, group_of[t.name]
 
 
 def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, list[JobProfile]]:
