@@ -63,4 +63,4 @@ def hold_until(t: Table, benefit: float, nj: NextJob, releases: Releases, pace: 
                 if k.profile.benefit > benefit and k.state is JobState.IDLE]
 
     return held_until(now, t.cost.estimate(shape.work) * pace, t.ip * delta,
-                      t.held_since if t.state is JobState.HELD else now, p_min, upcoming, free_at)
+                      t.queue.held_since if t.state is JobState.HELD else now, p_min, upcoming, free_at)

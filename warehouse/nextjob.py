@@ -53,16 +53,16 @@ class NextJob:
         """The shape of the update job t would run now, chopped (§3.4); with `chop: auto` a
         partition longer than the chop bound is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
         origin. A fixed c's shape holds while the table's version and its stream's rate do: the
-        one the Scheduler kept when it queued the job (`Table.shaped`) is read, never written here."""
+        one the Scheduler kept when it queued the job (`QueuePlace.shape`) is read, never written here."""
         if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
             assert t.rate is not None
             if self.auto:
                 c = self.chop_c(t)
             else:
                 c = self.chop
-                memo = t.shaped
-                if memo is not None and memo[0] == t.version and memo[1] == t.rate.rate:
-                    return memo[2]
+                q = t.queue
+                if q.shape is not None and q.shape_version == q.version and q.keyed_rate == t.rate.rate:
+                    return q.shape
             start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
             n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
             return JobShape(start, end, new_f, count, sliced, n)
@@ -113,7 +113,7 @@ class NextJob:
         piece, full, share = plan
         cost = t.cost.estimate(piece.hi - piece.lo)
         rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
-                        release=t.release, period=t.period, seq=t.seq, rand=t.rand)
+                        release=t.queue.release, period=t.period, seq=t.queue.seq, rand=t.queue.rand)
         if (upd is None or full and dv is not None and dv.rc.full or self.key(rec) < self.key(upd)
                 or t.failures and dv is not None and dv.stateful and "rebuild" in piece.reasons):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows; a stateful
@@ -125,8 +125,9 @@ class NextJob:
     def update(self, t: Table) -> Candidate:
         """t's update job as the basic algorithm sees it: ΔF over E(n) (§3.1)."""
         delta_f, cost = self._update(t)
-        return Candidate(table=t.name, priority=t.ip, delta_f=delta_f, cost=cost, release=t.release,
-                         period=t.period, seq=t.seq, rand=t.rand)
+        q = t.queue
+        return Candidate(table=t.name, priority=t.ip, delta_f=delta_f, cost=cost, release=q.release,
+                         period=t.period, seq=q.seq, rand=q.rand)
 
     def _update(self, t: Table, shape: JobShape | None = None) -> tuple[float, float]:
         """(ΔF, E(n)) of t's update job (of `shape`, if given: its `shape(t)`)."""
@@ -139,7 +140,8 @@ class NextJob:
         if t.dv is not None:
             return self.key(self.candidate(t)[0])
         delta_f, cost = self._update(t, shape)
-        return self.key_of(t.ip, delta_f, cost, t.release, t.period, t.seq, t.rand)
+        q = t.queue
+        return self.key_of(t.ip, delta_f, cost, q.release, t.period, q.seq, q.rand)
 
     def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
         """(the range, full?, priority share) of t's next recompute job, or None

@@ -166,7 +166,7 @@ class Scheduler:
         self._q.reset(len(self.plan.groups))
         for t in self._by_idx:
             if t.state in QUEUED:
-                self._q.queued[t.group] += 1
+                self._q.queued[t.queue.group] += 1
                 self._push(t)
         self._plan_dirty = False
         self._last_plan_event = self._events
@@ -307,7 +307,7 @@ class Scheduler:
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._releases.expect(now + t.period, t, now)
-            if (last and c is not None and t.state is JobState.PENDING and t.keyed_rate == rate.rate and len(log.pending) > 1
+            if (last and c is not None and t.state is JobState.PENDING and t.queue.keyed_rate == rate.rate and len(log.pending) > 1
                     and end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
                 continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
@@ -443,11 +443,12 @@ class Scheduler:
         self._transition(t, "work")
         if was is JobState.IDLE:  # a release: ΔF went from zero to nonzero (§3.1)
             self._seq += 1
-            t.seq, t.release = self._seq, now
-            t.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
+            q = t.queue
+            q.seq, q.release = self._seq, now
+            q.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
             t.released += 1
             self._released += 1
-            self._q.queued[t.group] += 1
+            self._q.queued[q.group] += 1
             self._push(t)
         elif was in QUEUED:
             self._push(t)
@@ -460,8 +461,8 @@ class Scheduler:
     def _drain(self, t: Table) -> None:
         """t's queued job leaves the queue (its heap entry is dropped lazily)."""
         self._transition(t, "drain")
-        t.version += 1
-        self._q.queued[t.group] -= 1
+        t.queue.version += 1
+        self._q.queued[t.queue.group] -= 1
 
     def _requeue(self, t: Table) -> None:
         """Some of t's pending work went away: a queued job is re-keyed, or drained if none is left."""
@@ -472,19 +473,21 @@ class Scheduler:
 
     def _push(self, t: Table) -> None:
         """t's job is (re)keyed in its queue; a base table's shape under a fixed c is kept with it
-        (`Table.shaped`: NextJob.shape reads it until the version or the row rate moves)."""
-        t.version += 1
-        t.keyed_rate = rate = t.rate.rate if t.rate is not None else None
+        (`QueuePlace.shape`: NextJob.shape reads it until the version or the row rate moves)."""
+        q = t.queue
+        q.version += 1
+        q.keyed_rate = t.rate.rate if t.rate is not None else None
         nj = self._nj
         if t.log is not None and not nj.auto:
-            t.shaped = (t.version, rate, shape := nj.shape(t))
-            self._q.push(t.group, (*nj.queue_key(t, shape), t.version, t.idx))
+            q.shape, q.shape_version = (shape := nj.shape(t)), q.version
+            self._q.push(q.group, (*nj.queue_key(t, shape), q.version, t.idx))
         else:
-            self._q.push(t.group, (*nj.queue_key(t), t.version, t.idx))
+            self._q.push(q.group, (*nj.queue_key(t), q.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[-1]]
-        return t.version == entry[-2] and t.state in QUEUED and t.group == g
+        q = t.queue
+        return q.version == entry[-2] and t.state in QUEUED and q.group == g
 
     # ---- a scheduling round (§3.2) ---------------------------------------------------------------
     def _dispatch(self, now: float) -> list[StartJob]:
@@ -533,7 +536,7 @@ class Scheduler:
 
     def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
         self._transition(t, "upkeep")
-        t.version += 1
+        t.queue.version += 1
         self._care(t, "maintain")
         return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job, track), track, now)
 
@@ -569,7 +572,7 @@ class Scheduler:
     def _hold(self, t: Table, until: float, now: float) -> None:
         """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
         if t.state is not JobState.HELD:
-            t.held_since = now
+            t.queue.held_since = now
         self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
 
@@ -580,8 +583,8 @@ class Scheduler:
             plan = self._nj.recompute(t)
             assert plan is not None
             self._transition(t, "recompute")
-            t.version += 1
-            self._q.queued[t.group] -= 1
+            t.queue.version += 1
+            self._q.queued[t.queue.group] -= 1
             job = recompute_job(t, plan[0], plan[1], self._next_job, track)
             t.dv.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
@@ -589,12 +592,12 @@ class Scheduler:
             self._transition(t, "slice" if shape.time_slice and t.base else "start")
             if t.mode is Mode.URGENT:
                 self._mode(t, "served")
-            t.version += 1
-            self._q.queued[t.group] -= 1
+            t.queue.version += 1
+            self._q.queued[t.queue.group] -= 1
             job = update_job(t, shape, self._next_job, track)
             if job.full and t.dv is not None and t.dv.unsure is None:  # it rewrites every window, as a recompute
                 t.dv.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
-        self._race = t.rand if t.rand > self._race else self._race  # (max, without the call)
+        self._race = t.queue.rand if t.queue.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:

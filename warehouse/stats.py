@@ -194,7 +194,7 @@ def snapshot(tables: list[Table], board: TrackBoard, plan: TrackPlan, upkeep: Ca
     pending_jobs = 0
     for t in tables:
         pending_jobs += t.state in QUEUED
-        rows.append(table_stats(t, now, board.by_table.get(t.name), plan.home[t.group], upkeep(t.name),
+        rows.append(table_stats(t, now, board.by_table.get(t.name), plan.home[t.queue.group], upkeep(t.name),
                                 recovered=recovered))
     return SchedulerStats(
         now=now,

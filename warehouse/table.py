@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from policies.reservation import ValueRanking
 from tracks.plan import JobProfile, TrackPlan
@@ -26,7 +27,10 @@ from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.freshness import StalenessMeter
 from warehouse.recompute import touched, window_count
 
-__all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "backfill_range", "committed",
+if TYPE_CHECKING:
+    from warehouse.nextjob import JobShape
+
+__all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "QueuePlace", "Recovered", "Table", "backfill_range", "committed",
            "expecting", "failed", "has_work", "named", "profile", "raise_safe", "read_stale", "recompute_target", "recomputed",
            "stale_windows",
            "sources_changed", "take_plan", "track_plan", "update_edge"]
@@ -109,6 +113,27 @@ class Recovered:
 UNPLANNED = JobProfile("", 0.0, 0.0)  # a table's profile before its first (re)partition
 
 
+@dataclass(slots=True)
+class QueuePlace:
+    """Where a table's released job stands in the ready queues (warehouse.queues, §3.1-§3.2): its
+    track-plan group, the version that tells its current heap entry from stale ones (lazy
+    deletion), its release time r_i and the tie-breakers the basic algorithms order by (§3.1:
+    release order for FIFO, a draw for Random), the stream's row rate its entry was keyed at, and
+    — a base table under a fixed c — the shape it was keyed with, which holds while the version
+    and the rate do (`NextJob.shape` reads it). HELD: when its job first left a track waiting
+    (policies.reservation)."""
+
+    group: int = 0
+    version: int = 0
+    release: float = 0.0
+    seq: int = 0
+    rand: float = 0.0
+    keyed_rate: float | None = -1.0
+    shape: JobShape | None = None
+    shape_version: int = -1  # the version `shape` was kept at
+    held_since: float = 0.0
+
+
 @dataclass(slots=True, eq=False)
 class Table:
     name: str
@@ -133,16 +158,9 @@ class Table:
     state: JobState = JobState.IDLE
     mode: Mode = Mode.ACTIVE
     care: Care = Care.CURRENT
-    release: float = 0.0
     last_arrival: float | None = None
-    seq: int = 0
-    rand: float = 0.0
-    version: int = 0
-    shaped: tuple | None = None  # base, fixed c: (version, row rate, its next job's shape) kept when queued (Scheduler._push)
-    keyed_rate: float | None = -1.0  # base: its stream's row rate when its queue entry was keyed (Scheduler._push)
-    group: int = 0
+    queue: QueuePlace = field(default_factory=QueuePlace)  # its released job in the ready queues
     profile: JobProfile = UNPLANNED  # P_i, E_i(P_i) and Ip_i·P_i / E_i(P_i) at the last (re)partition (§3.2)
-    held_since: float = 0.0  # HELD: when its job first left a track waiting (policies.reservation)
     backoff_until: float = 0.0
     failures: int = 0
     released: int = 0
@@ -328,7 +346,7 @@ def take_plan(tables: list[Table], plan: TrackPlan, profiles: tuple[JobProfile, 
     """Each table takes its group in `plan` and its profile (by index): E_i(P_i) and benefit."""
     group_of = plan.group_of
     for t, p in zip(tables, profiles, strict=True):
-        t.profile, t.group = p, group_of[t.name]
+        t.profile, t.queue.group = p, group_of[t.name]
 
 
 def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, list[JobProfile]]:
