@@ -115,7 +115,7 @@ class NextJob:
         rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
                         release=t.queue.release, period=t.period, seq=t.queue.seq, rand=t.queue.rand)
         if (upd is None or full and dv is not None and dv.rc.full or self.key(rec) < self.key(upd)
-                or t.failures and dv is not None and dv.stateful and "rebuild" in piece.reasons):
+                or t.jobs.consecutive_failures and dv is not None and dv.stateful and "rebuild" in piece.reasons):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows; a stateful
             # table's update job that failed during its rebuild waits for the swap: a changed
             # increment's columns may not fit the live state until then, lake.rebuild)

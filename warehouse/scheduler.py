@@ -184,7 +184,7 @@ class Scheduler:
             was, new = self.config.job_definitions(names), ev.config.job_definitions(names)
             for t in backing:
                 if t.name in new and new[t.name] != was.get(t.name):
-                    t.backoff_until, t.failures = now, 0  # (its heap entry goes stale)
+                    t.jobs.backoff_until, t.jobs.consecutive_failures = now, 0  # (its heap entry goes stale)
                     self._transition(t, "retry")
                     retried.add(t.name)
         self._build(ev.config, dict(ev.recovered or {}), now, ev.blueprint, frozenset(retried))
@@ -242,7 +242,7 @@ class Scheduler:
             elif move == "drain":
                 self._drain(t)
             elif move == "retry":  # its back-off ends now (the heap's entry goes stale)
-                t.backoff_until = now
+                t.jobs.backoff_until = now
                 self._transition(t, move)
             elif move == "upkeep":
                 self._check_upkeep(t, now)
@@ -417,12 +417,12 @@ class Scheduler:
         self._transition(t, "fail")
         failed(t, job, ev, now, self.config.scheduler)
         self._seq += 1
-        self._backoffs.push(t.backoff_until, self._seq, t.name)
+        self._backoffs.push(t.jobs.backoff_until, self._seq, t.name)
 
     def _backing_off(self, name: str, until: float) -> Table | None:
         """The table if this heap entry is still its current back-off (lazy deletion)."""
         t = self._tables.get(name)
-        return t if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until else None
+        return t if t is not None and t.state is JobState.BACKOFF and t.jobs.backoff_until == until else None
 
     def _expire_backoffs(self, now: float) -> None:
         for t in self._backoffs.expired(now, self._backing_off):
@@ -446,7 +446,7 @@ class Scheduler:
             q = t.queue
             q.seq, q.release = self._seq, now
             q.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
-            t.released += 1
+            t.jobs.released += 1
             self._released += 1
             self._q.queued[q.group] += 1
             self._push(t)

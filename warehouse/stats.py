@@ -133,7 +133,7 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
     total, pending_delta = backlog(t, job)
     meter = t.meter
     within, observed = meter.time_within(now)
-    log, dv, mode = t.log, t.dv, t.mode
+    log, dv, mode, counts = t.log, t.dv, t.mode, t.jobs
     if dv is not None:
         d = dv.stats(t.granularity, t.period)
         derived = (d["refresh_mode"], d["sql_version"], d["windows_old_sql"], d["recompute_pending"],
@@ -149,8 +149,10 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
         len(log.pending) + len(log.running) if log is not None else 0,
         len(log.running) if log is not None else 0,
         job.job_id if job else None, job.track if job else None,
-        t.released, t.completed, t.failed, t.failures, t.delta_total, t.cost.alpha, t.cost.beta,
-        t.last_result if t.last_result is not None or t.freshness is None or not recovered else "ok (recovered)",
+        counts.released, counts.completed, counts.failed, counts.consecutive_failures, counts.delta_f_total,
+        t.cost.alpha, t.cost.beta,
+        counts.last_result if counts.last_result is not None or t.freshness is None or not recovered
+        else "ok (recovered)",
         t.target, within, observed, home, t.origin, mode is Mode.SUSPENDED, mode is Mode.URGENT, upkeep,
         *derived)
 

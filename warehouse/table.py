@@ -30,7 +30,7 @@ from warehouse.recompute import touched, window_count
 if TYPE_CHECKING:
     from warehouse.nextjob import JobShape
 
-__all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "QueuePlace", "Recovered", "Table", "backfill_range", "committed",
+__all__ = ["BUSY", "QUEUED", "Care", "JobCounts", "JobState", "Mode", "QueuePlace", "Recovered", "Table", "backfill_range", "committed",
            "expecting", "failed", "has_work", "named", "profile", "raise_safe", "read_stale", "recompute_target", "recomputed",
            "stale_windows",
            "sources_changed", "take_plan", "track_plan", "update_edge"]
@@ -134,6 +134,21 @@ class QueuePlace:
     held_since: float = 0.0
 
 
+@dataclass(slots=True)
+class JobCounts:
+    """What a table's jobs did (the snapshot's `jobs_*`): released (§3.1), completed, failed, the
+    freshness they gained (Σ ΔF), the last result; the failures in a row and when the retry after
+    them is due (`backoff_until`, warehouse.backoff)."""
+
+    released: int = 0
+    completed: int = 0
+    failed: int = 0
+    delta_f_total: float = 0.0
+    last_result: str | None = None
+    consecutive_failures: int = 0
+    backoff_until: float = 0.0
+
+
 @dataclass(slots=True, eq=False)
 class Table:
     name: str
@@ -161,13 +176,7 @@ class Table:
     last_arrival: float | None = None
     queue: QueuePlace = field(default_factory=QueuePlace)  # its released job in the ready queues
     profile: JobProfile = UNPLANNED  # P_i, E_i(P_i) and Ip_i·P_i / E_i(P_i) at the last (re)partition (§3.2)
-    backoff_until: float = 0.0
-    failures: int = 0
-    released: int = 0
-    completed: int = 0
-    failed: int = 0
-    delta_total: float = 0.0
-    last_result: str | None = None
+    jobs: JobCounts = field(default_factory=JobCounts)  # what its jobs did: counts, failures in a row, retry
     removed: bool = False
     dv: Derived | None = None  # derived: edge, refresh mode, what to recompute (warehouse.derived)
 
@@ -232,10 +241,11 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
         t.freshness = job.new_freshness
     if t.safe is None or job.new_safe_freshness > t.safe:
         t.safe = job.new_safe_freshness
-    t.completed += 1
-    t.delta_total += job.delta_f
-    t.failures = 0
-    t.last_result = "ok"
+    counts = t.jobs
+    counts.completed += 1
+    counts.delta_f_total += job.delta_f
+    counts.consecutive_failures = 0
+    counts.last_result = "ok"
     if t.dv is not None:
         # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
         # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
@@ -252,23 +262,24 @@ def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
         t.cost.observe(job.n, ev.duration)
     version = ev.sql_version if ev.sql_version is not None else job.sql_version
     t.dv.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
-    t.failures = 0
-    t.last_result = "ok"
+    t.jobs.consecutive_failures = 0
+    t.jobs.last_result = "ok"
 
 
 def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConfig) -> None:
     """t's `job` failed: what it took stays to do — the partitions pending, but what the shell
     quarantines (`bad_partitions`); the windows to recompute — and its retry is due after the
-    back-off (`backoff_until`, exponential in the failures in a row)."""
+    back-off (`JobCounts.backoff_until`, exponential in the failures in a row)."""
     if t.log is not None:
         t.log.failed(set(ev.bad_partitions), t.freshness)
     if t.dv is not None:
         window = (job.start, job.end)
         t.dv.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window, window)
-    t.failures += 1
-    t.failed += 1
-    t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
-    t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
+    counts = t.jobs
+    counts.consecutive_failures += 1
+    counts.failed += 1
+    counts.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
+    counts.backoff_until = now + backoff_for(counts.consecutive_failures, sc.retry_backoff, sc.retry_backoff_max)
 
 
 def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...],
