@@ -72,7 +72,7 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
         full=full,
         sql_version=t.dv.rc.sql_version if t.dv is not None else "",
         work=n if t.base else None,
-        priority=t.ip,
+        priority=t.inherited_priority,
     )
 
 
@@ -99,7 +99,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
         full=full,
         reasons=tuple(sorted(reasons)),
         sql_version=t.dv.rc.sql_version,
-        priority=t.ip,
+        priority=t.inherited_priority,
     )
 
 
@@ -109,7 +109,7 @@ def upkeep_job(t: Table, kind: str, upkeep: Upkeep, job_id: int, track: int) -> 
     start = upkeep.span(t.name, kind, t.freshness, t.origin)
     return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                     new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-                    estimate=upkeep_estimate(t, kind, upkeep), priority=t.ip)
+                    estimate=upkeep_estimate(t, kind, upkeep), priority=t.inherited_priority)
 
 
 def upkeep_estimate(t: Table, kind: str, upkeep: Upkeep) -> float:
@@ -128,7 +128,7 @@ def upkeep_ranked(upkeep: Upkeep, waiting: Iterable[str], tables: dict[str, Tabl
         t = tables.get(name)
         if t is None or not upkeep_may_run(t, kind, running):
             return None
-        return t.ip, upkeep_estimate(t, kind, upkeep), t.idx
+        return t.inherited_priority, upkeep_estimate(t, kind, upkeep), t.idx
 
     ranked, gone = upkeep.ranked(waiting, now, eligible)
     return [(idx, kind) for _, idx, kind in ranked], gone

@@ -83,7 +83,7 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
     for i, name in enumerate(bp.dag.order):
         t = was = old.get(name)
         if touch is not None and t is not None and name not in touch and name not in rebuilding and not t.removed:
-            t.idx, t.ip = i, ip[name]  # parameters unchanged (and so its kind, its edges)
+            t.idx, t.inherited_priority = i, ip[name]  # parameters unchanged (and so its kind, its edges)
             if name in reweigh:
                 spec = specs[name]
                 t.priority, t.target = spec.priority, spec.target
@@ -129,7 +129,7 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
                 t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
             t.dv.configure(sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful=stateful)
         tables[name] = t
-        t.ip = ip[name]
+        t.inherited_priority = ip[name]
     for t in new:  # a new table's neighbours point to it: they are rewired too
         for n in (*specs[t.name].sources, *specs[t.name].dependents):
             touched.add(tables[n])

@@ -26,7 +26,8 @@ def first_pick(ordered: list[Candidate], releases: Releases, now: float) -> str 
     (at most `policies.reservation.SCAN` of them); None: the best one, as without Lookahead."""
     horizon = now + ordered[0].cost
     expected = [
-        Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
+        Expected(table=t.name, release=when, priority=t.inherited_priority, delta_f=t.period,
+                 cost=t.cost.estimate(t.period))
         for when, t in releases.within(now, horizon, inclusive=True)
         if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
     ]
@@ -58,9 +59,9 @@ def hold_until(t: Table, benefit: float, nj: NextJob, releases: Releases, pace: 
     delta = shape.new_freshness - (t.freshness if t.freshness is not None else shape.start)
 
     def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
-        return [Upcoming(when, k.ip * k.period, k.profile.e_period * pace)
+        return [Upcoming(when, k.inherited_priority * k.period, k.profile.e_period * pace)
                 for when, k in releases.within(now, horizon, inclusive=False)
                 if k.profile.benefit > benefit and k.state is JobState.IDLE]
 
-    return held_until(now, t.cost.estimate(shape.work) * pace, t.ip * delta,
+    return held_until(now, t.cost.estimate(shape.work) * pace, t.inherited_priority * delta,
                       t.queue.held_since if t.state is JobState.HELD else now, p_min, upcoming, free_at)

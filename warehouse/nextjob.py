@@ -94,7 +94,7 @@ class NextJob:
         else:
             assert t.dv is not None and t.dv.edge is not None
             delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
-        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
+        benefit = marginal_benefit(t.inherited_priority, delta, t.cost.estimate(n))
         return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period, rank.load_above,
                          self.tracks)
 
@@ -112,8 +112,9 @@ class NextJob:
             return upd, False
         piece, full, share = plan
         cost = t.cost.estimate(piece.hi - piece.lo)
-        rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
-                        release=t.queue.release, period=t.period, seq=t.queue.seq, rand=t.queue.rand)
+        q = t.queue
+        rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
+                        cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand)
         if (upd is None or full and dv is not None and dv.rc.full or self.key(rec) < self.key(upd)
                 or t.jobs.consecutive_failures and dv is not None and dv.stateful and "rebuild" in piece.reasons):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows; a stateful
@@ -126,8 +127,8 @@ class NextJob:
         """t's update job as the basic algorithm sees it: ΔF over E(n) (§3.1)."""
         delta_f, cost = self._update(t)
         q = t.queue
-        return Candidate(table=t.name, priority=t.ip, delta_f=delta_f, cost=cost, release=q.release,
-                         period=t.period, seq=q.seq, rand=q.rand)
+        return Candidate(table=t.name, priority=t.inherited_priority, delta_f=delta_f, cost=cost,
+                         release=q.release, period=t.period, seq=q.seq, rand=q.rand)
 
     def _update(self, t: Table, shape: JobShape | None = None) -> tuple[float, float]:
         """(ΔF, E(n)) of t's update job (of `shape`, if given: its `shape(t)`)."""
@@ -141,7 +142,7 @@ class NextJob:
             return self.key(self.candidate(t)[0])
         delta_f, cost = self._update(t, shape)
         q = t.queue
-        return self.key_of(t.ip, delta_f, cost, q.release, t.period, q.seq, q.rand)
+        return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand)
 
     def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
         """(the range, full?, priority share) of t's next recompute job, or None

@@ -143,7 +143,7 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
     return _row(
         t.name,
         "base" if t.base else "stateful" if dv is not None and dv.stateful else "derived",
-        t.state.phase, t.priority, t.ip, t.period, t.freshness, t.safe,
+        t.state.phase, t.priority, t.inherited_priority, t.period, t.freshness, t.safe,
         log.arrived if log is not None else dv.edge if dv is not None else None,
         meter.staleness(now), t.priority * meter.integral(now), total, pending_delta,
         len(log.pending) + len(log.running) if log is not None else 0,

@@ -162,7 +162,7 @@ class Table:
     stream: str | None
     cost: CostModel
     meter: StalenessMeter
-    ip: float = 0.0
+    inherited_priority: float = 0.0  # Ip_i (§3.3): the priority it inherits from its dependents
     sources: list[Table] = field(default_factory=list)
     dependents: list[Table] = field(default_factory=list)
     freshness: float | None = None
@@ -350,7 +350,7 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
 
 def profile(t: Table) -> JobProfile:
     """t's job profile for (re)partitioning (§3.2) at its E_i(P_i) now (warehouse.blueprint.job_profile)."""
-    return job_profile(t.name, t.period, t.ip, t.cost.estimate(t.period))
+    return job_profile(t.name, t.period, t.inherited_priority, t.cost.estimate(t.period))
 
 
 def take_plan(tables: list[Table], plan: TrackPlan, profiles: tuple[JobProfile, ...] | list[JobProfile]) -> None:

@@ -231,8 +231,8 @@ class Upkeep:
                 continue
             e = eligible(name, kind)
             if e is not None:
-                ip, est, idx = e
-                out.append((-ip * self.urgency(name, kind, now) / max(est, 1e-9), idx, kind))
+                inherited_priority, est, idx = e
+                out.append((-inherited_priority * self.urgency(name, kind, now) / max(est, 1e-9), idx, kind))
         out.sort()
         return out, gone
 
