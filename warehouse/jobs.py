@@ -43,17 +43,17 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
         safe = safe_freshness(new_f, t.lateness, map(_SAFE, arrivals), t.safe)
         chopped = bool(t.log.pending)
     else:
-        assert t.dv is not None
-        settle, edge = t.dv.settle, t.dv.edge
+        assert t.derived is not None
+        settle, edge = t.derived.settle, t.derived.edge
         safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
         chopped = edge is not None and end < edge
-    full = t.dv is not None and t.dv.full
+    full = t.derived is not None and t.derived.full
     if full:  # a full refresh: the SQL over (origin, end] overwrites the table (NextJob.shape)
-        assert t.dv is not None
-        t.dv.take(start, end, full=True)
-    stateful = t.dv is not None and t.dv.stateful
+        assert t.derived is not None
+        t.derived.take(start, end, full=True)
+    stateful = t.derived is not None and t.derived.stateful
     if stateful:  # it reads the late rows committed so far too (lake.stateful)
-        t.dv.folded()  # type: ignore[union-attr]
+        t.derived.folded()  # type: ignore[union-attr]
     return StartJob(
         job_id=job_id,
         table=t.name,
@@ -70,7 +70,7 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
         chopped=chopped,
         late=tuple([p.arrival.partition_id for p in parts if p.late]) if any(map(_LATE, parts)) else (),
         full=full,
-        sql_version=t.dv.rc.sql_version if t.dv is not None else "",
+        sql_version=t.derived.rc.sql_version if t.derived is not None else "",
         work=n if t.base else None,
         priority=t.inherited_priority,
     )
@@ -79,8 +79,8 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
 def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -> StartJob:
     """t's recompute job of `piece` (NextJob.recompute): what it takes leaves `dirty` now, so a
     change that arrives while it runs is recomputed again after it."""
-    assert t.dv is not None and t.freshness is not None
-    reasons, late = t.dv.take(piece.lo, piece.hi, full, upto=t.freshness, reasons=piece.reasons)
+    assert t.derived is not None and t.freshness is not None
+    reasons, late = t.derived.take(piece.lo, piece.hi, full, upto=t.freshness, reasons=piece.reasons)
     # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
     reasons |= piece.reasons
     late |= piece.late
@@ -98,7 +98,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
         late=tuple(sorted(late)),
         full=full,
         reasons=tuple(sorted(reasons)),
-        sql_version=t.dv.rc.sql_version,
+        sql_version=t.derived.rc.sql_version,
         priority=t.inherited_priority,
     )
 

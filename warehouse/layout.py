@@ -124,10 +124,10 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
         touched.add(t)
         if spec.derived is not None:  # refresh mode, skew bound and SQL version (warehouse.derived)
             sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful = spec.derived
-            if t.dv is None:
+            if t.derived is None:
                 rec = recovered.get(name)
-                t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
-            t.dv.configure(sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful=stateful)
+                t.derived = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
+            t.derived.configure(sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful=stateful)
         tables[name] = t
         t.inherited_priority = ip[name]
     for t in new:  # a new table's neighbours point to it: they are rewired too
@@ -159,13 +159,13 @@ def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = (), now
             t.log.adopt_slice(parts[0], job.start)
         else:
             t.log.adopt(parts)
-    if t.dv is not None:
+    if t.derived is not None:
         if job.kind == "recompute":
-            t.dv.take(job.start, job.end, job.full, upto=t.freshness, reasons=set(job.reasons))
+            t.derived.take(job.start, job.end, job.full, upto=t.freshness, reasons=set(job.reasons))
             if now is not None:
-                t.dv.rewriting = (now, job.start, job.end)
+                t.derived.rewriting = (now, job.start, job.end)
         elif job.full:
-            t.dv.take(job.start, job.end, full=True)
+            t.derived.take(job.start, job.end, full=True)
         for lo, hi, reason, late in changed:
             read_stale(t, job, lo, hi, reason, late)
     return seq

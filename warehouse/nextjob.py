@@ -67,17 +67,17 @@ class NextJob:
             n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
             return JobShape(start, end, new_f, count, sliced, n)
         start = t.freshness if t.freshness is not None else t.origin
-        assert start is not None and t.dv is not None and t.dv.edge is not None
-        if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
+        assert start is not None and t.derived is not None and t.derived.edge is not None
+        if t.derived.full:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
             # the edge: a chopped one would cost as much and land less (§3.4's pieces are cheaper
             # because they load less), so the table would fall behind for good
             start = t.origin if t.origin is not None else start
-            end = t.dv.edge if t.dv.unsure is None else min(t.dv.edge, t.dv.unsure[1])
+            end = t.derived.edge if t.derived.unsure is None else min(t.derived.edge, t.derived.unsure[1])
             return JobShape(start, end, end, 0, False, end - start)
-        if t.dv.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
-            end = min(t.dv.edge, t.dv.unsure[1])
+        if t.derived.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
+            end = min(t.derived.edge, t.derived.unsure[1])
         else:
-            end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
+            end = chop_window(start, t.derived.edge, t.period, self.chop_c(t), t.granularity)
         return JobShape(start, end, end, 0, False, end - start)
 
     def chop_c(self, t: Table) -> float | None:
@@ -92,8 +92,8 @@ class NextJob:
             ref, end = t.log.whole(t.freshness)
             delta, n = end - ref, t.log.work(t.rate, len(t.log.pending), ref, end)
         else:
-            assert t.dv is not None and t.dv.edge is not None
-            delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
+            assert t.derived is not None and t.derived.edge is not None
+            delta = n = t.derived.edge - (t.freshness if t.freshness is not None else t.origin)
         benefit = marginal_benefit(t.inherited_priority, delta, t.cost.estimate(n))
         return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period, rank.load_above,
                          self.tracks)
@@ -101,10 +101,10 @@ class NextJob:
     def candidate(self, t: Table) -> tuple[Candidate, bool]:
         """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
         its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
-        dv = t.dv
-        upd = self.update(t) if dv is None or dv.has_update(
+        derived = t.derived
+        upd = self.update(t) if derived is None or derived.has_update(
             t.freshness if t.freshness is not None else t.origin) else None
-        if upd is not None and (dv is None or dv.full or dv.unsure is not None):
+        if upd is not None and (derived is None or derived.full or derived.unsure is not None):
             return upd, False  # a full update rewrites every window anyway; a retry says what is committed first
         plan = self.recompute(t)
         if plan is None:
@@ -115,8 +115,8 @@ class NextJob:
         q = t.queue
         rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
                         cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand)
-        if (upd is None or full and dv is not None and dv.rc.full or self.key(rec) < self.key(upd)
-                or t.jobs.consecutive_failures and dv is not None and dv.stateful and "rebuild" in piece.reasons):
+        if (upd is None or full and derived is not None and derived.rc.full or self.key(rec) < self.key(upd)
+                or t.jobs.consecutive_failures and derived is not None and derived.stateful and "rebuild" in piece.reasons):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows; a stateful
             # table's update job that failed during its rebuild waits for the swap: a changed
             # increment's columns may not fit the live state until then, lake.rebuild)
@@ -138,7 +138,7 @@ class NextJob:
     def queue_key(self, t: Table, shape: JobShape | None = None) -> tuple:
         """`key(candidate(t)[0])`, the key t's job waits by in the ready queues — without building
         the Candidate where t has update jobs only (a base table; `shape`: its `shape(t)`, if known)."""
-        if t.dv is not None:
+        if t.derived is not None:
             return self.key(self.candidate(t)[0])
         delta_f, cost = self._update(t, shape)
         q = t.queue
@@ -147,7 +147,7 @@ class NextJob:
     def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
         """(the range, full?, priority share) of t's next recompute job, or None
         (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
-        if t.dv is None:
+        if t.derived is None:
             return None
         span = max((self.chop if isinstance(self.chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
-        return t.dv.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)
+        return t.derived.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)

@@ -345,8 +345,8 @@ class Scheduler:
             self._pace.observe(ev.duration, job.estimate)
             if self._upkeep.committed(t.name, now) is not None:  # its maintenance is due now
                 self._care(t, "due")
-        late = t.dv is not None and t.dv.stateful and t.dv.taken  # a stateful job folded late rows too
-        start = min(job.start, t.dv.taken[0].lo) if late and t.dv is not None else job.start
+        late = t.derived is not None and t.derived.stateful and t.derived.taken  # a stateful job folded late rows too
+        start = min(job.start, t.derived.taken[0].lo) if late and t.derived is not None else job.start
         if committed(t, job, ev, now, self.config.scheduler.repartition_drift):
             self._plan_dirty = True  # its E_i(P_i) drifted from the plan's (§3.2)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
@@ -384,12 +384,12 @@ class Scheduler:
         chunk swaps the rebuilt state in, which may change every key: its dependents' windows over
         the whole state are recomputed then, once (lake.rebuild)."""
         recomputed(t, job, ev)
-        assert t.dv is not None and t.freshness is not None
-        if not t.dv.stateful:
+        assert t.derived is not None and t.freshness is not None
+        if not t.derived.stateful:
             self._touch(t, job.start, job.end, "upstream", job.late, now)
         elif "rebuild" not in job.reasons:
             self._touch(t, job.start, t.freshness, "upstream", job.late, now)
-        elif t.dv.rebuilt(job.end):
+        elif t.derived.rebuilt(job.end):
             self._touch(t, t.origin if t.origin is not None else job.start, t.freshness, "upstream", (), now)
         if raise_safe(t):
             for d in t.dependents:
@@ -579,14 +579,14 @@ class Scheduler:
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
         ranks first (warehouse.nextjob), else its update job."""
-        if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._nj.candidate(t)[1]:
+        if t.derived is not None and t.freshness is not None and t.derived.rc.has_work() and self._nj.candidate(t)[1]:
             plan = self._nj.recompute(t)
             assert plan is not None
             self._transition(t, "recompute")
             t.queue.version += 1
             self._q.queued[t.queue.group] -= 1
             job = recompute_job(t, plan[0], plan[1], self._next_job, track)
-            t.dv.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
+            t.derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
             shape = self._nj.shape(t)
             self._transition(t, "slice" if shape.time_slice and t.base else "start")
@@ -595,8 +595,8 @@ class Scheduler:
             t.queue.version += 1
             self._q.queued[t.queue.group] -= 1
             job = update_job(t, shape, self._next_job, track)
-            if job.full and t.dv is not None and t.dv.unsure is None:  # it rewrites every window, as a recompute
-                t.dv.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
+            if job.full and t.derived is not None and t.derived.unsure is None:  # it rewrites every window, as a recompute
+                t.derived.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
         self._race = t.queue.rand if t.queue.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 
@@ -628,7 +628,7 @@ class Scheduler:
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
-        return t.dv.describe() if t.dv is not None else ("append", "a base table appends what arrives")
+        return t.derived.describe() if t.derived is not None else ("append", "a base table appends what arrives")
 
     @property
     def blueprint(self) -> Blueprint | None:

@@ -114,7 +114,7 @@ def backlog(t: Table, job: StartJob | None) -> tuple[float, float]:
         head = t.log.arrived
         floor = t.freshness if t.freshness is not None else t.log.floor()  # never loaded: earliest start
     else:
-        head = t.dv.edge if t.dv is not None else None
+        head = t.derived.edge if t.derived is not None else None
         floor = t.freshness if t.freshness is not None else t.origin
     if head is None or floor is None:
         return 0.0, 0.0
@@ -133,18 +133,18 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
     total, pending_delta = backlog(t, job)
     meter = t.meter
     within, observed = meter.time_within(now)
-    log, dv, mode, counts = t.log, t.dv, t.mode, t.jobs
-    if dv is not None:
-        d = dv.stats(t.granularity, t.period)
+    log, derived_state, mode, counts = t.log, t.derived, t.mode, t.jobs
+    if derived_state is not None:
+        d = derived_state.stats(t.granularity, t.period)
         derived = (d["refresh_mode"], d["sql_version"], d["windows_old_sql"], d["recompute_pending"],
                    d["windows_recomputed"], d["recompute_jobs"], d["late_rows_unfolded"])
     else:
         derived = _BASE
     return _row(
         t.name,
-        "base" if t.base else "stateful" if dv is not None and dv.stateful else "derived",
+        "base" if t.base else "stateful" if derived_state is not None and derived_state.stateful else "derived",
         t.state.phase, t.priority, t.inherited_priority, t.period, t.freshness, t.safe,
-        log.arrived if log is not None else dv.edge if dv is not None else None,
+        log.arrived if log is not None else derived_state.edge if derived_state is not None else None,
         meter.staleness(now), t.priority * meter.integral(now), total, pending_delta,
         len(log.pending) + len(log.running) if log is not None else 0,
         len(log.running) if log is not None else 0,

@@ -178,25 +178,25 @@ class Table:
     profile: JobProfile = UNPLANNED  # P_i, E_i(P_i) and Ip_i·P_i / E_i(P_i) at the last (re)partition (§3.2)
     jobs: JobCounts = field(default_factory=JobCounts)  # what its jobs did: counts, failures in a row, retry
     removed: bool = False
-    dv: Derived | None = None  # derived: edge, refresh mode, what to recompute (warehouse.derived)
+    derived: Derived | None = None  # derived: edge, refresh mode, what to recompute (warehouse.derived)
 
 
 def has_work(t: Table) -> bool:
     """t has a job to release: pending partitions, windows to recompute, or a window to update."""
     if t.log is not None:
         return bool(t.log.pending)
-    assert t.dv is not None
-    if t.freshness is not None and t.dv.rc.has_work():
+    assert t.derived is not None
+    if t.freshness is not None and t.derived.rc.has_work():
         return True
-    return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
+    return t.derived.has_update(t.freshness if t.freshness is not None else t.origin)
 
 
 def update_edge(d: Table) -> bool:
     """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2). Moved?"""
-    assert d.dv is not None
-    changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
-    if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
-        edge = d.dv.edge
+    assert d.derived is not None
+    changed = d.derived.update_edge([s.safe for s in d.sources], d.granularity)
+    if d.origin is None and d.derived.edge is not None:  # never loaded: start where the sources start
+        edge = d.derived.edge
         d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
     return changed
 
@@ -215,7 +215,7 @@ def sources_changed(d: Table, moved: Callable[[Table], None]) -> None:
 def raise_safe(d: Table) -> bool:
     """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
     safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute. Raised?"""
-    if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
+    if d.derived is None or d.freshness is None or (cand := d.derived.safe(d.freshness)) is None:
         return False
     if d.safe is None or cand > d.safe:
         d.safe = cand
@@ -246,22 +246,22 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
     counts.delta_f_total += job.delta_f
     counts.consecutive_failures = 0
     counts.last_result = "ok"
-    if t.dv is not None:
+    if t.derived is not None:
         # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
         # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
         version = ev.sql_version if ev.sql_version is not None else job.sql_version if ev.committed else ""
-        t.dv.committed(job.start, job.end, version, None, replayed=not ev.committed)
+        t.derived.committed(job.start, job.end, version, None, replayed=not ev.committed)
     return drifted
 
 
 def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
     """t's recompute `job` rewrote `(start, end]`: its E(n) observed, the SQL version recorded
     (counted in the recompute jobs, not in update jobs), its failures reset."""
-    assert t.dv is not None
+    assert t.derived is not None
     if ev.committed:
         t.cost.observe(job.n, ev.duration)
     version = ev.sql_version if ev.sql_version is not None else job.sql_version
-    t.dv.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
+    t.derived.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
     t.jobs.consecutive_failures = 0
     t.jobs.last_result = "ok"
 
@@ -272,9 +272,9 @@ def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConf
     back-off (`JobCounts.backoff_until`, exponential in the failures in a row)."""
     if t.log is not None:
         t.log.failed(set(ev.bad_partitions), t.freshness)
-    if t.dv is not None:
+    if t.derived is not None:
         window = (job.start, job.end)
-        t.dv.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window, window)
+        t.derived.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window, window)
     counts = t.jobs
     counts.consecutive_failures += 1
     counts.failed += 1
@@ -288,7 +288,7 @@ def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, 
     max_skew): the windows its dependents computed from them are marked to recompute
     (warehouse.derived); the dependents that got work. `running`: the job each table runs."""
     return [d for d in x.dependents
-            if d.dv is not None and read_stale(d, running.get(d.name), lo, hi, reason, late, rows)]
+            if d.derived is not None and read_stale(d, running.get(d.name), lo, hi, reason, late, rows)]
 
 
 def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str, late: tuple[str, ...],
@@ -296,9 +296,9 @@ def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str
     """A source of the derived table d changed its rows in `(lo, hi]`: mark the windows d computed
     from the old rows — committed, or being computed by its running update `job` — to recompute.
     True when that gave d work."""
-    assert d.dv is not None
+    assert d.derived is not None
     update = job if job is not None and job.kind != "recompute" else None
-    unsure = d.dv.unsure if update is None else None  # a failed update job's windows, maybe committed
+    unsure = d.derived.unsure if update is None else None  # a failed update job's windows, maybe committed
     if d.freshness is None and update is None and unsure is None:
         return False  # nothing computed, nothing being computed: its first job reads the new rows
     # what it computed, and what its running job (its first one, too) may have read the old rows for
@@ -306,7 +306,7 @@ def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str
                 update.new_freshness if update is not None else unsure[1] if unsure is not None else -math.inf)
     origin = (d.origin if d.origin is not None else update.start if update is not None
               else unsure[0] if unsure is not None else None)
-    return d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin, rows=rows,
+    return d.derived.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin, rows=rows,
                      held=unsure is not None)
 
 
@@ -324,7 +324,7 @@ def recompute_target(tables: dict[str, Table], name: str) -> Table:
     t = tables.get(name)
     if t is None:
         raise RecomputeRefused(name, f"no such table (known: {', '.join(sorted(tables))})")
-    if t.dv is None:
+    if t.derived is None:
         raise RecomputeRefused(name, "a base table holds what arrived: recompute a derived table "
                                      f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
     return t
@@ -339,7 +339,7 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
     if r is None:
         raise RecomputeRefused(t.name, f"nothing computed in ({start}, {end}]: the table covers "
                                        f"({t.origin}, {t.freshness}]")
-    if t.dv is not None and t.dv.stateful:  # a rebuild of the whole state from its sources' rows
+    if t.derived is not None and t.derived.stateful:  # a rebuild of the whole state from its sources' rows
         for s in t.sources:
             if s.origin is None or t.origin is None or s.origin > t.origin:
                 raise RecomputeRefused(t.name, f"its state is rebuilt from its sources, but {s.name!r} holds rows "
