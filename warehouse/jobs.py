@@ -70,7 +70,7 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
         chopped=chopped,
         late=tuple([p.arrival.partition_id for p in parts if p.late]) if any(map(_LATE, parts)) else (),
         full=full,
-        sql_version=t.derived.rc.sql_version if t.derived is not None else "",
+        sql_version=t.derived.recompute.sql_version if t.derived is not None else "",
         work=n if t.base else None,
         priority=t.inherited_priority,
     )
@@ -98,7 +98,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
         late=tuple(sorted(late)),
         full=full,
         reasons=tuple(sorted(reasons)),
-        sql_version=t.derived.rc.sql_version,
+        sql_version=t.derived.recompute.sql_version,
         priority=t.inherited_priority,
     )
 

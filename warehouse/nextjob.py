@@ -115,7 +115,7 @@ class NextJob:
         q = t.queue
         rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
                         cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand)
-        if (upd is None or full and derived is not None and derived.rc.full or self.key(rec) < self.key(upd)
+        if (upd is None or full and derived is not None and derived.recompute.full or self.key(rec) < self.key(upd)
                 or t.jobs.consecutive_failures and derived is not None and derived.stateful and "rebuild" in piece.reasons):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows; a stateful
             # table's update job that failed during its rebuild waits for the swap: a changed

@@ -579,7 +579,7 @@ class Scheduler:
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
         ranks first (warehouse.nextjob), else its update job."""
-        if t.derived is not None and t.freshness is not None and t.derived.rc.has_work() and self._nj.candidate(t)[1]:
+        if t.derived is not None and t.freshness is not None and t.derived.recompute.has_work() and self._nj.candidate(t)[1]:
             plan = self._nj.recompute(t)
             assert plan is not None
             self._transition(t, "recompute")

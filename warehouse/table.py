@@ -186,7 +186,7 @@ def has_work(t: Table) -> bool:
     if t.log is not None:
         return bool(t.log.pending)
     assert t.derived is not None
-    if t.freshness is not None and t.derived.rc.has_work():
+    if t.freshness is not None and t.derived.recompute.has_work():
         return True
     return t.derived.has_update(t.freshness if t.freshness is not None else t.origin)
 
