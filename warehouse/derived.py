@@ -43,7 +43,7 @@ class Folded(TableRecompute):
     A **rebuild** folds the whole state again from its sources — asked by a backfill (folds are
     not invertible: one range cannot be refolded alone) or by a changed increment with `rebuild:
     true` — in chunks of at most c·P_i (§3.4), each one job: the first starts it from the origin
-    (`full`, asked), the others fold `(next, next + span]` until `to`, the freshness when the
+    (`rewrite_all`, asked), the others fold `(next, next + span]` until `to`, the freshness when the
     first chunk started; the last swaps the rebuilt state in (lake.rebuild)."""
 
     next: float | None = None  # a rebuild under way: the next chunk's start
@@ -55,12 +55,12 @@ class Folded(TableRecompute):
         return self.next is not None and self.to is not None and self.next < self.to
 
     def has_work(self) -> bool:
-        return self.full or self.under_way() or bool(self.dirty)
+        return self.rewrite_all or self.under_way() or bool(self.dirty)
 
     def chunk(self, freshness: float, origin: float, span: float) -> tuple[Piece, bool, float] | None:
         """(the next job: a rebuild's first chunk, a late fold, or the rebuild's next chunk; does it
         start the rebuild?, priority share 1), or None."""
-        if self.full:
+        if self.rewrite_all:
             return Piece(origin, min(origin + span, freshness), {"rebuild"}), True, 1.0
         if self.dirty:  # late rows: their range, the whole of it (one MERGE folds them all)
             late = set().union(*(p.late for p in self.dirty.items))
@@ -94,8 +94,8 @@ def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
 class Derived:
     """Edge, settle point, refresh mode and recompute state of one derived table."""
 
-    __slots__ = ("edge", "full", "held", "lookback", "max_skew", "reason", "recompute", "resume", "rewriting", "settle",
-                 "stateful", "taken", "taken_full", "unsure")
+    __slots__ = ("edge", "full_refresh", "held", "lookback", "max_skew", "reason", "recompute", "resume", "rewriting", "settle",
+                 "stateful", "taken", "taken_rewrite_all", "unsure")
 
     def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
                  dirty: Iterable[tuple[float, float]] = (), rebuild: tuple[float, float] | None = None) -> None:
@@ -106,10 +106,10 @@ class Derived:
         self.settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
         self.lookback = 0.0
         self.max_skew = 0.0
-        self.full = False  # refresh_mode full (or auto and the SQL is not window-local)
+        self.full_refresh = False  # refresh_mode full (or auto and the SQL is not window-local)
         self.reason = ""  # why that refresh mode
         self.taken: list[Piece] = []  # what the running job took out of recompute.dirty
-        self.taken_full = False  # … and whether it took the "rewrite all" request
+        self.taken_rewrite_all = False  # … and whether it took the "rewrite all" request
         self.rewriting: tuple[float, float, float] | None = None  # the running recompute (or full) job: (started, lo, hi)
         self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
         self.resume = rebuild  # a stateful table's rebuild under way before a restart: (next chunk, to)
@@ -134,23 +134,23 @@ class Derived:
                 self.recompute.next, self.recompute.to = self.resume  # type: ignore[attr-defined]
         local, why = _plan(sql or "", time_columns) if sql and not stateful else (True, "no SQL")
         if stateful:
-            self.full, self.reason = False, "stateful: each job folds its increment into the state by one MERGE"
+            self.full_refresh, self.reason = False, "stateful: each job folds its increment into the state by one MERGE"
         elif refresh_mode == "auto":
-            self.full, self.reason = not local, why
+            self.full_refresh, self.reason = not local, why
         else:
-            self.full, self.reason = refresh_mode == "full", f"refresh_mode: {refresh_mode} in the config"
+            self.full_refresh, self.reason = refresh_mode == "full", f"refresh_mode: {refresh_mode} in the config"
         version = sql_version(sql)
         if self.recompute.sql_version != version:
             self.recompute.sql_version = version
-            self.recompute.full = self.recompute.full or self.full
+            self.recompute.rewrite_all = self.recompute.rewrite_all or self.full_refresh
         if rebuild and self.recompute.old() and not (stateful and self.recompute.under_way()):  # type: ignore[attr-defined]
-            self.recompute.full = True  # rebuild: one full rewrite (a stateful table: a rebuild, resumed if under way)
+            self.recompute.rewrite_all = True  # rebuild: one full rewrite (a stateful table: a rebuild, resumed if under way)
 
     def describe(self) -> tuple[str, str]:
         """("full" | "incremental", why) — `freshet validate` shows it."""
         if self.stateful:
             return "incremental", self.reason
-        if self.full:
+        if self.full_refresh:
             return "full", f"full recompute (idempotent overwrite) each job: {self.reason}"
         return "incremental", (f"{self.reason}; rewrites by replaceWhere (one full pass when the learned "
                                "E(n) says it is cheaper)")
@@ -205,7 +205,8 @@ class Derived:
 
     def plan(self, freshness: float | None, origin: float | None, span: float, alpha: float, beta: float,
              granularity: float | None, c_full: float) -> tuple[Piece, bool, float] | None:
-        """(the range, full?, priority share) of the next recompute job, or None.
+        """(the range, overwrite?, priority share) of the next recompute job, or None: overwrite,
+        the job rewrites the whole table from its origin.
 
         Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
         then windows on an old SQL version at EVOLVE_SHARE of it (Olston, Graceful Logic Evolution in Web Data Processing Workflows: in the background),
@@ -220,18 +221,18 @@ class Derived:
             return recompute.chunk(freshness, origin if origin is not None else freshness, span)
         origin = origin if origin is not None else freshness
         dirty, old = recompute.dirty.total(), recompute.old_length()
-        share = 1.0 if recompute.full or dirty > 0 else EVOLVE_SHARE
-        if recompute.full or self.full or full_pays(alpha, beta, dirty + old, span, freshness - origin, c_full):
-            reasons = set().union(*(p.reasons for p in recompute.dirty.items)) | ({"sql"} if old > 0 or recompute.full else set())
+        share = 1.0 if recompute.rewrite_all or dirty > 0 else EVOLVE_SHARE
+        if recompute.rewrite_all or self.full_refresh or full_pays(alpha, beta, dirty + old, span, freshness - origin, c_full):
+            reasons = set().union(*(p.reasons for p in recompute.dirty.items)) | ({"sql"} if old > 0 or recompute.rewrite_all else set())
             late = set().union(*(p.late for p in recompute.dirty.items))
             return Piece(origin, freshness, reasons, late), True, share
         piece = recompute.dirty.newest(span, granularity) if dirty > 0 else recompute.newest_old(span, granularity)
         assert piece is not None
         return piece, False, share
 
-    def take(self, lo: float, hi: float, full: bool, upto: float | None = None,
+    def take(self, lo: float, hi: float, overwrite: bool, upto: float | None = None,
              reasons: frozenset[str] | set[str] = frozenset()) -> tuple[set[str], set[str]]:
-        """A job starts that rewrites `(lo, hi]` (all of it when `full`): what it takes leaves
+        """A job starts that rewrites `(lo, hi]` (all of it when `overwrite`): what it takes leaves
         `dirty` now, so a change while it runs is recomputed again after it. (reasons, late ids).
         A stateful table's (`reasons` say which job): a late fold takes every late row; a
         rebuild's first chunk fixes where the rebuild ends: `upto`, its F now."""
@@ -239,12 +240,14 @@ class Derived:
             if "rebuild" not in reasons:  # a late fold: every late row so far
                 self.taken = self.recompute.take_late()
                 return {"late"}, set().union(*(p.late for p in self.taken))
-            if full:
+            if overwrite:
                 self.recompute.next, self.recompute.to = lo, upto
-            self.taken_full, self.recompute.full = self.recompute.full, False if full else self.recompute.full
+            self.taken_rewrite_all = self.recompute.rewrite_all
+            self.recompute.rewrite_all = False if overwrite else self.recompute.rewrite_all
             self.taken = []
             return {"rebuild"}, set()
-        self.taken_full, self.recompute.full = self.recompute.full, False if full else self.recompute.full
+        self.taken_rewrite_all = self.recompute.rewrite_all
+        self.recompute.rewrite_all = False if overwrite else self.recompute.rewrite_all
         self.taken = self.recompute.dirty.remove(lo, hi)
         reasons = set().union(*(p.reasons for p in self.taken))
         late = set().union(*(p.late for p in self.taken))
@@ -267,7 +270,7 @@ class Derived:
             recompute.done(start, end, version, windows)
             if isinstance(recompute, Folded) and recompute.next is not None:  # a rebuild chunk folded
                 recompute.next = max(recompute.next, end)
-        self.taken, self.taken_full, self.rewriting = [], False, None
+        self.taken, self.taken_rewrite_all, self.rewriting = [], False, None
 
     def folded(self) -> float | None:
         """A stateful table's job starts: it reads every late row committed so far (an update
@@ -318,8 +321,8 @@ class Derived:
             self.recompute.dirty.add(p.lo, p.hi, p.reasons, p.late)
         if isinstance(self.recompute, Folded):
             self.recompute.late_rows, self.recompute.taken_rows = self.recompute.late_rows + self.recompute.taken_rows, 0
-        self.recompute.full = self.recompute.full or self.taken_full
-        self.taken, self.taken_full, self.rewriting = [], False, None
+        self.recompute.rewrite_all = self.recompute.rewrite_all or self.taken_rewrite_all
+        self.taken, self.taken_rewrite_all, self.rewriting = [], False, None
         if update and window is not None and not isinstance(self.recompute, Folded):
             lo = freshness if freshness is not None else window[0]
             self.unsure = (lo, max(window[1], self.unsure[1] if self.unsure is not None else window[1]))
@@ -335,7 +338,7 @@ class Derived:
         it reads what a new one would (kept backfills restored one after another on a start).
         Marked anything?"""
         if isinstance(self.recompute, Folded):
-            self.recompute.full = True
+            self.recompute.rewrite_all = True
             return True
         r = self.rewriting
         parts = ((lo, min(hi, r[1])), (max(lo, r[2]), hi)) if r is not None and r[0] == now else ((lo, hi),)
@@ -351,7 +354,7 @@ class Derived:
         stateful table's rebuild not started yet is dropped; one under way finishes (its state is
         partial until its last chunk)."""
         if isinstance(self.recompute, Folded):
-            self.recompute.full = False
+            self.recompute.rewrite_all = False
             return
         for p in self.recompute.dirty.remove(lo, hi):
             left = p.reasons - {reason}
@@ -362,7 +365,7 @@ class Derived:
         recompute = self.recompute
         old = 0.0 if self.stateful else recompute.old_length()  # a stateful table keeps no windows to rewrite
         return {
-            "refresh_mode": "full" if self.full else "incremental",
+            "refresh_mode": "full" if self.full_refresh else "incremental",
             "sql_version": recompute.sql_version,
             "windows_old_sql": window_count(old, granularity, period),
             "recompute_pending": _rebuilding(recompute) if isinstance(recompute, Folded) else recompute.dirty.total() + old + sum(

@@ -47,10 +47,10 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
         settle, edge = t.derived.settle, t.derived.edge
         safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
         chopped = edge is not None and end < edge
-    full = t.derived is not None and t.derived.full
-    if full:  # a full refresh: the SQL over (origin, end] overwrites the table (NextJob.shape)
+    full_refresh = t.derived is not None and t.derived.full_refresh
+    if full_refresh:  # a full refresh: the SQL over (origin, end] overwrites the table (NextJob.shape)
         assert t.derived is not None
-        t.derived.take(start, end, full=True)
+        t.derived.take(start, end, overwrite=True)
     stateful = t.derived is not None and t.derived.stateful
     if stateful:  # it reads the late rows committed so far too (lake.stateful)
         t.derived.folded()  # type: ignore[union-attr]
@@ -69,18 +69,18 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
         estimate=t.cost.estimate(n),
         chopped=chopped,
         late=tuple([p.arrival.partition_id for p in parts if p.late]) if any(map(_LATE, parts)) else (),
-        full=full,
+        full=full_refresh,
         sql_version=t.derived.recompute.sql_version if t.derived is not None else "",
         work=n if t.base else None,
         priority=t.inherited_priority,
     )
 
 
-def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -> StartJob:
+def recompute_job(t: Table, piece: Piece, overwrite: bool, job_id: int, track: int) -> StartJob:
     """t's recompute job of `piece` (NextJob.recompute): what it takes leaves `dirty` now, so a
     change that arrives while it runs is recomputed again after it."""
     assert t.derived is not None and t.freshness is not None
-    reasons, late = t.derived.take(piece.lo, piece.hi, full, upto=t.freshness, reasons=piece.reasons)
+    reasons, late = t.derived.take(piece.lo, piece.hi, overwrite, upto=t.freshness, reasons=piece.reasons)
     # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
     reasons |= piece.reasons
     late |= piece.late
@@ -96,7 +96,7 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
         sources=tuple(s.name for s in t.sources),
         estimate=t.cost.estimate(piece.hi - piece.lo),
         late=tuple(sorted(late)),
-        full=full,
+        full=overwrite,
         reasons=tuple(sorted(reasons)),
         sql_version=t.derived.recompute.sql_version,
         priority=t.inherited_priority,

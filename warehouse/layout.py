@@ -165,7 +165,7 @@ def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = (), now
             if now is not None:
                 t.derived.rewriting = (now, job.start, job.end)
         elif job.full:
-            t.derived.take(job.start, job.end, full=True)
+            t.derived.take(job.start, job.end, overwrite=True)
         for lo, hi, reason, late in changed:
             read_stale(t, job, lo, hi, reason, late)
     return seq

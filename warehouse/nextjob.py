@@ -68,7 +68,7 @@ class NextJob:
             return JobShape(start, end, new_f, count, sliced, n)
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.derived is not None and t.derived.edge is not None
-        if t.derived.full:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
+        if t.derived.full_refresh:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
             # the edge: a chopped one would cost as much and land less (§3.4's pieces are cheaper
             # because they load less), so the table would fall behind for good
             start = t.origin if t.origin is not None else start
@@ -104,18 +104,19 @@ class NextJob:
         derived = t.derived
         upd = self.update(t) if derived is None or derived.has_update(
             t.freshness if t.freshness is not None else t.origin) else None
-        if upd is not None and (derived is None or derived.full or derived.unsure is not None):
+        if upd is not None and (derived is None or derived.full_refresh or derived.unsure is not None):
             return upd, False  # a full update rewrites every window anyway; a retry says what is committed first
         plan = self.recompute(t)
         if plan is None:
             assert upd is not None
             return upd, False
-        piece, full, share = plan
+        piece, overwrite, share = plan
         cost = t.cost.estimate(piece.hi - piece.lo)
         q = t.queue
         rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
                         cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand)
-        if (upd is None or full and derived is not None and derived.recompute.full or self.key(rec) < self.key(upd)
+        if (upd is None or overwrite and derived is not None and derived.recompute.rewrite_all
+                or self.key(rec) < self.key(upd)
                 or t.jobs.consecutive_failures and derived is not None and derived.stateful and "rebuild" in piece.reasons):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows; a stateful
             # table's update job that failed during its rebuild waits for the swap: a changed
@@ -145,7 +146,7 @@ class NextJob:
         return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand)
 
     def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
-        """(the range, full?, priority share) of t's next recompute job, or None
+        """(the range, overwrite?, priority share) of t's next recompute job, or None
         (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
         if t.derived is None:
             return None

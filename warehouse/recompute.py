@@ -237,7 +237,7 @@ class TableRecompute:
     sql_version: str
     versions: VersionMap = field(default_factory=VersionMap)
     dirty: Ranges = field(default_factory=Ranges)
-    full: bool = False  # a full rewrite is asked for (rebuild: true after a SQL change)
+    rewrite_all: bool = False  # one full rewrite is asked for (rebuild: true after a SQL change)
     windows_recomputed: int = 0
     recompute_jobs: int = 0
 
@@ -248,7 +248,7 @@ class TableRecompute:
         return sum(b - a for a, b in self.old())
 
     def has_work(self) -> bool:
-        return self.full or bool(self.dirty) or bool(self.old())
+        return self.rewrite_all or bool(self.dirty) or bool(self.old())
 
     def newest_old(self, span: float, granularity: float | None) -> Piece | None:
         """The newest piece of windows on an old SQL version (Olston, Graceful Logic Evolution in Web Data Processing Workflows: rewritten newest first)."""
