@@ -22,6 +22,7 @@ from warehouse.recompute import (
     EVOLVE_SHARE,
     Piece,
     Ranges,
+    RecomputePlan,
     TableRecompute,
     VersionMap,
     full_pays,
@@ -57,17 +58,17 @@ class Folded(TableRecompute):
     def has_work(self) -> bool:
         return self.rewrite_all or self.under_way() or bool(self.dirty)
 
-    def chunk(self, freshness: float, origin: float, span: float) -> tuple[Piece, bool, float] | None:
-        """(the next job: a rebuild's first chunk, a late fold, or the rebuild's next chunk; does it
-        start the rebuild?, priority share 1), or None."""
+    def chunk(self, freshness: float, origin: float, span: float) -> RecomputePlan | None:
+        """The next job — a rebuild's first chunk (`overwrite`: it starts the rebuild from the
+        origin), a late fold, or the rebuild's next chunk — at the table's whole priority; or None."""
         if self.rewrite_all:
-            return Piece(origin, min(origin + span, freshness), {"rebuild"}), True, 1.0
+            return RecomputePlan(Piece(origin, min(origin + span, freshness), {"rebuild"}), True, 1.0)
         if self.dirty:  # late rows: their range, the whole of it (one MERGE folds them all)
             late = set().union(*(p.late for p in self.dirty.items))
-            return Piece(self.dirty.items[0].lo, self.dirty.items[-1].hi, {"late"}, late), False, 1.0
+            return RecomputePlan(Piece(self.dirty.items[0].lo, self.dirty.items[-1].hi, {"late"}, late), False, 1.0)
         if self.under_way():
             assert self.next is not None and self.to is not None
-            return Piece(self.next, min(self.next + span, self.to), {"rebuild"}), False, 1.0
+            return RecomputePlan(Piece(self.next, min(self.next + span, self.to), {"rebuild"}), False, 1.0)
         return None
 
     def late(self, lo: float, hi: float, ids: tuple[str, ...], taken: float | None, rows: int) -> bool:
@@ -204,9 +205,9 @@ class Derived:
         return True
 
     def plan(self, freshness: float | None, origin: float | None, span: float, alpha: float, beta: float,
-             granularity: float | None, c_full: float) -> tuple[Piece, bool, float] | None:
-        """(the range, overwrite?, priority share) of the next recompute job, or None: overwrite,
-        the job rewrites the whole table from its origin.
+             granularity: float | None, c_full: float) -> RecomputePlan | None:
+        """The next recompute job (its range, whether it overwrites the whole table, its priority
+        share), or None.
 
         Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
         then windows on an old SQL version at EVOLVE_SHARE of it (Olston, Graceful Logic Evolution in Web Data Processing Workflows: in the background),
@@ -225,10 +226,10 @@ class Derived:
         if recompute.rewrite_all or self.full_refresh or full_pays(alpha, beta, dirty + old, span, freshness - origin, c_full):
             reasons = set().union(*(p.reasons for p in recompute.dirty.items)) | ({"sql"} if old > 0 or recompute.rewrite_all else set())
             late = set().union(*(p.late for p in recompute.dirty.items))
-            return Piece(origin, freshness, reasons, late), True, share
+            return RecomputePlan(Piece(origin, freshness, reasons, late), True, share)
         piece = recompute.dirty.newest(span, granularity) if dirty > 0 else recompute.newest_old(span, granularity)
         assert piece is not None
-        return piece, False, share
+        return RecomputePlan(piece, False, share)
 
     def take(self, lo: float, hi: float, overwrite: bool, upto: float | None = None,
              reasons: frozenset[str] | set[str] = frozenset()) -> tuple[set[str], set[str]]:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from policies.basic import Candidate, marginal_benefit, policy_key, policy_key_of
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
 from policies.reservation import ValueRanking
-from warehouse.recompute import Piece
+from warehouse.recompute import RecomputePlan
 from warehouse.table import Table
 
 __all__ = ["JobShape", "NextJob"]
@@ -110,7 +110,7 @@ class NextJob:
         if plan is None:
             assert upd is not None
             return upd, False
-        piece, overwrite, share = plan
+        piece, overwrite, share = plan.piece, plan.overwrite, plan.share
         cost = t.cost.estimate(piece.hi - piece.lo)
         q = t.queue
         rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
@@ -145,8 +145,8 @@ class NextJob:
         q = t.queue
         return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand)
 
-    def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
-        """(the range, overwrite?, priority share) of t's next recompute job, or None
+    def recompute(self, t: Table) -> RecomputePlan | None:
+        """t's next recompute job (its range, whether it overwrites the table, its priority share), or None
         (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
         if t.derived is None:
             return None

@@ -24,6 +24,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from warehouse.freshness import WHOLE, floor_to
 
@@ -31,6 +32,7 @@ __all__ = [
     "EVOLVE_SHARE",
     "Piece",
     "Ranges",
+    "RecomputePlan",
     "TableRecompute",
     "VersionMap",
     "ceil_to",
@@ -96,6 +98,16 @@ class Piece:
     hi: float
     reasons: set[str] = field(default_factory=set)
     late: set[str] = field(default_factory=set)
+
+
+class RecomputePlan(NamedTuple):
+    """A derived table's next recompute job: the range it rewrites and why (`piece`), whether it
+    overwrites the whole table from its origin instead, and the share of the table's priority it
+    runs at (1, or EVOLVE_SHARE for a SQL change's rewrite in the background)."""
+
+    piece: Piece
+    overwrite: bool
+    share: float
 
 
 class Ranges:

@@ -585,7 +585,7 @@ class Scheduler:
             self._transition(t, "recompute")
             t.queue.version += 1
             self._q.queued[t.queue.group] -= 1
-            job = recompute_job(t, plan[0], plan[1], self._next_job, track)
+            job = recompute_job(t, plan.piece, plan.overwrite, self._next_job, track)
             t.derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
             shape = self._nj.shape(t)
