@@ -235,8 +235,8 @@ def test_shape_is_a_query_and_running_is_read_only() -> None:
     t = s._tables["b"]
     t.queue.shape = None
     before = copy.copy(t.queue)
-    s._nj.shape(t)
-    s._nj.candidate(t)
+    s._nextjob.shape(t)
+    s._nextjob.candidate(t)
     assert t.queue.shape is None and all(getattr(t.queue, f) == getattr(before, f) for f in ("version", "keyed_rate", "release"))
     running = s.running
     with pytest.raises(TypeError):

@@ -88,7 +88,7 @@ class Scheduler:
         # re-add its table, and the returning table that takes the job over must recompute them
         self._read_old: dict[int, list[Change]] = {}
         self._orphans: set[int] = set()  # running jobs whose table a reload removed
-        self._next_job = first_job  # a restarted daemon's: above the ids its Delta log records
+        self._next_job_id = first_job  # a restarted daemon's: above the ids its Delta log records
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
@@ -116,7 +116,7 @@ class Scheduler:
         sc = config.scheduler
         bp = bp if bp is not None and bp.config is config else blueprint(config)
         self.config = config
-        self._nj = NextJob(sc.chop, sc.policy, self._pace)
+        self._nextjob = NextJob(sc.chop, sc.policy, self._pace)
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
@@ -157,12 +157,12 @@ class Scheduler:
         sc = self.config.scheduler
         self.plan: TrackPlan
         if ahead is None:
-            self.plan, self._nj.ranking, profiles = track_plan(sc, self._by_idx)
+            self.plan, self._nextjob.ranking, profiles = track_plan(sc, self._by_idx)
             self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
         else:
-            self.plan, self._nj.ranking, self._bulk_over = ahead.plan, ahead.ranking, ahead.bulk_over
+            self.plan, self._nextjob.ranking, self._bulk_over = ahead.plan, ahead.ranking, ahead.bulk_over
             take_plan(self._by_idx, ahead.plan, ahead.profiles)
-        self._nj.tracks = sc.tracks
+        self._nextjob.tracks = sc.tracks
         self._q.reset(len(self.plan.groups))
         for t in self._by_idx:
             if t.state in QUEUED:
@@ -294,7 +294,7 @@ class Scheduler:
         if ev.rows > 0 and (  # (no rows: nothing to learn of the rate)
                 (pid not in tables[0].log.ids) if len(tables) == 1 else any(pid not in t.log.ids for t in tables)):
             rate.observe(ev.rows, end - ev.start)  # once per new partition, before its jobs are costed
-        c = self._nj.chop if not self._nj.auto else None
+        c = self._nextjob.chop if not self._nextjob.auto else None
         for t in tables:
             log = t.log
             if pid in log.ids:
@@ -456,7 +456,7 @@ class Scheduler:
     # ---- the next job of a table (warehouse.nextjob) -------------------------------------------------
     def _candidate(self, t: Table) -> Candidate:
         """t's next job as the basic algorithm sees it (§3.1): a query."""
-        return self._nj.candidate(t)[0]
+        return self._nextjob.candidate(t)[0]
 
     def _drain(self, t: Table) -> None:
         """t's queued job leaves the queue (its heap entry is dropped lazily)."""
@@ -477,12 +477,12 @@ class Scheduler:
         q = t.queue
         q.version += 1
         q.keyed_rate = t.rate.rate if t.rate is not None else None
-        nj = self._nj
-        if t.log is not None and not nj.auto:
-            q.shape, q.shape_version = (shape := nj.shape(t)), q.version
-            self._q.push(q.group, (*nj.queue_key(t, shape), q.version, t.idx))
+        nextjob = self._nextjob
+        if t.log is not None and not nextjob.auto:
+            q.shape, q.shape_version = (shape := nextjob.shape(t)), q.version
+            self._q.push(q.group, (*nextjob.queue_key(t, shape), q.version, t.idx))
         else:
-            self._q.push(q.group, (*nj.queue_key(t), q.version, t.idx))
+            self._q.push(q.group, (*nextjob.queue_key(t), q.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[-1]]
@@ -538,7 +538,7 @@ class Scheduler:
         self._transition(t, "upkeep")
         t.queue.version += 1
         self._care(t, "maintain")
-        return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job, track), track, now)
+        return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job_id, track), track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
@@ -550,7 +550,7 @@ class Scheduler:
             t = self._by_idx[entry[-1]]
             if self._bulk_cap is not None and self._bulk_waits(t):  # (no limit: no call)
                 return False  # the bulk limit is reached: a small job may take the track
-            until = hold_until(t, -entry[0], self._nj, self._releases, self._pace.now,
+            until = hold_until(t, -entry[0], self._nextjob, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
                 self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short
@@ -562,7 +562,7 @@ class Scheduler:
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead)."""
-        name = lookahead_first(self._q, self._nj, self._by_idx, self._releases, now)
+        name = lookahead_first(self._q, self._nextjob, self._by_idx, self._releases, now)
         if name is None or self._bulk_waits(t := self._tables[name]):
             return
         if (track := self.plan.place(name, available, self._q.waiting)) is not None:
@@ -579,30 +579,32 @@ class Scheduler:
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
         ranks first (warehouse.nextjob), else its update job."""
-        if t.derived is not None and t.freshness is not None and t.derived.recompute.has_work() and self._nj.candidate(t)[1]:
-            plan = self._nj.recompute(t)
+        derived = t.derived
+        if (derived is not None and t.freshness is not None and derived.recompute.has_work()
+                and self._nextjob.candidate(t)[1]):
+            plan = self._nextjob.recompute(t)
             assert plan is not None
             self._transition(t, "recompute")
             t.queue.version += 1
             self._q.queued[t.queue.group] -= 1
-            job = recompute_job(t, plan.piece, plan.overwrite, self._next_job, track)
-            t.derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
+            job = recompute_job(t, plan.piece, plan.overwrite, self._next_job_id, track)
+            derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
-            shape = self._nj.shape(t)
+            shape = self._nextjob.shape(t)
             self._transition(t, "slice" if shape.time_slice and t.base else "start")
             if t.mode is Mode.URGENT:
                 self._mode(t, "served")
             t.queue.version += 1
             self._q.queued[t.queue.group] -= 1
-            job = update_job(t, shape, self._next_job, track)
+            job = update_job(t, shape, self._next_job_id, track)
             if job.full and t.derived is not None and t.derived.unsure is None:  # it rewrites every window, as a recompute
                 t.derived.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
         self._race = t.queue.rand if t.queue.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it is (`_bulk`)."""
-        self._next_job += 1
+        """`job` (numbered `_next_job_id`) runs on `track` from `now`; marked bulk if it is (`_bulk`)."""
+        self._next_job_id += 1
         bulk = self._bulk(job.estimate)
         if bulk:
             job = dataclasses.replace(job, bulk=True)
@@ -622,7 +624,7 @@ class Scheduler:
     def _bulk_waits(self, t: Table) -> bool:
         """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit."""
         return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
-                and self._bulk(self._nj.candidate(t)[0].cost))
+                and self._bulk(self._nextjob.candidate(t)[0].cost))
 
     # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
