@@ -46,8 +46,8 @@ from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     QUEUED,
-    Care,
     JobState,
+    MaintenanceState,
     Mode,
     Recovered,
     Table,
@@ -64,7 +64,7 @@ from warehouse.table import (
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
-__all__ = ["TRANSITIONS", "Care", "JobState", "Mode", "Recovered", "Scheduler"]
+__all__ = ["TRANSITIONS", "JobState", "MaintenanceState", "Mode", "Recovered", "Scheduler"]
 
 
 _ADOPT_KIND = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
@@ -99,7 +99,7 @@ class Scheduler:
         self._plan_dirty = False
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (Nova, SIGMOD 2011 §2.4)
-        self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
+        self._due: dict[str, None] = {}  # the tables in MaintenanceState.DUE, in the order they fell due
         self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
         self._bp: Blueprint | None = None  # the blueprint the tables were laid out from (warehouse.blueprint)
         self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
@@ -142,7 +142,7 @@ class Scheduler:
             was_touched = set(touched)
             touched = [t for t in self._by_idx if t in was_touched or t.name in retried]
         self._upkeep.configure(bp.policies, recovered, None if touched is self._by_idx else [t.name for t in touched])
-        self._due = {n: None for n in self._due if n in lay.tables and lay.tables[n].care is Care.DUE}
+        self._due = {n: None for n in self._due if n in lay.tables and lay.tables[n].maintenance is MaintenanceState.DUE}
         if active := self._upkeep.active:  # (nothing falls due of a table without a maintenance policy)
             for t in self._by_idx:  # recovered (or re-configured) tables already due
                 if t.name in active:
@@ -206,7 +206,7 @@ class Scheduler:
         if (u := self._upkeep.timers) and u[0][0] <= now:  # maintenance due by the clock (warehouse.upkeep)
             for name in self._upkeep.ripe(now):
                 if (t := self._tables.get(name)) is not None:
-                    self._care(t, "due")
+                    self._maintenance(t, "due")
         out = self._dispatch(now) if self._board.idle else []
         if self._backoffs.heap or self._upkeep.timers:  # (the usual case: both empty, no call)
             self._prune()
@@ -252,12 +252,13 @@ class Scheduler:
     def _mode(self, t: Table, kind: str) -> None:
         t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
 
-    def _care(self, t: Table, kind: str) -> None:
-        t.care = self._move(t, t.care, kind, Care.DUE, self._due)  # type: ignore[assignment]
+    def _maintenance(self, t: Table, kind: str) -> None:
+        t.maintenance = self._move(t, t.maintenance, kind, MaintenanceState.DUE, self._due)  # type: ignore[assignment]
 
     @staticmethod
-    def _move(t: Table, was: Mode | Care, kind: str, marked: Mode | Care, index: dict[str, None]) -> Mode | Care:
-        """t's mode or care after `kind` (TRANSITIONS); `index` keeps the tables `marked`, in order."""
+    def _move(t: Table, was: Mode | MaintenanceState, kind: str, marked: Mode | MaintenanceState,
+              index: dict[str, None]) -> Mode | MaintenanceState:
+        """t's mode or maintenance state after `kind` (TRANSITIONS); `index` keeps the tables `marked`, in order."""
         new = TRANSITIONS.get((was, kind))
         if new is None:
             raise SchedulerMisuse(f"table {t.name!r} is {was.value} and cannot take '{kind}'")
@@ -275,7 +276,7 @@ class Scheduler:
     def _check_upkeep(self, t: Table, now: float) -> None:
         """t's maintenance falls due if it is due now (warehouse.upkeep)."""
         if self._upkeep.due(t.name, now) is not None:
-            self._care(t, "due")
+            self._maintenance(t, "due")
 
     def is_suspended(self, table: str) -> bool:
         return (t := self._tables.get(table)) is not None and t.mode is Mode.SUSPENDED
@@ -344,7 +345,7 @@ class Scheduler:
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
             self._pace.observe(ev.duration, job.estimate)
             if self._upkeep.committed(t.name, now) is not None:  # its maintenance is due now
-                self._care(t, "due")
+                self._maintenance(t, "due")
         late = t.derived is not None and t.derived.stateful and t.derived.taken  # a stateful job folded late rows too
         start = min(job.start, t.derived.taken[0].lo) if late and t.derived is not None else job.start
         if committed(t, job, ev, now, self.config.scheduler.repartition_drift):
@@ -520,7 +521,7 @@ class Scheduler:
         ranked, gone = upkeep_ranked(self._upkeep, list(self._due), self._tables, self._board.by_table, now)
         for name in gone:
             if (t := self._tables.get(name)) is not None:
-                self._care(t, "undue")
+                self._maintenance(t, "undue")
             else:  # removed by a reconfigure
                 del self._due[name]
         for idx, kind in ranked:
@@ -537,7 +538,7 @@ class Scheduler:
     def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
         self._transition(t, "upkeep")
         t.queue.version += 1
-        self._care(t, "maintain")
+        self._maintenance(t, "maintain")
         return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job_id, track), track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:

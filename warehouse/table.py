@@ -1,8 +1,17 @@
-"""A table as the Scheduler keeps it: where its job is (`JobState`), what an operator asked of it
-(`Mode`), whether its maintenance is due (`Care`), what storage held for it on start (`Recovered`), and its facts — priority, period,
-freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived);
-whether it has work, and a derived table's edge and F' moving with its sources' (§2.2).
-The moves between states are the Scheduler's transition table (`warehouse.scheduler.TRANSITIONS`).
+"""A table as the Scheduler keeps it (the DataDepot paper §2): its facts — priority and inherited
+priority Ip_i (§3.3), period, freshness F and safe freshness F' (§2.1-§2.4), origin — and its nouns:
+
+    state, mode, maintenance   its `JobState`, the operator's `Mode` and its `MaintenanceState`,
+                               moved only by the transition table (warehouse.lifecycle)
+    log | derived              a base table's `Backlog` (warehouse.backlog) or a derived table's
+                               `Derived` (warehouse.derived: its edge, refresh mode, recompute)
+    queue                      `QueuePlace`: its released job in the ready queues (§3.1-§3.2)
+    jobs                       `JobCounts`: what its jobs did, its failures in a row and retry time
+    profile                    `JobProfile`: P_i, E_i(P_i) and benefit at the last (re)partition (§3.2)
+    cost, meter                its E(n) (warehouse.cost) and staleness meter (warehouse.freshness)
+
+and the functions over them: has it work, a commit, a failure, its edge and F' moving with its
+sources' (§2.2), a backfill's range. What storage held for it on start is `Recovered`.
 Pure data: no clock, no I/O.
 """
 
@@ -30,10 +39,10 @@ from warehouse.recompute import touched, window_count
 if TYPE_CHECKING:
     from warehouse.nextjob import JobShape
 
-__all__ = ["BUSY", "QUEUED", "Care", "JobCounts", "JobState", "Mode", "QueuePlace", "Recovered", "Table", "backfill_range", "committed",
-           "expecting", "failed", "has_work", "named", "profile", "raise_safe", "read_stale", "recompute_target", "recomputed",
-           "stale_windows",
-           "sources_changed", "take_plan", "track_plan", "update_edge"]
+__all__ = ["BUSY", "QUEUED", "JobCounts", "JobState", "MaintenanceState", "Mode", "QueuePlace", "Recovered",
+           "Table", "backfill_range", "committed", "expecting", "failed", "has_work", "named", "profile",
+           "raise_safe", "read_stale", "recompute_target", "recomputed", "sources_changed", "stale_windows",
+           "take_plan", "track_plan", "update_edge"]
 
 
 class JobState(Enum):
@@ -66,7 +75,7 @@ class Mode(Enum):
     __hash__ = object.__hash__
 
 
-class Care(Enum):
+class MaintenanceState(Enum):
     """Whether a table's maintenance (OPTIMIZE/VACUUM, warehouse.upkeep) is due: a due one waits
     for a track no update job takes (Nova, SIGMOD 2011 §2.4)."""
 
@@ -172,7 +181,7 @@ class Table:
     rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
     state: JobState = JobState.IDLE
     mode: Mode = Mode.ACTIVE
-    care: Care = Care.CURRENT
+    maintenance: MaintenanceState = MaintenanceState.CURRENT
     last_arrival: float | None = None
     queue: QueuePlace = field(default_factory=QueuePlace)  # its released job in the ready queues
     profile: JobProfile = UNPLANNED  # P_i, E_i(P_i) and Ip_i·P_i / E_i(P_i) at the last (re)partition (§3.2)
