@@ -1,5 +1,5 @@
-"""A table's lifecycle as one transition table (the DataDepot paper §3.1; h11's `_state.py` is the
-model): every state a table can be in and every move between them. `Scheduler._transition` applies
+"""A table's lifecycle as one transition table (the DataDepot paper §3.1): every state a table
+can be in and every move between them. `Scheduler._transition` applies
 it; a move not in it raises `SchedulerMisuse` and changes nothing.
 
 A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`:

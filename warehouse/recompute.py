@@ -1,6 +1,6 @@
 """Recomputing derived windows that are already committed: late data, changed logic, backfills.
 
-The scheduling paper (004) only ever moves a table's freshness forward; it leaves out what
+The DataDepot paper only ever moves a table's freshness forward; it leaves out what
 happens when data arrives for windows already computed (§2.2 assumes it cannot), when a derived
 table's SQL changes (Olston, Graceful Logic Evolution in Web Data Processing Workflows, graceful evolution of derived logic), or when a table may run ahead
 of its slowest source by a bounded skew (Olston, Modeling and Scheduling Asynchronous Incremental Workflows §5, `bound_inconsistency`). Each of these makes a
@@ -77,11 +77,12 @@ def window_count(length: float, granularity: float | None, period: float) -> int
 
 
 def full_pays(alpha: float, beta: float, work: float, span: float, table: float, c: float) -> bool:
-    """Seed 000 §6 (incremental or batch variant, by cost), with the learned E(n) = α + β·n (§2.4):
-    `work` seconds of windows rewritten in pieces of at most `span` cost ⌈work/span⌉·α + β·work; one
-    full overwrite of the table's `table` seconds costs α + β·table. True when the full one is
-    cheaper — the rewrite is a large share of the table — and no longer than `c` pieces, so it
-    never holds a track much longer than a chopped job would (§3.4)."""
+    """The incremental or batch variant, by cost (Olston, Modeling and Scheduling Asynchronous
+    Incremental Workflows §6), with the learned E(n) = α + β·n (§2.4): `work` seconds of windows
+    rewritten in pieces of at most `span` cost ⌈work/span⌉·α + β·work; one full overwrite of the
+    table's `table` seconds costs α + β·table. True when the full one is cheaper — the rewrite is a
+    large share of the table — and no longer than `c` pieces, so it never holds a track much longer
+    than a chopped job would (§3.4)."""
     if work <= 0 or table <= 0:
         return False
     q = work / span - 1e-9 if span > 0 else 1.0

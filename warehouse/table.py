@@ -85,8 +85,8 @@ class MaintenanceState(Enum):
     __hash__ = object.__hash__
 
 
-# (the hot paths compare with members held in module constants, as these sets and the Scheduler's
-# aliases do: a member looked up on its class costs ~80 ns in Python 3.11, EnumType has a __getattr__)
+# (the hot paths test membership in these module constants: a member looked up on its class goes
+# through EnumType's __getattr__ each time)
 QUEUED = frozenset({JobState.PENDING, JobState.HELD})
 BUSY = frozenset({JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING})
 _PHASE = {JobState.IDLE: "idle", JobState.PENDING: "pending", JobState.HELD: "pending", JobState.RUNNING: "running",
