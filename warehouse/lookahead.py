@@ -37,12 +37,12 @@ def first_pick(ordered: list[Candidate], releases: Releases, now: float) -> str 
     return None if chosen.table == ordered[0].table else chosen.table
 
 
-def lookahead_first(q: ReadyQueues, nextjob: NextJob, tables: list[Table], releases: Releases,
+def lookahead_first(queues: ReadyQueues, nextjob: NextJob, tables: list[Table], releases: Releases,
                     now: float) -> str | None:
-    """`first_pick` over the best `LOOK` released jobs of the queues `q` (`tables`: by index). The
+    """`first_pick` over the best `LOOK` released jobs of the ready `queues` (`tables`: by index). The
     heads are walked best-first in their heaps, none popped: O((k + s) log n) for k entries taken
     and s stale ones passed (compaction, `ReadyQueues.push`, keeps s below the queue's length + 64)."""
-    valid = q.heads(LOOK)
+    valid = queues.heads(LOOK)
     if not valid:
         return None
     return first_pick([nextjob.candidate(tables[e[-1]])[0] for e in valid], releases, now)

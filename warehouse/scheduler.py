@@ -100,7 +100,7 @@ class Scheduler:
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (Nova, SIGMOD 2011 §2.4)
         self._due: dict[str, None] = {}  # the tables in MaintenanceState.DUE, in the order they fell due
-        self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
+        self._queues = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
         self._bp: Blueprint | None = None  # the blueprint the tables were laid out from (warehouse.blueprint)
         self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
             PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
@@ -163,10 +163,10 @@ class Scheduler:
             self.plan, self._nextjob.ranking, self._bulk_over = ahead.plan, ahead.ranking, ahead.bulk_over
             take_plan(self._by_idx, ahead.plan, ahead.profiles)
         self._nextjob.tracks = sc.tracks
-        self._q.reset(len(self.plan.groups))
+        self._queues.reset(len(self.plan.groups))
         for t in self._by_idx:
             if t.state in QUEUED:
-                self._q.queued[t.queue.group] += 1
+                self._queues.queued[t.queue.group] += 1
                 self._push(t)
         self._plan_dirty = False
         self._last_plan_event = self._events
@@ -250,7 +250,7 @@ class Scheduler:
                 self._mode(t, move)
 
     def _mode(self, t: Table, kind: str) -> None:
-        t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
+        t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._queues.urgent)  # type: ignore[assignment]
 
     def _maintenance(self, t: Table, kind: str) -> None:
         t.maintenance = self._move(t, t.maintenance, kind, MaintenanceState.DUE, self._due)  # type: ignore[assignment]
@@ -449,7 +449,7 @@ class Scheduler:
             q.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
             t.jobs.released += 1
             self._released += 1
-            self._q.queued[q.group] += 1
+            self._queues.queued[q.group] += 1
             self._push(t)
         elif was in QUEUED:
             self._push(t)
@@ -463,7 +463,7 @@ class Scheduler:
         """t's queued job leaves the queue (its heap entry is dropped lazily)."""
         self._transition(t, "drain")
         t.queue.version += 1
-        self._q.queued[t.queue.group] -= 1
+        self._queues.queued[t.queue.group] -= 1
 
     def _requeue(self, t: Table) -> None:
         """Some of t's pending work went away: a queued job is re-keyed, or drained if none is left."""
@@ -481,9 +481,9 @@ class Scheduler:
         nextjob = self._nextjob
         if t.log is not None and not nextjob.auto:
             q.shape, q.shape_version = (shape := nextjob.shape(t)), q.version
-            self._q.push(q.group, (*nextjob.queue_key(t, shape), q.version, t.idx))
+            self._queues.push(q.group, (*nextjob.queue_key(t, shape), q.version, t.idx))
         else:
-            self._q.push(q.group, (*nextjob.queue_key(t), q.version, t.idx))
+            self._queues.push(q.group, (*nextjob.queue_key(t), q.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[-1]]
@@ -498,9 +498,9 @@ class Scheduler:
             return []
         available = set(self._board.idle)
         out: list[StartJob] = []
-        if self._q.urgent:
+        if self._queues.urgent:
             self._refresh_first(now, available, out)
-        if available and any(self._q.queued):
+        if available and any(self._queues.queued):
             self._round(now, available, out)
         if available and self._due:
             self._maintain(now, available, out)
@@ -509,7 +509,7 @@ class Scheduler:
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them);
         a bulk one only within the bulk limit (it keeps its place: first when a bulk job ends)."""
-        for t, track in self._q.urgent_first(self._tables, self.plan, available):
+        for t, track in self._queues.urgent_first(self._tables, self.plan, available):
             if self._bulk_cap is not None and self._bulk_waits(t):
                 continue
             out.append(self._start(t, track, now))
@@ -530,7 +530,7 @@ class Scheduler:
             t = self._by_idx[idx]
             if self._bulk_cap is not None and self._bulk_full(upkeep_estimate(t, kind, self._upkeep)):
                 continue  # the bulk limit is reached: it stays due
-            track = self.plan.place(t.name, available, self._q.waiting)
+            track = self.plan.place(t.name, available, self._queues.waiting)
             if track is not None:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
@@ -559,14 +559,14 @@ class Scheduler:
             out.append(self._start(t, track, now))
             return True
 
-        self._q.serve(self.plan, available, self._names, take)
+        self._queues.serve(self.plan, available, self._names, take)
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead)."""
-        name = lookahead_first(self._q, self._nextjob, self._by_idx, self._releases, now)
+        name = lookahead_first(self._queues, self._nextjob, self._by_idx, self._releases, now)
         if name is None or self._bulk_waits(t := self._tables[name]):
             return
-        if (track := self.plan.place(name, available, self._q.waiting)) is not None:
+        if (track := self.plan.place(name, available, self._queues.waiting)) is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
 
@@ -587,7 +587,7 @@ class Scheduler:
             assert plan is not None
             self._transition(t, "recompute")
             t.queue.version += 1
-            self._q.queued[t.queue.group] -= 1
+            self._queues.queued[t.queue.group] -= 1
             job = recompute_job(t, plan.piece, plan.overwrite, self._next_job_id, track)
             derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
@@ -596,7 +596,7 @@ class Scheduler:
             if t.mode is Mode.URGENT:
                 self._mode(t, "served")
             t.queue.version += 1
-            self._q.queued[t.queue.group] -= 1
+            self._queues.queued[t.queue.group] -= 1
             job = update_job(t, shape, self._next_job_id, track)
             if job.full and t.derived is not None and t.derived.unsure is None:  # it rewrites every window, as a recompute
                 t.derived.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
