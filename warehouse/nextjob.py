@@ -35,6 +35,9 @@ class JobShape(NamedTuple):
     work: float
 
 
+_shape = tuple.__new__  # JobShape(…) without its Python-level __new__: it is built on every decision's path
+
+
 class NextJob:
     """The next job of any table under one configuration (chopping, policy key)."""
 
@@ -65,7 +68,7 @@ class NextJob:
                     return q.shape
             start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
             n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
-            return JobShape(start, end, new_f, count, sliced, n)
+            return _shape(JobShape, (start, end, new_f, count, sliced, n))
         start = t.freshness if t.freshness is not None else t.origin
         assert start is not None and t.derived is not None and t.derived.edge is not None
         if t.derived.full_refresh:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
@@ -73,12 +76,12 @@ class NextJob:
             # because they load less), so the table would fall behind for good
             start = t.origin if t.origin is not None else start
             end = t.derived.edge if t.derived.unsure is None else min(t.derived.edge, t.derived.unsure[1])
-            return JobShape(start, end, end, 0, False, end - start)
+            return _shape(JobShape, (start, end, end, 0, False, end - start))
         if t.derived.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
             end = min(t.derived.edge, t.derived.unsure[1])
         else:
             end = chop_window(start, t.derived.edge, t.period, self.chop_c(t), t.granularity)
-        return JobShape(start, end, end, 0, False, end - start)
+        return _shape(JobShape, (start, end, end, 0, False, end - start))
 
     def chop_c(self, t: Table) -> float | None:
         """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
