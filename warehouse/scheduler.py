@@ -462,8 +462,9 @@ class Scheduler:
     def _drain(self, t: Table) -> None:
         """t's queued job leaves the queue (its heap entry is dropped lazily)."""
         self._transition(t, "drain")
-        t.queue.version += 1
-        self._queues.queued[t.queue.group] -= 1
+        q = t.queue
+        q.version += 1
+        self._queues.queued[q.group] -= 1
 
     def _requeue(self, t: Table) -> None:
         """Some of t's pending work went away: a queued job is re-keyed, or drained if none is left."""
@@ -580,14 +581,14 @@ class Scheduler:
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
         ranks first (warehouse.nextjob), else its update job."""
-        derived = t.derived
+        derived, q = t.derived, t.queue
         if (derived is not None and t.freshness is not None and derived.recompute.has_work()
                 and self._nextjob.candidate(t)[1]):
             plan = self._nextjob.recompute(t)
             assert plan is not None
             self._transition(t, "recompute")
-            t.queue.version += 1
-            self._queues.queued[t.queue.group] -= 1
+            q.version += 1
+            self._queues.queued[q.group] -= 1
             job = recompute_job(t, plan.piece, plan.overwrite, self._next_job_id, track)
             derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
@@ -595,12 +596,12 @@ class Scheduler:
             self._transition(t, "slice" if shape.time_slice and t.base else "start")
             if t.mode is Mode.URGENT:
                 self._mode(t, "served")
-            t.queue.version += 1
-            self._queues.queued[t.queue.group] -= 1
+            q.version += 1
+            self._queues.queued[q.group] -= 1
             job = update_job(t, shape, self._next_job_id, track)
             if job.full and t.derived is not None and t.derived.unsure is None:  # it rewrites every window, as a recompute
                 t.derived.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
-        self._race = t.queue.rand if t.queue.rand > self._race else self._race  # (max, without the call)
+        self._race = q.rand if q.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
