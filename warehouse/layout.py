@@ -77,13 +77,13 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
     tables: dict[str, Table] = {}
     new: list[Table] = []
     touched: set[Table] = set()
-    specs, ip = bp.specs, bp.ip
+    specs, inherited = bp.specs, bp.inherited_priority
     rebuilding = bp.rebuilding
     touch, reweigh = (None, frozenset()) if changes is None else changes
     for i, name in enumerate(bp.dag.order):
         t = was = old.get(name)
         if touch is not None and t is not None and name not in touch and name not in rebuilding and not t.removed:
-            t.idx, t.inherited_priority = i, ip[name]  # parameters unchanged (and so its kind, its edges)
+            t.idx, t.inherited_priority = i, inherited[name]  # parameters unchanged (and so its kind, its edges)
             if name in reweigh:
                 spec = specs[name]
                 t.priority, t.target = spec.priority, spec.target
@@ -129,7 +129,7 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
                 t.derived = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
             t.derived.configure(sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful=stateful)
         tables[name] = t
-        t.inherited_priority = ip[name]
+        t.inherited_priority = inherited[name]
     for t in new:  # a new table's neighbours point to it: they are rewired too
         for n in (*specs[t.name].sources, *specs[t.name].dependents):
             touched.add(tables[n])

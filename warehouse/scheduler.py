@@ -142,7 +142,8 @@ class Scheduler:
             was_touched = set(touched)
             touched = [t for t in self._by_idx if t in was_touched or t.name in retried]
         self._upkeep.configure(bp.policies, recovered, None if touched is self._by_idx else [t.name for t in touched])
-        self._due = {n: None for n in self._due if n in lay.tables and lay.tables[n].maintenance is MaintenanceState.DUE}
+        self._due = {n: None for n in self._due
+                     if n in lay.tables and lay.tables[n].maintenance is MaintenanceState.DUE}
         if active := self._upkeep.active:  # (nothing falls due of a table without a maintenance policy)
             for t in self._by_idx:  # recovered (or re-configured) tables already due
                 if t.name in active:
