@@ -24,7 +24,8 @@ __all__ = [
 @dataclass(slots=True, kw_only=True)
 class Candidate:
     """A released job J_i as the basic algorithms see it (§3.1). Not frozen: the Scheduler builds
-    one per queued job to key it, and a frozen dataclass takes twice as long to build."""
+    one per queued job to key it, and a frozen dataclass is slower to build (object.__setattr__
+    per field)."""
 
     table: str
     priority: float  # Ip_i, the (inherited) priority used for scheduling

@@ -293,6 +293,6 @@ def test_reconfigure_that_removes_pending_work_keeps_the_queue_consistent():
     streams = [*STREAMS, {"name": "c", "period": 60}]
     tables = [TABLES[0], TABLES[1], {"name": "rc", "stream": "c"}, {**TABLES[2], "sources": ["rc"]}]
     assert s.handle(Reconfigure(config=config(streams, tables, tracks=1)), 1001) == []  # rc has no data: nothing for j
-    assert s.stats(1001).pending_jobs == 0 and sum(s._q.queued) == 0
+    assert s.stats(1001).pending_jobs == 0 and sum(s._queues.queued) == 0
     (j,) = s.handle(PartitionArrived(stream="c", partition_id="c1", start=0, end=60), 1002)
     assert j.table == "rc"

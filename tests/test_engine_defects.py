@@ -102,14 +102,14 @@ def test_lookahead_walks_the_heads_of_the_queues_not_every_entry() -> None:
     for i in range(1, n):
         s.handle(PartitionArrived(stream=f"s{i}", partition_id=f"p{i}", start=0, end=60), 60 + i * 0.001)
     looked = 0
-    valid = s._q.valid
+    valid = s._queues.valid
 
     def counting(entry: tuple, g: int) -> bool:
         nonlocal looked
         looked += 1
         return valid(entry, g)
 
-    s._q.valid = counting  # the ready queues ask it of every entry they look at
+    s._queues.valid = counting  # the ready queues ask it of every entry they look at
     (nxt,) = s.handle(JobFinished(job_id=first.job_id, duration=1.0), 62)
     assert nxt.kind == "base" and looked < 100, looked
 

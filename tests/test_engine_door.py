@@ -22,7 +22,7 @@ from warehouse.events import (
     StartJob,
     Suspend,
 )
-from warehouse.scheduler import TRANSITIONS, Care, JobState, Mode, Scheduler
+from warehouse.scheduler import TRANSITIONS, JobState, MaintenanceState, Mode, Scheduler
 
 
 def _cfg(policy: str = "auto", n: int = 12, tracks: int = 3):
@@ -85,7 +85,7 @@ def test_the_side_doors_are_gone_and_every_state_is_in_the_transition_table() ->
     for name in ("suspend", "resume", "refresh", "recompute", "reconfigure"):
         assert not hasattr(Scheduler, name), name
     seen = {k[0] for k in TRANSITIONS} | set(TRANSITIONS.values())
-    assert set(JobState) | set(Mode) | set(Care) <= seen
+    assert set(JobState) | set(Mode) | set(MaintenanceState) <= seen
     s = Scheduler(_cfg()[0], now=0.0, initial_freshness=0.0)
     with pytest.raises(SchedulerMisuse, match="unknown event"):
         s.handle(object(), 1.0)  # type: ignore[arg-type]
@@ -149,7 +149,7 @@ def test_a_bad_action_line_is_reported_by_line_number() -> None:
 
 
 def test_maintenance_due_is_a_state_entered_and_left_by_handling_events() -> None:
-    """Maintenance due (warehouse.upkeep) is the table's `Care`, moved by TRANSITIONS: due after
+    """Maintenance due (warehouse.upkeep) is the table's `MaintenanceState`, moved by TRANSITIONS: due after
     the commit that makes it so, waiting while the one track runs an update job, current again
     when its OPTIMIZE starts — or when a reload turns its maintenance off."""
     def cfg(optimize_every):
@@ -172,29 +172,29 @@ def test_maintenance_due_is_a_state_entered_and_left_by_handling_events() -> Non
             assert jb.table == "b"  # update jobs first: maintenance takes a track left idle
             if i == 0:
                 assert s.handle(JobFinished(job_id=jb.job_id, duration=1.0), now + 12) == []
-                assert a.care is Care.CURRENT  # one commit of two
+                assert a.maintenance is MaintenanceState.CURRENT  # one commit of two
             now += 10
         # a's second commit made its OPTIMIZE due; b's job holds the one track
-        assert a.care is Care.DUE and a.state is JobState.IDLE and "a" in s._due
+        assert a.maintenance is MaintenanceState.DUE and a.state is JobState.IDLE and "a" in s._due
         if turned_off:
             s.handle(Reconfigure(config=cfg(None)), now + 1.5)
             assert s.handle(JobFinished(job_id=jb.job_id, duration=1.0), now + 2) == []
-            assert a.care is Care.CURRENT and s._tables["b"].care is Care.CURRENT and not s._due
+            assert a.maintenance is MaintenanceState.CURRENT and s._tables["b"].maintenance is MaintenanceState.CURRENT and not s._due
             continue
         (opt,) = s.handle(JobFinished(job_id=jb.job_id, duration=1.0), now + 2)
         assert opt.kind == "optimize" and opt.table == "a"
-        assert a.care is Care.CURRENT and a.state is JobState.MAINTAINING and "a" not in s._due
-        assert s._tables["b"].care is Care.DUE and list(s._due) == ["b"]  # its second commit: it waits its turn
+        assert a.maintenance is MaintenanceState.CURRENT and a.state is JobState.MAINTAINING and "a" not in s._due
+        assert s._tables["b"].maintenance is MaintenanceState.DUE and list(s._due) == ["b"]  # its second commit: it waits its turn
 
 
 def test_a_table_state_is_written_only_by_the_transition_helpers() -> None:
-    """The one door, read from the source: in the engine, a table's job state, mode and care are
-    assigned only inside `Scheduler._transition`, `_mode` and `_care` (TRANSITIONS)."""
+    """The one door, read from the source: in the engine, a table's job state, mode and maintenance state are
+    assigned only inside `Scheduler._transition`, `_mode` and `_maintenance` (TRANSITIONS)."""
     import ast
     from pathlib import Path
 
     allowed = {("scheduler.py", "_transition", "state"), ("scheduler.py", "_mode", "mode"),
-               ("scheduler.py", "_care", "care")}
+               ("scheduler.py", "_maintenance", "maintenance")}
     found = set()
     for path in Path(__file__).resolve().parents[1].joinpath("warehouse").glob("*.py"):
         for fn in ast.walk(ast.parse(path.read_text())):
@@ -204,7 +204,7 @@ def test_a_table_state_is_written_only_by_the_transition_helpers() -> None:
                 targets = node.targets if isinstance(node, ast.Assign) else (
                     [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else [])
                 found |= {(path.name, fn.name, t.attr) for t in targets
-                          if isinstance(t, ast.Attribute) and t.attr in ("state", "mode", "care")}
+                          if isinstance(t, ast.Attribute) and t.attr in ("state", "mode", "maintenance")}
     assert found == allowed
 
 

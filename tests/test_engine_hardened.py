@@ -233,11 +233,11 @@ def test_shape_is_a_query_and_running_is_read_only() -> None:
     (job,) = s.handle(PartitionArrived(stream="s", partition_id="p0", start=0, end=10), 10.0)
     s.handle(PartitionArrived(stream="s", partition_id="p1", start=10, end=20), 20.0)
     t = s._tables["b"]
-    t.shaped = None
-    before = copy.copy(t)
-    s._nj.shape(t)
-    s._nj.candidate(t)
-    assert t.shaped is None and all(getattr(t, f) == getattr(before, f) for f in ("version", "keyed_rate", "release"))
+    t.queue.shape = None
+    before = copy.copy(t.queue)
+    s._nextjob.shape(t)
+    s._nextjob.candidate(t)
+    assert t.queue.shape is None and all(getattr(t.queue, f) == getattr(before, f) for f in ("version", "keyed_rate", "release"))
     running = s.running
     with pytest.raises(TypeError):
         running[99] = job  # type: ignore[index]

@@ -10,6 +10,7 @@ from warehouse.events import (
     JobFailed,
     JobFinished,
     PartitionArrived,
+    Reconfigure,
     Refresh,
     Resume,
     StartJob,
@@ -213,3 +214,32 @@ def test_simulated_maintenance_takes_track_time_and_costs_staleness() -> None:
     assert on["maintenance_jobs"] > 300 and on["maintenance_busy_fraction"] > 0.05
     assert on["busy_fraction"] > off["busy_fraction"]
     assert on["weighted_staleness"] > off["weighted_staleness"]  # they delay update jobs (non-preemptible)
+
+
+def test_a_tables_maintenance_state_follows_its_name_across_reloads() -> None:
+    """A table's OPTIMIZE count is its own (Table.upkeep): a reload that turns a base table into a
+    derived one keeps it; one that removes the table drops it, and the table added back starts
+    from what storage holds."""
+    base = {"streams": [{"name": "s", "period": 10}],
+            "scheduler": {"tracks": 1, "partitioner": "global", "learn_costs": False, "chop": None},
+            "maintenance": {"optimize_every": 5}}
+    raw = {"name": "raw", "stream": "s", "priority": 1, "cost": {"alpha": 1, "beta": 0.1}}
+    as_base = {"name": "x", "stream": "u", "priority": 1, "cost": {"alpha": 1, "beta": 0.1}}
+    as_derived = {"name": "x", "sources": ["raw"], "sql": "SELECT 1", "priority": 1, "cost": {"alpha": 1, "beta": 0.1}}
+
+    def commits(s: Scheduler) -> int:
+        (st,) = [t for t in s.stats(100.0).tables if t.name == "x"]
+        assert st.upkeep is not None
+        return st.upkeep.commits_since_optimize
+
+    two = {**base, "streams": [*base["streams"], {"name": "u", "period": 10}], "tables": [raw, as_base]}
+    s = Scheduler(parse_config(two), now=0.0, initial_freshness=0.0)
+    for k in range(2):
+        drain(s, arrive(s, "u", k, 10.0 * (k + 1)), 10.0 * (k + 1))
+    assert commits(s) == 2
+    s.handle(Reconfigure(config=parse_config({**base, "tables": [raw, as_derived]})), 30.0)
+    assert commits(s) == 2  # the same table, of another kind
+    s.handle(Reconfigure(config=parse_config({**base, "tables": [raw]})), 31.0)
+    s.handle(Reconfigure(config=parse_config({**base, "tables": [raw, as_derived]}),
+                         recovered={"x": Recovered(freshness=20.0, commits_since_optimize=1)}), 32.0)
+    assert commits(s) == 1  # removed and added back: what storage holds

@@ -39,8 +39,8 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     only their share of the tracks. That is what Max-Benefit wants while the short jobs are at
     least as valuable per second of work (§3.1: Ip·P/E(P), averaged over the cluster) — Fig. 9's
     case. When the long jobs are worth LONG_MORE_VALUABLE times more than every shorter cluster,
-    confining them to their share starves the tables that matter (measured: 1.6× Global's
-    lateness), so a single Global queue lets Max-Benefit give them any track.
+    confining them to their share starves the tables that matter (docs/experiments.md, "Fig. 9's
+    question, answered on other mixes"), so a single Global queue lets Max-Benefit give them any track.
 
     The Proportional plan of `auto` lends (step f, `ProportionalPlan.lend`): a cluster whose load
     outgrows its share — a class busy for hours while another is quiet — may take an idle track of

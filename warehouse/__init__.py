@@ -8,8 +8,9 @@ window-locality). The simulator and the daemon drive the same `Scheduler`.
 
 The engine, by noun (each knows nothing of the Scheduler; only `warehouse.scheduler` imports them):
 
-    warehouse.table     a table: JobState, Mode, Recovered, its facts (priority, period, F, F', origin);
-                        has it work, a commit, edges and F' down the DAG (§2.2), a backfill's range
+    warehouse.table     a table: its facts (priority, period, F, F', origin) and nouns (JobState, Mode,
+                        MaintenanceState; QueuePlace, JobCounts, its JobProfile), Recovered; has it
+                        work, a commit, edges and F' down the DAG (§2.2), a backfill's range
     warehouse.lifecycle the transition table: a table's job state, operator mode and maintenance state
     warehouse.blueprint what the tables take from a config alone, what one changes of another, a track
                         plan made ahead: a reload builds it off the scheduler loop

@@ -81,15 +81,15 @@ class Changes(NamedTuple):
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Blueprint:
-    """A config's layout (see the module docstring): `specs` and `ip` by table name, `readers`
-    the base tables of each stream in topological order; `ahead`, its track plan if made;
+    """A config's layout (see the module docstring): `specs` and `inherited_priority` (Ip_i, §3.3)
+    by table name, `readers` the base tables of each stream in topological order; `ahead`, its track plan if made;
     `against`, the blueprint it was compared with off the loop (a weak reference: no chain of old
     configs) and `changes`, what it changes of that one."""
 
     config: FreshetConfig
     dag: Dag
     specs: Mapping[str, Spec]
-    ip: Mapping[str, float]
+    inherited_priority: Mapping[str, float]
     policies: Mapping[str, MaintenancePolicy]
     readers: Mapping[str, tuple[str, ...]]
     rebuilding: frozenset[str]  # derived tables with `rebuild: true` (Derived.configure: touched every time)
@@ -98,10 +98,10 @@ class Blueprint:
     changes: Changes | None = None
 
 
-def job_profile(name: str, period: float, ip: float, e_period: float) -> JobProfile:
+def job_profile(name: str, period: float, inherited_priority: float, e_period: float) -> JobProfile:
     """Table `name`'s job profile for (re)partitioning (§3.2): its period, E_i(P_i) and the
     regular job's marginal benefit Ip_i·P_i / E_i(P_i) (§3.1)."""
-    return JobProfile(name, period, e_period, marginal_benefit(ip, period, e_period))
+    return JobProfile(name, period, e_period, marginal_benefit(inherited_priority, period, e_period))
 
 
 def plan_profiles(sc: SchedulerConfig, profiles: list[JobProfile],
@@ -145,18 +145,18 @@ def blueprint(config: FreshetConfig, costs: Mapping[str, tuple[float, float]] | 
             target=tc.target_staleness, stream=tc.stream, alpha=prior.alpha, beta=prior.beta, learn=sc.learn_costs,
             sources=dag.sources[name], dependents=dag.dependents[name], derived=derived,
             policy=(policy.optimize_every, policy.vacuum_every, policy.vacuum_retain))
-    ip = inherit({n: s.priority for n, s in specs.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)
+    inherited = inherit({n: s.priority for n, s in specs.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)
     ahead = None
     if costs is not None:
         if against is not None:  # a table whose kind changes is a new one: it starts from its prior
             was = against.specs
             costs = {n: c for n, c in costs.items() if n in specs and (n not in was or was[n].base == specs[n].base)}
-        profiles = [job_profile(n, s.period, ip[n], CostModel(*costs.get(n, (s.alpha, s.beta))).estimate(s.period))
+        profiles = [job_profile(n, s.period, inherited[n], CostModel(*costs.get(n, (s.alpha, s.beta))).estimate(s.period))
                     for n, s in specs.items()]
         plan, ranking = plan_profiles(sc, profiles, [s.period if s.base else None for s in specs.values()])
         ahead = Ahead(costs, plan, ranking, tuple(profiles), bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles)))
     rebuilding = frozenset(n for n, s in specs.items() if s.derived is not None and s.derived[5])
-    return Blueprint(config, dag, specs, ip, policies, {s: tuple(ns) for s, ns in readers.items()}, rebuilding, ahead,
+    return Blueprint(config, dag, specs, inherited, policies, {s: tuple(ns) for s, ns in readers.items()}, rebuilding, ahead,
                      None if against is None else weakref.ref(against),
                      None if against is None else _compare(specs, against.specs))
 

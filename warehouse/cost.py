@@ -104,7 +104,7 @@ class CostModel:
         #   β = (S_nd − W·n̄·d̄ + λs²·β0) / (S_nn − W·n̄² + λs²),  α = (W·(d̄ − β·n̄) + λ·α0) / (W + λ)
         # Jobs that all loaded about the same n cannot tell α from β: β keeps its prior and the
         # level goes to α. (Splitting one slow job between α and β — a cold JVM, a loaded
-        # machine — made β of a table whose first job loaded a few seconds of data 80× too big,
+        # machine — made β of a table whose first job loaded a few seconds of data many times too big,
         # and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β then starved it for good.)
         lam = self.prior_weight
         lb = lam * self._scale * self._scale

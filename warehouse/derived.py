@@ -4,7 +4,7 @@
 granularity (`edge`); below that edge (`settle`) its windows are final — unless it may run ahead
 of its slowest source by `max_skew` (Olston, Modeling and Scheduling Asynchronous Incremental Workflows §5), or late data, a backfill or a changed SQL
 (Olston, Graceful Logic Evolution in Web Data Processing Workflows) made committed windows wrong: those ranges and the SQL version of each committed
-window are kept in `rc` (warehouse.recompute.TableRecompute) and rewritten by recompute jobs.
+window are kept in `recompute` (warehouse.recompute.TableRecompute) and rewritten by recompute jobs.
 A stateful table (`kind: stateful`, lake.stateful) is scheduled the same way but folds each
 increment into its state once: it refreshes incrementally, and nothing is ever recomputed.
 Pure: no clock, no I/O; knows nothing of the Scheduler.
@@ -22,6 +22,7 @@ from warehouse.recompute import (
     EVOLVE_SHARE,
     Piece,
     Ranges,
+    RecomputePlan,
     TableRecompute,
     VersionMap,
     full_pays,
@@ -43,7 +44,7 @@ class Folded(TableRecompute):
     A **rebuild** folds the whole state again from its sources — asked by a backfill (folds are
     not invertible: one range cannot be refolded alone) or by a changed increment with `rebuild:
     true` — in chunks of at most c·P_i (§3.4), each one job: the first starts it from the origin
-    (`full`, asked), the others fold `(next, next + span]` until `to`, the freshness when the
+    (`rewrite_all`, asked), the others fold `(next, next + span]` until `to`, the freshness when the
     first chunk started; the last swaps the rebuilt state in (lake.rebuild)."""
 
     next: float | None = None  # a rebuild under way: the next chunk's start
@@ -55,19 +56,19 @@ class Folded(TableRecompute):
         return self.next is not None and self.to is not None and self.next < self.to
 
     def has_work(self) -> bool:
-        return self.full or self.under_way() or bool(self.dirty)
+        return self.rewrite_all or self.under_way() or bool(self.dirty)
 
-    def chunk(self, freshness: float, origin: float, span: float) -> tuple[Piece, bool, float] | None:
-        """(the next job: a rebuild's first chunk, a late fold, or the rebuild's next chunk; does it
-        start the rebuild?, priority share 1), or None."""
-        if self.full:
-            return Piece(origin, min(origin + span, freshness), {"rebuild"}), True, 1.0
+    def chunk(self, freshness: float, origin: float, span: float) -> RecomputePlan | None:
+        """The next job — a rebuild's first chunk (`overwrite`: it starts the rebuild from the
+        origin), a late fold, or the rebuild's next chunk — at the table's whole priority; or None."""
+        if self.rewrite_all:
+            return RecomputePlan(Piece(origin, min(origin + span, freshness), {"rebuild"}), True, 1.0)
         if self.dirty:  # late rows: their range, the whole of it (one MERGE folds them all)
             late = set().union(*(p.late for p in self.dirty.items))
-            return Piece(self.dirty.items[0].lo, self.dirty.items[-1].hi, {"late"}, late), False, 1.0
+            return RecomputePlan(Piece(self.dirty.items[0].lo, self.dirty.items[-1].hi, {"late"}, late), False, 1.0)
         if self.under_way():
             assert self.next is not None and self.to is not None
-            return Piece(self.next, min(self.next + span, self.to), {"rebuild"}), False, 1.0
+            return RecomputePlan(Piece(self.next, min(self.next + span, self.to), {"rebuild"}), False, 1.0)
         return None
 
     def late(self, lo: float, hi: float, ids: tuple[str, ...], taken: float | None, rows: int) -> bool:
@@ -94,22 +95,22 @@ def _plan(sql: str, time_columns: tuple[str, ...]) -> tuple[bool, str]:
 class Derived:
     """Edge, settle point, refresh mode and recompute state of one derived table."""
 
-    __slots__ = ("edge", "full", "held", "lookback", "max_skew", "reason", "rc", "resume", "rewriting", "settle",
-                 "stateful", "taken", "taken_full", "unsure")
+    __slots__ = ("edge", "full_refresh", "held", "lookback", "max_skew", "reason", "recompute", "resume", "rewriting", "settle",
+                 "stateful", "taken", "taken_rewrite_all", "unsure")
 
     def __init__(self, sql: str | None, versions: Sequence[tuple[float, float, str]] = (),
                  dirty: Iterable[tuple[float, float]] = (), rebuild: tuple[float, float] | None = None) -> None:
-        self.rc = TableRecompute(sql_version(sql), VersionMap(tuple(versions)))
+        self.recompute = TableRecompute(sql_version(sql), VersionMap(tuple(versions)))
         for lo, hi in dirty:  # late data loaded before a restart (lake.recovery)
-            self.rc.dirty.add(lo, hi, ("late",))
+            self.recompute.dirty.add(lo, hi, ("late",))
         self.edge: float | None = None  # the sources' safe trailing edge, floored (+ max_skew)
         self.settle: float | None = None  # the safe trailing edge of the sources, floored: below it, final
         self.lookback = 0.0
         self.max_skew = 0.0
-        self.full = False  # refresh_mode full (or auto and the SQL is not window-local)
+        self.full_refresh = False  # refresh_mode full (or auto and the SQL is not window-local)
         self.reason = ""  # why that refresh mode
-        self.taken: list[Piece] = []  # what the running job took out of rc.dirty
-        self.taken_full = False  # … and whether it took the "rewrite all" request
+        self.taken: list[Piece] = []  # what the running job took out of recompute.dirty
+        self.taken_rewrite_all = False  # … and whether it took the "rewrite all" request
         self.rewriting: tuple[float, float, float] | None = None  # the running recompute (or full) job: (started, lo, hi)
         self.stateful = False  # folds increments (lake.stateful): incremental, never recomputed
         self.resume = rebuild  # a stateful table's rebuild under way before a restart: (next chunk, to)
@@ -128,29 +129,29 @@ class Derived:
         self.lookback, self.max_skew = lookback, max_skew
         if stateful != self.stateful:
             kind = Folded if stateful else TableRecompute
-            self.rc = kind(self.rc.sql_version, self.rc.versions)
+            self.recompute = kind(self.recompute.sql_version, self.recompute.versions)
             self.stateful = stateful
             if stateful and self.resume is not None:
-                self.rc.next, self.rc.to = self.resume  # type: ignore[attr-defined]
+                self.recompute.next, self.recompute.to = self.resume  # type: ignore[attr-defined]
         local, why = _plan(sql or "", time_columns) if sql and not stateful else (True, "no SQL")
         if stateful:
-            self.full, self.reason = False, "stateful: each job folds its increment into the state by one MERGE"
+            self.full_refresh, self.reason = False, "stateful: each job folds its increment into the state by one MERGE"
         elif refresh_mode == "auto":
-            self.full, self.reason = not local, why
+            self.full_refresh, self.reason = not local, why
         else:
-            self.full, self.reason = refresh_mode == "full", f"refresh_mode: {refresh_mode} in the config"
+            self.full_refresh, self.reason = refresh_mode == "full", f"refresh_mode: {refresh_mode} in the config"
         version = sql_version(sql)
-        if self.rc.sql_version != version:
-            self.rc.sql_version = version
-            self.rc.full = self.rc.full or self.full
-        if rebuild and self.rc.old() and not (stateful and self.rc.under_way()):  # type: ignore[attr-defined]
-            self.rc.full = True  # rebuild: one full rewrite (a stateful table: a rebuild, resumed if under way)
+        if self.recompute.sql_version != version:
+            self.recompute.sql_version = version
+            self.recompute.rewrite_all = self.recompute.rewrite_all or self.full_refresh
+        if rebuild and self.recompute.old() and not (stateful and self.recompute.under_way()):  # type: ignore[attr-defined]
+            self.recompute.rewrite_all = True  # rebuild: one full rewrite (a stateful table: a rebuild, resumed if under way)
 
     def describe(self) -> tuple[str, str]:
         """("full" | "incremental", why) — `freshet validate` shows it."""
         if self.stateful:
             return "incremental", self.reason
-        if self.full:
+        if self.full_refresh:
             return "full", f"full recompute (idempotent overwrite) each job: {self.reason}"
         return "incremental", (f"{self.reason}; rewrites by replaceWhere (one full pass when the learned "
                                "E(n) says it is cheaper)")
@@ -175,7 +176,7 @@ class Derived:
         if self.settle is None:
             return None
         cand = min(freshness, self.settle)
-        low = None if self.stateful else self.rc.dirty.lowest()
+        low = None if self.stateful else self.recompute.dirty.lowest()
         return cand if low is None else min(cand, low)
 
     def has_update(self, start: float | None) -> bool:
@@ -189,8 +190,8 @@ class Derived:
         wrong — a stateful table's: `rows` late rows to fold. `held`: no job of it runs, and those
         in `unsure` are held until its retry says whether they were committed. True when something
         was marked to recompute."""
-        if isinstance(self.rc, Folded):  # rows below what it folded: late rows for a late fold (lake.stateful)
-            return self.rc.late(lo, hi, late, taken, rows)
+        if isinstance(self.recompute, Folded):  # rows below what it folded: late rows for a late fold (lake.stateful)
+            return self.recompute.late(lo, hi, late, taken, rows)
         r = touched(lo, hi, lookback=self.lookback, granularity=granularity, taken=taken, origin=origin)
         if r is None:
             return False
@@ -200,12 +201,13 @@ class Derived:
             hi = self.unsure[0]
         if hi <= lo:
             return False
-        self.rc.dirty.add(lo, hi, (reason,), late)
+        self.recompute.dirty.add(lo, hi, (reason,), late)
         return True
 
     def plan(self, freshness: float | None, origin: float | None, span: float, alpha: float, beta: float,
-             granularity: float | None, c_full: float) -> tuple[Piece, bool, float] | None:
-        """(the range, full?, priority share) of the next recompute job, or None.
+             granularity: float | None, c_full: float) -> RecomputePlan | None:
+        """The next recompute job (its range, whether it overwrites the whole table, its priority
+        share), or None.
 
         Late data, backfills and rewritten sources (`dirty`) come first at the table's priority,
         then windows on an old SQL version at EVOLVE_SHARE of it (Olston, Graceful Logic Evolution in Web Data Processing Workflows: in the background),
@@ -213,39 +215,41 @@ class Derived:
         the origin, when the table refreshes in full, a rebuild is asked for, or the learned E(n)
         says it is cheaper than the pieces (`recompute.full_pays`, Olston, Modeling and Scheduling Asynchronous Incremental Workflows §6).
         """
-        rc = self.rc
-        if freshness is None or not rc.has_work():
+        recompute = self.recompute
+        if freshness is None or not recompute.has_work():
             return None
-        if isinstance(rc, Folded):  # a stateful table's rebuild, chunk by chunk
-            return rc.chunk(freshness, origin if origin is not None else freshness, span)
+        if isinstance(recompute, Folded):  # a stateful table's rebuild, chunk by chunk
+            return recompute.chunk(freshness, origin if origin is not None else freshness, span)
         origin = origin if origin is not None else freshness
-        dirty, old = rc.dirty.total(), rc.old_length()
-        share = 1.0 if rc.full or dirty > 0 else EVOLVE_SHARE
-        if rc.full or self.full or full_pays(alpha, beta, dirty + old, span, freshness - origin, c_full):
-            reasons = set().union(*(p.reasons for p in rc.dirty.items)) | ({"sql"} if old > 0 or rc.full else set())
-            late = set().union(*(p.late for p in rc.dirty.items))
-            return Piece(origin, freshness, reasons, late), True, share
-        piece = rc.dirty.newest(span, granularity) if dirty > 0 else rc.newest_old(span, granularity)
+        dirty, old = recompute.dirty.total(), recompute.old_length()
+        share = 1.0 if recompute.rewrite_all or dirty > 0 else EVOLVE_SHARE
+        if recompute.rewrite_all or self.full_refresh or full_pays(alpha, beta, dirty + old, span, freshness - origin, c_full):
+            reasons = set().union(*(p.reasons for p in recompute.dirty.items)) | ({"sql"} if old > 0 or recompute.rewrite_all else set())
+            late = set().union(*(p.late for p in recompute.dirty.items))
+            return RecomputePlan(Piece(origin, freshness, reasons, late), True, share)
+        piece = recompute.dirty.newest(span, granularity) if dirty > 0 else recompute.newest_old(span, granularity)
         assert piece is not None
-        return piece, False, share
+        return RecomputePlan(piece, False, share)
 
-    def take(self, lo: float, hi: float, full: bool, upto: float | None = None,
+    def take(self, lo: float, hi: float, overwrite: bool, upto: float | None = None,
              reasons: frozenset[str] | set[str] = frozenset()) -> tuple[set[str], set[str]]:
-        """A job starts that rewrites `(lo, hi]` (all of it when `full`): what it takes leaves
+        """A job starts that rewrites `(lo, hi]` (all of it when `overwrite`): what it takes leaves
         `dirty` now, so a change while it runs is recomputed again after it. (reasons, late ids).
         A stateful table's (`reasons` say which job): a late fold takes every late row; a
         rebuild's first chunk fixes where the rebuild ends: `upto`, its F now."""
-        if isinstance(self.rc, Folded):
+        if isinstance(self.recompute, Folded):
             if "rebuild" not in reasons:  # a late fold: every late row so far
-                self.taken = self.rc.take_late()
+                self.taken = self.recompute.take_late()
                 return {"late"}, set().union(*(p.late for p in self.taken))
-            if full:
-                self.rc.next, self.rc.to = lo, upto
-            self.taken_full, self.rc.full = self.rc.full, False if full else self.rc.full
+            if overwrite:
+                self.recompute.next, self.recompute.to = lo, upto
+            self.taken_rewrite_all = self.recompute.rewrite_all
+            self.recompute.rewrite_all = False if overwrite else self.recompute.rewrite_all
             self.taken = []
             return {"rebuild"}, set()
-        self.taken_full, self.rc.full = self.rc.full, False if full else self.rc.full
-        self.taken = self.rc.dirty.remove(lo, hi)
+        self.taken_rewrite_all = self.recompute.rewrite_all
+        self.recompute.rewrite_all = False if overwrite else self.recompute.rewrite_all
+        self.taken = self.recompute.dirty.remove(lo, hi)
         reasons = set().union(*(p.reasons for p in self.taken))
         late = set().union(*(p.late for p in self.taken))
         return reasons, late
@@ -254,33 +258,33 @@ class Derived:
         """A job rewrote `(start, end]` with SQL `version` (`windows`: a recompute job's count).
         `replayed`: an update job found its windows in the log (a no-op), committed by an earlier
         attempt reported failed: the changes held under it (`unsure`) made them wrong."""
-        rc = self.rc
-        if isinstance(rc, Folded):
-            rc.taken_rows = 0
+        recompute = self.recompute
+        if isinstance(recompute, Folded):
+            recompute.taken_rows = 0
         if windows is None:
-            rc.versions.set(start, end, version)
+            recompute.versions.set(start, end, version)
             if self.unsure is not None:
                 self._settle(end, replayed)
-        elif isinstance(rc, Folded) and self.taken:  # a late fold: no window rewritten
-            rc.recompute_jobs += 1
+        elif isinstance(recompute, Folded) and self.taken:  # a late fold: no window rewritten
+            recompute.recompute_jobs += 1
         else:
-            rc.done(start, end, version, windows)
-            if isinstance(rc, Folded) and rc.next is not None:  # a rebuild chunk folded
-                rc.next = max(rc.next, end)
-        self.taken, self.taken_full, self.rewriting = [], False, None
+            recompute.done(start, end, version, windows)
+            if isinstance(recompute, Folded) and recompute.next is not None:  # a rebuild chunk folded
+                recompute.next = max(recompute.next, end)
+        self.taken, self.taken_rewrite_all, self.rewriting = [], False, None
 
     def folded(self) -> float | None:
         """A stateful table's job starts: it reads every late row committed so far (an update
         job too). The earliest of them (its dependents' windows from there on may change), or None."""
-        if not isinstance(self.rc, Folded):
+        if not isinstance(self.recompute, Folded):
             return None
-        self.taken = self.rc.take_late()
+        self.taken = self.recompute.take_late()
         return self.taken[0].lo if self.taken else None
 
     def rebuilt(self, end: float) -> bool:
         """A stateful table's rebuild chunk ending at `end` finished: was it the last one, the swap?"""
-        rc = self.rc
-        return isinstance(rc, Folded) and rc.to is not None and end >= rc.to and not rc.under_way()
+        recompute = self.recompute
+        return isinstance(recompute, Folded) and recompute.to is not None and end >= recompute.to and not recompute.under_way()
 
     def _settle(self, end: float, replayed: bool) -> None:
         """The retry of the job in `unsure` ended at `end`: a no-op (`replayed`) — the earlier
@@ -293,7 +297,7 @@ class Derived:
             self.unsure, self.held = None, Ranges()
             return
         for p in self.held.remove(-math.inf, end):
-            self.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
+            self.recompute.dirty.add(p.lo, p.hi, p.reasons, p.late)
         self.unsure = (end, hi) if end < hi else None
         if self.unsure is None:
             self.held = Ranges()
@@ -306,27 +310,27 @@ class Derived:
         marked above F are held till then. `rewrote`: a failed recompute job's range — its windows
         not put back to recompute count as on an unknown SQL version (""): a later SQL change back
         to the version they had must still rewrite them."""
-        if rewrote is not None and not isinstance(self.rc, Folded):  # (what it took goes back to dirty below)
+        if rewrote is not None and not isinstance(self.recompute, Folded):  # (what it took goes back to dirty below)
             at = rewrote[0]
             for p in sorted(self.taken, key=lambda q: q.lo):
                 if p.lo > at:
-                    self.rc.versions.set(at, min(p.lo, rewrote[1]), "")
+                    self.recompute.versions.set(at, min(p.lo, rewrote[1]), "")
                 at = max(at, p.hi)
             if at < rewrote[1]:
-                self.rc.versions.set(at, rewrote[1], "")
+                self.recompute.versions.set(at, rewrote[1], "")
         for p in self.taken:
-            self.rc.dirty.add(p.lo, p.hi, p.reasons, p.late)
-        if isinstance(self.rc, Folded):
-            self.rc.late_rows, self.rc.taken_rows = self.rc.late_rows + self.rc.taken_rows, 0
-        self.rc.full = self.rc.full or self.taken_full
-        self.taken, self.taken_full, self.rewriting = [], False, None
-        if update and window is not None and not isinstance(self.rc, Folded):
+            self.recompute.dirty.add(p.lo, p.hi, p.reasons, p.late)
+        if isinstance(self.recompute, Folded):
+            self.recompute.late_rows, self.recompute.taken_rows = self.recompute.late_rows + self.recompute.taken_rows, 0
+        self.recompute.rewrite_all = self.recompute.rewrite_all or self.taken_rewrite_all
+        self.taken, self.taken_rewrite_all, self.rewriting = [], False, None
+        if update and window is not None and not isinstance(self.recompute, Folded):
             lo = freshness if freshness is not None else window[0]
             self.unsure = (lo, max(window[1], self.unsure[1] if self.unsure is not None else window[1]))
-            for p in self.rc.dirty.remove(lo, math.inf):
+            for p in self.recompute.dirty.remove(lo, math.inf):
                 self.held.add(p.lo, p.hi, p.reasons, p.late)
         elif update and freshness is not None:
-            self.rc.dirty.remove(freshness, math.inf)
+            self.recompute.dirty.remove(freshness, math.inf)
 
     def backfill(self, lo: float, hi: float, reason: str, now: float) -> bool:
         """Recompute `(lo, hi]` (warehouse.recompute); a stateful table's state is rebuilt whole:
@@ -334,15 +338,15 @@ class Derived:
         recompute job (or a full update job) that started at this instant rewrites is left to it —
         it reads what a new one would (kept backfills restored one after another on a start).
         Marked anything?"""
-        if isinstance(self.rc, Folded):
-            self.rc.full = True
+        if isinstance(self.recompute, Folded):
+            self.recompute.rewrite_all = True
             return True
         r = self.rewriting
         parts = ((lo, min(hi, r[1])), (max(lo, r[2]), hi)) if r is not None and r[0] == now else ((lo, hi),)
         marked = False
         for a, b in parts:
             if b > a:
-                self.rc.dirty.add(a, b, (reason,))
+                self.recompute.dirty.add(a, b, (reason,))
                 marked = True
         return marked
 
@@ -350,29 +354,29 @@ class Derived:
         """Forget `reason` (a backfill's) in `(lo, hi]`; ranges wrong for another reason stay. A
         stateful table's rebuild not started yet is dropped; one under way finishes (its state is
         partial until its last chunk)."""
-        if isinstance(self.rc, Folded):
-            self.rc.full = False
+        if isinstance(self.recompute, Folded):
+            self.recompute.rewrite_all = False
             return
-        for p in self.rc.dirty.remove(lo, hi):
+        for p in self.recompute.dirty.remove(lo, hi):
             left = p.reasons - {reason}
             if left:
-                self.rc.dirty.add(p.lo, p.hi, left, p.late)
+                self.recompute.dirty.add(p.lo, p.hi, left, p.late)
 
     def stats(self, granularity: float | None, period: float) -> dict:
-        rc = self.rc
-        old = 0.0 if self.stateful else rc.old_length()  # a stateful table keeps no windows to rewrite
+        recompute = self.recompute
+        old = 0.0 if self.stateful else recompute.old_length()  # a stateful table keeps no windows to rewrite
         return {
-            "refresh_mode": "full" if self.full else "incremental",
-            "sql_version": rc.sql_version,
+            "refresh_mode": "full" if self.full_refresh else "incremental",
+            "sql_version": recompute.sql_version,
             "windows_old_sql": window_count(old, granularity, period),
-            "recompute_pending": _rebuilding(rc) if isinstance(rc, Folded) else rc.dirty.total() + old + sum(
+            "recompute_pending": _rebuilding(recompute) if isinstance(recompute, Folded) else recompute.dirty.total() + old + sum(
                 p.hi - p.lo for p in self.taken),
-            "late_rows_unfolded": rc.late_rows + rc.taken_rows if isinstance(rc, Folded) else 0,
-            "windows_recomputed": rc.windows_recomputed,
-            "recompute_jobs": rc.recompute_jobs,
+            "late_rows_unfolded": recompute.late_rows + recompute.taken_rows if isinstance(recompute, Folded) else 0,
+            "windows_recomputed": recompute.windows_recomputed,
+            "recompute_jobs": recompute.recompute_jobs,
         }
 
 
-def _rebuilding(rc: Folded) -> float:
+def _rebuilding(recompute: Folded) -> float:
     """What a stateful table's rebuild under way has left to fold (event time)."""
-    return rc.to - rc.next if rc.under_way() and rc.to is not None and rc.next is not None else 0.0
+    return recompute.to - recompute.next if recompute.under_way() and recompute.to is not None and recompute.next is not None else 0.0

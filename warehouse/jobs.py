@@ -16,7 +16,7 @@ from operator import attrgetter
 from warehouse.backlog import Partition
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.freshness import safe_freshness
-from warehouse.nextjob import Shape
+from warehouse.nextjob import JobShape
 from warehouse.recompute import Piece
 from warehouse.table import JobState, Mode, Table
 from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM, Upkeep
@@ -26,34 +26,34 @@ __all__ = ["recompute_job", "update_job", "upkeep_estimate", "upkeep_job", "upke
 _ARRIVAL, _SAFE, _LATE = attrgetter("arrival"), attrgetter("safe_through"), attrgetter("late")
 
 
-def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
+def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
     """t's update job of `shape` (NextJob.shape) on `track`: what it loads leaves the backlog (a
     time slice's partition stays pending until its last slice); a full refresh takes its window."""
-    start, end, new_f, count, sliced, n = shape
+    start, end, new_f, n = shape.start, shape.end, shape.new_freshness, shape.work
     ref = t.freshness if t.freshness is not None else start
     parts: list[Partition] = []
     arrivals: tuple[PartitionArrived, ...] = ()
-    if t.log is not None and sliced:  # a time slice: the partition stays pending until its last slice
+    if t.log is not None and shape.time_slice:  # a time slice: the partition stays pending until its last slice
         arrivals = (t.log.take_slice().arrival,)
         safe = safe_freshness(new_f, t.lateness, (), t.safe)
         chopped = True
     elif t.log is not None:
-        parts = t.log.take(count)
+        parts = t.log.take(shape.partitions)
         arrivals = tuple(map(_ARRIVAL, parts))  # (map over attrgetter: no comprehension frame)
         safe = safe_freshness(new_f, t.lateness, map(_SAFE, arrivals), t.safe)
         chopped = bool(t.log.pending)
     else:
-        assert t.dv is not None
-        settle, edge = t.dv.settle, t.dv.edge
+        assert t.derived is not None
+        settle, edge = t.derived.settle, t.derived.edge
         safe = new_f if settle is None else min(new_f, settle)  # max_skew: final only below the edge
         chopped = edge is not None and end < edge
-    full = t.dv is not None and t.dv.full
-    if full:  # a full refresh: the SQL over (origin, end] overwrites the table (NextJob.shape)
-        assert t.dv is not None
-        t.dv.take(start, end, full=True)
-    stateful = t.dv is not None and t.dv.stateful
+    full_refresh = t.derived is not None and t.derived.full_refresh
+    if full_refresh:  # a full refresh: the SQL over (origin, end] overwrites the table (NextJob.shape)
+        assert t.derived is not None
+        t.derived.take(start, end, overwrite=True)
+    stateful = t.derived is not None and t.derived.stateful
     if stateful:  # it reads the late rows committed so far too (lake.stateful)
-        t.dv.folded()  # type: ignore[union-attr]
+        t.derived.folded()  # type: ignore[union-attr]
     return StartJob(
         job_id=job_id,
         table=t.name,
@@ -69,18 +69,18 @@ def update_job(t: Table, shape: Shape, job_id: int, track: int) -> StartJob:
         estimate=t.cost.estimate(n),
         chopped=chopped,
         late=tuple([p.arrival.partition_id for p in parts if p.late]) if any(map(_LATE, parts)) else (),
-        full=full,
-        sql_version=t.dv.rc.sql_version if t.dv is not None else "",
+        full=full_refresh,
+        sql_version=t.derived.recompute.sql_version if t.derived is not None else "",
         work=n if t.base else None,
-        priority=t.ip,
+        priority=t.inherited_priority,
     )
 
 
-def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -> StartJob:
+def recompute_job(t: Table, piece: Piece, overwrite: bool, job_id: int, track: int) -> StartJob:
     """t's recompute job of `piece` (NextJob.recompute): what it takes leaves `dirty` now, so a
     change that arrives while it runs is recomputed again after it."""
-    assert t.dv is not None and t.freshness is not None
-    reasons, late = t.dv.take(piece.lo, piece.hi, full, upto=t.freshness, reasons=piece.reasons)
+    assert t.derived is not None and t.freshness is not None
+    reasons, late = t.derived.take(piece.lo, piece.hi, overwrite, upto=t.freshness, reasons=piece.reasons)
     # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
     reasons |= piece.reasons
     late |= piece.late
@@ -96,10 +96,10 @@ def recompute_job(t: Table, piece: Piece, full: bool, job_id: int, track: int) -
         sources=tuple(s.name for s in t.sources),
         estimate=t.cost.estimate(piece.hi - piece.lo),
         late=tuple(sorted(late)),
-        full=full,
+        full=overwrite,
         reasons=tuple(sorted(reasons)),
-        sql_version=t.dv.rc.sql_version,
-        priority=t.ip,
+        sql_version=t.derived.recompute.sql_version,
+        priority=t.inherited_priority,
     )
 
 
@@ -109,7 +109,7 @@ def upkeep_job(t: Table, kind: str, upkeep: Upkeep, job_id: int, track: int) -> 
     start = upkeep.span(t.name, kind, t.freshness, t.origin)
     return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                     new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
-                    estimate=upkeep_estimate(t, kind, upkeep), priority=t.ip)
+                    estimate=upkeep_estimate(t, kind, upkeep), priority=t.inherited_priority)
 
 
 def upkeep_estimate(t: Table, kind: str, upkeep: Upkeep) -> float:
@@ -128,7 +128,7 @@ def upkeep_ranked(upkeep: Upkeep, waiting: Iterable[str], tables: dict[str, Tabl
         t = tables.get(name)
         if t is None or not upkeep_may_run(t, kind, running):
             return None
-        return t.ip, upkeep_estimate(t, kind, upkeep), t.idx
+        return t.inherited_priority, upkeep_estimate(t, kind, upkeep), t.idx
 
     ranked, gone = upkeep.ranked(waiting, now, eligible)
     return [(idx, kind) for _, idx, kind in ranked], gone

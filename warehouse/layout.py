@@ -77,13 +77,13 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
     tables: dict[str, Table] = {}
     new: list[Table] = []
     touched: set[Table] = set()
-    specs, ip = bp.specs, bp.ip
+    specs, inherited = bp.specs, bp.inherited_priority
     rebuilding = bp.rebuilding
     touch, reweigh = (None, frozenset()) if changes is None else changes
     for i, name in enumerate(bp.dag.order):
         t = was = old.get(name)
         if touch is not None and t is not None and name not in touch and name not in rebuilding and not t.removed:
-            t.idx, t.ip = i, ip[name]  # parameters unchanged (and so its kind, its edges)
+            t.idx, t.inherited_priority = i, inherited[name]  # parameters unchanged (and so its kind, its edges)
             if name in reweigh:
                 spec = specs[name]
                 t.priority, t.target = spec.priority, spec.target
@@ -124,12 +124,12 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
         touched.add(t)
         if spec.derived is not None:  # refresh mode, skew bound and SQL version (warehouse.derived)
             sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful = spec.derived
-            if t.dv is None:
+            if t.derived is None:
                 rec = recovered.get(name)
-                t.dv = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
-            t.dv.configure(sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful=stateful)
+                t.derived = Derived(sql, rec.sql_versions if rec else (), rec.dirty if rec else (), rec.rebuild if rec else None)
+            t.derived.configure(sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful=stateful)
         tables[name] = t
-        t.ip = ip[name]
+        t.inherited_priority = inherited[name]
     for t in new:  # a new table's neighbours point to it: they are rewired too
         for n in (*specs[t.name].sources, *specs[t.name].dependents):
             touched.add(tables[n])
@@ -159,13 +159,13 @@ def adopt(t: Table, job: StartJob, seq: int, changed: Iterable[Change] = (), now
             t.log.adopt_slice(parts[0], job.start)
         else:
             t.log.adopt(parts)
-    if t.dv is not None:
+    if t.derived is not None:
         if job.kind == "recompute":
-            t.dv.take(job.start, job.end, job.full, upto=t.freshness, reasons=set(job.reasons))
+            t.derived.take(job.start, job.end, job.full, upto=t.freshness, reasons=set(job.reasons))
             if now is not None:
-                t.dv.rewriting = (now, job.start, job.end)
+                t.derived.rewriting = (now, job.start, job.end)
         elif job.full:
-            t.dv.take(job.start, job.end, full=True)
+            t.derived.take(job.start, job.end, overwrite=True)
         for lo, hi, reason, late in changed:
             read_stale(t, job, lo, hi, reason, late)
     return seq

@@ -1,5 +1,5 @@
-"""A table's lifecycle as one transition table (the DataDepot paper §3.1; h11's `_state.py` is the
-model): every state a table can be in and every move between them. `Scheduler._transition` applies
+"""A table's lifecycle as one transition table (the DataDepot paper §3.1): every state a table
+can be in and every move between them. `Scheduler._transition` applies
 it; a move not in it raises `SchedulerMisuse` and changes nothing.
 
 A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`:
@@ -21,11 +21,11 @@ A table is in one job state, one operator mode and one maintenance state; all mo
 
 from __future__ import annotations
 
-from warehouse.table import BUSY, QUEUED, Care, JobState, Mode
+from warehouse.table import BUSY, QUEUED, JobState, MaintenanceState, Mode
 
 __all__ = ["TRANSITIONS", "WORK_WAITS"]
 
-TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = {
+TRANSITIONS: dict[tuple[JobState | Mode | MaintenanceState, str], JobState | Mode | MaintenanceState] = {
     # the job (§3.1)
     (JobState.IDLE, "work"): JobState.PENDING,  # a release (§3.1: r_i = now)
     (JobState.PENDING, "work"): JobState.PENDING,  # merged into the pending job (§2.4)
@@ -55,9 +55,9 @@ TRANSITIONS: dict[tuple[JobState | Mode | Care, str], JobState | Mode | Care] = 
     (Mode.URGENT, "resume"): Mode.URGENT,
     (Mode.SUSPENDED, "resume"): Mode.ACTIVE,
     # maintenance (warehouse.upkeep, Nova, SIGMOD 2011 §2.4)
-    **{(c, "due"): Care.DUE for c in Care},  # by its commits, or by the clock
-    (Care.DUE, "maintain"): Care.CURRENT,  # its maintenance job started (and JobState.IDLE ──upkeep──▶ JobState.MAINTAINING)
-    **{(c, "undue"): Care.CURRENT for c in Care},
+    **{(c, "due"): MaintenanceState.DUE for c in MaintenanceState},  # by its commits, or by the clock
+    (MaintenanceState.DUE, "maintain"): MaintenanceState.CURRENT,  # its maintenance job started (and JobState.IDLE ──upkeep──▶ JobState.MAINTAINING)
+    **{(c, "undue"): MaintenanceState.CURRENT for c in MaintenanceState},
 }
 
 

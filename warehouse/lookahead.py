@@ -26,7 +26,8 @@ def first_pick(ordered: list[Candidate], releases: Releases, now: float) -> str 
     (at most `policies.reservation.SCAN` of them); None: the best one, as without Lookahead."""
     horizon = now + ordered[0].cost
     expected = [
-        Expected(table=t.name, release=when, priority=t.ip, delta_f=t.period, cost=t.cost.estimate(t.period))
+        Expected(table=t.name, release=when, priority=t.inherited_priority, delta_f=t.period,
+                 cost=t.cost.estimate(t.period))
         for when, t in releases.within(now, horizon, inclusive=True)
         if t.base and t.state is JobState.IDLE and t.mode is not Mode.SUSPENDED
     ]
@@ -36,31 +37,32 @@ def first_pick(ordered: list[Candidate], releases: Releases, now: float) -> str 
     return None if chosen.table == ordered[0].table else chosen.table
 
 
-def lookahead_first(q: ReadyQueues, nj: NextJob, tables: list[Table], releases: Releases, now: float) -> str | None:
-    """`first_pick` over the best `LOOK` released jobs of the queues `q` (`tables`: by index). The
+def lookahead_first(queues: ReadyQueues, nextjob: NextJob, tables: list[Table], releases: Releases,
+                    now: float) -> str | None:
+    """`first_pick` over the best `LOOK` released jobs of the ready `queues` (`tables`: by index). The
     heads are walked best-first in their heaps, none popped: O((k + s) log n) for k entries taken
     and s stale ones passed (compaction, `ReadyQueues.push`, keeps s below the queue's length + 64)."""
-    valid = q.heads(LOOK)
+    valid = queues.heads(LOOK)
     if not valid:
         return None
-    return first_pick([nj.candidate(tables[e[-1]])[0] for e in valid], releases, now)
+    return first_pick([nextjob.candidate(tables[e[-1]])[0] for e in valid], releases, now)
 
 
-def hold_until(t: Table, benefit: float, nj: NextJob, releases: Releases, pace: float,
+def hold_until(t: Table, benefit: float, nextjob: NextJob, releases: Releases, pace: float,
                free_at: Callable[[], list[float]], now: float) -> float | None:
     """Track reservation by lookahead (policies.reservation): until when should a track wait for
-    jobs of higher marginal benefit expected before t's long job (`nj.shape`) would end? None:
+    jobs of higher marginal benefit expected before t's long job (`nextjob.shape`) would end? None:
     start it. `free_at`: when each other track is expected free."""
-    p_min = nj.ranking.shortest_period_above(benefit)
+    p_min = nextjob.ranking.shortest_period_above(benefit)
     if p_min is None:
         return None
-    start, _, new_f, _, _, n = nj.shape(t)
-    delta = new_f - (t.freshness if t.freshness is not None else start)
+    shape = nextjob.shape(t)
+    delta = shape.new_freshness - (t.freshness if t.freshness is not None else shape.start)
 
     def upcoming(horizon: float) -> list[Upcoming]:  # idle tables worth more, expected before it ends
-        return [Upcoming(when, k.ip * k.period, k.plan_e * pace)
+        return [Upcoming(when, k.inherited_priority * k.period, k.profile.e_period * pace)
                 for when, k in releases.within(now, horizon, inclusive=False)
-                if k.benefit > benefit and k.state is JobState.IDLE]
+                if k.profile.benefit > benefit and k.state is JobState.IDLE]
 
-    return held_until(now, t.cost.estimate(n) * pace, t.ip * delta,
-                      t.held_since if t.state is JobState.HELD else now, p_min, upcoming, free_at)
+    return held_until(now, t.cost.estimate(shape.work) * pace, t.inherited_priority * delta,
+                      t.queue.held_since if t.state is JobState.HELD else now, p_min, upcoming, free_at)

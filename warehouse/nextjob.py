@@ -11,16 +11,31 @@ Scheduler: it is handed the knobs and the pace.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from policies.basic import Candidate, marginal_benefit, policy_key, policy_key_of
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
 from policies.reservation import ValueRanking
-from warehouse.recompute import Piece
+from warehouse.recompute import RecomputePlan
 from warehouse.table import Table
 
-__all__ = ["NextJob", "Shape"]
+__all__ = ["JobShape", "NextJob"]
 
-Shape = tuple[float, float, float, int, bool, float]  # start, end, new F, partitions, a time slice?, n of E(n)
+
+class JobShape(NamedTuple):
+    """An update job's window and size: what it loads or computes, `(start, end]`, the freshness it
+    reaches, how many pending partitions it takes (a base table's), whether it loads a time slice
+    of one long partition (§3.4), and `work`, the n of its E(n) (§2.4)."""
+
+    start: float
+    end: float
+    new_freshness: float
+    partitions: int
+    time_slice: bool
+    work: float
+
+
+_shape = tuple.__new__  # JobShape(…) without its Python-level __new__: it is built on every decision's path
 
 
 class NextJob:
@@ -37,37 +52,36 @@ class NextJob:
         self.ranking = ValueRanking(())  # the tables by regular marginal benefit (§3.1), on each (re)partition
         self.tracks = 1  # N, on each (re)partition
 
-    def shape(self, t: Table) -> Shape:
-        """(start, end, new freshness, partitions, time slice?, n of E(n)) of the update job t
-        would run now, chopped (§3.4); with `chop: auto` a partition longer than the chop bound
-        is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
+    def shape(self, t: Table) -> JobShape:
+        """The shape of the update job t would run now, chopped (§3.4); with `chop: auto` a
+        partition longer than the chop bound is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
         origin. A fixed c's shape holds while the table's version and its stream's rate do: the
-        one the Scheduler kept when it queued the job (`Table.shaped`) is read, never written here."""
+        one the Scheduler kept when it queued the job (`QueuePlace.shape`) is read, never written here."""
         if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
             assert t.rate is not None
             if self.auto:
                 c = self.chop_c(t)
             else:
                 c = self.chop
-                memo = t.shaped
-                if memo is not None and memo[0] == t.version and memo[1] == t.rate.rate:
-                    return memo[2]
+                q = t.queue
+                if q.shape is not None and q.shape_version == q.version and q.keyed_rate == t.rate.rate:
+                    return q.shape
             start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
             n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
-            return start, end, new_f, count, sliced, n
+            return _shape(JobShape, (start, end, new_f, count, sliced, n))
         start = t.freshness if t.freshness is not None else t.origin
-        assert start is not None and t.dv is not None and t.dv.edge is not None
-        if t.dv.full:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
+        assert start is not None and t.derived is not None and t.derived.edge is not None
+        if t.derived.full_refresh:  # a full refresh computes the table from its origin (docs/warehouse.md), up to
             # the edge: a chopped one would cost as much and land less (§3.4's pieces are cheaper
             # because they load less), so the table would fall behind for good
             start = t.origin if t.origin is not None else start
-            end = t.dv.edge if t.dv.unsure is None else min(t.dv.edge, t.dv.unsure[1])
-            return start, end, end, 0, False, end - start
-        if t.dv.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
-            end = min(t.dv.edge, t.dv.unsure[1])
+            end = t.derived.edge if t.derived.unsure is None else min(t.derived.edge, t.derived.unsure[1])
+            return _shape(JobShape, (start, end, end, 0, False, end - start))
+        if t.derived.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
+            end = min(t.derived.edge, t.derived.unsure[1])
         else:
-            end = chop_window(start, t.dv.edge, t.period, self.chop_c(t), t.granularity)
-        return start, end, end, 0, False, end - start
+            end = chop_window(start, t.derived.edge, t.period, self.chop_c(t), t.granularity)
+        return _shape(JobShape, (start, end, end, 0, False, end - start))
 
     def chop_c(self, t: Table) -> float | None:
         """c for t's next job: the configured one, or, with `chop: auto`, the rule of §3.4 extended
@@ -81,30 +95,32 @@ class NextJob:
             ref, end = t.log.whole(t.freshness)
             delta, n = end - ref, t.log.work(t.rate, len(t.log.pending), ref, end)
         else:
-            assert t.dv is not None and t.dv.edge is not None
-            delta = n = t.dv.edge - (t.freshness if t.freshness is not None else t.origin)
-        benefit = marginal_benefit(t.ip, delta, t.cost.estimate(n))
+            assert t.derived is not None and t.derived.edge is not None
+            delta = n = t.derived.edge - (t.freshness if t.freshness is not None else t.origin)
+        benefit = marginal_benefit(t.inherited_priority, delta, t.cost.estimate(n))
         return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period, rank.load_above,
                          self.tracks)
 
     def candidate(self, t: Table) -> tuple[Candidate, bool]:
         """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
         its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
-        dv = t.dv
-        upd = self.update(t) if dv is None or dv.has_update(
+        derived = t.derived
+        upd = self.update(t) if derived is None or derived.has_update(
             t.freshness if t.freshness is not None else t.origin) else None
-        if upd is not None and (dv is None or dv.full or dv.unsure is not None):
+        if upd is not None and (derived is None or derived.full_refresh or derived.unsure is not None):
             return upd, False  # a full update rewrites every window anyway; a retry says what is committed first
         plan = self.recompute(t)
         if plan is None:
             assert upd is not None
             return upd, False
-        piece, full, share = plan
+        piece, overwrite, share = plan.piece, plan.overwrite, plan.share
         cost = t.cost.estimate(piece.hi - piece.lo)
-        rec = Candidate(table=t.name, priority=t.ip * share, delta_f=piece.hi - piece.lo, cost=cost,
-                        release=t.release, period=t.period, seq=t.seq, rand=t.rand)
-        if (upd is None or full and dv is not None and dv.rc.full or self.key(rec) < self.key(upd)
-                or t.failures and dv is not None and dv.stateful and "rebuild" in piece.reasons):
+        q = t.queue
+        rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
+                        cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand)
+        if (upd is None or overwrite and derived is not None and derived.recompute.rewrite_all
+                or self.key(rec) < self.key(upd)
+                or t.jobs.consecutive_failures and derived is not None and derived.stateful and "rebuild" in piece.reasons):
             # (a rebuild goes first: the new SQL's schema may not fit the old windows; a stateful
             # table's update job that failed during its rebuild waits for the swap: a changed
             # increment's columns may not fit the live state until then, lake.rebuild)
@@ -114,26 +130,28 @@ class NextJob:
     def update(self, t: Table) -> Candidate:
         """t's update job as the basic algorithm sees it: ΔF over E(n) (§3.1)."""
         delta_f, cost = self._update(t)
-        return Candidate(table=t.name, priority=t.ip, delta_f=delta_f, cost=cost, release=t.release,
-                         period=t.period, seq=t.seq, rand=t.rand)
+        q = t.queue
+        return Candidate(table=t.name, priority=t.inherited_priority, delta_f=delta_f, cost=cost,
+                         release=q.release, period=t.period, seq=q.seq, rand=q.rand)
 
-    def _update(self, t: Table, shape: Shape | None = None) -> tuple[float, float]:
+    def _update(self, t: Table, shape: JobShape | None = None) -> tuple[float, float]:
         """(ΔF, E(n)) of t's update job (of `shape`, if given: its `shape(t)`)."""
-        start, _, new_f, _, _, n = self.shape(t) if shape is None else shape
-        return new_f - (t.freshness if t.freshness is not None else start), t.cost.estimate(n)
+        s = self.shape(t) if shape is None else shape
+        return s.new_freshness - (t.freshness if t.freshness is not None else s.start), t.cost.estimate(s.work)
 
-    def queue_key(self, t: Table, shape: Shape | None = None) -> tuple:
+    def queue_key(self, t: Table, shape: JobShape | None = None) -> tuple:
         """`key(candidate(t)[0])`, the key t's job waits by in the ready queues — without building
         the Candidate where t has update jobs only (a base table; `shape`: its `shape(t)`, if known)."""
-        if t.dv is not None:
+        if t.derived is not None:
             return self.key(self.candidate(t)[0])
         delta_f, cost = self._update(t, shape)
-        return self.key_of(t.ip, delta_f, cost, t.release, t.period, t.seq, t.rand)
+        q = t.queue
+        return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand)
 
-    def recompute(self, t: Table) -> tuple[Piece, bool, float] | None:
-        """(the range, full?, priority share) of t's next recompute job, or None
+    def recompute(self, t: Table) -> RecomputePlan | None:
+        """t's next recompute job (its range, whether it overwrites the table, its priority share), or None
         (warehouse.derived.Derived.plan), in pieces of at most c·P_i (§3.4)."""
-        if t.dv is None:
+        if t.derived is None:
             return None
         span = max((self.chop if isinstance(self.chop, float | int) else AUTO_C) * t.period, t.granularity or 0.0)
-        return t.dv.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)
+        return t.derived.plan(t.freshness, t.origin, span, t.cost.alpha, t.cost.beta, t.granularity, AUTO_C)

@@ -61,8 +61,8 @@ def backfill(ev: Backfill, now: float, tables: dict[str, Table], readers: dict[s
     with no committed window (the update jobs will compute it)."""
     t = recompute_target(tables, ev.table)
     lo, hi = backfill_range(t, ev.start, ev.end)
-    assert t.dv is not None
-    if t.dv.backfill(lo, hi, ev.reason or "backfill", now):  # a stateful table: a rebuild of its state
+    assert t.derived is not None
+    if t.derived.backfill(lo, hi, ev.reason or "backfill", now):  # a stateful table: a rebuild of its state
         yield t, "work"
 
 
@@ -71,8 +71,8 @@ def cancel_backfill(ev: CancelBackfill, now: float, tables: dict[str, Table],
     """Forget what a backfill (named by its reason) still had to rewrite in `(start, end]`;
     ranges also wrong for another reason stay, without it."""
     t = recompute_target(tables, ev.table)
-    assert t.dv is not None
-    t.dv.cancel(ev.start, ev.end, ev.reason)
+    assert t.derived is not None
+    t.derived.cancel(ev.start, ev.end, ev.reason)
     yield t, "requeue"
 
 

@@ -1,6 +1,6 @@
 """Recomputing derived windows that are already committed: late data, changed logic, backfills.
 
-The scheduling paper (004) only ever moves a table's freshness forward; it leaves out what
+The DataDepot paper only ever moves a table's freshness forward; it leaves out what
 happens when data arrives for windows already computed (§2.2 assumes it cannot), when a derived
 table's SQL changes (Olston, Graceful Logic Evolution in Web Data Processing Workflows, graceful evolution of derived logic), or when a table may run ahead
 of its slowest source by a bounded skew (Olston, Modeling and Scheduling Asynchronous Incremental Workflows §5, `bound_inconsistency`). Each of these makes a
@@ -24,6 +24,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from warehouse.freshness import WHOLE, floor_to
 
@@ -31,6 +32,7 @@ __all__ = [
     "EVOLVE_SHARE",
     "Piece",
     "Ranges",
+    "RecomputePlan",
     "TableRecompute",
     "VersionMap",
     "ceil_to",
@@ -75,11 +77,12 @@ def window_count(length: float, granularity: float | None, period: float) -> int
 
 
 def full_pays(alpha: float, beta: float, work: float, span: float, table: float, c: float) -> bool:
-    """Seed 000 §6 (incremental or batch variant, by cost), with the learned E(n) = α + β·n (§2.4):
-    `work` seconds of windows rewritten in pieces of at most `span` cost ⌈work/span⌉·α + β·work; one
-    full overwrite of the table's `table` seconds costs α + β·table. True when the full one is
-    cheaper — the rewrite is a large share of the table — and no longer than `c` pieces, so it
-    never holds a track much longer than a chopped job would (§3.4)."""
+    """The incremental or batch variant, by cost (Olston, Modeling and Scheduling Asynchronous
+    Incremental Workflows §6), with the learned E(n) = α + β·n (§2.4): `work` seconds of windows
+    rewritten in pieces of at most `span` cost ⌈work/span⌉·α + β·work; one full overwrite of the
+    table's `table` seconds costs α + β·table. True when the full one is cheaper — the rewrite is a
+    large share of the table — and no longer than `c` pieces, so it never holds a track much longer
+    than a chopped job would (§3.4)."""
     if work <= 0 or table <= 0:
         return False
     q = work / span - 1e-9 if span > 0 else 1.0
@@ -96,6 +99,16 @@ class Piece:
     hi: float
     reasons: set[str] = field(default_factory=set)
     late: set[str] = field(default_factory=set)
+
+
+class RecomputePlan(NamedTuple):
+    """A derived table's next recompute job: the range it rewrites and why (`piece`), whether it
+    overwrites the whole table from its origin instead, and the share of the table's priority it
+    runs at (1, or EVOLVE_SHARE for a SQL change's rewrite in the background)."""
+
+    piece: Piece
+    overwrite: bool
+    share: float
 
 
 class Ranges:
@@ -237,7 +250,7 @@ class TableRecompute:
     sql_version: str
     versions: VersionMap = field(default_factory=VersionMap)
     dirty: Ranges = field(default_factory=Ranges)
-    full: bool = False  # a full rewrite is asked for (rebuild: true after a SQL change)
+    rewrite_all: bool = False  # one full rewrite is asked for (rebuild: true after a SQL change)
     windows_recomputed: int = 0
     recompute_jobs: int = 0
 
@@ -248,7 +261,7 @@ class TableRecompute:
         return sum(b - a for a, b in self.old())
 
     def has_work(self) -> bool:
-        return self.full or bool(self.dirty) or bool(self.old())
+        return self.rewrite_all or bool(self.dirty) or bool(self.old())
 
     def newest_old(self, span: float, granularity: float | None) -> Piece | None:
         """The newest piece of windows on an old SQL version (Olston, Graceful Logic Evolution in Web Data Processing Workflows: rewritten newest first)."""

@@ -46,8 +46,8 @@ from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     QUEUED,
-    Care,
     JobState,
+    MaintenanceState,
     Mode,
     Recovered,
     Table,
@@ -64,7 +64,7 @@ from warehouse.table import (
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
 
-__all__ = ["TRANSITIONS", "Care", "JobState", "Mode", "Recovered", "Scheduler"]
+__all__ = ["TRANSITIONS", "JobState", "MaintenanceState", "Mode", "Recovered", "Scheduler"]
 
 
 _ADOPT_KIND = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
@@ -88,7 +88,7 @@ class Scheduler:
         # re-add its table, and the returning table that takes the job over must recompute them
         self._read_old: dict[int, list[Change]] = {}
         self._orphans: set[int] = set()  # running jobs whose table a reload removed
-        self._next_job = first_job  # a restarted daemon's: above the ids its Delta log records
+        self._next_job_id = first_job  # a restarted daemon's: above the ids its Delta log records
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
         self._pace = Pace()  # observed / estimated durations (chop auto, §3.4)
@@ -99,8 +99,8 @@ class Scheduler:
         self._plan_dirty = False
         self._last_plan_event = 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (Nova, SIGMOD 2011 §2.4)
-        self._due: dict[str, None] = {}  # the tables in Care.DUE, in the order they fell due
-        self._q = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
+        self._due: dict[str, None] = {}  # the tables in MaintenanceState.DUE, in the order they fell due
+        self._queues = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
         self._bp: Blueprint | None = None  # the blueprint the tables were laid out from (warehouse.blueprint)
         self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
             PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
@@ -116,7 +116,7 @@ class Scheduler:
         sc = config.scheduler
         bp = bp if bp is not None and bp.config is config else blueprint(config)
         self.config = config
-        self._nj = NextJob(sc.chop, sc.policy, self._pace)
+        self._nextjob = NextJob(sc.chop, sc.policy, self._pace)
         self._lookahead = sc.policy == "lookahead"
         self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._lookahead  # both look at the releases expected next
@@ -142,7 +142,8 @@ class Scheduler:
             was_touched = set(touched)
             touched = [t for t in self._by_idx if t in was_touched or t.name in retried]
         self._upkeep.configure(bp.policies, recovered, None if touched is self._by_idx else [t.name for t in touched])
-        self._due = {n: None for n in self._due if n in lay.tables and lay.tables[n].care is Care.DUE}
+        self._due = {n: None for n in self._due
+                     if n in lay.tables and lay.tables[n].maintenance is MaintenanceState.DUE}
         if active := self._upkeep.active:  # (nothing falls due of a table without a maintenance policy)
             for t in self._by_idx:  # recovered (or re-configured) tables already due
                 if t.name in active:
@@ -157,16 +158,16 @@ class Scheduler:
         sc = self.config.scheduler
         self.plan: TrackPlan
         if ahead is None:
-            self.plan, self._nj.ranking, profiles = track_plan(sc, self._by_idx)
+            self.plan, self._nextjob.ranking, profiles = track_plan(sc, self._by_idx)
             self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
         else:
-            self.plan, self._nj.ranking, self._bulk_over = ahead.plan, ahead.ranking, ahead.bulk_over
+            self.plan, self._nextjob.ranking, self._bulk_over = ahead.plan, ahead.ranking, ahead.bulk_over
             take_plan(self._by_idx, ahead.plan, ahead.profiles)
-        self._nj.tracks = sc.tracks
-        self._q.reset(len(self.plan.groups))
+        self._nextjob.tracks = sc.tracks
+        self._queues.reset(len(self.plan.groups))
         for t in self._by_idx:
             if t.state in QUEUED:
-                self._q.queued[t.group] += 1
+                self._queues.queued[t.queue.group] += 1
                 self._push(t)
         self._plan_dirty = False
         self._last_plan_event = self._events
@@ -184,7 +185,7 @@ class Scheduler:
             was, new = self.config.job_definitions(names), ev.config.job_definitions(names)
             for t in backing:
                 if t.name in new and new[t.name] != was.get(t.name):
-                    t.backoff_until, t.failures = now, 0  # (its heap entry goes stale)
+                    t.jobs.backoff_until, t.jobs.consecutive_failures = now, 0  # (its heap entry goes stale)
                     self._transition(t, "retry")
                     retried.add(t.name)
         self._build(ev.config, dict(ev.recovered or {}), now, ev.blueprint, frozenset(retried))
@@ -206,7 +207,7 @@ class Scheduler:
         if (u := self._upkeep.timers) and u[0][0] <= now:  # maintenance due by the clock (warehouse.upkeep)
             for name in self._upkeep.ripe(now):
                 if (t := self._tables.get(name)) is not None:
-                    self._care(t, "due")
+                    self._maintenance(t, "due")
         out = self._dispatch(now) if self._board.idle else []
         if self._backoffs.heap or self._upkeep.timers:  # (the usual case: both empty, no call)
             self._prune()
@@ -242,7 +243,7 @@ class Scheduler:
             elif move == "drain":
                 self._drain(t)
             elif move == "retry":  # its back-off ends now (the heap's entry goes stale)
-                t.backoff_until = now
+                t.jobs.backoff_until = now
                 self._transition(t, move)
             elif move == "upkeep":
                 self._check_upkeep(t, now)
@@ -250,14 +251,15 @@ class Scheduler:
                 self._mode(t, move)
 
     def _mode(self, t: Table, kind: str) -> None:
-        t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._q.urgent)  # type: ignore[assignment]
+        t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._queues.urgent)  # type: ignore[assignment]
 
-    def _care(self, t: Table, kind: str) -> None:
-        t.care = self._move(t, t.care, kind, Care.DUE, self._due)  # type: ignore[assignment]
+    def _maintenance(self, t: Table, kind: str) -> None:
+        t.maintenance = self._move(t, t.maintenance, kind, MaintenanceState.DUE, self._due)  # type: ignore[assignment]
 
     @staticmethod
-    def _move(t: Table, was: Mode | Care, kind: str, marked: Mode | Care, index: dict[str, None]) -> Mode | Care:
-        """t's mode or care after `kind` (TRANSITIONS); `index` keeps the tables `marked`, in order."""
+    def _move(t: Table, was: Mode | MaintenanceState, kind: str, marked: Mode | MaintenanceState,
+              index: dict[str, None]) -> Mode | MaintenanceState:
+        """t's mode or maintenance state after `kind` (TRANSITIONS); `index` keeps the tables `marked`, in order."""
         new = TRANSITIONS.get((was, kind))
         if new is None:
             raise SchedulerMisuse(f"table {t.name!r} is {was.value} and cannot take '{kind}'")
@@ -275,7 +277,7 @@ class Scheduler:
     def _check_upkeep(self, t: Table, now: float) -> None:
         """t's maintenance falls due if it is due now (warehouse.upkeep)."""
         if self._upkeep.due(t.name, now) is not None:
-            self._care(t, "due")
+            self._maintenance(t, "due")
 
     def is_suspended(self, table: str) -> bool:
         return (t := self._tables.get(table)) is not None and t.mode is Mode.SUSPENDED
@@ -294,7 +296,7 @@ class Scheduler:
         if ev.rows > 0 and (  # (no rows: nothing to learn of the rate)
                 (pid not in tables[0].log.ids) if len(tables) == 1 else any(pid not in t.log.ids for t in tables)):
             rate.observe(ev.rows, end - ev.start)  # once per new partition, before its jobs are costed
-        c = self._nj.chop if not self._nj.auto else None
+        c = self._nextjob.chop if not self._nextjob.auto else None
         for t in tables:
             log = t.log
             if pid in log.ids:
@@ -307,7 +309,7 @@ class Scheduler:
             t.last_arrival = now
             if self._expects:  # its next arrival is expected a period from now (§2.4)
                 self._releases.expect(now + t.period, t, now)
-            if (last and c is not None and t.state is JobState.PENDING and t.keyed_rate == rate.rate and len(log.pending) > 1
+            if (last and c is not None and t.state is JobState.PENDING and t.queue.keyed_rate == rate.rate and len(log.pending) > 1
                     and end > (t.freshness if t.freshness is not None else log.pending[0].low) + c * t.period):
                 continue  # beyond the chop bound of its pending job: that job and its key are unchanged (§3.4)
             self._work_changed(t, now)
@@ -344,9 +346,9 @@ class Scheduler:
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
             self._pace.observe(ev.duration, job.estimate)
             if self._upkeep.committed(t.name, now) is not None:  # its maintenance is due now
-                self._care(t, "due")
-        late = t.dv is not None and t.dv.stateful and t.dv.taken  # a stateful job folded late rows too
-        start = min(job.start, t.dv.taken[0].lo) if late and t.dv is not None else job.start
+                self._maintenance(t, "due")
+        late = t.derived is not None and t.derived.stateful and t.derived.taken  # a stateful job folded late rows too
+        start = min(job.start, t.derived.taken[0].lo) if late and t.derived is not None else job.start
         if committed(t, job, ev, now, self.config.scheduler.repartition_drift):
             self._plan_dirty = True  # its E_i(P_i) drifted from the plan's (§3.2)
         if t.base:  # what each partition loaded may fall in windows dependents computed already
@@ -384,12 +386,12 @@ class Scheduler:
         chunk swaps the rebuilt state in, which may change every key: its dependents' windows over
         the whole state are recomputed then, once (lake.rebuild)."""
         recomputed(t, job, ev)
-        assert t.dv is not None and t.freshness is not None
-        if not t.dv.stateful:
+        assert t.derived is not None and t.freshness is not None
+        if not t.derived.stateful:
             self._touch(t, job.start, job.end, "upstream", job.late, now)
         elif "rebuild" not in job.reasons:
             self._touch(t, job.start, t.freshness, "upstream", job.late, now)
-        elif t.dv.rebuilt(job.end):
+        elif t.derived.rebuilt(job.end):
             self._touch(t, t.origin if t.origin is not None else job.start, t.freshness, "upstream", (), now)
         if raise_safe(t):
             for d in t.dependents:
@@ -417,12 +419,12 @@ class Scheduler:
         self._transition(t, "fail")
         failed(t, job, ev, now, self.config.scheduler)
         self._seq += 1
-        self._backoffs.push(t.backoff_until, self._seq, t.name)
+        self._backoffs.push(t.jobs.backoff_until, self._seq, t.name)
 
     def _backing_off(self, name: str, until: float) -> Table | None:
         """The table if this heap entry is still its current back-off (lazy deletion)."""
         t = self._tables.get(name)
-        return t if t is not None and t.state is JobState.BACKOFF and t.backoff_until == until else None
+        return t if t is not None and t.state is JobState.BACKOFF and t.jobs.backoff_until == until else None
 
     def _expire_backoffs(self, now: float) -> None:
         for t in self._backoffs.expired(now, self._backing_off):
@@ -443,11 +445,12 @@ class Scheduler:
         self._transition(t, "work")
         if was is JobState.IDLE:  # a release: ΔF went from zero to nonzero (§3.1)
             self._seq += 1
-            t.seq, t.release = self._seq, now
-            t.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
-            t.released += 1
+            q = t.queue
+            q.seq, q.release = self._seq, now
+            q.rand = self._race + self._rng.expovariate(1.0)  # Random (§4.3): see policies.basic._random
+            t.jobs.released += 1
             self._released += 1
-            self._q.queued[t.group] += 1
+            self._queues.queued[q.group] += 1
             self._push(t)
         elif was in QUEUED:
             self._push(t)
@@ -455,13 +458,14 @@ class Scheduler:
     # ---- the next job of a table (warehouse.nextjob) -------------------------------------------------
     def _candidate(self, t: Table) -> Candidate:
         """t's next job as the basic algorithm sees it (§3.1): a query."""
-        return self._nj.candidate(t)[0]
+        return self._nextjob.candidate(t)[0]
 
     def _drain(self, t: Table) -> None:
         """t's queued job leaves the queue (its heap entry is dropped lazily)."""
         self._transition(t, "drain")
-        t.version += 1
-        self._q.queued[t.group] -= 1
+        q = t.queue
+        q.version += 1
+        self._queues.queued[q.group] -= 1
 
     def _requeue(self, t: Table) -> None:
         """Some of t's pending work went away: a queued job is re-keyed, or drained if none is left."""
@@ -472,19 +476,21 @@ class Scheduler:
 
     def _push(self, t: Table) -> None:
         """t's job is (re)keyed in its queue; a base table's shape under a fixed c is kept with it
-        (`Table.shaped`: NextJob.shape reads it until the version or the row rate moves)."""
-        t.version += 1
-        t.keyed_rate = rate = t.rate.rate if t.rate is not None else None
-        nj = self._nj
-        if t.log is not None and not nj.auto:
-            t.shaped = (t.version, rate, shape := nj.shape(t))
-            self._q.push(t.group, (*nj.queue_key(t, shape), t.version, t.idx))
+        (`QueuePlace.shape`: NextJob.shape reads it until the version or the row rate moves)."""
+        q = t.queue
+        q.version += 1
+        q.keyed_rate = t.rate.rate if t.rate is not None else None
+        nextjob = self._nextjob
+        if t.log is not None and not nextjob.auto:
+            q.shape, q.shape_version = (shape := nextjob.shape(t)), q.version
+            self._queues.push(q.group, (*nextjob.queue_key(t, shape), q.version, t.idx))
         else:
-            self._q.push(t.group, (*nj.queue_key(t), t.version, t.idx))
+            self._queues.push(q.group, (*nextjob.queue_key(t), q.version, t.idx))
 
     def _valid(self, entry: tuple, g: int) -> bool:
         t = self._by_idx[entry[-1]]
-        return t.version == entry[-2] and t.state in QUEUED and t.group == g
+        q = t.queue
+        return q.version == entry[-2] and t.state in QUEUED and q.group == g
 
     # ---- a scheduling round (§3.2) ---------------------------------------------------------------
     def _dispatch(self, now: float) -> list[StartJob]:
@@ -494,9 +500,9 @@ class Scheduler:
             return []
         available = set(self._board.idle)
         out: list[StartJob] = []
-        if self._q.urgent:
+        if self._queues.urgent:
             self._refresh_first(now, available, out)
-        if available and any(self._q.queued):
+        if available and any(self._queues.queued):
             self._round(now, available, out)
         if available and self._due:
             self._maintain(now, available, out)
@@ -505,7 +511,7 @@ class Scheduler:
     def _refresh_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them);
         a bulk one only within the bulk limit (it keeps its place: first when a bulk job ends)."""
-        for t, track in self._q.urgent_first(self._tables, self.plan, available):
+        for t, track in self._queues.urgent_first(self._tables, self.plan, available):
             if self._bulk_cap is not None and self._bulk_waits(t):
                 continue
             out.append(self._start(t, track, now))
@@ -517,7 +523,7 @@ class Scheduler:
         ranked, gone = upkeep_ranked(self._upkeep, list(self._due), self._tables, self._board.by_table, now)
         for name in gone:
             if (t := self._tables.get(name)) is not None:
-                self._care(t, "undue")
+                self._maintenance(t, "undue")
             else:  # removed by a reconfigure
                 del self._due[name]
         for idx, kind in ranked:
@@ -526,16 +532,16 @@ class Scheduler:
             t = self._by_idx[idx]
             if self._bulk_cap is not None and self._bulk_full(upkeep_estimate(t, kind, self._upkeep)):
                 continue  # the bulk limit is reached: it stays due
-            track = self.plan.place(t.name, available, self._q.waiting)
+            track = self.plan.place(t.name, available, self._queues.waiting)
             if track is not None:
                 out.append(self._start_upkeep(t, kind, track, now))
                 available.discard(track)
 
     def _start_upkeep(self, t: Table, kind: str, track: int, now: float) -> StartJob:
         self._transition(t, "upkeep")
-        t.version += 1
-        self._care(t, "maintain")
-        return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job, track), track, now)
+        t.queue.version += 1
+        self._maintenance(t, "maintain")
+        return self._occupy(t, upkeep_job(t, kind, self._upkeep, self._next_job_id, track), track, now)
 
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
@@ -547,7 +553,7 @@ class Scheduler:
             t = self._by_idx[entry[-1]]
             if self._bulk_cap is not None and self._bulk_waits(t):  # (no limit: no call)
                 return False  # the bulk limit is reached: a small job may take the track
-            until = hold_until(t, -entry[0], self._nj, self._releases, self._pace.now,
+            until = hold_until(t, -entry[0], self._nextjob, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
             if until is not None:
                 self._hold(t, until, now)  # the track waits for valuable jobs; the next may be short
@@ -555,51 +561,53 @@ class Scheduler:
             out.append(self._start(t, track, now))
             return True
 
-        self._q.serve(self.plan, available, self._names, take)
+        self._queues.serve(self.plan, available, self._names, take)
 
     def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead)."""
-        name = lookahead_first(self._q, self._nj, self._by_idx, self._releases, now)
+        name = lookahead_first(self._queues, self._nextjob, self._by_idx, self._releases, now)
         if name is None or self._bulk_waits(t := self._tables[name]):
             return
-        if (track := self.plan.place(name, available, self._q.waiting)) is not None:
+        if (track := self.plan.place(name, available, self._queues.waiting)) is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
 
     def _hold(self, t: Table, until: float, now: float) -> None:
         """t's job leaves a track waiting until `until` (policies.reservation); wake up then."""
         if t.state is not JobState.HELD:
-            t.held_since = now
+            t.queue.held_since = now
         self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
 
     def _start(self, t: Table, track: int, now: float) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
         ranks first (warehouse.nextjob), else its update job."""
-        if t.dv is not None and t.freshness is not None and t.dv.rc.has_work() and self._nj.candidate(t)[1]:
-            plan = self._nj.recompute(t)
+        derived, q = t.derived, t.queue
+        if (derived is not None and t.freshness is not None and derived.recompute.has_work()
+                and self._nextjob.candidate(t)[1]):
+            plan = self._nextjob.recompute(t)
             assert plan is not None
             self._transition(t, "recompute")
-            t.version += 1
-            self._q.queued[t.group] -= 1
-            job = recompute_job(t, plan[0], plan[1], self._next_job, track)
-            t.dv.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
+            q.version += 1
+            self._queues.queued[q.group] -= 1
+            job = recompute_job(t, plan.piece, plan.overwrite, self._next_job_id, track)
+            derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
-            shape = self._nj.shape(t)
-            self._transition(t, "slice" if shape[4] and t.base else "start")
+            shape = self._nextjob.shape(t)
+            self._transition(t, "slice" if shape.time_slice and t.base else "start")
             if t.mode is Mode.URGENT:
                 self._mode(t, "served")
-            t.version += 1
-            self._q.queued[t.group] -= 1
-            job = update_job(t, shape, self._next_job, track)
-            if job.full and t.dv is not None and t.dv.unsure is None:  # it rewrites every window, as a recompute
-                t.dv.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
-        self._race = t.rand if t.rand > self._race else self._race  # (max, without the call)
+            q.version += 1
+            self._queues.queued[q.group] -= 1
+            job = update_job(t, shape, self._next_job_id, track)
+            if job.full and t.derived is not None and t.derived.unsure is None:  # it rewrites every window, as a recompute
+                t.derived.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
+        self._race = q.rand if q.rand > self._race else self._race  # (max, without the call)
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job`) runs on `track` from `now`; marked bulk if it is (`_bulk`)."""
-        self._next_job += 1
+        """`job` (numbered `_next_job_id`) runs on `track` from `now`; marked bulk if it is (`_bulk`)."""
+        self._next_job_id += 1
         bulk = self._bulk(job.estimate)
         if bulk:
             job = dataclasses.replace(job, bulk=True)
@@ -619,13 +627,13 @@ class Scheduler:
     def _bulk_waits(self, t: Table) -> bool:
         """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit."""
         return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
-                and self._bulk(self._nj.candidate(t)[0].cost))
+                and self._bulk(self._nextjob.candidate(t)[0].cost))
 
     # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
         """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
         t = self._tables[table]
-        return t.dv.describe() if t.dv is not None else ("append", "a base table appends what arrives")
+        return t.derived.describe() if t.derived is not None else ("append", "a base table appends what arrives")
 
     @property
     def blueprint(self) -> Blueprint | None:

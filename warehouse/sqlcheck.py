@@ -85,7 +85,7 @@ def _check(t: TableConfig, field: str, sql: str | None, columns: dict[str, list[
     return None if outputs is None else list(outputs)
 
 
-@functools.lru_cache(maxsize=4096)  # a reload re-reads only the SQL that changed (~15 ms each)
+@functools.lru_cache(maxsize=4096)  # a reload parses again only the SQL that changed (sqlglot's parse is slow)
 def _qualified(sql: str, sources: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[tuple[str, ...] | None, str | None]:
     """(its output column names, None), (None, the first column it names that does not exist), or
     (None, None) when sqlglot cannot say."""

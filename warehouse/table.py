@@ -1,8 +1,17 @@
-"""A table as the Scheduler keeps it: where its job is (`JobState`), what an operator asked of it
-(`Mode`), whether its maintenance is due (`Care`), what storage held for it on start (`Recovered`), and its facts — priority, period,
-freshness (§2.1-§2.4), its base backlog (warehouse.backlog) or derived state (warehouse.derived);
-whether it has work, and a derived table's edge and F' moving with its sources' (§2.2).
-The moves between states are the Scheduler's transition table (`warehouse.scheduler.TRANSITIONS`).
+"""A table as the Scheduler keeps it (the DataDepot paper §2): its facts — priority and inherited
+priority Ip_i (§3.3), period, freshness F and safe freshness F' (§2.1-§2.4), origin — and its nouns:
+
+    state, mode, maintenance   its `JobState`, the operator's `Mode` and its `MaintenanceState`,
+                               moved only by the transition table (warehouse.lifecycle)
+    log | derived              a base table's `Backlog` (warehouse.backlog) or a derived table's
+                               `Derived` (warehouse.derived: its edge, refresh mode, recompute)
+    queue                      `QueuePlace`: its released job in the ready queues (§3.1-§3.2)
+    jobs                       `JobCounts`: what its jobs did, its failures in a row and retry time
+    profile                    `JobProfile`: P_i, E_i(P_i) and benefit at the last (re)partition (§3.2)
+    cost, meter                its E(n) (warehouse.cost) and staleness meter (warehouse.freshness)
+
+and the functions over them: has it work, a commit, a failure, its edge and F' moving with its
+sources' (§2.2), a backfill's range. What storage held for it on start is `Recovered`.
 Pure data: no clock, no I/O.
 """
 
@@ -12,6 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from policies.reservation import ValueRanking
 from tracks.plan import JobProfile, TrackPlan
@@ -26,10 +36,13 @@ from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.freshness import StalenessMeter
 from warehouse.recompute import touched, window_count
 
-__all__ = ["BUSY", "QUEUED", "Care", "JobState", "Mode", "Recovered", "Table", "backfill_range", "committed",
-           "expecting", "failed", "has_work", "named", "profile", "raise_safe", "read_stale", "recompute_target", "recomputed",
-           "stale_windows",
-           "sources_changed", "take_plan", "track_plan", "update_edge"]
+if TYPE_CHECKING:
+    from warehouse.nextjob import JobShape
+
+__all__ = ["BUSY", "QUEUED", "JobCounts", "JobState", "MaintenanceState", "Mode", "QueuePlace", "Recovered",
+           "Table", "backfill_range", "committed", "expecting", "failed", "has_work", "named", "profile",
+           "raise_safe", "read_stale", "recompute_target", "recomputed", "sources_changed", "stale_windows",
+           "take_plan", "track_plan", "update_edge"]
 
 
 class JobState(Enum):
@@ -62,7 +75,7 @@ class Mode(Enum):
     __hash__ = object.__hash__
 
 
-class Care(Enum):
+class MaintenanceState(Enum):
     """Whether a table's maintenance (OPTIMIZE/VACUUM, warehouse.upkeep) is due: a due one waits
     for a track no update job takes (Nova, SIGMOD 2011 §2.4)."""
 
@@ -72,8 +85,8 @@ class Care(Enum):
     __hash__ = object.__hash__
 
 
-# (the hot paths compare with members held in module constants, as these sets and the Scheduler's
-# aliases do: a member looked up on its class costs ~80 ns in Python 3.11, EnumType has a __getattr__)
+# (the hot paths test membership in these module constants: a member looked up on its class goes
+# through EnumType's __getattr__ each time)
 QUEUED = frozenset({JobState.PENDING, JobState.HELD})
 BUSY = frozenset({JobState.RUNNING, JobState.SLICING, JobState.RECOMPUTING, JobState.MAINTAINING})
 _PHASE = {JobState.IDLE: "idle", JobState.PENDING: "pending", JobState.HELD: "pending", JobState.RUNNING: "running",
@@ -106,6 +119,45 @@ class Recovered:
     slices: tuple[tuple[str, float], ...] = ()  # base: partitions time slices loaded in part, through when
 
 
+UNPLANNED = JobProfile("", 0.0, 0.0)  # a table's profile before its first (re)partition
+
+
+@dataclass(slots=True)
+class QueuePlace:
+    """Where a table's released job stands in the ready queues (warehouse.queues, §3.1-§3.2): its
+    track-plan group, the version that tells its current heap entry from stale ones (lazy
+    deletion), its release time r_i and the tie-breakers the basic algorithms order by (§3.1:
+    release order for FIFO, a draw for Random), the stream's row rate its entry was keyed at, and
+    — a base table under a fixed c — the shape it was keyed with, which holds while the version
+    and the rate do (`NextJob.shape` reads it). HELD: when its job first left a track waiting
+    (policies.reservation)."""
+
+    group: int = 0
+    version: int = 0
+    release: float = 0.0
+    seq: int = 0
+    rand: float = 0.0
+    keyed_rate: float | None = -1.0
+    shape: JobShape | None = None
+    shape_version: int = -1  # the version `shape` was kept at
+    held_since: float = 0.0
+
+
+@dataclass(slots=True)
+class JobCounts:
+    """What a table's jobs did (the snapshot's `jobs_*`): released (§3.1), completed, failed, the
+    freshness they gained (Σ ΔF), the last result; the failures in a row and when the retry after
+    them is due (`backoff_until`, warehouse.backoff)."""
+
+    released: int = 0
+    completed: int = 0
+    failed: int = 0
+    delta_f_total: float = 0.0
+    last_result: str | None = None
+    consecutive_failures: int = 0
+    backoff_until: float = 0.0
+
+
 @dataclass(slots=True, eq=False)
 class Table:
     name: str
@@ -119,7 +171,7 @@ class Table:
     stream: str | None
     cost: CostModel
     meter: StalenessMeter
-    ip: float = 0.0
+    inherited_priority: float = 0.0  # Ip_i (§3.3): the priority it inherits from its dependents
     sources: list[Table] = field(default_factory=list)
     dependents: list[Table] = field(default_factory=list)
     freshness: float | None = None
@@ -129,45 +181,31 @@ class Table:
     rate: RowRate | None = None  # base: its stream's typical rows per second (shared, Scheduler._rates)
     state: JobState = JobState.IDLE
     mode: Mode = Mode.ACTIVE
-    care: Care = Care.CURRENT
-    release: float = 0.0
+    maintenance: MaintenanceState = MaintenanceState.CURRENT
     last_arrival: float | None = None
-    seq: int = 0
-    rand: float = 0.0
-    version: int = 0
-    shaped: tuple | None = None  # base, fixed c: (version, row rate, its next job's shape) kept when queued (Scheduler._push)
-    keyed_rate: float | None = -1.0  # base: its stream's row rate when its queue entry was keyed (Scheduler._push)
-    group: int = 0
-    plan_e: float = 0.0
-    benefit: float = 0.0  # Ip_i·P_i / E_i(P_i): a regular job's marginal benefit (§3.1)
-    held_since: float = 0.0  # HELD: when its job first left a track waiting (policies.reservation)
-    backoff_until: float = 0.0
-    failures: int = 0
-    released: int = 0
-    completed: int = 0
-    failed: int = 0
-    delta_total: float = 0.0
-    last_result: str | None = None
+    queue: QueuePlace = field(default_factory=QueuePlace)  # its released job in the ready queues
+    profile: JobProfile = UNPLANNED  # P_i, E_i(P_i) and Ip_i·P_i / E_i(P_i) at the last (re)partition (§3.2)
+    jobs: JobCounts = field(default_factory=JobCounts)  # what its jobs did: counts, failures in a row, retry
     removed: bool = False
-    dv: Derived | None = None  # derived: edge, refresh mode, what to recompute (warehouse.derived)
+    derived: Derived | None = None  # derived: edge, refresh mode, what to recompute (warehouse.derived)
 
 
 def has_work(t: Table) -> bool:
     """t has a job to release: pending partitions, windows to recompute, or a window to update."""
     if t.log is not None:
         return bool(t.log.pending)
-    assert t.dv is not None
-    if t.freshness is not None and t.dv.rc.has_work():
+    assert t.derived is not None
+    if t.freshness is not None and t.derived.recompute.has_work():
         return True
-    return t.dv.has_update(t.freshness if t.freshness is not None else t.origin)
+    return t.derived.has_update(t.freshness if t.freshness is not None else t.origin)
 
 
 def update_edge(d: Table) -> bool:
     """Derived: TE = safe trailing edge of the sources, floored to the granularity (§2.2). Moved?"""
-    assert d.dv is not None
-    changed = d.dv.update_edge([s.safe for s in d.sources], d.granularity)
-    if d.origin is None and d.dv.edge is not None:  # never loaded: start where the sources start
-        edge = d.dv.edge
+    assert d.derived is not None
+    changed = d.derived.update_edge([s.safe for s in d.sources], d.granularity)
+    if d.origin is None and d.derived.edge is not None:  # never loaded: start where the sources start
+        edge = d.derived.edge
         d.origin = min(s.origin if s.origin is not None else edge for s in d.sources)
     return changed
 
@@ -186,7 +224,7 @@ def sources_changed(d: Table, moved: Callable[[Table], None]) -> None:
 def raise_safe(d: Table) -> bool:
     """Derived F' (§2.2): below it d's windows are final — at most its freshness, the sources'
     safe trailing edge (max_skew lets F run ahead of it) and the oldest window to recompute. Raised?"""
-    if d.dv is None or d.freshness is None or (cand := d.dv.safe(d.freshness)) is None:
+    if d.derived is None or d.freshness is None or (cand := d.derived.safe(d.freshness)) is None:
         return False
     if d.safe is None or cand > d.safe:
         d.safe = cand
@@ -201,7 +239,8 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
     if ev.committed and t.cost.learn:
         t.cost.observe(job.n, ev.duration)
     # (E_i(P_i) moves only by learning: the plan's was taken from this model, §3.2)
-    drifted = t.cost.learn and t.plan_e > 0 and abs(t.cost.estimate(t.period) - t.plan_e) > drift * t.plan_e
+    planned = t.profile.e_period
+    drifted = t.cost.learn and planned > 0 and abs(t.cost.estimate(t.period) - planned) > drift * planned
     if t.freshness is None:
         t.meter.start(job.new_freshness, now)
         t.freshness = job.new_freshness
@@ -211,43 +250,45 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
         t.freshness = job.new_freshness
     if t.safe is None or job.new_safe_freshness > t.safe:
         t.safe = job.new_safe_freshness
-    t.completed += 1
-    t.delta_total += job.delta_f
-    t.failures = 0
-    t.last_result = "ok"
-    if t.dv is not None:
+    counts = t.jobs
+    counts.completed += 1
+    counts.delta_f_total += job.delta_f
+    counts.consecutive_failures = 0
+    counts.last_result = "ok"
+    if t.derived is not None:
         # the version the log holds (JobFinished.sql_version); a no-op that names none: an earlier
         # attempt wrote these windows with a SQL version not known — "", so they count as on an old SQL
         version = ev.sql_version if ev.sql_version is not None else job.sql_version if ev.committed else ""
-        t.dv.committed(job.start, job.end, version, None, replayed=not ev.committed)
+        t.derived.committed(job.start, job.end, version, None, replayed=not ev.committed)
     return drifted
 
 
 def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
     """t's recompute `job` rewrote `(start, end]`: its E(n) observed, the SQL version recorded
     (counted in the recompute jobs, not in update jobs), its failures reset."""
-    assert t.dv is not None
+    assert t.derived is not None
     if ev.committed:
         t.cost.observe(job.n, ev.duration)
     version = ev.sql_version if ev.sql_version is not None else job.sql_version
-    t.dv.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
-    t.failures = 0
-    t.last_result = "ok"
+    t.derived.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
+    t.jobs.consecutive_failures = 0
+    t.jobs.last_result = "ok"
 
 
 def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConfig) -> None:
     """t's `job` failed: what it took stays to do — the partitions pending, but what the shell
     quarantines (`bad_partitions`); the windows to recompute — and its retry is due after the
-    back-off (`backoff_until`, exponential in the failures in a row)."""
+    back-off (`JobCounts.backoff_until`, exponential in the failures in a row)."""
     if t.log is not None:
         t.log.failed(set(ev.bad_partitions), t.freshness)
-    if t.dv is not None:
+    if t.derived is not None:
         window = (job.start, job.end)
-        t.dv.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window, window)
-    t.failures += 1
-    t.failed += 1
-    t.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
-    t.backoff_until = now + backoff_for(t.failures, sc.retry_backoff, sc.retry_backoff_max)
+        t.derived.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window, window)
+    counts = t.jobs
+    counts.consecutive_failures += 1
+    counts.failed += 1
+    counts.last_result = f"failed: {ev.reason}" if ev.reason else "failed"
+    counts.backoff_until = now + backoff_for(counts.consecutive_failures, sc.retry_backoff, sc.retry_backoff_max)
 
 
 def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, ...],
@@ -256,7 +297,7 @@ def stale_windows(x: Table, lo: float, hi: float, reason: str, late: tuple[str, 
     max_skew): the windows its dependents computed from them are marked to recompute
     (warehouse.derived); the dependents that got work. `running`: the job each table runs."""
     return [d for d in x.dependents
-            if d.dv is not None and read_stale(d, running.get(d.name), lo, hi, reason, late, rows)]
+            if d.derived is not None and read_stale(d, running.get(d.name), lo, hi, reason, late, rows)]
 
 
 def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str, late: tuple[str, ...],
@@ -264,9 +305,9 @@ def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str
     """A source of the derived table d changed its rows in `(lo, hi]`: mark the windows d computed
     from the old rows — committed, or being computed by its running update `job` — to recompute.
     True when that gave d work."""
-    assert d.dv is not None
+    assert d.derived is not None
     update = job if job is not None and job.kind != "recompute" else None
-    unsure = d.dv.unsure if update is None else None  # a failed update job's windows, maybe committed
+    unsure = d.derived.unsure if update is None else None  # a failed update job's windows, maybe committed
     if d.freshness is None and update is None and unsure is None:
         return False  # nothing computed, nothing being computed: its first job reads the new rows
     # what it computed, and what its running job (its first one, too) may have read the old rows for
@@ -274,7 +315,7 @@ def read_stale(d: Table, job: StartJob | None, lo: float, hi: float, reason: str
                 update.new_freshness if update is not None else unsure[1] if unsure is not None else -math.inf)
     origin = (d.origin if d.origin is not None else update.start if update is not None
               else unsure[0] if unsure is not None else None)
-    return d.dv.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin, rows=rows,
+    return d.derived.mark(lo, hi, reason, late, granularity=d.granularity, taken=taken, origin=origin, rows=rows,
                      held=unsure is not None)
 
 
@@ -292,7 +333,7 @@ def recompute_target(tables: dict[str, Table], name: str) -> Table:
     t = tables.get(name)
     if t is None:
         raise RecomputeRefused(name, f"no such table (known: {', '.join(sorted(tables))})")
-    if t.dv is None:
+    if t.derived is None:
         raise RecomputeRefused(name, "a base table holds what arrived: recompute a derived table "
                                      f"({', '.join(d.name for d in t.dependents) or 'none reads it'})")
     return t
@@ -307,7 +348,7 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
     if r is None:
         raise RecomputeRefused(t.name, f"nothing computed in ({start}, {end}]: the table covers "
                                        f"({t.origin}, {t.freshness}]")
-    if t.dv is not None and t.dv.stateful:  # a rebuild of the whole state from its sources' rows
+    if t.derived is not None and t.derived.stateful:  # a rebuild of the whole state from its sources' rows
         for s in t.sources:
             if s.origin is None or t.origin is None or s.origin > t.origin:
                 raise RecomputeRefused(t.name, f"its state is rebuilt from its sources, but {s.name!r} holds rows "
@@ -318,14 +359,14 @@ def backfill_range(t: Table, start: float, end: float) -> tuple[float, float]:
 
 def profile(t: Table) -> JobProfile:
     """t's job profile for (re)partitioning (§3.2) at its E_i(P_i) now (warehouse.blueprint.job_profile)."""
-    return job_profile(t.name, t.period, t.ip, t.cost.estimate(t.period))
+    return job_profile(t.name, t.period, t.inherited_priority, t.cost.estimate(t.period))
 
 
 def take_plan(tables: list[Table], plan: TrackPlan, profiles: tuple[JobProfile, ...] | list[JobProfile]) -> None:
-    """Each table takes its group in `plan` and the E_i(P_i) and benefit of its profile (by index)."""
+    """Each table takes its group in `plan` and its profile (by index): E_i(P_i) and benefit."""
     group_of = plan.group_of
     for t, p in zip(tables, profiles, strict=True):
-        t.plan_e, t.benefit, t.group = p.e_period, p.benefit, group_of[t.name]
+        t.profile, t.queue.group = p, group_of[t.name]
 
 
 def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, ValueRanking, list[JobProfile]]:

@@ -10,7 +10,7 @@ references). Freshet triggers them as Nova's §2.4 leaves open, by rule, per tab
 - **vacuum** every `vacuum_every` seconds (from its last VACUUM, or from the table's first commit).
 
 This module only keeps the counts and due times and ranks what is due; whether a table's
-maintenance is due is its state (`warehouse.table.Care`, moved by the Scheduler's transition
+maintenance is due is its state (`warehouse.table.MaintenanceState`, moved by the Scheduler's transition
 table, which asks `due` and `ripe` here); the Scheduler runs a due
 job as a job of its table (so never beside the table's own update job: one writer per table) on a
 track no update job takes in that round. A maintenance job removes no staleness, so in the
@@ -231,8 +231,8 @@ class Upkeep:
                 continue
             e = eligible(name, kind)
             if e is not None:
-                ip, est, idx = e
-                out.append((-ip * self.urgency(name, kind, now) / max(est, 1e-9), idx, kind))
+                inherited_priority, est, idx = e
+                out.append((-inherited_priority * self.urgency(name, kind, now) / max(est, 1e-9), idx, kind))
         out.sort()
         return out, gone
 

@@ -16,8 +16,8 @@ Both raise `PartitionRejected(reason, kind)`; `kind` is one of `REJECTION_KINDS`
 What the intake knows beyond one partition — ids already pending or loaded, overlapping windows —
 is checked by `warehouse.landing.intake.Intake`.
 
-Validation reads Parquet metadata and the time column only, with pyarrow (about 1-3 ms for a
-10,000-row partition here; a Spark read costs ~100 ms).
+Validation reads Parquet metadata and the time column only, with pyarrow: no Spark read, which
+would cost far more than the check.
 """
 
 from __future__ import annotations
