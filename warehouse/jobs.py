@@ -16,9 +16,8 @@ from operator import attrgetter
 from warehouse.backlog import Partition
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.freshness import safe_freshness
-from warehouse.nextjob import JobShape
 from warehouse.recompute import Piece
-from warehouse.table import JobState, Mode, Table
+from warehouse.table import JobShape, JobState, Mode, Table
 from warehouse.upkeep import MAINTENANCE_KINDS, VACUUM, Upkeep
 
 __all__ = ["recompute_job", "update_job", "upkeep_estimate", "upkeep_job", "upkeep_may_run", "upkeep_ranked"]

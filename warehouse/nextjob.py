@@ -11,28 +11,14 @@ Scheduler: it is handed the knobs and the pace.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from policies.basic import Candidate, marginal_benefit, policy_key, policy_key_of
 from policies.chopping import AUTO_C, Pace, chop_pays, chop_window
 from policies.reservation import ValueRanking
 from warehouse.recompute import RecomputePlan
-from warehouse.table import Table
+from warehouse.table import JobShape, Table
 
 __all__ = ["JobShape", "NextJob"]
-
-
-class JobShape(NamedTuple):
-    """An update job's window and size: what it loads or computes, `(start, end]`, the freshness it
-    reaches, how many pending partitions it takes (a base table's), whether it loads a time slice
-    of one long partition (§3.4), and `work`, the n of its E(n) (§2.4)."""
-
-    start: float
-    end: float
-    new_freshness: float
-    partitions: int
-    time_slice: bool
-    work: float
 
 
 _shape = tuple.__new__  # JobShape(…) without its Python-level __new__: it is built on every decision's path

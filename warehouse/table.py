@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from policies.reservation import ValueRanking
 from tracks.plan import JobProfile, TrackPlan
@@ -36,13 +36,23 @@ from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.freshness import StalenessMeter
 from warehouse.recompute import touched, window_count
 
-if TYPE_CHECKING:
-    from warehouse.nextjob import JobShape
-
-__all__ = ["BUSY", "QUEUED", "JobCounts", "JobState", "MaintenanceState", "Mode", "QueuePlace", "Recovered",
+__all__ = ["BUSY", "QUEUED", "JobCounts", "JobShape", "JobState", "MaintenanceState", "Mode", "QueuePlace", "Recovered",
            "Table", "backfill_range", "committed", "expecting", "failed", "has_work", "named", "profile",
            "raise_safe", "read_stale", "recompute_target", "recomputed", "sources_changed", "stale_windows",
            "take_plan", "track_plan", "update_edge"]
+
+
+class JobShape(NamedTuple):
+    """An update job's window and size: what it loads or computes, `(start, end]`, the freshness it
+    reaches, how many pending partitions it takes (a base table's), whether it loads a time slice
+    of one long partition (§3.4), and `work`, the n of its E(n) (§2.4)."""
+
+    start: float
+    end: float
+    new_freshness: float
+    partitions: int
+    time_slice: bool
+    work: float
 
 
 class JobState(Enum):
