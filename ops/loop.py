@@ -226,7 +226,8 @@ class SchedulerLoop:
                 bad = {}
             if bad:
                 self._unloadable[job.job_id] = bad
-                event = JobFailed(job_id=job.job_id, reason=event.reason, bad_partitions=tuple(sorted(bad)))
+                event = JobFailed(job_id=job.job_id, reason=event.reason, bad_partitions=tuple(sorted(bad)),
+                                  refused=event.refused)
         return event
 
     def _handle(self, event: Any, now: float) -> list[StartJob]:

@@ -296,3 +296,20 @@ def test_reconfigure_that_removes_pending_work_keeps_the_queue_consistent():
     assert s.stats(1001).pending_jobs == 0 and sum(s._queues.queued) == 0
     (j,) = s.handle(PartitionArrived(stream="c", partition_id="c1", start=0, end=60), 1002)
     assert j.table == "rc"
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_refused_job_is_known_not_committed_an_unknown_outcome_may_be(refused):
+    """A derived job that fails may have committed (an unknown outcome): its window is in doubt
+    until its retry says (Derived.unsure), and the retry covers it first. One the executor refused
+    before writing (`JobFailed.refused`: a schema change it may not make) wrote nothing: no doubt,
+    so a rewrite asked later (e.g. `rebuild: true`) is not held behind a retry that fails again."""
+    s = Scheduler(config(STREAMS, TABLES, tracks=4), now=0, initial_freshness=0.0)
+    (ja,) = arrive(s, "a", "a1", 0, 150, 150)
+    (jb,) = arrive(s, "b", "b1", 0, 100, 150)
+    s.handle(JobFinished(job_id=ja.job_id, duration=1), 151)
+    (jd,) = s.handle(JobFinished(job_id=jb.job_id, duration=1), 152)
+    assert jd.table == "j"
+    s.handle(JobFailed(job_id=jd.job_id, reason="no", refused=refused), 153)
+    derived = s._tables["j"].derived
+    assert (derived.unsure is None) is refused

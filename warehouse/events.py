@@ -147,6 +147,7 @@ class JobFailed:
     job_id: int
     reason: str = ""
     bad_partitions: tuple[str, ...] = ()
+    refused: bool = False  # it wrote nothing (a refusal before its write): not an unknown outcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

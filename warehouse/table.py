@@ -292,8 +292,9 @@ def failed(t: Table, job: StartJob, ev: JobFailed, now: float, sc: SchedulerConf
     if t.log is not None:
         t.log.failed(set(ev.bad_partitions), t.freshness)
     if t.derived is not None:
-        window = (job.start, job.end)
-        t.derived.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window, window)
+        window = (job.start, job.end)  # a refused job wrote nothing: its window is not in doubt
+        t.derived.failed(job.kind != "recompute", t.freshness, None if job.kind != "recompute" else window,
+                         None if ev.refused else window)
     counts = t.jobs
     counts.consecutive_failures += 1
     counts.failed += 1

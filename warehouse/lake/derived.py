@@ -34,7 +34,7 @@ from warehouse.lake.delta import (
     with_partition_column,
 )
 from warehouse.lake.evolution import ADDITIVE, table_schema_change
-from warehouse.lake.outcome import JobError, JobOutcome
+from warehouse.lake.outcome import JobError, JobOutcome, JobRefused
 from warehouse.lake.read import pin_sources, read_source
 from warehouse.lake.session import job_session
 from warehouse.sqltext import bind_window, sql_version, uses_window
@@ -137,7 +137,7 @@ def _write(lake: Lake, tc: TableConfig, df: DataFrame, path: str, txn: int, meta
     refused unless the table says `rebuild: true` and the job rewrites it whole (overwriteSchema)."""
     change = table_schema_change(lake.config, lake.log, lake.files, tc, df)
     if change not in (None, ADDITIVE) and not (tc.rebuild and rewrite_whole):
-        raise JobError(f"table {tc.name!r}: its new SQL {change} — not an additive schema change; set "
+        raise JobRefused(f"table {tc.name!r}: its new SQL {change} — not an additive schema change; set "
                        f"`rebuild: true` on the table to rewrite it whole with the new schema")
     kw: dict[str, Any] = {"table": tc.name, "txn_version": txn, "metadata": meta, "partition_by": tc.partition_by,
                           "merge_schema": change == ADDITIVE}

@@ -47,7 +47,7 @@ from warehouse.lake.derived import run_derived, run_recompute
 from warehouse.lake.evolution import evolution_problems
 from warehouse.lake.files import LiveFiles
 from warehouse.lake.maintain import run_maintenance
-from warehouse.lake.outcome import JobError, JobOutcome, failure_reason, noop_outcome
+from warehouse.lake.outcome import JobError, JobOutcome, JobRefused, failure_reason, noop_outcome
 from warehouse.lake.rebuild import run_rebuild
 from warehouse.lake.recovery import LocalLog, RecoveryState, TableState, delta_log, recover
 from warehouse.lake.session import SparkLink, job_description
@@ -156,7 +156,7 @@ class Executor:
             reason = err.reason if isinstance(err, JobError) else failure_reason(err)
             log.warning("job %d (%s, %s) failed: %s", job.job_id, job.kind, job.table, reason,
                         exc_info=not isinstance(err, JobError))
-            return JobFailed(job_id=job.job_id, reason=reason)
+            return JobFailed(job_id=job.job_id, reason=reason, refused=isinstance(err, JobRefused))
 
     def run(self, job: StartJob) -> JobOutcome:
         """Run `job` and return its outcome; JobError (or a Spark exception) if it did not commit."""

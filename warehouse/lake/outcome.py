@@ -13,11 +13,16 @@ from warehouse.events import JobFinished, StartJob
 if TYPE_CHECKING:
     from warehouse.lake.recovery import TableState
 
-__all__ = ["JobError", "JobOutcome", "failure_reason", "noop_outcome", "root_cause"]
+__all__ = ["JobError", "JobOutcome", "JobRefused", "failure_reason", "noop_outcome", "root_cause"]
 
 
 class JobError(WarehouseError):
     """An update job did not commit (Spark error, bad SQL, missing source, bad partition)."""
+
+
+class JobRefused(JobError):
+    """The job refused to write before writing anything (a schema change it may not make): it is
+    known not to have committed — not an unknown outcome (`JobFailed.refused`)."""
 
 
 _CAUSED_BY = re.compile(r"^\s*Caused by: (.+?)\s*$", re.MULTILINE)
