@@ -16,8 +16,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -26,6 +24,8 @@ from pydantic import (
 )
 
 from policies.bulk import BULK_FACTOR
+from warehouse.config_base import Duration, Name, Strict, parse_duration
+from warehouse.config_storage import S3Settings, WarehousePaths
 from warehouse.errors import ConfigError
 
 __all__ = [
@@ -47,84 +47,14 @@ __all__ = [
     "with_cores",
 ]
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-
-
-def parse_duration(value: Any) -> float:
-    """`90s`, `5m`, `1h`, `1d`, `250ms`, or a bare number → seconds (float, ≥ 0)."""
-    if isinstance(value, bool):
-        raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"bad duration {value!r}: must not be negative")
-        return float(value)
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-    raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)]
-
 SQL_TYPES = ("string", "timestamp", "date", "double", "float", "long", "int", "integer", "boolean", "binary")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-_ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?/?$|^https?://\[[0-9A-Fa-f:.]+\](?::\d{1,5})?/?$")
 # Hadoop S3A's own credential keys: never in the config file (warehouse.s3.credentials says where they come from)
 _S3A_SECRET = re.compile(r"fs\.s3a\.(?:bucket\.[^.]+\.)?(?:access\.key|secret\.key|session\.token)$", re.IGNORECASE)
 
 
-class S3Settings(_Strict):
-    """The S3A connector for `warehouse.root: s3a://bucket/prefix` (docs/warehouse.md §2): which S3 API,
-    how to address buckets, and where the credentials come from — never the credentials themselves."""
-
-    endpoint: str | None = Field(None, description="the S3 API's URL, http(s)://host[:port]; absent: AWS's "
-                                                    "endpoint for the region")
-    region: str | None = Field(None, pattern=r"^[a-z0-9-]{1,64}$", description="the bucket's region "
-                               "(e.g. eu-west-1); absent: us-east-1 with an endpoint, else the SDK finds it")
-    path_style: bool = Field(False, description="address buckets as http://host/bucket/key (MinIO, moto, "
-                             "Ceph) instead of http://bucket.host/key")
-    credentials: Literal["env", "default"] = Field(
-        "default", description="env: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) of the "
-                               "daemon's environment; default: the AWS SDK's default chain (environment, web "
-                               "identity, profile, container, instance)")
-
-    @field_validator("endpoint")
-    @classmethod
-    def _endpoint_url(cls, endpoint: str | None) -> str | None:
-        if endpoint is not None and not _ENDPOINT.match(endpoint.strip()):
-            raise ValueError(f"endpoint {endpoint!r} is not an S3 API URL: expected http(s)://host[:port], "
-                             f"with no path (the bucket is in warehouse.root)")
-        return None if endpoint is None else endpoint.strip().rstrip("/")
-
-
-class WarehousePaths(_Strict):
-    root: str = Field("./data", description="where the Delta tables live (path or URI)")
-    landing: str = Field("./landing", description="the landing zone producers write partitions into")
-    trace: str | None = Field(None, description="append observed arrivals and job durations here")
-    lease_timeout: Duration = Field(30.0, gt=0, le=3600, description="seconds without renewal after which "
-                                    "another daemon may take over the warehouse lease (ops.lease)")
-    s3: S3Settings | None = Field(None, description="the S3A connector for an s3a:// root (endpoint, region, "
-                                                    "path-style access, where credentials come from)")
-
-    @model_validator(mode="after")
-    def _s3_root(self) -> WarehousePaths:
-        scheme = self.root.split("://", 1)[0].lower() if "://" in self.root else ""
-        if self.s3 is not None and scheme != "s3a":
-            hint = f": Spark reaches S3 through S3A, write s3a://{self.root.split('://', 1)[1]}" \
-                if scheme in ("s3", "s3n") else ""
-            raise ValueError(f"s3 configures the S3A connector, but root {self.root!r} is not an s3a:// URI{hint}")
-        return self
-
-
-class StreamConfig(_Strict):
+class StreamConfig(Strict):
     """A source pushing partitions `(start, end]` roughly every `period` (§2.1)."""
 
     name: Name
@@ -152,14 +82,14 @@ class StreamConfig(_Strict):
         return self
 
 
-class CostPrior(_Strict):
+class CostPrior(Strict):
     """Prior for E(n) = α + β·n (§2.4); refined online from observed durations."""
 
     alpha: Duration = Field(1.0, description="α: fixed start-up cost of a job, seconds")
     beta: float = Field(0.1, ge=0, description="β: seconds of work per second of data")
 
 
-class Maintenance(_Strict):
+class Maintenance(Strict):
     """Compaction and garbage collection as scheduled jobs (Nova, SIGMOD 2011 §2.4; `warehouse.upkeep`).
 
     Global under `maintenance:`, and per table under `tables[].maintenance:`, where a field that
@@ -180,7 +110,7 @@ class Maintenance(_Strict):
 DEFAULT_VACUUM_RETAIN = 7 * 86400.0
 
 
-class MaintenancePolicy(_Strict):
+class MaintenancePolicy(Strict):
     """One table's maintenance after merging the table's override into the global section."""
 
     optimize_every: int | None = None
@@ -196,7 +126,7 @@ FOLDS = ("sum", "count", "min", "max", "last", "first")
 Fold = Literal["sum", "count", "min", "max", "last", "first"]
 
 
-class TableConfig(_Strict):
+class TableConfig(Strict):
     """A base table (loaded from one `stream`), a derived table (`sql` over `sources`) or a
     stateful table (`kind: stateful`: keyed state folded increment by increment, Programming Bulk-Incremental Dataflows §3)."""
 
@@ -253,7 +183,7 @@ Partitioner = Literal["auto", "global", "edf-partitioned", "proportional"]
 Inheritance = Literal["none", "sum", "max", "max-plus"]
 
 
-class SchedulerConfig(_Strict):
+class SchedulerConfig(Strict):
     """How jobs are ordered and placed on tracks (§3)."""
 
     tracks: int = Field(4, ge=1, le=4096, description="N, the number of tracks (concurrent jobs)")
@@ -330,7 +260,7 @@ _REMOTE = re.compile(r"^sc://[^/:\s]+(:\d{1,5})?(/;[^\s]*)?$")
 _LOCAL_ALL = re.compile(r"^local\[\*(?:\s*,\s*\d+)?\]$")
 
 
-class SparkConfig(_Strict):
+class SparkConfig(Strict):
     """Where the Spark work runs (docs/warehouse.md §2): a driver in this process (`master`, the default
     `local[*]`), or a Spark Connect server (`remote`). One or the other, never both."""
 
@@ -386,13 +316,13 @@ class SparkConfig(_Strict):
         return f"remote {self.remote}" if self.remote else f"master {self.master}"
 
 
-class Slowdown(_Strict):
+class Slowdown(Strict):
     factor: float = Field(1.0, ge=1.0, description="S: execution times multiplied by S while slow (§4.1)")
     normal: Duration = Field(1000.0, gt=0, description="length of a normal period")
     slow: Duration = Field(0.0, ge=0, description="length of a slow period (0 = never slow)")
 
 
-class Burst(_Strict):
+class Burst(Strict):
     """Per-class phases in the simulator: the named tables' data is `factor` times as dense for
     `slow` seconds (of event time) in every `normal + slow`, the cycle shifted by `offset`: a job
     pays β·factor for the part of its window inside a burst (sim.simulator)."""
@@ -404,7 +334,7 @@ class Burst(_Strict):
     offset: Duration = Field(0.0, ge=0, description="the cycle (normal, then burst) starts at this time")
 
 
-class SimConfig(_Strict):
+class SimConfig(Strict):
     """Simulator defaults (§4.1): tables without `cost` use α, β; b draws E uniformly in [bE, (1+b)E]."""
 
     alpha: float = Field(1.0, ge=0)
@@ -428,7 +358,7 @@ class SimConfig(_Strict):
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class LineageConfig(_Strict):
+class LineageConfig(Strict):
     """OpenLineage events for every job (ops.lineage): off unless this section is given.
 
     `http`: POSTed to `url` + `endpoint` (Marquez: `http://marquez:5000`, endpoint `api/v1/lineage`),
@@ -469,7 +399,7 @@ class LineageConfig(_Strict):
         return self
 
 
-class FreshetConfig(_Strict):
+class FreshetConfig(Strict):
     """The whole file."""
 
     version: Literal[1] = 1

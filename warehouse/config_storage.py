@@ -1,0 +1,57 @@
+"""Where the warehouse lives (warehouse.config's `warehouse` section): the paths of the tables and
+the landing zone, the lease, and the S3A connector for an `s3a://` root (docs/warehouse.md §2)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from warehouse.config_base import Duration, Strict
+
+__all__ = ["S3Settings", "WarehousePaths"]
+
+_ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?/?$|^https?://\[[0-9A-Fa-f:.]+\](?::\d{1,5})?/?$")
+
+class S3Settings(Strict):
+    """The S3A connector for `warehouse.root: s3a://bucket/prefix` (docs/warehouse.md §2): which S3 API,
+    how to address buckets, and where the credentials come from — never the credentials themselves."""
+
+    endpoint: str | None = Field(None, description="the S3 API's URL, http(s)://host[:port]; absent: AWS's "
+                                                    "endpoint for the region")
+    region: str | None = Field(None, pattern=r"^[a-z0-9-]{1,64}$", description="the bucket's region "
+                               "(e.g. eu-west-1); absent: us-east-1 with an endpoint, else the SDK finds it")
+    path_style: bool = Field(False, description="address buckets as http://host/bucket/key (MinIO, moto, "
+                             "Ceph) instead of http://bucket.host/key")
+    credentials: Literal["env", "default"] = Field(
+        "default", description="env: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) of the "
+                               "daemon's environment; default: the AWS SDK's default chain (environment, web "
+                               "identity, profile, container, instance)")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_url(cls, endpoint: str | None) -> str | None:
+        if endpoint is not None and not _ENDPOINT.match(endpoint.strip()):
+            raise ValueError(f"endpoint {endpoint!r} is not an S3 API URL: expected http(s)://host[:port], "
+                             f"with no path (the bucket is in warehouse.root)")
+        return None if endpoint is None else endpoint.strip().rstrip("/")
+
+
+class WarehousePaths(Strict):
+    root: str = Field("./data", description="where the Delta tables live (path or URI)")
+    landing: str = Field("./landing", description="the landing zone producers write partitions into")
+    trace: str | None = Field(None, description="append observed arrivals and job durations here")
+    lease_timeout: Duration = Field(30.0, gt=0, le=3600, description="seconds without renewal after which "
+                                    "another daemon may take over the warehouse lease (ops.lease)")
+    s3: S3Settings | None = Field(None, description="the S3A connector for an s3a:// root (endpoint, region, "
+                                                    "path-style access, where credentials come from)")
+
+    @model_validator(mode="after")
+    def _s3_root(self) -> WarehousePaths:
+        scheme = self.root.split("://", 1)[0].lower() if "://" in self.root else ""
+        if self.s3 is not None and scheme != "s3a":
+            hint = f": Spark reaches S3 through S3A, write s3a://{self.root.split('://', 1)[1]}" \
+                if scheme in ("s3", "s3n") else ""
+            raise ValueError(f"s3 configures the S3A connector, but root {self.root!r} is not an s3a:// URI{hint}")
+        return self
