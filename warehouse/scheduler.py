@@ -626,8 +626,7 @@ class Scheduler:
 
     def _bulk_waits(self, t: Table) -> bool:
         """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit."""
-        return (self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap
-                and self._bulk(self._nextjob.candidate(t)[0].cost))
+        return self._bulk_cap is not None and self._bulk_full(self._nextjob.candidate(t)[0].cost)
 
     # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:

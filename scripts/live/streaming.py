@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["SETTINGS", "TRIGGER", "QueryPlan", "main", "serve", "settings", "start_queries"]
+__all__ = ["SETTINGS", "TRIGGER", "QueryPlan", "main", "peer_args", "serve", "settings", "start_queries"]
 
 TRIGGER = "2 seconds"
 # What this contestant runs with, for the benchmark's JSON: the default-settings peer.
@@ -61,19 +61,24 @@ class QueryPlan:
     max_files: int | None = None
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def peer_args(doc: str | None, argv: list[str] | None) -> tuple[FreshetConfig, str, Path]:
+    """A streaming peer's command line (`--config --ready --work`, as the benchmark starts it): the
+    config, the file to touch once ready, the work directory (checkpoints go under it)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True)
     ap.add_argument("--ready", required=True)
-    ap.add_argument("--work", required=True, help="checkpoints go here")
+    ap.add_argument("--work", required=True, help="checkpoints (and a peer's allocation file) go here")
     args = ap.parse_args(argv)
-    config = load_config(args.config)
+    return load_config(args.config), args.ready, Path(args.work).resolve()
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, ready, work = peer_args(__doc__, argv)
 
     from warehouse.lake.session import get_spark
 
     spark = get_spark(config.spark)
-    queries = start_queries(spark, config, Path(args.work).resolve() / "checkpoints", lambda _table: QueryPlan())
-    return serve(queries, args.ready)
+    return serve(start_queries(spark, config, work / "checkpoints", lambda _table: QueryPlan()), ready)
 
 
 def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,

@@ -22,14 +22,13 @@ of trigger loops and driver threads in one application.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scripts.live import streaming_tuned, tuning
 from scripts.live.spec import from_env
-from scripts.live.streaming import serve, start_queries
-from warehouse.config import FreshetConfig, load_config
+from scripts.live.streaming import peer_args, serve, start_queries
+from warehouse.config import FreshetConfig
 from warehouse.lake.delta import spark_schema_ddl
 
 if TYPE_CHECKING:
@@ -121,20 +120,14 @@ def start_groups(spark: SparkSession, config: FreshetConfig, ckpt: Path) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--ready", required=True)
-    ap.add_argument("--work", required=True, help="checkpoints and the allocation file go here")
-    args = ap.parse_args(argv)
-    config = load_config(args.config)
-    work = Path(args.work).resolve()
+    config, ready, work = peer_args(__doc__, argv)
     config = streaming_tuned.tuned_config(config, work)
 
     from warehouse.lake.session import get_spark
 
     spark = get_spark(config.spark)
     derived = start_queries(spark, config, work / "checkpoints", streaming_tuned.plans(config).__getitem__, bases=False)
-    return serve([*start_groups(spark, config, work / "checkpoints"), *derived], args.ready)
+    return serve([*start_groups(spark, config, work / "checkpoints"), *derived], ready)
 
 
 if __name__ == "__main__":

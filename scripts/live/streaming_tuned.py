@@ -28,14 +28,13 @@ handed the tables' priorities.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 from scripts.live import tuning
 from scripts.live.spec import from_env
-from scripts.live.streaming import QueryPlan, serve, start_queries
-from warehouse.config import FreshetConfig, load_config
+from scripts.live.streaming import QueryPlan, peer_args, serve, start_queries
+from warehouse.config import FreshetConfig
 
 __all__ = ["BULK_POOL", "BULK_TRIGGER", "VALUABLE_TRIGGER", "main", "plans", "pool_names", "pools", "settings",
            "spark_conf", "tuned_config"]
@@ -105,21 +104,13 @@ def tuned_config(config: FreshetConfig, work: Path) -> FreshetConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--ready", required=True)
-    ap.add_argument("--work", required=True, help="checkpoints and the allocation file go here")
-    args = ap.parse_args(argv)
-    config = load_config(args.config)
-    work = Path(args.work).resolve()
+    config, ready, work = peer_args(__doc__, argv)
     config = tuned_config(config, work)
 
     from warehouse.lake.session import get_spark
 
     spark = get_spark(config.spark)
-    by_table = plans(config)
-    queries = start_queries(spark, config, work / "checkpoints", by_table.__getitem__)
-    return serve(queries, args.ready)
+    return serve(start_queries(spark, config, work / "checkpoints", plans(config).__getitem__), ready)
 
 
 if __name__ == "__main__":
