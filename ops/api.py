@@ -6,7 +6,9 @@ landing zone so it takes the same validation and quarantine path as a producer's
 
 * `GET /metrics`   — Prometheus exposition of `ops.metrics`.
 * `GET /healthz`   — the process is alive.
-* `GET /readyz`    — 200 once the Spark session is up and recovery is done, else 503.
+* `GET /readyz`    — 200 once the Spark session is up and recovery is done, else 503; a standby
+  waiting for the warehouse lease says `"status": "standby"`, with 200 if asked `?standby=ok`
+  (Kubernetes: both pods ready for rollouts, ops/podrole.py routes the traffic).
 * `GET /v1/tables` — per table: freshness, safe freshness, staleness at request time, priority,
   inherited priority (§3.3), target, pending ΔF, running job, last result, learned α/β (§2.4).
 * `GET /v1/tracks` — the tracks and the track plan (§3.2).
@@ -87,6 +89,8 @@ class Backend(Protocol):
     def snapshot(self) -> SchedulerStats | None: ...
 
     def ready(self) -> tuple[bool, str]: ...
+
+    def standby(self) -> bool: ...
 
     def streams(self) -> list[str]: ...
 
@@ -246,11 +250,15 @@ def create_app(backend: Backend, registry: CollectorRegistry, *, token: str | No
     async def healthz() -> dict[str, Any]:  # on the event loop: never queues behind worker threads
         return {"status": "ok", "time": clock()}
 
-    @app.get("/readyz", summary="ready: Spark session up and recovery done", responses=_errors(503))
-    def readyz() -> JSONResponse:
+    @app.get("/readyz", summary="ready: Spark session up and recovery done (?standby=ok: a standby too)",
+             responses=_errors(503))
+    def readyz(standby: str | None = None) -> JSONResponse:
         ok, reason = backend.ready()
         if ok:
             return JSONResponse({"status": "ready"})
+        if backend.standby():
+            return JSONResponse({"status": "standby", "error": reason, "status_code": 200 if standby == "ok" else 503},
+                                status_code=200 if standby == "ok" else 503)
         return JSONResponse({"status": "not ready", "error": reason or "starting", "status_code": 503},
                             status_code=503)
 

@@ -58,6 +58,9 @@ class DaemonBackend:
     def ready(self) -> tuple[bool, str]:
         return self.d.holder.ready()
 
+    def standby(self) -> bool:
+        return self.d.holder.standby()
+
     @property
     def history(self) -> Any:
         """The status page's last hour of job results (`ops.history`)."""

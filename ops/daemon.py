@@ -33,6 +33,7 @@ from ops.liveness import SparkWatch
 from ops.logs import RepeatedFailure
 from ops.loop import Options, SchedulerLoop, open_trace
 from ops.notify import sd_notify
+from ops.podrole import PodRole
 from ops.reload import start_parts
 from sim.trace import ActionRecord
 from warehouse.config import FreshetConfig
@@ -55,6 +56,7 @@ class Daemon(SchedulerLoop):
         self.standby = standby  # wait for a held lease instead of exiting (`freshet run --standby`)
         self._lease_waited: Any = None  # the lease being waited for (`--standby`)
         self._standby_stop = threading.Event()
+        self.pod_role = PodRole()  # on Kubernetes: the label the chart's Service selects (leader / standby)
         self.spark = SparkWatch(spark_config(config), connected=lambda up: self.metrics.spark_connected.set(1 if up else 0),
                                 lost=self.metrics.spark_connection_lost.inc, ready=self._set_ready,
                                 serving=lambda: self.accepting, stopping=lambda: self._term is not None,
@@ -139,6 +141,9 @@ class Daemon(SchedulerLoop):
             self._trace = open_trace(self.trace_path, self.trace_rotate)
         if not self.standby:
             self.lease = take_lease(cfg, listen, self._lost_lease)
+            self.pod_role.set("leader")
+        else:  # before it listens: a restarted container must not pass for the leader it was
+            self.pod_role.set("standby")
         try:
             server, _ = serve(self, listen)
         except BaseException:
@@ -200,9 +205,10 @@ class Daemon(SchedulerLoop):
 
     def _stand_by(self, listen: str) -> Any:
         """`--standby`: while another daemon holds the warehouse lease, answer /healthz, say
-        "standby" on /readyz (503), and try again (a file lease every `lease_timeout / 10`
-        seconds, at most 1 s; an object lease watches its holder's renewals meanwhile): the lease
-        once taken, or None if stopped first."""
+        "standby" on /readyz (503; 200 with ?standby=ok) and in `freshet_standby`, label the pod
+        (`ops.podrole`), and try again (a file lease every `lease_timeout / 10` seconds, at most
+        1 s; an object lease watches its holder's renewals meanwhile): the lease once taken, or
+        None if stopped first."""
         every = min(1.0, self.config.warehouse.lease_timeout / 10)
         told = False
         lease = open_lease(self.config, listen)
@@ -211,11 +217,13 @@ class Daemon(SchedulerLoop):
             try:
                 hold(lease, self._lost_lease)
                 self._set_ready(False)  # starting
+                self.pod_role.set("leader")
                 return lease
             except LeaseHeld as e:
                 if self._term is not None:
                     break
-                self._set_ready(False, f"standby: {e}")
+                self._set_ready(False, f"standby: {e}", standby=True)
+                self.pod_role.set("standby")
                 self.heartbeat.beat(starting=True, status="standby: waiting for the warehouse lease")
                 if not told:
                     log.info("standing by: another daemon holds the warehouse lease", extra={"holder": str(e)})

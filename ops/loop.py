@@ -173,9 +173,10 @@ class SchedulerLoop:
     def sched(self) -> Any:
         return self.parts.sched if self.parts is not None else None
 
-    def _set_ready(self, ok: bool, reason: str = "") -> None:
-        self.holder.set_ready(ok, reason)
+    def _set_ready(self, ok: bool, reason: str = "", standby: bool = False) -> None:
+        self.holder.set_ready(ok, reason, standby)
         self.metrics.ready.set(1 if ok else 0)
+        self.metrics.standby.set(1 if standby else 0)
 
     # -- steps of the loop that touch the disk (defect 8) --
     def _step(self, step: str, fn: Callable[[], object]) -> None:

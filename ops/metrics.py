@@ -67,6 +67,7 @@ class SnapshotHolder:
         self._latest = initial
         self._ready = False
         self._ready_reason = "starting"
+        self._standby = False
         self._lock = threading.Lock()
 
     def publish(self, stats: SchedulerStats) -> None:
@@ -75,13 +76,18 @@ class SnapshotHolder:
     def get(self) -> SchedulerStats | None:
         return self._latest
 
-    def set_ready(self, ready: bool, reason: str = "") -> None:
+    def set_ready(self, ready: bool, reason: str = "", standby: bool = False) -> None:
         with self._lock:
-            self._ready, self._ready_reason = ready, reason
+            self._ready, self._ready_reason, self._standby = ready, reason, standby
 
     def ready(self) -> tuple[bool, str]:
         with self._lock:
             return self._ready, self._ready_reason
+
+    def standby(self) -> bool:
+        """Whether the daemon waits for the warehouse lease another daemon holds (`--standby`)."""
+        with self._lock:
+            return self._standby
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +358,8 @@ class FreshetMetrics:
                                "unless ok", ["result"], registry=registry)
         self.ready = Gauge("freshet_ready", "1 once recovery is done and the Spark session is up",
                            registry=registry)
+        self.standby = Gauge("freshet_standby", "1 while this daemon waits as a standby for the warehouse lease "
+                             "another daemon holds (freshet run --standby)", registry=registry)
         self.start_time = Gauge("freshet_start_time_seconds", "when the daemon started (epoch seconds)",
                                 registry=registry)
         self.loop_errors = Counter(

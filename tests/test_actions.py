@@ -79,6 +79,9 @@ class Daemonish:
     def ready(self) -> tuple[bool, str]:
         return True, ""
 
+    def standby(self) -> bool:
+        return False
+
     def streams(self) -> list[str]:
         return [s.name for s in self.config.streams]
 

@@ -44,6 +44,9 @@ class IntakeBackend:
     def ready(self):
         return self.holder.ready()
 
+    def standby(self):
+        return self.holder.standby()
+
     def streams(self):
         return [s.name for s in self.intake.config.streams]
 
@@ -128,6 +131,21 @@ def test_health_ready_and_no_snapshot(server):
     assert r.status_code == 503 and "not published" in r.json()["error"]
     backend.holder.set_ready(True)
     assert client.get("/readyz").status_code == 200
+
+
+def test_a_standby_says_so_and_is_ready_only_when_asked_for_standbys(server):
+    """`freshet run --standby` waiting for the lease: /readyz 503 "standby" (systemd, a load balancer),
+    200 with ?standby=ok (Kubernetes: ready for rollouts; the Service routes by the pod's role)."""
+    backend, client, _, _srv = server
+    backend.holder.set_ready(False, "standby: warehouse in use by pid 7", standby=True)
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.json()["status"] == "standby" and "pid 7" in r.json()["error"]
+    r = client.get("/readyz", params={"standby": "ok"})
+    assert r.status_code == 200 and r.json()["status"] == "standby"
+    backend.holder.set_ready(False, "starting")  # took the lease: not a standby, not ready yet
+    assert client.get("/readyz", params={"standby": "ok"}).status_code == 503
+    backend.holder.set_ready(True)
+    assert client.get("/readyz", params={"standby": "ok"}).status_code == 200
 
 
 def test_tables_stalest_first_with_request_time_staleness(server):

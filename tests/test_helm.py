@@ -69,11 +69,11 @@ def helm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=120)
 
 
-def template(*sets: str, release: str = "freshet") -> dict[tuple[str, str], dict]:
-    """`helm template` of the chart with `--set`s, as {(kind, name): object}."""
+def template(*sets: str, release: str = "freshet", raw: bool = False) -> dict[tuple[str, str], dict]:
+    """`helm template` of the chart with `--set`s (`raw`: arguments as they are), as {(kind, name): object}."""
     args = ["template", release, str(CHART), "--namespace", "freshet", "--kube-version", f"{KUBE}.0"]
     for s in sets:
-        args += ["--set", s]
+        args += [s] if raw else ["--set", s]
     r = helm(*args)
     assert r.returncode == 0, r.stderr
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
@@ -271,3 +271,80 @@ def test_an_invalid_warehouse_config_is_caught_before_it_reaches_a_cluster():
     objs = template("config.tables[0].priority=-1")
     with pytest.raises(Exception, match="priority"):
         daemon_config(objs)
+
+
+STANDBY_VALUES = {
+    "replicas": 2,
+    "s3Credentials": {"secretName": "freshet-s3"},
+    "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/freshet"}},
+    "config": {
+        "version": 1,
+        "warehouse": {"root": "s3a://lake/warehouse", "landing": "/var/lib/freshet/landing",
+                      "s3": {"endpoint": "http://minio.minio:9000", "path_style": True, "credentials": "env"}},
+        "streams": [{"name": "s", "period": "5m", "time_column": "ts", "format": "parquet",
+                     "schema": {"ts": "timestamp", "v": "double"}}],
+        "tables": [{"name": "s_raw", "stream": "s", "priority": 5}],
+    },
+}
+
+
+def test_helm_two_replicas_on_object_storage_stand_by_for_each_other(tmp_path):
+    """replicas: 2 with the warehouse in a bucket: both pods run `--standby`; the Service selects the
+    pod that labels itself leader (ops/podrole.py, allowed by the Role), both count as ready for
+    rollouts and the PodDisruptionBudget, the landing zone is on a ReadWriteMany volume, S3
+    credentials come from a Secret; everything valid against the Kubernetes schemas."""
+    from ops.podrole import LABEL
+
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(STANDBY_VALUES))
+    objs = template(f"--values={values}", raw=True)
+    validate(objs)
+    dep, svc = objs[("Deployment", "freshet")], objs[("Service", "freshet")]
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    pod = spec["template"]
+    (c,) = pod["spec"]["containers"]
+    assert "--standby" in c["args"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz?standby=ok"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["FRESHET_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["FRESHET_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    for var, key in (("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"), ("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY")):
+        assert env[var]["valueFrom"]["secretKeyRef"] == {"name": "freshet-s3", "key": key}
+    # the Service sends traffic to the leader only; the Deployment's selector does not pin a role
+    assert svc["spec"]["selector"] == {**spec["selector"]["matchLabels"], LABEL: "leader"}
+    assert LABEL not in pod["metadata"]["labels"]
+    # the pods may label themselves: ServiceAccount → RoleBinding → Role(get, patch pods)
+    sa = pod["spec"]["serviceAccountName"]
+    assert objs[("ServiceAccount", sa)]["metadata"]["annotations"] == STANDBY_VALUES["serviceAccount"]["annotations"]
+    binding = objs[("RoleBinding", "freshet-pod-role")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": "freshet"}]
+    (rule,) = objs[("Role", binding["roleRef"]["name"])]["rules"]
+    assert rule["resources"] == ["pods"] and set(rule["verbs"]) == {"get", "patch"}
+    pdb = objs[("PodDisruptionBudget", "freshet")]["spec"]
+    assert pdb["maxUnavailable"] == 1 and pdb["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert objs[("PersistentVolumeClaim", "freshet-data")]["spec"]["accessModes"] == ["ReadWriteMany"]
+    cfg = daemon_config(objs)
+    assert cfg.warehouse.root == "s3a://lake/warehouse" and cfg.warehouse.s3.credentials == "env"
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert cfg.warehouse.landing.startswith(mounts["data"])
+    lint = helm("lint", str(CHART), "--strict", "--kube-version", f"{KUBE}.0", f"--values={values}")
+    assert lint.returncode == 0 and "[WARNING]" not in lint.stdout, lint.stdout + lint.stderr
+    # one replica stays as it was: Recreate, no role, no RBAC, no budget
+    assert not {k for k in template() if k[0] in ("Role", "RoleBinding", "ServiceAccount", "PodDisruptionBudget")}
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (("replicas=2",), "replicas > 1 needs config.warehouse.root in a bucket"),
+    (("replicas=2", "config.warehouse.root=s3a://lake/wh", "persistence.enabled=false"),
+     "replicas > 1 needs persistence.enabled"),
+    (("replicas=7",), "/replicas"),
+])
+def test_standby_values_are_refused_naming_what_is_missing(sets, message):
+    args = ["template", "freshet", str(CHART), "--kube-version", f"{KUBE}.0"]
+    for s in sets:
+        args += ["--set", s]
+    r = helm(*args)
+    assert r.returncode != 0 and message in r.stderr, r.stderr

@@ -22,6 +22,7 @@ import httpx
 import pytest
 import yaml
 from conftest import make_config, warehouse_dict
+from prometheus_client.parser import text_string_to_metric_families
 
 from ops.lease import Lease, LeaseHeld, open_lease, take_lease
 from ops.lease_base import machine
@@ -256,12 +257,21 @@ def start_standby(tmp: Path, server: S3Server, timeout: float) -> tuple[subproce
     return proc, f"http://127.0.0.1:{port}", log
 
 
+def standby_gauge(url: str) -> float | None:
+    """`freshet_standby` from the daemon's /metrics, read by Prometheus's own parser."""
+    text = httpx.get(url + "/metrics", timeout=2).text
+    return next((s.value for f in text_string_to_metric_families(text) for s in f.samples
+                 if s.name == "freshet_standby"), None)
+
+
 def standing_by(proc: subprocess.Popen, url: str, log: Path) -> bool:
+    """/healthz 200; /readyz 503 "standby" (200 with ?standby=ok); `freshet_standby 1`."""
     assert proc.poll() is None, log.read_text()[-3000:]
     try:
         ready = httpx.get(url + "/readyz", timeout=2)
         return httpx.get(url + "/healthz", timeout=2).status_code == 200 and ready.status_code == 503 \
-            and ready.json()["error"].startswith("standby: warehouse in use")
+            and ready.json()["status"] == "standby" and ready.json()["error"].startswith("standby: warehouse in use") \
+            and httpx.get(url + "/readyz?standby=ok", timeout=2).status_code == 200 and standby_gauge(url) == 1
     except httpx.TransportError:
         return False
 
@@ -288,6 +298,7 @@ def test_a_standby_daemon_waits_then_takes_over_within_the_timeout(s3: S3Server,
         print(f"the standby took over {took:.2f} s after the holder stopped renewing (timeout {timeout:g} s)")
         assert held(s3)["epoch"] == 2 and not holder.renew()
         wait_for("logged", lambda: "took over the warehouse lease" in log.read_text(), timeout=10)
+        assert standby_gauge(url) == 0 and httpx.get(url + "/readyz?standby=ok").json()["status"] != "standby"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # it went on to start Spark: not this test's subject

@@ -236,6 +236,9 @@ class Backend:
     def ready(self):
         return self.holder.ready()
 
+    def standby(self):
+        return self.holder.standby()
+
     def streams(self):
         return []
 

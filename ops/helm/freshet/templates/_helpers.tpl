@@ -77,3 +77,24 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/* With more than one replica the pods stand by for each other (values.yaml `replicas`). */}}
+{{- define "freshet.standby" -}}
+{{- if gt (int .Values.replicas) 1 -}}
+{{- if not (hasPrefix "s3a://" (toString .Values.config.warehouse.root)) -}}
+{{- fail "replicas > 1 needs config.warehouse.root in a bucket (s3a://…): the lease that keeps one writer per warehouse lives there" -}}
+{{- end -}}
+{{- if not .Values.persistence.enabled -}}
+{{- fail "replicas > 1 needs persistence.enabled: the landing zone both pods read lives on the data volume" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "freshet.serviceAccountName" -}}
+{{- if or .Values.serviceAccount.create (include "freshet.standby" .) -}}
+{{- .Values.serviceAccount.name | default (include "freshet.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
