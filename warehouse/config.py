@@ -178,7 +178,7 @@ class TableConfig(Strict):
         return self.kind == "stateful"
 
 
-Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo"]
+Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo", "aoi-quadratic"]
 Partitioner = Literal["auto", "global", "edf-partitioned", "proportional"]
 Inheritance = Literal["none", "sum", "max", "max-plus"]
 
