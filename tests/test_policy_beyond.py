@@ -70,3 +70,123 @@ def test_quadratic_index_edges() -> None:
 def test_quadratic_index_is_a_valid_config_policy() -> None:
     cfg = config([{"name": "s", "period": 10}], [{"name": "t", "stream": "s"}], policy="aoi-quadratic")
     assert cfg.scheduler.policy == "aoi-quadratic"
+
+
+# ---- rollout (warehouse.rollout) ---------------------------------------------------------------------
+def _paper_example(policy: str, **scheduler) -> tuple[Scheduler, list]:
+    """§3.1's Lookahead example through the Scheduler (as tests/test_engine_paper.py builds it): t1
+    (ΔF = 10, E = 3) and t2 (ΔF = 5, E = 2), p = 1, released at τ while tx holds the one track; t3
+    (p = 10, E = 3) last arrived at τ − 49 with period 50, so its next partition, (τ − 49, τ + 1], is
+    expected at τ + 1. Returns the scheduler and the jobs it starts when tx ends at τ."""
+    cfg = config(
+        [{"name": "s1", "period": 10}, {"name": "s2", "period": 10}, {"name": "s3", "period": 50},
+         {"name": "sx", "period": 1000}],
+        [
+            {"name": "t1", "stream": "s1", "cost": {"alpha": 3, "beta": 0}},
+            {"name": "t2", "stream": "s2", "cost": {"alpha": 2, "beta": 0}},
+            {"name": "t3", "stream": "s3", "priority": 10, "cost": {"alpha": 3, "beta": 0}},
+            {"name": "tx", "stream": "sx", "priority": 1000, "cost": {"alpha": 1, "beta": 0}},
+        ],
+        policy=policy,
+        **scheduler,
+    )
+    s = Scheduler(cfg, now=0, recovered={"t1": Recovered(TAU - 10), "t2": Recovered(TAU - 5), "t3": Recovered(0),
+                                         "tx": Recovered(0)})
+    (j,) = s.handle(PartitionArrived(stream="s3", partition_id="c", start=0, end=TAU - 49), TAU - 49)
+    assert s.handle(JobFinished(job_id=j.job_id, duration=3), TAU - 46) == []
+    (x,) = s.handle(PartitionArrived(stream="sx", partition_id="x", start=0, end=TAU - 1), TAU - 1)
+    assert s.handle(PartitionArrived(stream="s1", partition_id="a", start=TAU - 10, end=TAU), TAU) == []
+    assert s.handle(PartitionArrived(stream="s2", partition_id="b", start=TAU - 5, end=TAU), TAU) == []
+    return s, s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
+
+
+def _window(s: Scheduler, first: list) -> dict[str, float]:
+    """Run on from τ: t3's partition arrives at τ + 1, each job ends at its estimate; p·∫S dτ per
+    table over (τ, τ + 10] and the order the jobs ran in."""
+    before = {t.name: t.weighted_staleness for t in s.stats(TAU).tables}
+    order, pending, now = [], list(first), TAU
+    arrived = False
+    while pending:
+        job = pending.pop(0)
+        order.append(job.table)
+        if not arrived:
+            assert s.handle(PartitionArrived(stream="s3", partition_id="c2", start=TAU - 49, end=TAU + 1), TAU + 1) == []
+            arrived = True
+        now += job.estimate
+        pending += s.handle(JobFinished(job_id=job.job_id, duration=job.estimate), now)
+    after = {t.name: t.weighted_staleness for t in s.stats(TAU + 10).tables}
+    return {"order": order, **{n: after[n] - before[n] for n in ("t1", "t2", "t3")}}
+
+
+def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale() -> None:
+    """Horizon 10 from τ = 100, one track, weighted staleness p·∫S dτ over (100, 110] by hand:
+    Max-Benefit runs J1 (10/3 > 5/2) 100–103; J3 arrives at 101 (ΔF 50) and runs 103–106 (500/3 beats
+    J2's 5/2); J2 106–108. t1: S 10→13 then 3→10: 34.5 + 45.5 = 80; t2: S 5→13 then 8→10: 72 + 18 = 90;
+    t3: S 49→55 then 5→9: 312 + 28 = 340, × p 10 = 3400. Total 3570.
+    Rollout runs J2 100–102, J3 102–105, J1 105–108. t1: S 10→18 then 8→10: 112 + 18 = 130; t2: S 5→7
+    then 2→10: 12 + 48 = 60; t3: S 49→54 then 4→9: 257.5 + 32.5 = 290, × 10 = 2900. Total 3090: 480 less.
+    tx (loaded to 99 at 100, next partition at 1099) adds the same to both."""
+    mb, mb_first = _paper_example("max-benefit")
+    ro, ro_first = _paper_example("rollout", rollout={"k": 3, "horizon": 10})
+    assert [j.table for j in mb_first] == ["t1"]
+    assert [j.table for j in ro_first] == ["t2"]
+    stats = ro.stats(TAU).rollout
+    assert stats is not None and (stats.decisions, stats.overrides, stats.fallbacks) == (1, 1, 0)
+    scores = dict(stats.last)
+    assert list(scores) == ["t1", "t2"]  # the base rule's order: t3 had not arrived
+    assert scores["t1"] - scores["t2"] == pytest.approx(480.0)  # the simulated futures, as by hand
+    assert _window(mb, mb_first) == pytest.approx({"order": ["t1", "t3", "t2"], "t1": 80, "t2": 90, "t3": 3400})
+    assert _window(ro, ro_first) == pytest.approx({"order": ["t2", "t3", "t1"], "t1": 130, "t2": 60, "t3": 2900})
+
+
+def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> None:
+    s, first = _paper_example("rollout", rollout={"k": 3, "horizon": 10, "budget_events": 2})
+    assert [j.table for j in first] == ["t1"]  # Max-Benefit's pick
+    stats = s.stats(TAU).rollout
+    assert stats is not None and (stats.decisions, stats.overrides, stats.fallbacks) == (1, 0, 1)
+
+
+def test_rollout_counts_survive_a_reload() -> None:
+    from warehouse.events import Reconfigure
+
+    s, _ = _paper_example("rollout", rollout={"k": 3, "horizon": 10})
+    s.handle(Reconfigure(config=s.config), TAU)
+    stats = s.stats(TAU).rollout
+    assert stats is not None and (stats.decisions, stats.overrides) == (1, 1)
+
+
+def _sim_trace(policy: str, events: int = 800, **scheduler) -> tuple[str, object]:
+    """A seeded simulation (two priority classes, 2 tracks, U = 1.05, slowdowns): its trace (every
+    arrival and every job: table, window, duration, track, time) and the Scheduler's rollout counts."""
+    import io
+
+    from sim.simulator import Simulation, prepare
+    from sim.trace import TraceWriter
+    from sim.workload import TableClass, build_workload, config_of, with_utilization
+
+    data = build_workload([TableClass(4, priorities=10.0, name="a"), TableClass(6, period=300.0, name="b")],
+                          scheduler={"tracks": 2, "policy": policy, "autotune": "off", "chop": None,
+                                     "partitioner": "global", **scheduler},
+                          sim={"b": 0.5, "slowdown": {"factor": 3, "normal": 1000, "slow": 500}})
+    cfg = prepare(config_of(with_utilization(data, 1.05)), 4)
+    buf = io.StringIO()
+    sim = Simulation(cfg, seed=4, writer=TraceWriter(buf))
+    st = sim.run(events=events)
+    return buf.getvalue(), (st.weighted_staleness, sim.sched.stats(st.horizon).rollout)
+
+
+@pytest.mark.parametrize("base", ["max-benefit", "auto"])
+def test_rollout_with_one_candidate_is_exactly_its_base_rule(base: str) -> None:
+    """k = 1: the same jobs at the same times on the same tracks, event for event, as the base rule."""
+    trace, (ws, stats) = _sim_trace("rollout", rollout={"k": 1, "base": base})
+    want, (ws_base, none) = _sim_trace(base)
+    assert trace.count('"table"') > 100 and trace == want and ws == ws_base
+    assert none is None and stats is not None and stats.decisions == 0
+
+
+def test_rollout_is_deterministic_and_decides() -> None:
+    """k = 3: the same seed gives the same trace; rounds were weighed (the counts say how)."""
+    one, (ws1, s1) = _sim_trace("rollout", events=600, rollout={"k": 3, "horizon": 300})
+    two, (ws2, s2) = _sim_trace("rollout", events=600, rollout={"k": 3, "horizon": 300})
+    assert one == two and ws1 == ws2 and s1 == s2
+    assert s1 is not None and s1.decisions > 20 and s1.fallbacks == 0
