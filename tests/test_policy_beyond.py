@@ -100,7 +100,7 @@ def _paper_example(policy: str, **scheduler) -> tuple[Scheduler, list]:
     return s, s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
 
 
-def _window(s: Scheduler, first: list) -> dict[str, float]:
+def _window(s: Scheduler, first: list) -> tuple[list[str], dict[str, float]]:
     """Run on from τ: t3's partition arrives at τ + 1, each job ends at its estimate; p·∫S dτ per
     table over (τ, τ + 10] and the order the jobs ran in."""
     before = {t.name: t.weighted_staleness for t in s.stats(TAU).tables}
@@ -115,7 +115,7 @@ def _window(s: Scheduler, first: list) -> dict[str, float]:
         now += job.estimate
         pending += s.handle(JobFinished(job_id=job.job_id, duration=job.estimate), now)
     after = {t.name: t.weighted_staleness for t in s.stats(TAU + 10).tables}
-    return {"order": order, **{n: after[n] - before[n] for n in ("t1", "t2", "t3")}}
+    return order, {n: after[n] - before[n] for n in ("t1", "t2", "t3")}
 
 
 def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale() -> None:
@@ -135,8 +135,10 @@ def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale(
     scores = dict(stats.last)
     assert list(scores) == ["t1", "t2"]  # the base rule's order: t3 had not arrived
     assert scores["t1"] - scores["t2"] == pytest.approx(480.0)  # the simulated futures, as by hand
-    assert _window(mb, mb_first) == pytest.approx({"order": ["t1", "t3", "t2"], "t1": 80, "t2": 90, "t3": 3400})
-    assert _window(ro, ro_first) == pytest.approx({"order": ["t2", "t3", "t1"], "t1": 130, "t2": 60, "t3": 2900})
+    order, area = _window(mb, mb_first)
+    assert order == ["t1", "t3", "t2"] and area == pytest.approx({"t1": 80, "t2": 90, "t3": 3400})
+    order, area = _window(ro, ro_first)
+    assert order == ["t2", "t3", "t1"] and area == pytest.approx({"t1": 130, "t2": 60, "t3": 2900})
 
 
 def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> None:
@@ -190,3 +192,33 @@ def test_rollout_is_deterministic_and_decides() -> None:
     two, (ws2, s2) = _sim_trace("rollout", events=600, rollout={"k": 3, "horizon": 300})
     assert one == two and ws1 == ws2 and s1 == s2
     assert s1 is not None and s1.decisions > 20 and s1.fallbacks == 0
+
+
+def test_rollout_changes_only_copies_queries_between_events_change_no_decision() -> None:
+    """The engine door test (tests/test_engine_door.py) under rollout: a saturated run with a derived
+    table, every query asked between events or none — the same decisions; rollout weighed rounds."""
+    from tests.test_engine_door import _cfg, _drive
+
+    cfg, periods = _cfg("rollout")
+    sc = cfg.scheduler.model_copy(update={"rollout": cfg.scheduler.rollout.model_copy(update={"horizon": 60.0})})
+    cfg = cfg.model_copy(update={"scheduler": sc})
+    quiet_s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    quiet = _drive(quiet_s, periods, ask=False)
+    asked = _drive(Scheduler(cfg, now=0.0, initial_freshness=0.0), periods, ask=True)
+    assert len(quiet) > 100 and asked == quiet
+    stats = quiet_s.stats(quiet[-1][0]).rollout
+    assert stats is not None and stats.decisions > 20
+
+
+def test_the_simulators_report_carries_rollouts_counts_only_under_rollout() -> None:
+    from sim.simulator import simulate
+    from sim.workload import TableClass, build_workload, config_of, with_utilization
+
+    def report(policy: str) -> dict:
+        data = build_workload([TableClass(6)], scheduler={"tracks": 2, "policy": policy, "autotune": "off",
+                                                          "rollout": {"horizon": 200}})
+        return simulate(config_of(with_utilization(data, 1.0)), seed=2, events=300).to_json()
+
+    ro = report("rollout")["rollout"]
+    assert ro["decisions"] >= ro["overrides"] and ro["decisions"] > 0 and ro["fallbacks"] == 0
+    assert "rollout" not in report("max-benefit")
