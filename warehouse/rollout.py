@@ -21,7 +21,9 @@ Random draws (if any) come from its own copy of the generator, never the Schedul
 The budget is counted in simulated events (`budget_events` per decision, shared evenly between the
 candidates), not CPU time: `time.process_time` would be a clock on the decision path. A candidate
 whose future needs more events leaves the decision to the base rule, counted as a fallback
-(`RolloutStats`, in the Scheduler's snapshot for the shells to export).
+(`RolloutStats`, in the Scheduler's snapshot for the shells to export); so does a simulated event
+the copy refuses, or a state linked too deep for `copy.deepcopy`. In the daemon the simulations run
+on the scheduler loop: the budget bounds how long a decision holds it.
 
 This module reads the Scheduler's state (its queues, board, pace, streams and rates) to copy it and
 to build the expected future; it is the one engine module that knows the Scheduler, and it changes
@@ -114,7 +116,10 @@ def future(s: Any, first: object, table: str, now: float, horizon: float, budget
     memo: dict[int, Any] = {id(s.config): s.config, id(s.plan): s.plan, id(first): Forced(table)}
     if s.blueprint is not None:
         memo[id(s.blueprint)] = s.blueprint  # (immutable: shared, as the config and the plan)
-    c = copy.deepcopy(s, memo)
+    try:
+        c = copy.deepcopy(s, memo)
+    except RecursionError:  # tables linked too deep for deepcopy (a long zig-zag of joins): no verdict
+        return None
     end = now + horizon
     pace = c._pace.now
     heap: list[tuple[float, int, int, Any]] = []
@@ -157,7 +162,7 @@ def future(s: Any, first: object, table: str, now: float, horizon: float, budget
                                       rows=rows)
                 push(when + period, _ARRIVE, (stream, lo + period, period, rows, n + 1))
             else:
-                if when != tick_at:  # (a later wake-up replaced it)
+                if when != tick_at:  # (stale: an earlier wake-up took its place)
                     continue
                 ev, tick_at = Tick(), None
             tick_at = _started(c, c.handle(ev, when), when, end, pace, push, tick_at)
