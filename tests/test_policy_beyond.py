@@ -1,5 +1,6 @@
 """Ordering rules beyond the paper's §3.1: the quadratic index (`aoi-quadratic`), on a hand-worked
-example whose order differs from Max-Benefit's."""
+example whose order differs from Max-Benefit's; rollout (warehouse.rollout) on §3.1's Lookahead
+example, worked by hand, and in seeded simulations against its base rule. No Spark."""
 
 from __future__ import annotations
 
@@ -67,9 +68,19 @@ def test_quadratic_index_edges() -> None:
     assert sorted([big, free], key=key)[0].table == "f"
 
 
-def test_quadratic_index_is_a_valid_config_policy() -> None:
-    cfg = config([{"name": "s", "period": 10}], [{"name": "t", "stream": "s"}], policy="aoi-quadratic")
-    assert cfg.scheduler.policy == "aoi-quadratic"
+def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
+    from warehouse.errors import ConfigError
+
+    one = ([{"name": "s", "period": 10}], [{"name": "t", "stream": "s"}])
+    cfg = config(*one, policy="aoi-quadratic")
+    assert (cfg.scheduler.policy, cfg.scheduler.ordering) == ("aoi-quadratic", "aoi-quadratic")
+    cfg = config(*one, policy="rollout", rollout={"k": 4, "horizon": "5m", "base": "edf-p"})
+    r = cfg.scheduler.rollout
+    assert (r.k, r.horizon, r.budget_events, cfg.scheduler.ordering) == (4, 300.0, 3000, "edf-p")
+    for bad, word in (({"base": "rollout"}, "base"), ({"k": 0}, "k"), ({"horizon": 0}, "horizon"),
+                      ({"budget": 5}, "budget")):
+        with pytest.raises(ConfigError, match=f"rollout.*{word}|{word}.*rollout"):
+            config(*one, policy="rollout", rollout=bad)
 
 
 # ---- rollout (warehouse.rollout) ---------------------------------------------------------------------
@@ -184,6 +195,16 @@ def test_rollout_with_one_candidate_is_exactly_its_base_rule(base: str) -> None:
     want, (ws_base, none) = _sim_trace(base)
     assert trace.count('"table"') > 100 and trace == want and ws == ws_base
     assert none is None and stats is not None and stats.decisions == 0
+
+
+def test_rollout_whose_futures_all_tie_changes_nothing() -> None:
+    """k = 3 with a horizon too short for any simulated event: every candidate's future has the same
+    staleness, so the base rule's first job stays first — and the copies it simulated left the
+    Scheduler as it was: the same run, event for event, as the base rule's."""
+    trace, (ws, stats) = _sim_trace("rollout", rollout={"k": 3, "horizon": 1e-6})
+    want, (ws_base, _) = _sim_trace("max-benefit")
+    assert stats is not None and stats.decisions > 20 and stats.overrides == 0 and stats.fallbacks == 0
+    assert trace == want and ws == ws_base
 
 
 def test_rollout_is_deterministic_and_decides() -> None:

@@ -23,7 +23,8 @@ candidates), not CPU time: `time.process_time` would be a clock on the decision 
 whose future needs more events leaves the decision to the base rule, counted as a fallback
 (`RolloutStats`, in the Scheduler's snapshot for the shells to export); so does a simulated event
 the copy refuses, or a state linked too deep for `copy.deepcopy`. In the daemon the simulations run
-on the scheduler loop: the budget bounds how long a decision holds it.
+on the scheduler loop: the budget bounds their events, not the copies, whose cost grows with the
+number of tables and pending partitions.
 
 This module reads the Scheduler's state (its queues, board, pace, streams and rates) to copy it and
 to build the expected future; it is the one engine module that knows the Scheduler, and it changes
