@@ -189,7 +189,8 @@ class RolloutConfig(Strict):
     the base rule's best `k` whose simulated next `horizon` seconds have the least weighted staleness."""
 
     k: int = Field(3, ge=1, le=32, description="candidates: the base rule's best k ready jobs (1: the base rule)")
-    horizon: Duration = Field(600.0, gt=0, description="seconds of the warehouse simulated ahead for each candidate")
+    horizon: Duration = Field(600.0, gt=0, description="seconds of the warehouse simulated ahead for each candidate; "
+                                                        "cover the long jobs (one ending after it counts as no gain)")
     budget_events: int = Field(3000, ge=1, description="simulated events per decision, over all candidates (not "
                                                        "CPU time: the engine reads no clock); past it the base rule "
                                                        "decides, counted as a fallback")
