@@ -288,6 +288,13 @@ class SnapshotCollector(Collector):
         running = _gauge("freshet_running_jobs", "update jobs running now")
         running.add_metric([], snap.running_jobs)
         yield running
+        if (ro := snap.rollout) is not None:  # policy rollout (warehouse.rollout): its rounds, by outcome
+            rounds = _counter("freshet_rollout_rounds", "rounds policy rollout weighed (all), those whose first job "
+                              "it changed (override), those its event budget left to the base rule (fallback)",
+                              ["outcome"])
+            for outcome, n in (("all", ro.decisions), ("override", ro.overrides), ("fallback", ro.fallbacks)):
+                rounds.add_metric([outcome], n)
+            yield rounds
 
         # Pending work per cluster of the track plan (§3.2.3): which group of tracks is backed up.
         by_table = {t.name: t for t in tables}

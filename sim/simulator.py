@@ -541,6 +541,8 @@ def simulate(
     ideal_sim = Simulation(ideal_config(cfg), seed=seed, trace=trace, use_measured=False)
     ideal = ideal_sim.run(until=run.horizon)
     extra: dict[str, Any] = {"origin": sim.origin}
+    if (ro := sim.sched.stats(run.horizon).rollout) is not None:  # policy rollout's rounds (warehouse.rollout)
+        extra["rollout"] = {"decisions": ro.decisions, "overrides": ro.overrides, "fallbacks": ro.fallbacks}
     if hook is not None:
         extra["autotune"] = hook.summary()
     return SimResult(config=cfg, seed=seed, run=run, ideal=ideal, extra=extra)

@@ -248,3 +248,16 @@ def test_last_result_after_a_restart_says_the_delta_log_loaded_it():
     st = {t.name: t for t in s.stats(T0).tables}
     assert st["m_raw"].last_result == "ok (recovered)"
     assert st["idle_raw"].last_result is None  # never loaded: nothing to say
+
+
+def test_rollout_rounds_are_exported_only_under_rollout():
+    from warehouse.rollout import RolloutStats
+
+    reg = CollectorRegistry()
+    holder = SnapshotHolder()
+    register_metrics(reg, holder.get, FakeClock(T0))
+    holder.publish(snapshot())
+    assert "freshet_rollout_rounds_total" not in scrape(reg)
+    holder.publish(make_stats(T0, [make_table("t")], rollout=RolloutStats(decisions=7, overrides=2, fallbacks=1)))
+    got = scrape(reg)["freshet_rollout_rounds_total"]
+    assert got == {(("outcome", "all"),): 7, (("outcome", "override"),): 2, (("outcome", "fallback"),): 1}

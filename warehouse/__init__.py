@@ -29,6 +29,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.orders    the operator's orders (suspend, resume, refresh, backfill, cancel) and a dropped
                         partition, as moves the Scheduler applies through its transition table
     warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
+    warehouse.rollout   rollout's first pick (beyond the paper): the best k simulated ahead in copies
     policies.reservation  expected releases and the hold decision
     policies.bulk       which job is bulk, how many may run at once (the board counts them)
 

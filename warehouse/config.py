@@ -178,9 +178,24 @@ class TableConfig(Strict):
         return self.kind == "stateful"
 
 
-Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo"]
+Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo", "aoi-quadratic", "rollout"]
+RolloutBase = Literal["max-benefit", "aoi-quadratic", "edf-p", "edf", "fifo", "auto"]
 Partitioner = Literal["auto", "global", "edf-partitioned", "proportional"]
 Inheritance = Literal["none", "sum", "max", "max-plus"]
+
+
+class RolloutConfig(Strict):
+    """`policy: rollout` (beyond the paper, warehouse.rollout): the round's first job is the one of
+    the base rule's best `k` whose simulated next `horizon` seconds have the least weighted staleness."""
+
+    k: int = Field(3, ge=1, le=32, description="candidates: the base rule's best k ready jobs (1: the base rule)")
+    horizon: Duration = Field(600.0, gt=0, description="seconds of the warehouse simulated ahead for each candidate; "
+                                                        "cover the long jobs (one ending after it counts as no gain)")
+    budget_events: int = Field(3000, ge=1, description="simulated events per decision, over all candidates (not "
+                                                       "CPU time: the engine reads no clock); past it the base rule "
+                                                       "decides, counted as a fallback")
+    base: RolloutBase = Field("max-benefit", description="the rule the queues order by and the simulated future "
+                                                         "follows (§3.1; auto: with track reservation)")
 
 
 class SchedulerConfig(Strict):
@@ -189,6 +204,7 @@ class SchedulerConfig(Strict):
     tracks: int = Field(4, ge=1, le=4096, description="N, the number of tracks (concurrent jobs)")
     policy: Policy = Field("auto", description="the basic algorithm (§3.1); auto: Freshet's default (Max-Benefit "
                                                "with track reservation, README 'How it schedules')")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="policy rollout's settings")
     partitioner: Partitioner = Field("auto", description="§3.2; auto: Proportional, all tracks, aggressive")
     k: float = Field(10.0, gt=0, description="Proportional clustering constant (§3.2.3)")
     allocation: Literal["basic", "all"] = Field("all", description="M = ⌈U⌉/U (basic) or N/U (all)")
@@ -220,6 +236,11 @@ class SchedulerConfig(Strict):
                                                                 "this share of its weighted staleness, every seed")
     autotune_cooldown: Duration = Field(3600.0, ge=0, description="at least this long between two switches")
     autotune_min_jobs: int = Field(50, ge=1, description="jobs the window must hold before it is judged")
+
+    @property
+    def ordering(self) -> str:
+        """The basic algorithm the ready queues order by (§3.1): the policy, or rollout's base rule."""
+        return self.rollout.base if self.policy == "rollout" else self.policy
 
     @field_validator("bulk_limit", mode="before")
     @classmethod

@@ -104,6 +104,9 @@ class PartitionArrived:
             raise SchedulerMisuse(f"partition {self.partition_id!r}: rows must be a count from 0 to 2^63 − 1 "
                                   f"(a Parquet row count), got {got if len(got) < 24 else got[:20] + '…'}")
 
+    def __deepcopy__(self, memo: dict) -> PartitionArrived:
+        return self  # immutable: a copy of the Scheduler shares it (warehouse.rollout)
+
 
 @_quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,6 +285,9 @@ class StartJob:
     work: float | None = None
     priority: float = 0.0
     bulk: bool = False
+
+    def __deepcopy__(self, memo: dict) -> StartJob:
+        return self  # immutable: a copy of the Scheduler shares it (warehouse.rollout)
 
     @property
     def n(self) -> float:

@@ -1,8 +1,9 @@
 """The round's look ahead: Max Benefit with Lookahead's first pick (§3.1) and track reservation's
-hold (policies.reservation), both against the releases expected next (§2.4).
+hold (policies.reservation), both against the releases expected next (§2.4); and who picks a
+round's first job (`first_pick`: Lookahead, rollout — warehouse.rollout, beyond the paper — or none).
 
 Queries only: each returns its answer — the table to start first, or until when a track waits —
-and changes nothing; the Scheduler applies it. Knows nothing of the Scheduler.
+and changes nothing; the Scheduler applies it. Knows nothing of the Scheduler (rollout does).
 """
 
 from __future__ import annotations
@@ -11,16 +12,30 @@ from collections.abc import Callable
 
 from policies.basic import Candidate, Expected, choose_with_lookahead
 from policies.reservation import Releases, Upcoming, held_until
+from warehouse.config import SchedulerConfig
 from warehouse.nextjob import NextJob
 from warehouse.queues import ReadyQueues
+from warehouse.rollout import Forced, Rollout
 from warehouse.table import JobState, Mode, Table
 
-__all__ = ["LOOK", "first_pick", "hold_until", "lookahead_first"]
+__all__ = ["LOOK", "LOOKAHEAD", "FirstPick", "first_pick", "hold_until", "lookahead_first", "lookahead_pick"]
 
 LOOK = 10  # jobs Lookahead weighs against the releases expected while the first runs (§3.1)
+LOOKAHEAD = "lookahead"  # the Scheduler's first pick under `policy: lookahead` (`lookahead_first`)
+FirstPick = str | Rollout | Forced | None  # who picks a round's first job, before the base rule's round
 
 
-def first_pick(ordered: list[Candidate], releases: Releases, now: float) -> str | None:
+def first_pick(sc: SchedulerConfig, was: FirstPick) -> FirstPick:
+    """Who picks a round's first job under `sc`: Lookahead (§3.1), rollout (warehouse.rollout: `was`'s
+    counts carry over when it was rollout too, so a reload keeps them), or none (the base rule's round)."""
+    if sc.policy == LOOKAHEAD:
+        return LOOKAHEAD
+    if sc.policy == "rollout":
+        return Rollout(sc.rollout, was.stats if isinstance(was, Rollout) else None)
+    return None
+
+
+def lookahead_pick(ordered: list[Candidate], releases: Releases, now: float) -> str | None:
     """Max Benefit with Lookahead (§3.1): the table whose job should go first, weighing the best
     released jobs `ordered` (best first) against the releases expected before the best would end
     (at most `policies.reservation.SCAN` of them); None: the best one, as without Lookahead."""
@@ -45,7 +60,7 @@ def lookahead_first(queues: ReadyQueues, nextjob: NextJob, tables: list[Table], 
     valid = queues.heads(LOOK)
     if not valid:
         return None
-    return first_pick([nextjob.candidate(tables[e[-1]])[0] for e in valid], releases, now)
+    return lookahead_pick([nextjob.candidate(tables[e[-1]])[0] for e in valid], releases, now)
 
 
 def hold_until(t: Table, benefit: float, nextjob: NextJob, releases: Releases, pace: float,

@@ -39,7 +39,7 @@ from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Re
 from warehouse.jobs import recompute_job, update_job, upkeep_estimate, upkeep_job, upkeep_ranked
 from warehouse.layout import Change, adopt, lay_out
 from warehouse.lifecycle import TRANSITIONS, WORK_WAITS
-from warehouse.lookahead import hold_until, lookahead_first
+from warehouse.lookahead import LOOKAHEAD, FirstPick, first_pick, hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
 from warehouse.queues import ReadyQueues
@@ -96,8 +96,8 @@ class Scheduler:
         self._backoffs = Backoffs()  # tables in back-off, by retry time
         self._releases = Releases(expecting)  # the next arrival expected of each base table (§2.4)
         self._hold_until: float | None = None
-        self._plan_dirty = False
-        self._last_plan_event = 0
+        self._first: FirstPick = None  # who picks a round's first job: Lookahead, rollout or none (_build)
+        self._plan_dirty, self._last_plan_event = False, 0
         self._upkeep = Upkeep()  # maintenance counts and clocks (Nova, SIGMOD 2011 §2.4)
         self._due: dict[str, None] = {}  # the tables in MaintenanceState.DUE, in the order they fell due
         self._queues = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
@@ -116,10 +116,10 @@ class Scheduler:
         sc = config.scheduler
         bp = bp if bp is not None and bp.config is config else blueprint(config)
         self.config = config
-        self._nextjob = NextJob(sc.chop, sc.policy, self._pace)
-        self._lookahead = sc.policy == "lookahead"
-        self._reserve = sc.policy == "auto"  # track reservation by lookahead (policies.reservation)
-        self._expects = self._reserve or self._lookahead  # both look at the releases expected next
+        self._nextjob = NextJob(sc.chop, sc.ordering, self._pace)  # (rollout: its base rule orders the queues)
+        self._first = first_pick(sc, self._first)  # (warehouse.lookahead; rollout's counts kept across a reload)
+        self._reserve = sc.ordering == "auto"  # track reservation by lookahead (policies.reservation)
+        self._expects = self._reserve or self._first is LOOKAHEAD  # both look at the releases expected next
         self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores)  # (policies.bulk)
         lay = lay_out(bp, self._bp, self._tables, self._by_stream, recovered, self._initial, now, self._rates,
                       self._board.by_table)
@@ -546,8 +546,8 @@ class Scheduler:
     def _round(self, now: float, available: set[int], out: list[StartJob]) -> None:
         if self._plan_dirty and self._events - self._last_plan_event >= max(len(self._by_idx), 1):
             self._plan_tables()
-        if self._lookahead:
-            self._lookahead_first(now, available, out)
+        if self._first is not None:
+            self._first_pick(now, available, out)
 
         def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[-1]]
@@ -563,12 +563,12 @@ class Scheduler:
 
         self._queues.serve(self.plan, available, self._names, take)
 
-    def _lookahead_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """Max Benefit with Lookahead (§3.1) picks the first job of the round (warehouse.lookahead)."""
-        name = lookahead_first(self._queues, self._nextjob, self._by_idx, self._releases, now)
-        if name is None or self._bulk_waits(t := self._tables[name]):
-            return
-        if (track := self.plan.place(name, available, self._queues.waiting)) is not None:
+    def _first_pick(self, now: float, available: set[int], out: list[StartJob]) -> None:
+        """Lookahead (§3.1) or rollout (warehouse.rollout: it simulates copies of this Scheduler) picks the round's first job."""
+        name = (lookahead_first(self._queues, self._nextjob, self._by_idx, self._releases, now)
+                if (first := self._first) is LOOKAHEAD else first.pick(self, now))  # type: ignore[union-attr]
+        if name is not None and not self._bulk_waits(t := self._tables[name]) and (
+                track := self.plan.place(name, available, self._queues.waiting)) is not None:
             out.append(self._start(t, track, now))
             available.discard(track)
 
@@ -654,7 +654,7 @@ class Scheduler:
         now = max(now, self._now)
         return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now,  # Σ p_i ∫ S_i dτ: of the rows
                         recovered=self._initial is None, released=self._released, completed=self._completed,
-                        failed=self._failed, events=self._events)
+                        failed=self._failed, events=self._events, rollout=getattr(self._first, "stats", None))
 
     def plan_stats(self) -> TrackPlanStats:
         return plan_row(self.plan)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from tracks.plan import TrackPlan
 from warehouse.board import TrackBoard
 from warehouse.events import StartJob, _quick_init
+from warehouse.rollout import RolloutStats
 from warehouse.table import QUEUED, Mode, Table
 from warehouse.upkeep import UpkeepStats
 
@@ -99,6 +100,7 @@ class SchedulerStats:
     pending_jobs: int
     running_jobs: int
     events: int
+    rollout: RolloutStats | None = None  # policy rollout's decisions, overrides and fallbacks (warehouse.rollout)
 
 
 def backlog(t: Table, job: StartJob | None) -> tuple[float, float]:
@@ -189,7 +191,7 @@ def plan_row(p: TrackPlan) -> TrackPlanStats:
 
 def snapshot(tables: list[Table], board: TrackBoard, plan: TrackPlan, upkeep: Callable[[str], UpkeepStats | None],
              now: float, weighted_staleness: float | None = None, *, recovered: bool, released: int, completed: int,
-             failed: int, events: int) -> SchedulerStats:
+             failed: int, events: int, rollout: RolloutStats | None = None) -> SchedulerStats:
     """The Scheduler's snapshot at `now`: its tables (by index), tracks and plan, and its counts;
     Σ_i p_i ∫ S_i dτ (§2.3) summed from the rows unless given."""
     rows = []
@@ -210,4 +212,5 @@ def snapshot(tables: list[Table], board: TrackBoard, plan: TrackPlan, upkeep: Ca
         pending_jobs=pending_jobs,
         running_jobs=len(board.jobs),
         events=events,
+        rollout=rollout,
     )

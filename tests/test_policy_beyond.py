@@ -1,0 +1,245 @@
+"""Ordering rules beyond the paper's §3.1: the quadratic index (`aoi-quadratic`), on a hand-worked
+example whose order differs from Max-Benefit's; rollout (warehouse.rollout) on §3.1's Lookahead
+example, worked by hand, and in seeded simulations against its base rule. No Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.basic import Candidate, marginal_benefit, policy_key, quadratic_index
+from tests.helpers_engine import config
+from warehouse.events import JobFinished, PartitionArrived
+from warehouse.scheduler import Recovered, Scheduler
+
+TAU = 100.0
+
+
+def _blocked_pair(policy: str) -> tuple[Scheduler, list[str]]:
+    """t1 (ΔF = 10, E = 3) and t2 (ΔF = 5, E = 1), p = 1 each, released at τ while a blocker holds the
+    one track; the blocker ends at τ. Returns the scheduler and the tables in the order they ran."""
+    cfg = config(
+        [{"name": "s1", "period": 10}, {"name": "s2", "period": 10}, {"name": "sx", "period": 1000}],
+        [
+            {"name": "t1", "stream": "s1", "cost": {"alpha": 3, "beta": 0}},
+            {"name": "t2", "stream": "s2", "cost": {"alpha": 1, "beta": 0}},
+            {"name": "tx", "stream": "sx", "cost": {"alpha": 1, "beta": 0}},
+        ],
+        policy=policy,
+    )
+    s = Scheduler(cfg, now=0, recovered={"t1": Recovered(TAU - 10), "t2": Recovered(TAU - 5), "tx": Recovered(0)})
+    (x,) = s.handle(PartitionArrived(stream="sx", partition_id="x", start=0, end=TAU - 1), TAU - 1)
+    assert s.handle(PartitionArrived(stream="s1", partition_id="a", start=TAU - 10, end=TAU), TAU) == []
+    assert s.handle(PartitionArrived(stream="s2", partition_id="b", start=TAU - 5, end=TAU), TAU) == []
+    order, now = [], TAU
+    pending = s.handle(JobFinished(job_id=x.job_id, duration=1.0), now)
+    while pending:
+        job = pending.pop(0)
+        order.append(job.table)
+        now += job.estimate
+        pending += s.handle(JobFinished(job_id=job.job_id, duration=job.estimate), now)
+    return s, order
+
+
+def test_quadratic_index_orders_differently_from_max_benefit() -> None:
+    """p = 1 for both jobs.
+    J1: ΔF = 10, E = 3 → Max-Benefit p·ΔF/E = 10/3 ≈ 3.33; quadratic p·ΔF²/E = 100/3 ≈ 33.3.
+    J2: ΔF = 5,  E = 1 → Max-Benefit 5/1 = 5;              quadratic 25/1 = 25.
+    Max-Benefit runs J2 first (5 > 3.33), the quadratic index J1 (33.3 > 25)."""
+    assert quadratic_index(1, 10, 3) == pytest.approx(100 / 3)
+    assert quadratic_index(1, 5, 1) == pytest.approx(25.0)
+    assert quadratic_index(2, 5, 1) == pytest.approx(2 * 5 * marginal_benefit(1, 5, 1))  # p·ΔF/E · ΔF
+    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=3, release=TAU, period=10, seq=1)
+    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=1, release=TAU, period=10, seq=2)
+    assert sorted([j1, j2], key=policy_key("max-benefit"))[0].table == "t2"
+    assert sorted([j1, j2], key=policy_key("aoi-quadratic"))[0].table == "t1"
+    # through the Scheduler: the same numbers, the same orders
+    assert _blocked_pair("max-benefit")[1] == ["t2", "t1"]
+    assert _blocked_pair("aoi-quadratic")[1] == ["t1", "t2"]
+
+
+def test_quadratic_index_edges() -> None:
+    """No staleness removed: index 0; a free job that removes some: first (as Max-Benefit's inf)."""
+    assert quadratic_index(1, 0, 3) == 0.0
+    assert quadratic_index(1, 4, 0) == float("inf")
+    assert quadratic_index(1, 0, 0) == 0.0
+    key = policy_key("aoi-quadratic")
+    free = Candidate(table="f", priority=1, delta_f=1, cost=0, release=0, period=1, seq=2)
+    big = Candidate(table="b", priority=100, delta_f=100, cost=1, release=0, period=1, seq=1)
+    assert sorted([big, free], key=key)[0].table == "f"
+
+
+def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
+    from warehouse.errors import ConfigError
+
+    one = ([{"name": "s", "period": 10}], [{"name": "t", "stream": "s"}])
+    cfg = config(*one, policy="aoi-quadratic")
+    assert (cfg.scheduler.policy, cfg.scheduler.ordering) == ("aoi-quadratic", "aoi-quadratic")
+    cfg = config(*one, policy="rollout", rollout={"k": 4, "horizon": "5m", "base": "edf-p"})
+    r = cfg.scheduler.rollout
+    assert (r.k, r.horizon, r.budget_events, cfg.scheduler.ordering) == (4, 300.0, 3000, "edf-p")
+    for bad, word in (({"base": "rollout"}, "base"), ({"k": 0}, "k"), ({"horizon": 0}, "horizon"),
+                      ({"budget": 5}, "budget")):
+        with pytest.raises(ConfigError, match=f"rollout.*{word}|{word}.*rollout"):
+            config(*one, policy="rollout", rollout=bad)
+
+
+# ---- rollout (warehouse.rollout) ---------------------------------------------------------------------
+def _paper_example(policy: str, **scheduler) -> tuple[Scheduler, list]:
+    """§3.1's Lookahead example through the Scheduler (as tests/test_engine_paper.py builds it): t1
+    (ΔF = 10, E = 3) and t2 (ΔF = 5, E = 2), p = 1, released at τ while tx holds the one track; t3
+    (p = 10, E = 3) last arrived at τ − 49 with period 50, so its next partition, (τ − 49, τ + 1], is
+    expected at τ + 1. Returns the scheduler and the jobs it starts when tx ends at τ."""
+    cfg = config(
+        [{"name": "s1", "period": 10}, {"name": "s2", "period": 10}, {"name": "s3", "period": 50},
+         {"name": "sx", "period": 1000}],
+        [
+            {"name": "t1", "stream": "s1", "cost": {"alpha": 3, "beta": 0}},
+            {"name": "t2", "stream": "s2", "cost": {"alpha": 2, "beta": 0}},
+            {"name": "t3", "stream": "s3", "priority": 10, "cost": {"alpha": 3, "beta": 0}},
+            {"name": "tx", "stream": "sx", "priority": 1000, "cost": {"alpha": 1, "beta": 0}},
+        ],
+        policy=policy,
+        **scheduler,
+    )
+    s = Scheduler(cfg, now=0, recovered={"t1": Recovered(TAU - 10), "t2": Recovered(TAU - 5), "t3": Recovered(0),
+                                         "tx": Recovered(0)})
+    (j,) = s.handle(PartitionArrived(stream="s3", partition_id="c", start=0, end=TAU - 49), TAU - 49)
+    assert s.handle(JobFinished(job_id=j.job_id, duration=3), TAU - 46) == []
+    (x,) = s.handle(PartitionArrived(stream="sx", partition_id="x", start=0, end=TAU - 1), TAU - 1)
+    assert s.handle(PartitionArrived(stream="s1", partition_id="a", start=TAU - 10, end=TAU), TAU) == []
+    assert s.handle(PartitionArrived(stream="s2", partition_id="b", start=TAU - 5, end=TAU), TAU) == []
+    return s, s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
+
+
+def _window(s: Scheduler, first: list) -> tuple[list[str], dict[str, float]]:
+    """Run on from τ: t3's partition arrives at τ + 1, each job ends at its estimate; p·∫S dτ per
+    table over (τ, τ + 10] and the order the jobs ran in."""
+    before = {t.name: t.weighted_staleness for t in s.stats(TAU).tables}
+    order, pending, now = [], list(first), TAU
+    arrived = False
+    while pending:
+        job = pending.pop(0)
+        order.append(job.table)
+        if not arrived:
+            assert s.handle(PartitionArrived(stream="s3", partition_id="c2", start=TAU - 49, end=TAU + 1), TAU + 1) == []
+            arrived = True
+        now += job.estimate
+        pending += s.handle(JobFinished(job_id=job.job_id, duration=job.estimate), now)
+    after = {t.name: t.weighted_staleness for t in s.stats(TAU + 10).tables}
+    return order, {n: after[n] - before[n] for n in ("t1", "t2", "t3")}
+
+
+def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale() -> None:
+    """Horizon 10 from τ = 100, one track, weighted staleness p·∫S dτ over (100, 110] by hand:
+    Max-Benefit runs J1 (10/3 > 5/2) 100–103; J3 arrives at 101 (ΔF 50) and runs 103–106 (500/3 beats
+    J2's 5/2); J2 106–108. t1: S 10→13 then 3→10: 34.5 + 45.5 = 80; t2: S 5→13 then 8→10: 72 + 18 = 90;
+    t3: S 49→55 then 5→9: 312 + 28 = 340, × p 10 = 3400. Total 3570.
+    Rollout runs J2 100–102, J3 102–105, J1 105–108. t1: S 10→18 then 8→10: 112 + 18 = 130; t2: S 5→7
+    then 2→10: 12 + 48 = 60; t3: S 49→54 then 4→9: 257.5 + 32.5 = 290, × 10 = 2900. Total 3090: 480 less.
+    tx (loaded to 99 at 100, next partition at 1099) adds the same to both."""
+    mb, mb_first = _paper_example("max-benefit")
+    ro, ro_first = _paper_example("rollout", rollout={"k": 3, "horizon": 10})
+    assert [j.table for j in mb_first] == ["t1"]
+    assert [j.table for j in ro_first] == ["t2"]
+    stats = ro.stats(TAU).rollout
+    assert stats is not None and (stats.decisions, stats.overrides, stats.fallbacks) == (1, 1, 0)
+    scores = dict(stats.last)
+    assert list(scores) == ["t1", "t2"]  # the base rule's order: t3 had not arrived
+    assert scores["t1"] - scores["t2"] == pytest.approx(480.0)  # the simulated futures, as by hand
+    order, area = _window(mb, mb_first)
+    assert order == ["t1", "t3", "t2"] and area == pytest.approx({"t1": 80, "t2": 90, "t3": 3400})
+    order, area = _window(ro, ro_first)
+    assert order == ["t2", "t3", "t1"] and area == pytest.approx({"t1": 130, "t2": 60, "t3": 2900})
+
+
+def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> None:
+    s, first = _paper_example("rollout", rollout={"k": 3, "horizon": 10, "budget_events": 2})
+    assert [j.table for j in first] == ["t1"]  # Max-Benefit's pick
+    stats = s.stats(TAU).rollout
+    assert stats is not None and (stats.decisions, stats.overrides, stats.fallbacks) == (1, 0, 1)
+
+
+def test_rollout_counts_survive_a_reload() -> None:
+    from warehouse.events import Reconfigure
+
+    s, _ = _paper_example("rollout", rollout={"k": 3, "horizon": 10})
+    s.handle(Reconfigure(config=s.config), TAU)
+    stats = s.stats(TAU).rollout
+    assert stats is not None and (stats.decisions, stats.overrides) == (1, 1)
+
+
+def _sim_trace(policy: str, events: int = 800, **scheduler) -> tuple[str, object]:
+    """A seeded simulation (two priority classes, 2 tracks, U = 1.05, slowdowns): its trace (every
+    arrival and every job: table, window, duration, track, time) and the Scheduler's rollout counts."""
+    import io
+
+    from sim.simulator import Simulation, prepare
+    from sim.trace import TraceWriter
+    from sim.workload import TableClass, build_workload, config_of, with_utilization
+
+    data = build_workload([TableClass(4, priorities=10.0, name="a"), TableClass(6, period=300.0, name="b")],
+                          scheduler={"tracks": 2, "policy": policy, "autotune": "off", "chop": None,
+                                     "partitioner": "global", **scheduler},
+                          sim={"b": 0.5, "slowdown": {"factor": 3, "normal": 1000, "slow": 500}})
+    cfg = prepare(config_of(with_utilization(data, 1.05)), 4)
+    buf = io.StringIO()
+    sim = Simulation(cfg, seed=4, writer=TraceWriter(buf))
+    st = sim.run(events=events)
+    return buf.getvalue(), (st.weighted_staleness, sim.sched.stats(st.horizon).rollout)
+
+
+@pytest.mark.parametrize("base", ["max-benefit", "auto"])
+def test_rollout_with_one_candidate_is_exactly_its_base_rule(base: str) -> None:
+    """k = 1: the same jobs at the same times on the same tracks, event for event, as the base rule."""
+    trace, (ws, stats) = _sim_trace("rollout", rollout={"k": 1, "base": base})
+    want, (ws_base, none) = _sim_trace(base)
+    assert trace.count('"table"') > 100 and trace == want and ws == ws_base
+    assert none is None and stats is not None and stats.decisions == 0
+
+
+def test_rollout_whose_futures_all_tie_changes_nothing() -> None:
+    """k = 3 with a horizon too short for any simulated event: every candidate's future has the same
+    staleness, so the base rule's first job stays first — and the copies it simulated left the
+    Scheduler as it was: the same run, event for event, as the base rule's."""
+    trace, (ws, stats) = _sim_trace("rollout", rollout={"k": 3, "horizon": 1e-6})
+    want, (ws_base, _) = _sim_trace("max-benefit")
+    assert stats is not None and stats.decisions > 20 and stats.overrides == 0 and stats.fallbacks == 0
+    assert trace == want and ws == ws_base
+
+
+def test_rollout_is_deterministic_and_decides() -> None:
+    """k = 3: the same seed gives the same trace; rounds were weighed (the counts say how)."""
+    one, (ws1, s1) = _sim_trace("rollout", events=600, rollout={"k": 3, "horizon": 300})
+    two, (ws2, s2) = _sim_trace("rollout", events=600, rollout={"k": 3, "horizon": 300})
+    assert one == two and ws1 == ws2 and s1 == s2
+    assert s1 is not None and s1.decisions > 20 and s1.fallbacks == 0
+
+
+def test_rollout_changes_only_copies_queries_between_events_change_no_decision() -> None:
+    """The engine door test (tests/test_engine_door.py) under rollout: a saturated run with a derived
+    table, every query asked between events or none — the same decisions; rollout weighed rounds."""
+    from tests.test_engine_door import _cfg, _drive
+
+    cfg, periods = _cfg("rollout")
+    sc = cfg.scheduler.model_copy(update={"rollout": cfg.scheduler.rollout.model_copy(update={"horizon": 60.0})})
+    cfg = cfg.model_copy(update={"scheduler": sc})
+    quiet_s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    quiet = _drive(quiet_s, periods, ask=False)
+    asked = _drive(Scheduler(cfg, now=0.0, initial_freshness=0.0), periods, ask=True)
+    assert len(quiet) > 100 and asked == quiet
+    stats = quiet_s.stats(quiet[-1][0]).rollout
+    assert stats is not None and stats.decisions > 20
+
+
+def test_the_simulators_report_carries_rollouts_counts_only_under_rollout() -> None:
+    from sim.simulator import simulate
+    from sim.workload import TableClass, build_workload, config_of, with_utilization
+
+    def report(policy: str) -> dict:
+        data = build_workload([TableClass(6)], scheduler={"tracks": 2, "policy": policy, "autotune": "off",
+                                                          "rollout": {"horizon": 200}})
+        return simulate(config_of(with_utilization(data, 1.0)), seed=2, events=300).to_json()
+
+    ro = report("rollout")["rollout"]
+    assert ro["decisions"] >= ro["overrides"] and ro["decisions"] > 0 and ro["fallbacks"] == 0
+    assert "rollout" not in report("max-benefit")
