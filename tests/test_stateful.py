@@ -244,6 +244,48 @@ def test_an_update_folds_after_the_txn_version_crept_past_its_window(spark, tmp_
     _audit(cfg, rec.freshness)
 
 
+def _minute(job_id: int, table: str, i: int, arrivals: tuple[Any, ...] = (), late: tuple[str, ...] = ()) -> StartJob:
+    """The job of `table` for minute `i` after T0: a base load of `arrivals`, or a fold of m_raw."""
+    start, end = T0 + i * MINUTE, T0 + (i + 1) * MINUTE
+    return StartJob(job_id=job_id, table=table, track=0, kind="base" if arrivals else "stateful", start=start,
+                    end=end, new_freshness=end, new_safe_freshness=end, arrivals=arrivals,
+                    sources=() if arrivals else ("m_raw",), late=late)
+
+
+def test_a_folds_rows_are_its_merged_keys_through_either_reader_of_the_log(spark, tmp_path: Path) -> None:
+    """The rows a fold reports are the keys its MERGE inserted and updated — not the unchanged rows
+    it copied into the file it rewrote — read from its commit by the reader the warehouse root
+    needs: `SparkLog` (an s3a:// root, Spark Connect: the executor has no local log files and reads
+    its sources through Delta) as `LocalLog`. The fold used to read its commit's local file only:
+    0 rows on an s3a:// root; and `SparkLog` counted the copied rows too."""
+    from warehouse.lake.recovery import LocalLog
+    from warehouse.landing.intake import Intake
+
+    cfg = _config(tmp_path)
+    write_minutes(cfg, "m", 0, 1, n=6)
+    assert run_until_idle(cfg, spark)[0].failed == 0
+    path = table_path(cfg, "state")
+    spark.sql(f"OPTIMIZE delta.`{path}`").collect()  # the state in one file: the MERGE rewrites it
+    _write_rows(cfg, 1, [("r1", 1.5), ("new", 2.5)], "m-0001")  # one key updated, one inserted
+    rec = recover(cfg)
+    (arrival,) = Intake(cfg, rec).scan()
+    ex = Executor(cfg, spark, rec)
+    ex.log, ex.files = SparkLog(spark), None  # the executor of an s3a:// root (lake.recovery.delta_log)
+    assert ex.run(_minute(10, "m_raw", 1, (arrival,))).committed
+    out = ex.run(_minute(11, "state", 1))
+    assert out.committed
+    m = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version", "operation",
+                                                                     "operationMetrics").first()
+    metrics = m["operationMetrics"]
+    assert (m["version"], m["operation"]) == (out.delta_version, "MERGE")
+    merged = int(metrics["numTargetRowsInserted"]) + int(metrics["numTargetRowsUpdated"])
+    assert int(metrics["numOutputRows"]) > merged == 2  # the rows of the other keys, copied: not the fold's
+    assert out.rows == 2
+    assert SparkLog(spark).commit_metrics(path, "state", out.txn_version) == (out.delta_version, 2)
+    assert LocalLog().commit_metrics(path, "state", out.txn_version) == (out.delta_version, 2)
+    _audit(cfg, T0 + 2 * MINUTE)
+
+
 DEP_SQL = "SELECT ts, k, n FROM state WHERE ts > :window_start AND ts <= :window_end"
 
 

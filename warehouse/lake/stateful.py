@@ -16,7 +16,8 @@ Read top to bottom, `run_fold` (an update job) and `fold_late` (a late fold) are
    Delta's idempotent-DML pair as session confs (`spark.databricks.delta.write.txnAppId =
    freshet/<table>`, `…txnVersion`, delta-io/delta#1555), the pair every Freshet commit carries,
    so a replayed job whose increment is already folded commits nothing; its `userMetadata`
-   records the window, the versions read and the late rows (`lake.commit.finish` keeps it).
+   records the window, the versions read and the late rows (`lake.commit.finish` keeps it, and
+   reads the keys it inserted and updated from the commit's metrics, `DeltaLog.commit_metrics`).
 
 `last` and `first` keep, per folded column, the event time of the value held (`_freshet_<col>_at`),
 and take the increment's value only when its ordering column (`order`, else `time_column`) is
@@ -42,7 +43,6 @@ from warehouse.lake.delta import (
     time_column,
     utc,
 )
-from warehouse.lake.logdir import LogDir
 from warehouse.lake.outcome import JobError, JobOutcome
 from warehouse.lake.read import pin_sources, read_source
 from warehouse.lake.session import job_session
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["CHANGE_FEED", "TXN_CONFS", "Increment", "at_column", "change_feed", "enable_change_feed", "fold_late",
-           "increment", "merge", "merge_sql", "merged_rows", "order_column", "run_fold", "state_rows"]
+           "increment", "merge", "merge_sql", "order_column", "run_fold", "state_rows"]
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -93,7 +93,7 @@ def run_fold(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcom
     return finish(lake, job, t0, st, path, txn, meta, before=before,
                   done=lambda now: now.freshness is not None and now.freshness >= end,
                   replayed="the MERGE: this increment is already folded",
-                  missing=f"the log does not hold the window up to {end}", rows=lambda v: merged_rows(path, v))
+                  missing=f"the log does not hold the window up to {end}")
 
 
 def fold_late(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
@@ -124,7 +124,7 @@ def fold_late(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutco
     return finish(lake, job, t0, st, path, txn, meta,
                   done=lambda now: all(now.read.get(s, -1) >= v for s, v in versions.items()),
                   replayed="the MERGE: these late rows are already folded",
-                  missing=f"the log has not read its sources up to {versions}", rows=lambda v: merged_rows(path, v))
+                  missing=f"the log has not read its sources up to {versions}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,21 +198,6 @@ def merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, txn
     finally:
         for k in confs:
             session.conf.unset(k)
-
-
-def merged_rows(path: str, version: int) -> int:
-    """Rows the commit wrote (inserted + updated keys), from its operationMetrics where the log
-    is local; 0 when unknown."""
-    try:
-        actions = LogDir(path).commit(version, starts=('{"commitInfo"',)) or []
-    except OSError:  # not a local path
-        return 0
-    for action in actions:
-        m = action["commitInfo"].get("operationMetrics") or {}
-        if "numTargetRowsInserted" in m:
-            return int(m["numTargetRowsInserted"]) + int(m.get("numTargetRowsUpdated", 0))
-        return int(m.get("numOutputRows", 0))
-    return 0
 
 
 def at_column(col: str) -> str:
