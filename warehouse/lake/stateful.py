@@ -7,9 +7,11 @@ Read top to bottom, `run_fold` (an update job) and `fold_late` (a late fold) are
 1. **plan** from what the state's log records: the window `(F, TE]` and its txn version —
    ms(TE), or one above the recorded version where a late fold or a rebuild's swap took it (a
    stale replay computes one at or below the recorded, which Delta skips); a late fold keeps F;
-2. **pin and read** each source at one Delta version, restricted to the window (`lake.read`), and
-   from each base source the late rows: those committed after the version the last job read
-   (`TableState.read`) with event time at or below F, from Delta's change data feed;
+2. **pin and read** each source at one Delta version, restricted to the window (`lake.read`: from
+   the files its log names where it can, like a derived job), and from each base source the late
+   rows: those committed after the version the last job read (`TableState.read`) with event time
+   at or below F, from Delta's change data feed — unless the source's log proves those commits
+   hold none (`_on_time`: each only appends files whose statistics put every row above F);
 3. **compute** the increment: the table's SQL over them (`increment`);
 4. **commit**: `MERGE INTO state USING increment ON key` — a matched key combines each column with
    its fold, a new key is inserted; the first job writes the increment as the state — carrying
@@ -142,7 +144,8 @@ def increment(lake: Lake, session: SparkSession, tc: TableConfig, start: float, 
     """The increment SQL over its sources' rows in `(start, end]`, each source pinned at its
     current Delta version `v` — and over the late rows of each base source: those committed after
     the version the last job read (`since`) up to `v` with event time ≤ `start`, which no job has
-    folded yet (a row is folded by the first job whose window and version both cover it).
+    folded yet (a row is folded by the first job whose window and version both cover it); the
+    change data feed is read for them only where the log does not prove there are none (`_on_time`).
     A rebuild chunk reads each source at the version its rebuild `pinned`, without late rows."""
     from pyspark.sql import functions as F
 
@@ -150,11 +153,12 @@ def increment(lake: Lake, session: SparkSession, tc: TableConfig, start: float, 
     earliest: float | None = None
     for src, v in versions.items():
         scfg = lake.config.table(src)
-        df = read_source(lake.config, session, None, src, v, start, end)  # through Delta
+        df = read_source(lake.config, session, lake.files, src, v, start, end)  # the log's files, else Delta
         last_read = since.get(src)
-        if pinned is None and scfg.is_base and last_read is not None and last_read < v:
-            tcol = time_column(lake.config, scfg)
-            late = _late(session, table_path(lake.config, src), tcol, last_read, v, start)
+        path, tcol = table_path(lake.config, src), time_column(lake.config, scfg)
+        if (pinned is None and scfg.is_base and last_read is not None and last_read < v
+                and not _on_time(lake, path, tcol, last_read, v, start)):
+            late = _late(session, path, tcol, last_read, v, start)
             first = late.agg(F.min(tcol)).first()[0]
             if first is not None:
                 df = df.unionByName(late)
@@ -170,6 +174,13 @@ def increment(lake: Lake, session: SparkSession, tc: TableConfig, start: float, 
         raise JobError(f"the increment of stateful table {tc.name!r} does not output {', '.join(missing)} "
                        f"(it outputs {', '.join(inc.columns)})")
     return Increment(inc, versions, earliest)
+
+
+def _on_time(lake: Lake, path: str, tcol: str, since: int, version: int, upto: float) -> bool:
+    """The base source's log proves the versions `(since, version]` hold no row with event time
+    ≤ `upto` — each only appends files whose statistics say so (`LiveFiles.appends_above`, a local
+    log only) — so its change data feed need not be read: `_late` would find no row."""
+    return lake.files is not None and lake.files.appends_above(path, since, version, tcol, utc(upto).timestamp())
 
 
 def _late(session: SparkSession, path: str, tcol: str, since: int, version: int, upto: float) -> DataFrame:
