@@ -244,6 +244,116 @@ def test_an_update_folds_after_the_txn_version_crept_past_its_window(spark, tmp_
     _audit(cfg, rec.freshness)
 
 
+# Spark jobs of one fold update whose source gained on-time rows only, every snapshot warm: the
+# MERGE's own — the source read from the files its log names, no change-feed read (13 at a3b351d)
+ON_TIME_FOLD_JOBS = 10
+
+
+def _minute(job_id: int, table: str, i: int, arrivals: tuple[Any, ...] = (), late: tuple[str, ...] = ()) -> StartJob:
+    """The job of `table` for minute `i` after T0: a base load of `arrivals`, or a fold of m_raw."""
+    start, end = T0 + i * MINUTE, T0 + (i + 1) * MINUTE
+    return StartJob(job_id=job_id, table=table, track=0, kind="base" if arrivals else "stateful", start=start,
+                    end=end, new_freshness=end, new_safe_freshness=end, arrivals=arrivals,
+                    sources=() if arrivals else ("m_raw",), late=late)
+
+
+def test_an_on_time_fold_runs_no_delta_scan_and_no_change_feed_read(spark, tmp_path: Path, monkeypatch) -> None:
+    """A fold update reads its source from the files the source's log names, and leaves out the
+    change-feed read for late rows when the commits since the version it last read only append files
+    whose statistics put every row above F: its Spark jobs are the MERGE's (ON_TIME_FOLD_JOBS: 10; 13
+    at a3b351d). A late partition below F brings the change-feed read back, and its rows
+    are folded. After every fold the state is plain Python's over every base row up to F."""
+    import warehouse.lake.stateful as stateful
+    from warehouse.landing.intake import Intake
+
+    cfg = _config(tmp_path)
+    write_minutes(cfg, "m", 1, 4, n=6)  # minute 0 comes late, below F
+    arrivals = {a.partition_id: a for a in Intake(cfg).scan()}
+    ex = Executor(cfg, spark)
+    sc = spark.sparkContext
+    feeds: list[tuple[int, int]] = []  # (since, version) of each change-feed read
+    real = stateful._late
+
+    def spy(session: Any, path: str, tcol: str, since: int, version: int, upto: float) -> Any:
+        feeds.append((since, version))
+        return real(session, path, tcol, since, version, upto)
+
+    monkeypatch.setattr(stateful, "_late", spy)
+    job_id = 0
+
+    def run(job: StartJob) -> int:
+        """Run `job` (a fold: in a job group of its own); its Spark jobs, the warm-up it leaves
+        behind done."""
+        group = f"fold-{job.job_id}"
+        if job.table == "state":
+            sc.setJobGroup(group, "stateful fold test")
+        try:
+            out = ex.run(job)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        assert out.committed, out.note
+        assert ex.warmer.idle(60)
+        return len(sc.statusTracker().getJobIdsForGroup(group))
+
+    counts = []
+    for i in (1, 2, 3):
+        job_id += 1
+        run(_minute(job_id, "m_raw", i, (arrivals[f"m-{i:04d}"],)))
+        job_id += 1
+        counts.append(run(_minute(job_id, "state", i)))
+        _audit(cfg, T0 + (i + 1) * MINUTE)
+    on_time_feeds = list(feeds)
+    # a late partition (minute 0, below F), then minute 4: the fold reads the change feed for them
+    _write_rows(cfg, 0, [("r1", 1000.5), ("late-only", 7.25)], "m-late-0")
+    late = {a.partition_id: a for a in Intake(cfg, recover(cfg)).scan()}["m-late-0"]
+    read = ex.table_state("state").read["m_raw"]
+    job_id += 1
+    run(_minute(job_id, "m_raw", 0, (late,), ("m-late-0",)))
+    job_id += 1
+    run(_minute(job_id, "m_raw", 4, (arrivals["m-0004"],)))
+    job_id += 1
+    counts.append(run(_minute(job_id, "state", 4)))
+    _audit(cfg, T0 + 5 * MINUTE)  # the late rows folded once, with the increment of minute 4
+    assert _metas(cfg)[-1]["late_from"] < T0 + MINUTE
+    assert max(counts[1:3]) <= ON_TIME_FOLD_JOBS < counts[3], counts  # the first fold creates the state
+    assert on_time_feeds == []  # every version read since was an on-time append
+    assert feeds == [(read, read + 2)]  # the late partition's and minute 3's
+
+
+def test_a_folds_rows_are_its_merged_keys_through_either_reader_of_the_log(spark, tmp_path: Path) -> None:
+    """The rows a fold reports are the keys its MERGE inserted and updated — not the unchanged rows
+    it copied into the file it rewrote — read from its commit by the reader the warehouse root
+    needs: `SparkLog` (an s3a:// root, Spark Connect: the executor has no local log files and reads
+    its sources through Delta) as `LocalLog`. The fold used to read its commit's local file only:
+    0 rows on an s3a:// root; and `SparkLog` counted the copied rows too."""
+    from warehouse.lake.recovery import LocalLog
+    from warehouse.landing.intake import Intake
+
+    cfg = _config(tmp_path)
+    write_minutes(cfg, "m", 0, 1, n=6)
+    assert run_until_idle(cfg, spark)[0].failed == 0
+    path = table_path(cfg, "state")
+    spark.sql(f"OPTIMIZE delta.`{path}`").collect()  # the state in one file: the MERGE rewrites it
+    _write_rows(cfg, 1, [("r1", 1.5), ("new", 2.5)], "m-0001")  # one key updated, one inserted
+    rec = recover(cfg)
+    (arrival,) = Intake(cfg, rec).scan()
+    ex = Executor(cfg, spark, rec)
+    ex.log, ex.files = SparkLog(spark), None  # the executor of an s3a:// root (lake.recovery.delta_log)
+    assert ex.run(_minute(10, "m_raw", 1, (arrival,))).committed
+    out = ex.run(_minute(11, "state", 1))
+    assert out.committed
+    m = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version", "operation",
+                                                                     "operationMetrics").first()
+    metrics = m["operationMetrics"]
+    assert (m["version"], m["operation"]) == (out.delta_version, "MERGE")
+    merged = int(metrics["numTargetRowsInserted"]) + int(metrics["numTargetRowsUpdated"])
+    assert int(metrics["numOutputRows"]) > merged == 2  # the rows of the other keys, copied: not the fold's
+    assert out.rows == 2
+    assert SparkLog(spark).commit_metrics(path, "state", out.txn_version) == (out.delta_version, 2)
+    assert LocalLog().commit_metrics(path, "state", out.txn_version) == (out.delta_version, 2)
+    _audit(cfg, T0 + 2 * MINUTE)
+
+
 DEP_SQL = "SELECT ts, k, n FROM state WHERE ts > :window_start AND ts <= :window_end"
 
 

@@ -53,15 +53,15 @@ class Lake(Protocol):
 
 def finish(lake: Lake, job: StartJob, t0: float, st: TableState, path: str, txn: int, meta: dict[str, Any], *,
            done: Callable[[TableState], bool], replayed: str, missing: str, before: int | None = None,
-           declared_rows: int = 0, rows: Callable[[int], int] | None = None,
-           sql_version: str | None = None) -> JobOutcome:
+           declared_rows: int = 0, sql_version: str | None = None) -> JobOutcome:
     """The commit `job` asked Delta for at `path` — txn `txn`, `userMetadata` `meta`, on top of
     the state `st` it planned from — found and kept, or found skipped (the module docstring).
 
     `done(state)`: whether the log's state holds this job's work (then "Delta skipped
     `replayed`" is the no-op's note; else the error says "but `missing`"). `before`: the Delta
-    version before the write (a commit of the txn at or below it is an older one). Rows: `rows(version)`,
-    else the commit's `numOutputRows`, else `declared_rows`."""
+    version before the write (a commit of the txn at or below it is an older one). Rows: the
+    commit's own count (`lake.recovery.commit_rows`: a MERGE's keys inserted and updated, another
+    write's output rows), else `declared_rows`."""
     version, counted = lake.log.commit_metrics(path, job.table, txn)
     if version is None or (before is not None and version <= before):  # Delta skipped the write
         now = lake.refresh(job.table)
@@ -70,6 +70,6 @@ def finish(lake: Lake, job: StartJob, t0: float, st: TableState, path: str, txn:
         raise JobError(f"table {job.table!r}: Delta skipped txn version {txn} (recorded {now.txn_version}) "
                        f"but {missing}")
     lake.commit_state(job.table, st.committed(meta, txn, version))
-    n = rows(version) if rows is not None else counted if counted is not None else declared_rows
+    n = counted if counted is not None else declared_rows
     return JobOutcome(job.job_id, job.table, True, n, time.monotonic() - t0, version, txn,
                       read=tuple(sorted(meta.get("sources", {}).items())), sql_version=sql_version)

@@ -4,13 +4,18 @@ Scheduling of Updates in Streaming Data Warehouses*, §2.2).
 
 Reading a source through Delta (`versionAsOf`) costs a Spark job every time: Delta lists the
 snapshot's files for the scan with a query over its reconstructed state (and reconstructs that
-state first, three more jobs, if nobody has since the last commit). A derived job reads every
-source at the version it pins, and those files are already written down in `_delta_log/`: the
+state first, three more jobs, if nobody has since the last commit). A derived or stateful job
+reads every source at the version it pins, and those files are already written down in `_delta_log/`: the
 `add` and `remove` actions of the checkpoint and the JSON commits after it. `LiveFiles` replays
 them in this process (read with `lake.logdir`, the one reader of a local log) — the first time
 from the newest checkpoint, then only the commits since the version it last saw — and a job
 reads the files whose statistics overlap its window as Parquet, with the table's schema and
 partition columns: no Spark job before the query's own.
+
+The same actions answer a stateful job's question about late rows (`LiveFiles.appends_above`):
+whether the commits since the version it last read only append files whose time-column statistics
+lie above its freshness — then they hold no late row, and its read of Delta's change data feed
+can be left out.
 
 Only where that is the same as Delta's read: a local log whose protocol asks the reader for
 nothing more than Parquet (reader version 1, or table features that change nothing on read: no
@@ -137,6 +142,37 @@ class LiveFiles:
         session.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(max(32, len(files) + 1)))
         df = session.read.schema(schema).option("basePath", path).parquet(*files)
         return df.select(*[f"`{c.replace('`', '``')}`" for c in schema.fieldNames()])
+
+    def appends_above(self, path: str, since: int, version: int, tcol: str, bound: float) -> bool:
+        """Whether the commits `(since, version]` of the table at `path` only append files whose
+        statistics put `tcol` above `bound` in every row (min > `bound`, the min truncated to the
+        millisecond, so never above the true one): then none of them holds a row at or below it.
+        False wherever the log does not say so: a commit missing, an `add` without the column's
+        statistics or with a deletion vector or `dataChange: false`, any `remove`, a change of
+        schema or protocol, change-data files, any other action; a table not read from here
+        (`snapshot`), or whose time column is not a timestamp."""
+        snap = self.snapshot(path, version, tcol)
+        if snap is None or not snap.timed:
+            return False
+        log = LogDir(path)
+        try:
+            for v in range(since + 1, version + 1):
+                actions = log.commit(v)
+                if actions is None:
+                    return False
+                for action in actions:
+                    if action.keys() <= {"commitInfo", "txn"}:
+                        continue
+                    add = action.get("add") if action.keys() == {"add"} else None
+                    if not add or add.get("deletionVector") or add.get("dataChange") is False:
+                        return False
+                    low = stat_bounds(add.get("stats"), tcol)[0]
+                    if low is None or low <= bound:
+                        return False
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            log_.debug("cannot read the Delta log of %s after version %s: %s", path, since, err)
+            return False
+        return True
 
     def schema(self, path: str, version: int, tcol: str) -> StructType | None:
         """The table's schema at `version` (None: not known here)."""

@@ -8,7 +8,8 @@ replay it without Spark, each for its own question, all through `LogDir`:
 
 - `lake.recovery.LocalLog`: Freshet's committed state (its `txn` and `commitInfo` actions);
 - `lake.files.LiveFiles`: the data files a pinned version holds (`add`, `remove`, `metaData`,
-  `protocol`), for a derived job's reads;
+  `protocol`), for a derived or stateful job's reads, and whether the commits after a version only
+  append rows above a time (a stateful job's late rows);
 - `lake.origin.local_min_time`: a lower bound of the time column from the files' statistics.
 
 A checkpoint counts only when all its parts are there (Delta writes them one by one), and one that

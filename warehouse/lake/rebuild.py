@@ -39,7 +39,7 @@ from warehouse.lake.outcome import JobError, JobOutcome
 from warehouse.lake.read import pin_sources
 from warehouse.lake.recovery import TableState, shadow_path, under_way
 from warehouse.lake.session import job_session
-from warehouse.lake.stateful import increment, merge, merged_rows, state_rows
+from warehouse.lake.stateful import increment, merge, state_rows
 from warehouse.paths import local_path
 from warehouse.sqltext import sql_version
 
@@ -68,15 +68,15 @@ def run_rebuild(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOut
             return lake.noop(job, t0, st, "no rebuild of this state is under way (swapped in already)")
     app, lo, to = _app(tc.name, progress["id"]), float(progress["done"]), float(progress["to"])
     hi = min(job.end, to)
-    version = None
+    version, rows = None, None
     with job_session(lake.spark) as session:
         if lo < hi or starts_rebuild:  # 2. fold the chunk into the shadow
-            version = _fold_chunk(lake, session, job, tc, shadow, app, progress, lo, hi, starts_rebuild)
+            version, rows = _fold_chunk(lake, session, job, tc, shadow, app, progress, lo, hi, starts_rebuild)
         if hi >= to:  # 3. the last chunk: catch up and swap in
             return _swap(lake, session, job, tc, t0, progress)
     if version is None:
         return lake.noop(job, t0, st, "this chunk of the rebuild is already folded")
-    return JobOutcome(job.job_id, tc.name, True, merged_rows(shadow, version), time.monotonic() - t0, version,
+    return JobOutcome(job.job_id, tc.name, True, rows or 0, time.monotonic() - t0, version,
                       ms(hi), read=tuple(sorted(progress["versions"].items())))
 
 
@@ -102,10 +102,10 @@ def _check_sources_reach_origin(lake: Lake, tc: TableConfig, origin: float) -> N
 
 
 def _fold_chunk(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfig, shadow: str, app: str,
-                progress: dict[str, Any], lo: float, hi: float, first: bool) -> int | None:
+                progress: dict[str, Any], lo: float, hi: float, first: bool) -> tuple[int | None, int | None]:
     """Fold `(lo, hi]` at the pinned versions into the shadow as `(app, ms(hi))` — the `first`
-    chunk overwrites it; its Delta version, or None when Delta skipped it (an earlier attempt
-    folded it)."""
+    chunk overwrites it; its Delta version and rows (`DeltaLog.commit_metrics`), or None when
+    Delta skipped it (an earlier attempt folded it)."""
     pinned = dict(progress["versions"])
     meta = {"kind": "stateful", "job_id": job.job_id, "partitions": {}, "freshness": hi, "safe_freshness": hi,
             "window": [lo, hi], "sources": pinned, "read": pinned, "sql_version": sql_version(tc.increment),
@@ -116,13 +116,13 @@ def _fold_chunk(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfi
                              partition_by=None, overwrite_schema=True)
     else:
         merge(session, tc, shadow, inc.rows, ms(hi), meta, app)
-    version, _ = lake.log.commit_metrics(shadow, app, ms(hi))
+    version, rows = lake.log.commit_metrics(shadow, app, ms(hi))
     if version is None:
         done = lake.log.table_state(shadow, app).rebuild or {}
         if done.get("id") != progress["id"] or done.get("done", -1) < hi:
             raise JobError(f"table {tc.name!r}: Delta skipped rebuild txn version {ms(hi)} but the shadow's "
                            f"log does not hold the chunk up to {hi}")
-    return version
+    return version, rows
 
 
 def _swapped(st: TableState, progress: dict[str, Any]) -> bool:
@@ -170,7 +170,7 @@ def _swap(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfig, t0:
                          partition_by=None, overwrite_schema=True)
     outcome = finish(lake, job, t0, st, path, txn, meta, done=lambda now: _swapped(now, progress),
                      replayed="the swap: the rebuilt state is swapped in already",
-                     missing="the log does not show the rebuilt state swapped in", rows=lambda v: merged_rows(path, v))
+                     missing="the log does not show the rebuilt state swapped in")
     local = local_path(shadow)
     if outcome.committed and local is not None:  # the shadow's files are not needed any more (a remote one stays)
         shutil.rmtree(local, ignore_errors=True)

@@ -42,6 +42,7 @@ __all__ = [
     "SparkLog",
     "TableState",
     "commit_metrics",
+    "commit_rows",
     "delta_log",
     "delta_version",
     "needs_spark",
@@ -386,9 +387,20 @@ def stale_ranges(st: TableState, sources: dict[str, TableState], *, lookback: fl
     return out
 
 
+def commit_rows(metrics: dict[str, Any] | None) -> int | None:
+    """The rows a commit wrote, from its `operationMetrics` (the same map in the JSON commit and in
+    `DESCRIBE HISTORY`): a MERGE's keys inserted and updated — not the unchanged rows it copied
+    into the files it rewrote — any other write's output rows; None when they do not say."""
+    m = metrics or {}
+    if "numTargetRowsInserted" in m:
+        return int(m["numTargetRowsInserted"]) + int(m.get("numTargetRowsUpdated") or 0)
+    n = m.get("numOutputRows")
+    return None if n is None else int(n)
+
+
 def commit_metrics(path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
-    """(Delta version, rows written) of the commit that recorded `txn_version`, if it exists
-    among the newest 20."""
+    """(Delta version, rows written: `commit_rows`) of the commit that recorded `txn_version`, if
+    it exists among the newest 20."""
     log = LogDir(path)
     app = app_id(table)
     latest = log.latest()
@@ -401,8 +413,7 @@ def commit_metrics(path: str, table: str, txn_version: int) -> tuple[int | None,
             if "txn" in a and a["txn"].get("appId") == app and int(a["txn"]["version"]) == txn_version:
                 hit = True
             elif "commitInfo" in a:
-                n = (a["commitInfo"].get("operationMetrics") or {}).get("numOutputRows")
-                rows = None if n is None else int(n)
+                rows = commit_rows(a["commitInfo"].get("operationMetrics"))
         if hit:
             return version, rows
     return None, None
@@ -419,7 +430,8 @@ class DeltaLog(Protocol):
         """Freshet's committed state of `table` (§4.4)."""
 
     def commit_metrics(self, path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
-        """(Delta version, rows written) of the commit that recorded `txn_version`, if any."""
+        """(Delta version, rows written: `commit_rows`) of the commit that recorded `txn_version`,
+        if any."""
 
     def min_time(self, path: str, column: str) -> float | None:
         """A lower bound of `column` over the table's rows, epoch seconds (None: no rows)."""
@@ -488,8 +500,7 @@ class SparkLog:
         for r in self._history(path, _HISTORY_DEPTH):
             meta = _freshet_meta(r["userMetadata"])
             if meta is not None and meta.get("txn") == txn_version:
-                n = (r["operationMetrics"] or {}).get("numOutputRows")
-                return int(r["version"]), None if n is None else int(n)
+                return int(r["version"]), commit_rows(r["operationMetrics"])
         return None, None
 
     def table_state(self, path: str, table: str) -> TableState:

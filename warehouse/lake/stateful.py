@@ -7,16 +7,19 @@ Read top to bottom, `run_fold` (an update job) and `fold_late` (a late fold) are
 1. **plan** from what the state's log records: the window `(F, TE]` and its txn version —
    ms(TE), or one above the recorded version where a late fold or a rebuild's swap took it (a
    stale replay computes one at or below the recorded, which Delta skips); a late fold keeps F;
-2. **pin and read** each source at one Delta version, restricted to the window (`lake.read`), and
-   from each base source the late rows: those committed after the version the last job read
-   (`TableState.read`) with event time at or below F, from Delta's change data feed;
+2. **pin and read** each source at one Delta version, restricted to the window (`lake.read`: from
+   the files its log names where it can, like a derived job), and from each base source the late
+   rows: those committed after the version the last job read (`TableState.read`) with event time
+   at or below F, from Delta's change data feed — unless the source's log proves those commits
+   hold none (`_on_time`: each only appends files whose statistics put every row above F);
 3. **compute** the increment: the table's SQL over them (`increment`);
 4. **commit**: `MERGE INTO state USING increment ON key` — a matched key combines each column with
    its fold, a new key is inserted; the first job writes the increment as the state — carrying
    Delta's idempotent-DML pair as session confs (`spark.databricks.delta.write.txnAppId =
    freshet/<table>`, `…txnVersion`, delta-io/delta#1555), the pair every Freshet commit carries,
    so a replayed job whose increment is already folded commits nothing; its `userMetadata`
-   records the window, the versions read and the late rows (`lake.commit.finish` keeps it).
+   records the window, the versions read and the late rows (`lake.commit.finish` keeps it, and
+   reads the keys it inserted and updated from the commit's metrics, `DeltaLog.commit_metrics`).
 
 `last` and `first` keep, per folded column, the event time of the value held (`_freshet_<col>_at`),
 and take the increment's value only when its ordering column (`order`, else `time_column`) is
@@ -42,7 +45,6 @@ from warehouse.lake.delta import (
     time_column,
     utc,
 )
-from warehouse.lake.logdir import LogDir
 from warehouse.lake.outcome import JobError, JobOutcome
 from warehouse.lake.read import pin_sources, read_source
 from warehouse.lake.session import job_session
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["CHANGE_FEED", "TXN_CONFS", "Increment", "at_column", "change_feed", "enable_change_feed", "fold_late",
-           "increment", "merge", "merge_sql", "merged_rows", "order_column", "run_fold", "state_rows"]
+           "increment", "merge", "merge_sql", "order_column", "run_fold", "state_rows"]
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -93,7 +95,7 @@ def run_fold(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcom
     return finish(lake, job, t0, st, path, txn, meta, before=before,
                   done=lambda now: now.freshness is not None and now.freshness >= end,
                   replayed="the MERGE: this increment is already folded",
-                  missing=f"the log does not hold the window up to {end}", rows=lambda v: merged_rows(path, v))
+                  missing=f"the log does not hold the window up to {end}")
 
 
 def fold_late(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcome:
@@ -124,7 +126,7 @@ def fold_late(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutco
     return finish(lake, job, t0, st, path, txn, meta,
                   done=lambda now: all(now.read.get(s, -1) >= v for s, v in versions.items()),
                   replayed="the MERGE: these late rows are already folded",
-                  missing=f"the log has not read its sources up to {versions}", rows=lambda v: merged_rows(path, v))
+                  missing=f"the log has not read its sources up to {versions}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,8 @@ def increment(lake: Lake, session: SparkSession, tc: TableConfig, start: float, 
     """The increment SQL over its sources' rows in `(start, end]`, each source pinned at its
     current Delta version `v` — and over the late rows of each base source: those committed after
     the version the last job read (`since`) up to `v` with event time ≤ `start`, which no job has
-    folded yet (a row is folded by the first job whose window and version both cover it).
+    folded yet (a row is folded by the first job whose window and version both cover it); the
+    change data feed is read for them only where the log does not prove there are none (`_on_time`).
     A rebuild chunk reads each source at the version its rebuild `pinned`, without late rows."""
     from pyspark.sql import functions as F
 
@@ -150,11 +153,12 @@ def increment(lake: Lake, session: SparkSession, tc: TableConfig, start: float, 
     earliest: float | None = None
     for src, v in versions.items():
         scfg = lake.config.table(src)
-        df = read_source(lake.config, session, None, src, v, start, end)  # through Delta
+        df = read_source(lake.config, session, lake.files, src, v, start, end)  # the log's files, else Delta
         last_read = since.get(src)
-        if pinned is None and scfg.is_base and last_read is not None and last_read < v:
-            tcol = time_column(lake.config, scfg)
-            late = _late(session, table_path(lake.config, src), tcol, last_read, v, start)
+        path, tcol = table_path(lake.config, src), time_column(lake.config, scfg)
+        if (pinned is None and scfg.is_base and last_read is not None and last_read < v
+                and not _on_time(lake, path, tcol, last_read, v, start)):
+            late = _late(session, path, tcol, last_read, v, start)
             first = late.agg(F.min(tcol)).first()[0]
             if first is not None:
                 df = df.unionByName(late)
@@ -170,6 +174,13 @@ def increment(lake: Lake, session: SparkSession, tc: TableConfig, start: float, 
         raise JobError(f"the increment of stateful table {tc.name!r} does not output {', '.join(missing)} "
                        f"(it outputs {', '.join(inc.columns)})")
     return Increment(inc, versions, earliest)
+
+
+def _on_time(lake: Lake, path: str, tcol: str, since: int, version: int, upto: float) -> bool:
+    """The base source's log proves the versions `(since, version]` hold no row with event time
+    ≤ `upto` — each only appends files whose statistics say so (`LiveFiles.appends_above`, a local
+    log only) — so its change data feed need not be read: `_late` would find no row."""
+    return lake.files is not None and lake.files.appends_above(path, since, version, tcol, utc(upto).timestamp())
 
 
 def _late(session: SparkSession, path: str, tcol: str, since: int, version: int, upto: float) -> DataFrame:
@@ -198,21 +209,6 @@ def merge(session: SparkSession, tc: TableConfig, path: str, inc: DataFrame, txn
     finally:
         for k in confs:
             session.conf.unset(k)
-
-
-def merged_rows(path: str, version: int) -> int:
-    """Rows the commit wrote (inserted + updated keys), from its operationMetrics where the log
-    is local; 0 when unknown."""
-    try:
-        actions = LogDir(path).commit(version, starts=('{"commitInfo"',)) or []
-    except OSError:  # not a local path
-        return 0
-    for action in actions:
-        m = action["commitInfo"].get("operationMetrics") or {}
-        if "numTargetRowsInserted" in m:
-            return int(m["numTargetRowsInserted"]) + int(m.get("numTargetRowsUpdated", 0))
-        return int(m.get("numOutputRows", 0))
-    return 0
 
 
 def at_column(col: str) -> str:
