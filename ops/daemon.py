@@ -122,7 +122,8 @@ class Daemon(SchedulerLoop):
             read += 1
             self.heartbeat.beat(starting=True, status=f"recovering: {read} of {len(self.config.tables)} tables read")
 
-        self.parts = start_parts(self.config, self.spark, on_count=self.metrics.intake_counted, progress=progress)
+        self.parts = start_parts(self.config, self.spark, on_count=self.metrics.intake_counted, progress=progress,
+                                 leader=self.lease)
         if self.parts is None:
             return False
         now = time.time()

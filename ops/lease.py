@@ -6,14 +6,17 @@ view of the log. Delta's txn makes a *replayed* job a no-op, but not two *differ
 same partitions (one daemon loads p1–p2 as version F2, the other p1–p3 as F3 > F2: both commit,
 p1 and p2 twice). So the second daemon refuses to start.
 
-`_freshet.lease` (JSON: owner, host, pid, listen, renewed) lives in `warehouse.root` when it is a
-local path, else (a URI other than `s3a://`) in the landing zone. The owner rewrites it every
-`timeout / 3` seconds. A starting daemon takes the lease when the file is absent (created with `O_EXCL`), when
-its owner ran on this host and that process is gone (a crash: taken at once), or when it has not
-been renewed for `timeout` seconds (an owner on another host, or a wedged one). A takeover writes
-the file atomically and reads it back after a short pause, so of two successors racing for one
-stale lease exactly one proceeds. An owner that finds the file naming someone else has lost it
-(it stalled for longer than the timeout) and must stop at once.
+`_freshet.lease` (JSON: owner, host, pid, listen, renewed, epoch, state) lives in `warehouse.root`
+when it is a local path, else (a URI other than `s3a://`) in the landing zone. The owner rewrites it
+every `timeout / 3` seconds. A starting daemon takes the lease when the file is absent (created with
+`O_EXCL`), released (a clean stop marks it `state: released` and keeps it), when its owner ran on
+this host and that process is gone (a crash: taken at once), or when it has not been renewed for
+`timeout` seconds (an owner on another host, or a wedged one). A takeover writes the file
+atomically and reads it back after a short pause, so of two successors racing for one stale lease
+exactly one proceeds. Each take raises `epoch` by one (a released file keeps it, so epochs only
+grow). An owner that finds the file naming someone else has lost it (it stalled for longer than the
+timeout) and must stop at once; one whose last renewal succeeded more than `timeout × 3/4` ago
+writes nothing more until a renewal succeeds (the fence, `ops.lease_base.Fenced`).
 
 The file lease is a guard against a mistake, not a consensus protocol: on a file system without
 atomic rename or with skewed clocks between hosts, a timeout takeover can overlap a stalled owner.
@@ -34,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ops.lease_base import LeaseHeld, pid_alive
+from ops.lease_base import Fenced, LeaseHeld, pid_alive
 from ops.lease_s3 import LEASE_KEY, S3Lease, s3_client
 from warehouse.config import FreshetConfig, S3Settings
 from warehouse.errors import FreshetError
@@ -60,27 +63,37 @@ def lease_path(config: FreshetConfig) -> Path:
                        f"({config.warehouse.root!r}, {config.warehouse.landing!r})")
 
 
-class Lease:
+class Lease(Fenced):
     """The warehouse lease of this process; see the module docstring. `acquire()`, then
-    `start(on_lost)` renews it in a thread; `release()` on a clean exit."""
+    `start(on_lost)` renews it in a thread; `release()` on a clean exit. `epoch`: this holder's
+    take counter, named in each commit it makes (`lapsed()` is the fence before each write)."""
 
     def __init__(self, path: Path, *, timeout: float = 30.0, listen: str = "",
-                 clock: Callable[[], float] = time.time, settle: float = 0.2) -> None:
+                 clock: Callable[[], float] = time.time, settle: float = 0.2,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self.timeout = timeout
+        self.margin = timeout / 4  # as the object lease's: the fence shuts at timeout × 3/4
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.listen = listen
         self.clock = clock
+        self.monotonic = monotonic
         self.settle = settle
         self.took_over: dict[str, Any] | None = None  # the stale lease this one replaced
-        self.epoch: int | None = None  # counted by the object lease only (ops.lease_s3)
+        self.epoch: int | None = None  # set when taken: one above the file's, or 1 for a new file
         self.helpers: list[int] = []  # child processes that act for this daemon (its Spark driver JVM)
+        self.renewed_at = float("-inf")  # monotonic time before the last write of the file that succeeded
+        self._held = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _record(self) -> dict[str, Any]:
+    def _record(self, state: str = "held") -> dict[str, Any]:
         return {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "helpers": self.helpers,
-                "listen": self.listen, "renewed": self.clock(), "timeout": self.timeout}
+                "listen": self.listen, "renewed": self.clock(), "timeout": self.timeout, "epoch": self.epoch,
+                "state": state}
+
+    def holding(self) -> bool:
+        return self._held
 
     def add_helper(self, pid: int) -> None:
         """A child process that may still commit after this one dies (the Spark JVM): the lease
@@ -97,13 +110,15 @@ class Lease:
             return {}  # torn or garbage: treated as stale
         return data if isinstance(data, dict) else {}
 
-    def _write(self) -> None:
+    def _write(self, state: str = "held") -> None:
         tmp = self.path.with_name(f".{LEASE_FILE}.{self.owner.replace(':', '_')}.tmp")
-        tmp.write_text(json.dumps(self._record()))
+        tmp.write_text(json.dumps(self._record(state)))
         tmp.replace(self.path)
 
     def stale(self, held: dict[str, Any]) -> str | None:
         """Why `held` may be taken over, or None if it is live."""
+        if held.get("state") == "released":
+            return "released"
         if held.get("host") == socket.gethostname() and isinstance(held.get("pid"), int):
             helpers = [p for p in held.get("helpers") or [] if isinstance(p, int)]
             if not pid_alive(held["pid"]) and not any(pid_alive(p) for p in helpers):
@@ -125,6 +140,7 @@ class Lease:
 
     def _acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        sent = self.monotonic()
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -132,15 +148,24 @@ class Lease:
             why = self.stale(held)
             if why is None:
                 raise LeaseHeld(self._held_message(held)) from None
+            epoch = held.get("epoch")
+            self.epoch = epoch + 1 if isinstance(epoch, int) and not isinstance(epoch, bool) else 1
             self._write()
             time.sleep(self.settle)  # a racing successor may have written after us: the last rename wins
             now = self.read() or {}
             if now.get("owner") != self.owner:
                 raise LeaseHeld(self._held_message(now)) from None
-            self.took_over = {**held, "reason": why}
+            self._took(sent)
+            if why != "released":
+                self.took_over = {**held, "reason": why}
             return
+        self.epoch = 1
         with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(self._record()))
+        self._took(sent)
+
+    def _took(self, sent: float) -> None:
+        self._held, self.renewed_at = True, sent
 
     def _held_message(self, held: dict[str, Any]) -> str:
         age = self.clock() - held["renewed"] if isinstance(held.get("renewed"), (int, float)) else float("nan")
@@ -153,8 +178,11 @@ class Lease:
         """Rewrite the lease if it is still ours; False if someone else holds it now."""
         held = self.read()
         if held is not None and held.get("owner") not in (self.owner, None):
+            self._held = False
             return False
+        sent = self.monotonic()
         self._write()
+        self.renewed_at = sent
         return True
 
     def start(self, on_lost: Callable[[str], None], on_error: Callable[[OSError], None] | None = None) -> None:
@@ -180,14 +208,15 @@ class Lease:
         """Stop waiting for the lease (a file lease never waits: nothing to do)."""
 
     def release(self) -> None:
-        """Stop renewing and remove the file if it is still ours."""
+        """Stop renewing and mark the file released if it is still ours (kept: its epoch goes on)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(2)
+        self._held = False
         held = self.read()
         if held is not None and held.get("owner") == self.owner:
             with contextlib.suppress(OSError):
-                self.path.unlink()
+                self._write("released")
 
 
 def open_lease(config: FreshetConfig, listen: str = "") -> Lease | S3Lease:

@@ -13,6 +13,8 @@ replaces it:
 * **expire** — an owner whose last successful renewal was *sent* more than `timeout − margin` ago
   (the endpoint unreachable, a stall) is told it lost the lease too: a successor starts counting
   only after it saw that write, so the owner stops at least `margin` before anyone may take over.
+  From that same moment a job of the owner still running is refused before it writes (the fence,
+  `ops.lease_base.Fenced`), and every commit it made names it (`leader`: owner and epoch).
 * **release** — overwritten with `If-Match` as `state: released` (not deleted: the epoch goes on).
 
 As with the file lease, an owner on this machine (same host, kernel boot and pid namespace) whose
@@ -31,7 +33,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ops.lease_base import LeaseHeld, machine, pid_alive
+from ops.lease_base import Fenced, LeaseHeld, machine, pid_alive
 from warehouse.config import S3Settings
 from warehouse.errors import ConfigError, FreshetError
 from warehouse.lake.s3a import ENV_KEYS
@@ -76,10 +78,11 @@ def _pid_gone(pid: Any) -> bool:
     return isinstance(pid, int) and not pid_alive(pid)
 
 
-class S3Lease:
+class S3Lease(Fenced):
     """The warehouse lease of this process on the bucket; see the module docstring. `acquire()`,
     then `start(on_lost)` renews it in a thread; `release()` on a clean exit. `epoch` is this
-    holder's take-over counter (to go into each commit's metadata)."""
+    holder's take-over counter, named in each commit it makes (`lapsed()` is the fence before
+    each write)."""
 
     def __init__(self, client: Any, bucket: str, key: str, *, timeout: float = 30.0, listen: str = "",
                  margin: float | None = None, poll: float | None = None,
@@ -224,9 +227,8 @@ class S3Lease:
         with contextlib.suppress(Exception):
             self.renew()
 
-    def fresh(self) -> bool:
-        """Whether this owner may still write: its last renewal was sent less than `timeout − margin` ago."""
-        return self.monotonic() - self.renewed_at < self.timeout - self.margin
+    def holding(self) -> bool:
+        return self.etag is not None
 
     def renew(self) -> bool:
         """Rewrite the object if it is still ours; False if a successor holds it (raises on other errors)."""

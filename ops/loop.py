@@ -214,10 +214,11 @@ class SchedulerLoop:
 
     def _execute(self, job: StartJob) -> Any:
         """A track worker's job: run it; if a base job failed, recheck its partitions' files (a
-        file deleted or corrupted since acceptance fails every retry: those are quarantined)."""
+        file deleted or corrupted since acceptance fails every retry: those are quarantined) —
+        unless it was refused before writing (the lease's fence): its files are not the cause."""
         executor = self.parts.executor
         event = executor.execute(job)
-        if not isinstance(event, JobFinished) and job.kind == "base":
+        if not isinstance(event, JobFinished) and job.kind == "base" and not event.refused:
             try:
                 committed = executor.table_state(job.table).partitions  # re-read after the failure
                 bad = {pid: why for pid, why in self.intake.recheck(job).items() if pid not in committed}

@@ -41,6 +41,7 @@ from warehouse.times import iso
 if TYPE_CHECKING:
     from ops.liveness import SparkWatch
     from warehouse.events import StartJob
+    from warehouse.lake.commit import Leader
     from warehouse.lake.recovery import RecoveryState
 
 __all__ = ["RESTART_SECTIONS", "Parts", "Prepared", "ReloadResult", "Reloader", "start_parts"]
@@ -63,9 +64,10 @@ class Parts:
 
 def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], float] = time.time,
                 on_count: Callable[[str, str], None] | None = None,
-                progress: Callable[[], None] | None = None) -> Parts | None:
+                progress: Callable[[], None] | None = None, leader: Leader | None = None) -> Parts | None:
     """Recover, start Spark, build the parts (see the module docstring); None if the daemon was
-    stopped while waiting for Spark."""
+    stopped while waiting for Spark. `leader`: the warehouse lease held, which fences and signs
+    every write of the executor (`lake.commit`)."""
     from warehouse.lake.executor import Executor
     from warehouse.lake.recovery import delta_log, needs_spark, recover
     from warehouse.landing.intake import Intake
@@ -86,9 +88,9 @@ def start_parts(config: FreshetConfig, spark: SparkWatch, now: Callable[[], floa
     if spark.spark is None and not spark.start():
         return None
     if spark.remote:
-        executor = Executor(config, None, state, link=spark.link)
+        executor = Executor(config, None, state, link=spark.link, leader=leader)
     else:
-        executor = Executor(config, spark.spark, state)
+        executor = Executor(config, spark.spark, state, leader=leader)
     sched = Scheduler(config, now=now(), recovered=state.recovered, first_job=state.next_job_id)
     log.info("recovery done", extra={"tables": len(config.tables), "seconds": round(now() - t0, 3)})
     return Parts(state, intake, executor, sched)

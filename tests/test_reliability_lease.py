@@ -113,7 +113,7 @@ def test_a_second_owner_is_refused_with_the_holders_pid_host_and_api(tmp_path: P
     assert f"pid {os.getpid()}" in msg and socket.gethostname() in msg and "127.0.0.1:9464" in msg
     assert "warehouse in use" in msg
     first.release()
-    assert not path.exists()
+    assert json.loads(path.read_text())["state"] == "released"  # kept: its epoch goes on
     second.acquire()  # free again
     assert json.loads(path.read_text())["owner"] == second.owner
 
@@ -183,7 +183,7 @@ def test_renewal_keeps_the_lease_fresh(tmp_path: Path) -> None:
     lease.start(lambda m: None)
     wait_for("renewed", lambda: json.loads(path.read_text())["renewed"] > t1, timeout=5, every=0.05)
     lease.release()
-    assert not path.exists()
+    assert json.loads(path.read_text())["state"] == "released"
 
 
 # ---------------------------------------------------------------- both daemons really running
@@ -243,7 +243,8 @@ def test_two_daemons_on_one_warehouse(tmp_path: Path) -> None:
         assert "took over the warehouse lease" in c_log.read_text()
         c.send_signal(signal.SIGTERM)
         assert c.wait(120) == 0
-        assert not lease_path(cfg).exists()  # a clean stop releases it
+        released = json.loads(lease_path(cfg).read_text())  # a clean stop releases it, keeping its epoch
+        assert released["state"] == "released" and released["pid"] == c.pid and released["epoch"] == 2, released
     finally:
         for p in (a, b, c):
             if p is not None and p.poll() is None:

@@ -6,6 +6,7 @@ it: every row once, the derived table equal to its SQL computed here in plain Py
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -110,4 +111,15 @@ def test_a_daemon_killed_mid_run_on_s3_loses_nothing_and_loads_nothing_twice(s3:
     got = {(r["ts"].timestamp(), r["k"], r["n"], round(r["v_sum"], 6)) for r in derived}
     assert len(derived) == len(got) and got == _expected_5m(MINUTES)
     assert not (tmp_path / "data").exists()  # nothing went to a local root
+    # one writer at a time, provable from the logs: every Freshet commit names the lease holder that
+    # made it; the restarted daemon took the lease over (epoch 2) and the epochs never go back
+    for name in ("m_raw", "m_5m"):
+        history = DeltaTable(f"s3://{s3.bucket}/wh/{name}", storage_options=opts).history()
+        metas = [(h["version"], json.loads(h["userMetadata"])) for h in history if h.get("userMetadata")]
+        leaders = [m["leader"] for _, m in sorted(metas, key=lambda vm: vm[0]) if m.get("freshet")]
+        assert leaders and all(isinstance(x.get("id"), str) and x["epoch"] in (1, 2) for x in leaders), leaders
+        epochs = [x["epoch"] for x in leaders]
+        assert epochs == sorted(epochs) and epochs[-1] == 2, epochs
+        assert len({x["id"] for x in leaders}) == len(set(epochs))  # one holder per epoch
+        assert name != "m_raw" or epochs[0] == 1  # the first daemon loaded it before the kill
     assert any(k.startswith("wh/m_raw/_delta_log/") for k in s3.keys("wh/"))

@@ -10,7 +10,8 @@ Read top to bottom, `run_base` is the pipeline:
    session (a bulk job's has short splits, `lake.session.read_session`), and add the partition
    column;
 3. **commit**: one idempotent append `(freshet/<table>, ms(F))` whose `userMetadata` names the
-   partitions, their windows and fingerprints (`lake.commit.finish`).
+   partitions, their windows and fingerprints, and the writer (fenced first: `lake.commit`), found
+   and kept by `lake.commit.finish`.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def run_base(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcom
         # 3. commit: one idempotent append (a base table feeding a stateful one is created with
         # Delta's change data feed, from which the stateful job reads late rows)
         feed = change_feed(lake.config, tc)
+        properties = feed if feed and lake.log.version(path) is None else None
+        meta = lake.sign(meta)  # the fence, then the writer (lake.commit)
         append_idempotent(df, path, table=tc.name, txn_version=txn, metadata=meta, partition_by=tc.partition_by,
-                          properties=feed if feed and lake.log.version(path) is None else None)
+                          properties=properties)
     return finish(lake, job, t0, st, path, txn, meta, done=done, replayed="the write: already committed",
                   missing="this job's work is not in the log", declared_rows=0 if cut else sum(p.rows for p in whole))

@@ -11,6 +11,11 @@ carrying the txn pair `(freshet/<table>, txn)` (docs/warehouse.md §5). Then `fi
 3. otherwise keeps the new state in memory (`TableState.committed`) and reports the commit: its
    version, rows and the source versions read (the duration trains E(n), §2.4 of *Scalable
    Scheduling of Updates in Streaming Data Warehouses*).
+
+Immediately before its Delta write each pipeline passes its `userMetadata` through `Lake.sign`:
+the fence (the executor's `Leader`, the warehouse lease this daemon holds, must still be held with
+margin, else `JobRefused`: nothing written) and the writer (`leader: {id, epoch}` added,
+`leader_of`). Without a leader (tests, tools) there is neither.
 """
 
 from __future__ import annotations
@@ -27,7 +32,24 @@ if TYPE_CHECKING:
     from warehouse.lake.files import LiveFiles
     from warehouse.lake.recovery import DeltaLog, TableState
 
-__all__ = ["Lake", "finish"]
+__all__ = ["Lake", "Leader", "finish", "leader_of"]
+
+
+class Leader(Protocol):
+    """The warehouse lease this process holds (`ops.lease`, `ops.lease_s3`): who writes, and
+    whether it still may."""
+
+    owner: str
+    epoch: int | None
+
+    def lapsed(self) -> str | None:
+        """None while this holder may write; else why it may not (no I/O: the monotonic clock)."""
+        ...
+
+
+def leader_of(leader: Leader) -> dict[str, Any]:
+    """The `leader` field of a commit's `userMetadata`: the lease owner's id and its epoch."""
+    return {"id": leader.owner, "epoch": leader.epoch}
 
 
 class Lake(Protocol):
@@ -49,6 +71,14 @@ class Lake(Protocol):
     def commit_state(self, table: str, st: TableState) -> None: ...
 
     def noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome: ...
+
+    def fence(self) -> None:
+        """Raise `JobRefused` if this process may no longer write (the module docstring)."""
+        ...
+
+    def sign(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """`meta` for the write about to start: fenced, then naming its writer (the module docstring)."""
+        ...
 
 
 def finish(lake: Lake, job: StartJob, t0: float, st: TableState, path: str, txn: int, meta: dict[str, Any], *,

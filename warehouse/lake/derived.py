@@ -69,7 +69,7 @@ def run_derived(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOut
         if rewrite_whole:
             meta["full"] = True
         # 4. commit (the write runs while the job's session, and its views, exist)
-        _write(lake, tc, out, path, txn, meta, rewrite_whole=rewrite_whole, replace=None)
+        meta = _write(lake, tc, out, path, txn, meta, rewrite_whole=rewrite_whole, replace=None)
     return finish(lake, job, t0, st, path, txn, meta,
                   done=lambda now: now.freshness is not None and now.freshness >= end,
                   replayed="the write: already committed", missing="this job's work is not in the log",
@@ -103,8 +103,8 @@ def run_recompute(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobO
         if rewrite_whole:
             meta["full"] = True
         # 4. commit
-        _write(lake, tc, out, path, txn, meta, rewrite_whole=rewrite_whole,
-               replace=None if rewrite_whole else (start, end))
+        meta = _write(lake, tc, out, path, txn, meta, rewrite_whole=rewrite_whole,
+                      replace=None if rewrite_whole else (start, end))
     return finish(lake, job, t0, st, path, txn, meta, done=lambda now: False,
                   replayed="the write: already committed", missing="this job's work is not in the log",
                   sql_version=meta["sql_version"])
@@ -130,15 +130,17 @@ def _compute(lake: Lake, session: SparkSession, tc: TableConfig, sql: str, versi
 
 
 def _write(lake: Lake, tc: TableConfig, df: DataFrame, path: str, txn: int, meta: dict[str, Any], *,
-           rewrite_whole: bool, replace: tuple[float, float] | None) -> None:
+           rewrite_whole: bool, replace: tuple[float, float] | None) -> dict[str, Any]:
     """One write of `df` as `(freshet/<table>, txn)` with `meta`: an append, a `replaceWhere` of
     the range `replace`, or (`rewrite_whole`) an overwrite of the whole table. Output that adds
     columns evolves the table's schema (mergeSchema); one that drops or retypes a column is
-    refused unless the table says `rebuild: true` and the job rewrites it whole (overwriteSchema)."""
+    refused unless the table says `rebuild: true` and the job rewrites it whole (overwriteSchema).
+    Returns the `userMetadata` written: `meta` fenced and signed (`lake.commit`)."""
     change = table_schema_change(lake.config, lake.log, lake.files, tc, df)
     if change not in (None, ADDITIVE) and not (tc.rebuild and rewrite_whole):
         raise JobRefused(f"table {tc.name!r}: its new SQL {change} — not an additive schema change; set "
                        f"`rebuild: true` on the table to rewrite it whole with the new schema")
+    meta = lake.sign(meta)
     kw: dict[str, Any] = {"table": tc.name, "txn_version": txn, "metadata": meta, "partition_by": tc.partition_by,
                           "merge_schema": change == ADDITIVE}
     if not rewrite_whole and replace is None:
@@ -146,3 +148,4 @@ def _write(lake: Lake, tc: TableConfig, df: DataFrame, path: str, txn: int, meta
     else:
         where = None if replace is None else range_predicate(tc, DERIVED_TIME_COLUMN, *replace)
         overwrite_idempotent(df, path, replace_where=where, overwrite_schema=change not in (None, ADDITIVE), **kw)
+    return meta

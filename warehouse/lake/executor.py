@@ -17,6 +17,10 @@ pinned versions, compute, commit (`lake.commit.finish`) — read top to bottom t
 | stateful rebuild chunk | `lake.rebuild.run_rebuild` |
 | OPTIMIZE, VACUUM | `lake.maintain.run_maintenance` |
 
+Immediately before it writes, each job asks the warehouse lease the daemon holds whether it may
+(`Executor.fence`; a job refused there is known not committed) and names it in its commit
+(`Executor.sign`, the `leader` of `userMetadata`): one writer per warehouse, visible in the logs.
+
 Every job is planned from the watermark committed in the table's Delta log: after a failure whose
 outcome is unknown the table's state is re-read before its next job, so a job that did commit
 becomes a no-op (its partitions are already recorded; its window is already covered), and the
@@ -36,12 +40,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from policies.bulk import pool_for
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.events import JobFailed, JobFinished, StartJob
 from warehouse.lake.base import run_base
+from warehouse.lake.commit import leader_of
 from warehouse.lake.delta import table_path
 from warehouse.lake.derived import run_derived, run_recompute
 from warehouse.lake.evolution import evolution_problems
@@ -58,7 +63,7 @@ from warehouse.upkeep import MAINTENANCE_KINDS
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from warehouse.lake.commit import Lake
+    from warehouse.lake.commit import Lake, Leader
 
 __all__ = ["Executor", "JobError", "JobOutcome", "pipeline"]
 
@@ -84,11 +89,13 @@ class Executor:
     """Runs update jobs against the Delta tables under `warehouse.root` (a `lake.commit.Lake`)."""
 
     def __init__(self, config: FreshetConfig, spark: SparkSession | None, state: RecoveryState | None = None,
-                 *, link: SparkLink | None = None) -> None:
-        """`spark`: the session; or `link`, the daemon's (reconnecting) line to Spark."""
+                 *, link: SparkLink | None = None, leader: Leader | None = None) -> None:
+        """`spark`: the session; or `link`, the daemon's (reconnecting) line to Spark. `leader`:
+        the warehouse lease the daemon holds — each write is fenced by it and names it (None: neither)."""
         self.config = config
         self._spark = spark
         self.link = link
+        self.leader = leader
         self.log = delta_log(config, lambda: self.spark)  # the files, or through Spark (lake.recovery)
         state = state if state is not None else recover(config, self.log)
         self._states: dict[str, TableState] = {t.name: state.tables.get(t.name, TableState()).copy()
@@ -181,6 +188,18 @@ class Executor:
         """`job`'s work is already in the log `st`: nothing committed."""
         log.info("job %d (%s): %s — nothing appended", job.job_id, job.table, note)
         return noop_outcome(job, time.monotonic() - t0, st, note)
+
+    def fence(self) -> None:
+        """Refuse the write about to start (`JobRefused`: known not committed) unless the lease is
+        still held with margin (`Leader.lapsed`); no lease, no fence."""
+        why = self.leader.lapsed() if self.leader is not None else None
+        if why is not None:
+            raise JobRefused(f"refused before writing: {why}")
+
+    def sign(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """`meta` for the write about to start: fenced (`fence`), then with `leader` (`lake.commit.leader_of`)."""
+        self.fence()
+        return meta if self.leader is None else {**meta, "leader": leader_of(self.leader)}
 
     def evolution_problems(self, new: FreshetConfig) -> list[str]:
         """For a reload (SIGHUP): each derived table whose SQL in `new` would change its Delta

@@ -16,7 +16,8 @@ Plain Delta SQL on the table's path, so it works the same over Spark Connect (do
 Figures come from Delta itself: `DESCRIBE DETAIL` (files in the current version) and the
 `VACUUM START` commit's `sizeOfDataToDelete` (bytes reclaimed).
 
-`run_maintenance` is the pipeline of such a job: the table must exist; one OPTIMIZE or VACUUM;
+`run_maintenance` is the pipeline of such a job: the table must exist; the fence passed
+(`lake.commit`: the warehouse lease still held with margin); one OPTIMIZE or VACUUM;
 its commits carry no Freshet txn, so the table's next job plans from its log again (as after any
 commit Freshet did not make itself).
 """
@@ -56,6 +57,7 @@ def run_maintenance(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> Jo
     path = table_path(lake.config, tc.name)
     if lake.log.version(path) is None:
         raise JobError(f"table {tc.name!r} has no Delta table yet at {path}: nothing to {job.kind}")
+    lake.fence()  # its commits carry no Freshet metadata, but write the log all the same
     try:
         if job.kind == OPTIMIZE:
             done = optimize(lake.spark, path)

@@ -111,6 +111,7 @@ def _fold_chunk(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfi
             "window": [lo, hi], "sources": pinned, "read": pinned, "sql_version": sql_version(tc.increment),
             "reasons": list(job.reasons), "rebuild": {**progress, "done": hi, "lo": lo}}
     inc = increment(lake, session, tc, lo, hi, since={}, pinned=pinned)
+    meta = lake.sign(meta)  # the fence, then the writer (lake.commit)
     if first:
         overwrite_idempotent(state_rows(tc, inc.rows), shadow, table=app, txn_version=ms(hi), metadata=meta,
                              partition_by=None, overwrite_schema=True)
@@ -151,7 +152,7 @@ def _swap(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfig, t0:
                             "rebuild": {**progress, "done": progress["to"]}}
     if inc.late_from is not None:
         meta["late_since"], meta["late_from"] = dict(shadow_state.read), inc.late_from
-    merge(session, tc, shadow, inc.rows, txn, meta, app)
+    merge(session, tc, shadow, inc.rows, txn, lake.sign(meta), app)
     read = inc.versions
     if lake.log.commit_metrics(shadow, app, txn)[0] is None:  # an earlier attempt caught it up
         shadow_state = lake.log.table_state(shadow, app)
@@ -166,6 +167,7 @@ def _swap(lake: Lake, session: SparkSession, job: StartJob, tc: TableConfig, t0:
             "window": [progress["from"], freshness], "sources": read, "read": read,
             "sql_version": sql_version(tc.increment), "reasons": list(job.reasons),
             "rebuild": {**progress, "done": progress["to"], "swapped": True}}
+    meta = lake.sign(meta)
     overwrite_idempotent(read_delta(session, shadow, None), path, table=tc.name, txn_version=txn, metadata=meta,
                          partition_by=None, overwrite_schema=True)
     outcome = finish(lake, job, t0, st, path, txn, meta, done=lambda now: _swapped(now, progress),

@@ -80,6 +80,7 @@ def run_fold(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcom
                             "sql_version": sql_version(tc.increment)}
     with job_session(lake.spark) as session:
         if before is None:
+            lake.fence()  # an ALTER TABLE of the sources may write their logs
             enable_change_feed(session, lake.config, tc)
         # 2. pin and read, late rows too; 3. compute
         inc = increment(lake, session, tc, start, end, since=st.read)
@@ -87,6 +88,7 @@ def run_fold(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcom
         if inc.late_from is not None:  # late rows folded in as part of this increment (docs/warehouse.md §9)
             meta["late_since"], meta["late_from"] = dict(st.read), inc.late_from
         # 4. commit
+        meta = lake.sign(meta)  # the fence, then the writer (lake.commit)
         if before is None:  # the first job: the state is the increment
             append_idempotent(state_rows(tc, inc.rows), path, table=tc.name, txn_version=txn, metadata=meta,
                               partition_by=None)
@@ -121,6 +123,7 @@ def fold_late(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutco
         meta["sources"] = meta["read"] = inc.versions
         meta["late_from"] = inc.late_from
         # 4. commit
+        meta = lake.sign(meta)
         merge(session, tc, path, inc.rows, txn, meta)
     versions = inc.versions
     return finish(lake, job, t0, st, path, txn, meta,
