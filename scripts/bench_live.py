@@ -476,9 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load-threshold", type=float, default=footing.LoadGuard.default_threshold(),
                     help="refuse a contestant if the 1-minute load average is above this after --settle seconds "
                          f"(default {footing.LOAD_PER_CORE:g} per core: {footing.LoadGuard.default_threshold():g})")
-    ap.add_argument("--settle", type=float, default=120.0,
-                    help="seconds to wait before a contestant for the load to fall, beyond the 60·ln(load / "
-                         "threshold) its decay needs (default 120)")
+    ap.add_argument("--settle", type=float, default=None,
+                    help="seconds to wait at most before a contestant for the load to fall (default: 120 beyond "
+                         "the 60·ln(load / threshold) the previous contestant's own load needs to decay)")
     ap.add_argument("--tables", type=int, default=15,
                     help="the warehouse's size: N tables from today's mix, a fifth of them derived (live/spec.py "
                          "build; default 15, today's warehouse). The burst's rows are shared among the bursting "

@@ -241,17 +241,19 @@ def test_load_guard_waits_then_refuses_or_flags() -> None:
     r = g.before("cron")
     assert r["flagged"] is False and r["waited"] == 10.0 and slept == [5.0, 5.0] and r["before"][0] == 0.9
     assert r["others_cores"] == 0.25
-    with pytest.raises(RuntimeError, match="load average is 3.00 after waiting 76 s, above the threshold 1"):
+    with pytest.raises(RuntimeError, match="load average is 3.00 after waiting 10 s, above the threshold 1"):
         LoadGuard(1.0, settle=10.0, load=lambda: (3.0, 0.0, 0.0), sleep=lambda _: None).before("cron")
     # a 60-table contestant leaves a load of 10: its own decay, e^(-t/60), needs 138 s to reach 1,
-    # so the guard waits that beyond `settle` (it refused after 120 s before)
+    # so by default the guard waits that and 120 s more (a fixed 120 s refused it)
     clock = [0.0]
-    decaying = LoadGuard(1.0, settle=120.0, load=lambda: (10.0 * math.exp(-clock[0] / 60), 0.0, 0.0),
+    decaying = LoadGuard(1.0, load=lambda: (10.0 * math.exp(-clock[0] / 60), 0.0, 0.0),
                          sleep=lambda s: clock.__setitem__(0, clock[0] + s), others=lambda: None).before("grouped")
     assert decaying["flagged"] is False and 138 <= decaying["waited"] <= 145
+    with pytest.raises(RuntimeError, match="after waiting 167 s"):  # other processes' load: 120 + 60·ln 2.2
+        LoadGuard(1.0, load=lambda: (2.2, 0.0, 0.0), sleep=lambda _: None).before("cron")
     r = LoadGuard(1.0, settle=0.0, allow=True, load=lambda: (3.0, 0.0, 0.0), sleep=lambda _: None,
                   others=lambda: None).before("x")
-    assert r["flagged"] is True and r["waited"] == 65.9  # 60·ln 3: what its own decay would have needed
+    assert r["flagged"] is True and r["waited"] == 0.0
 
 
 def test_hot_trace_bursts_the_top_stream_too() -> None:

@@ -5,10 +5,10 @@ ran with, and the commit the figures come from.
 
 **The load guard.** Before a contestant starts, wait until the 1-minute load average is at or
 below the threshold — by default half a load per core, 1.0 on the benchmark's 2-core machine. The
-previous contestant's load decays by itself (e^(−t/60)): from a load L the wait is `settle`
-seconds plus the 60·ln(L / threshold) that decay needs (a 60-table contestant leaves a load of
-10, which 120 s alone bring only to 1.35), so a load still above the threshold after the wait is
-other processes'. Then refuse the run, or, when the
+previous contestant's load decays by itself (e^(−t/60)): from a load L the wait is at most 120 s
+plus the 60·ln(L / threshold) that decay needs (a 60-table contestant leaves a load of 10, which
+120 s alone bring only to 1.35), or exactly `settle` seconds when the caller gives one, so a load
+still above the threshold after the wait is other processes'. Then refuse the run, or, when the
 caller allows it (`--allow-load`), go on and flag the contestant. Also recorded: the cores other
 processes kept busy over a few seconds (psutil: the machine's busy share minus this process's).
 
@@ -36,6 +36,7 @@ __all__ = ["LOAD_PER_CORE", "MIN_FREE_GB", "LoadGuard", "disk_room", "provenance
 
 LOAD_PER_CORE = 0.5  # the default threshold: 1-minute load average per core
 DECAY = 60.0  # seconds: the 1-minute load average falls as e^(−t/DECAY) when nothing runs
+SETTLE = 120.0  # seconds the guard waits beyond that decay, by default
 # Free disk a contestant needs: its Delta tables keep ~1.3 GB and the burst's landing files a few
 # more until it is measured (the `--quick` shape); on a full disk its writes fail and it is
 # measured as stale, not refused (trace 13 of the first repeated run: docs/benchmarks.md).
@@ -59,7 +60,7 @@ class LoadGuard:
     """Waits for a quiet machine before each contestant; refuses or flags a loaded one."""
 
     threshold: float
-    settle: float = 120.0  # seconds to wait, beyond what the decay from the load found needs
+    settle: float | None = None  # seconds to wait at most; None: SETTLE + what the decay from the load found needs
     allow: bool = False  # go on (flagged) instead of refusing
     load: Callable[[], tuple[float, float, float]] = os.getloadavg
     sleep: Callable[[float], None] = time.sleep
@@ -75,7 +76,8 @@ class LoadGuard:
         `RuntimeError` naming the load when it is above the threshold and not allowed."""
         waited = 0.0
         avg = self.load()
-        limit = self.settle + (DECAY * math.log(avg[0] / self.threshold) if avg[0] > self.threshold > 0 else 0.0)
+        limit = self.settle if self.settle is not None else SETTLE + (
+            DECAY * math.log(avg[0] / self.threshold) if avg[0] > self.threshold > 0 else 0.0)
         while avg[0] > self.threshold and waited < limit:
             step = min(self.poll, limit - waited)
             self.sleep(step)
