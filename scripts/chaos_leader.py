@@ -50,6 +50,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scripts.chaos import _group_alive, wait_until  # noqa: E402 — the process-group check and poll of the kill storm
 from tests.helpers_s3 import CREDENTIALS, S3Server, start_s3, stop_s3  # noqa: E402
 
 T0 = 1_764_000_000.0  # 2025-11-24T16:00:00Z, a multiple of 5 minutes
@@ -190,35 +191,6 @@ class Node:
             rc = self.proc.wait(30)
         self.reap(15)
         return rc
-
-
-def _group_alive(pgid: int) -> bool:
-    """A process of session `pgid` that is not a zombie."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
-
-
-def wait_until(pred: Any, timeout: float, every: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(every)
-    return False
 
 
 def holder(server: S3Server) -> dict[str, Any]:
