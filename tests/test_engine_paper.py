@@ -70,8 +70,11 @@ def test_lookahead_example_section_3_1():
     assert choose_with_lookahead([j1, j2], [], TAU).table == "t1"
 
 
-def test_lookahead_scheduler_prefers_j2():
-    """The same example through the Scheduler: t3's stream last arrived at τ−49, period 50."""
+def lookahead_example(policy: str, **scheduler) -> tuple[Scheduler, list]:
+    """§3.1's Lookahead example through the Scheduler: t1
+    (ΔF = 10, E = 3) and t2 (ΔF = 5, E = 2), p = 1, released at τ while tx holds the one track; t3
+    (p = 10, E = 3) last arrived at τ − 49 with period 50, so its next partition, (τ − 49, τ + 1], is
+    expected at τ + 1. Returns the scheduler and the jobs it starts when tx ends at τ."""
     cfg = config(
         [{"name": "s1", "period": 10}, {"name": "s2", "period": 10}, {"name": "s3", "period": 50},
          {"name": "sx", "period": 1000}],
@@ -81,7 +84,8 @@ def test_lookahead_scheduler_prefers_j2():
             {"name": "t3", "stream": "s3", "priority": 10, "cost": {"alpha": 3, "beta": 0}},
             {"name": "tx", "stream": "sx", "priority": 1000, "cost": {"alpha": 1, "beta": 0}},
         ],
-        policy="lookahead",
+        policy=policy,
+        **scheduler,
     )
     s = Scheduler(cfg, now=0, recovered={"t1": Recovered(TAU - 10), "t2": Recovered(TAU - 5), "t3": Recovered(0),
                                          "tx": Recovered(0)})
@@ -91,7 +95,12 @@ def test_lookahead_scheduler_prefers_j2():
     (x,) = s.handle(PartitionArrived(stream="sx", partition_id="x", start=0, end=TAU - 1), TAU - 1)
     assert s.handle(PartitionArrived(stream="s1", partition_id="a", start=TAU - 10, end=TAU), TAU) == []
     assert s.handle(PartitionArrived(stream="s2", partition_id="b", start=TAU - 5, end=TAU), TAU) == []
-    (nxt,) = s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
+    return s, s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
+
+
+def test_lookahead_scheduler_prefers_j2():
+    """The same example through the Scheduler: t3's stream last arrived at τ−49, period 50."""
+    _, (nxt,) = lookahead_example("lookahead")
     assert nxt.table == "t2"  # Max-Benefit alone would pick t1
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from policies.basic import Candidate, marginal_benefit, policy_key, quadratic_index
 from tests.helpers_engine import config
+from tests.test_engine_paper import lookahead_example
 from warehouse.events import JobFinished, PartitionArrived
 from warehouse.scheduler import Recovered, Scheduler
 
@@ -84,33 +85,6 @@ def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
 
 
 # ---- rollout (warehouse.rollout) ---------------------------------------------------------------------
-def _paper_example(policy: str, **scheduler) -> tuple[Scheduler, list]:
-    """§3.1's Lookahead example through the Scheduler (as tests/test_engine_paper.py builds it): t1
-    (ΔF = 10, E = 3) and t2 (ΔF = 5, E = 2), p = 1, released at τ while tx holds the one track; t3
-    (p = 10, E = 3) last arrived at τ − 49 with period 50, so its next partition, (τ − 49, τ + 1], is
-    expected at τ + 1. Returns the scheduler and the jobs it starts when tx ends at τ."""
-    cfg = config(
-        [{"name": "s1", "period": 10}, {"name": "s2", "period": 10}, {"name": "s3", "period": 50},
-         {"name": "sx", "period": 1000}],
-        [
-            {"name": "t1", "stream": "s1", "cost": {"alpha": 3, "beta": 0}},
-            {"name": "t2", "stream": "s2", "cost": {"alpha": 2, "beta": 0}},
-            {"name": "t3", "stream": "s3", "priority": 10, "cost": {"alpha": 3, "beta": 0}},
-            {"name": "tx", "stream": "sx", "priority": 1000, "cost": {"alpha": 1, "beta": 0}},
-        ],
-        policy=policy,
-        **scheduler,
-    )
-    s = Scheduler(cfg, now=0, recovered={"t1": Recovered(TAU - 10), "t2": Recovered(TAU - 5), "t3": Recovered(0),
-                                         "tx": Recovered(0)})
-    (j,) = s.handle(PartitionArrived(stream="s3", partition_id="c", start=0, end=TAU - 49), TAU - 49)
-    assert s.handle(JobFinished(job_id=j.job_id, duration=3), TAU - 46) == []
-    (x,) = s.handle(PartitionArrived(stream="sx", partition_id="x", start=0, end=TAU - 1), TAU - 1)
-    assert s.handle(PartitionArrived(stream="s1", partition_id="a", start=TAU - 10, end=TAU), TAU) == []
-    assert s.handle(PartitionArrived(stream="s2", partition_id="b", start=TAU - 5, end=TAU), TAU) == []
-    return s, s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
-
-
 def _window(s: Scheduler, first: list) -> tuple[list[str], dict[str, float]]:
     """Run on from τ: t3's partition arrives at τ + 1, each job ends at its estimate; p·∫S dτ per
     table over (τ, τ + 10] and the order the jobs ran in."""
@@ -137,8 +111,8 @@ def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale(
     Rollout runs J2 100–102, J3 102–105, J1 105–108. t1: S 10→18 then 8→10: 112 + 18 = 130; t2: S 5→7
     then 2→10: 12 + 48 = 60; t3: S 49→54 then 4→9: 257.5 + 32.5 = 290, × 10 = 2900. Total 3090: 480 less.
     tx (loaded to 99 at 100, next partition at 1099) adds the same to both."""
-    mb, mb_first = _paper_example("max-benefit")
-    ro, ro_first = _paper_example("rollout", rollout={"k": 3, "horizon": 10})
+    mb, mb_first = lookahead_example("max-benefit")
+    ro, ro_first = lookahead_example("rollout", rollout={"k": 3, "horizon": 10})
     assert [j.table for j in mb_first] == ["t1"]
     assert [j.table for j in ro_first] == ["t2"]
     stats = ro.stats(TAU).rollout
@@ -153,7 +127,7 @@ def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale(
 
 
 def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> None:
-    s, first = _paper_example("rollout", rollout={"k": 3, "horizon": 10, "budget_events": 2})
+    s, first = lookahead_example("rollout", rollout={"k": 3, "horizon": 10, "budget_events": 2})
     assert [j.table for j in first] == ["t1"]  # Max-Benefit's pick
     stats = s.stats(TAU).rollout
     assert stats is not None and (stats.decisions, stats.overrides, stats.fallbacks) == (1, 0, 1)
@@ -162,7 +136,7 @@ def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> No
 def test_rollout_counts_survive_a_reload() -> None:
     from warehouse.events import Reconfigure
 
-    s, _ = _paper_example("rollout", rollout={"k": 3, "horizon": 10})
+    s, _ = lookahead_example("rollout", rollout={"k": 3, "horizon": 10})
     s.handle(Reconfigure(config=s.config), TAU)
     stats = s.stats(TAU).rollout
     assert stats is not None and (stats.decisions, stats.overrides) == (1, 1)
