@@ -191,6 +191,19 @@ def test_cost_model_a_slow_first_job_is_overhead_not_a_per_second_cost():
     assert spread.beta > 0.3
 
 
+def test_cost_model_two_jobs_do_not_make_a_slope():
+    """Live, 240 tables: b185 (p=100, a 10-s stream) ran 1.05 s at n = 5 and 3.48 s at n = 10. The
+    slope between the two made β = 0.23 (its peers 0.09); p·ΔF/E(ΔF) ≤ p/β = 442 stayed below the
+    658 of every p=100 table with one fresh partition, and b185 never ran again. From the third job
+    on, sizes that vary teach β as before."""
+    m = CostModel(alpha=1.0, beta=0.1)
+    m.observe(5.0, 1.054)
+    m.observe(10.0, 3.48)
+    assert m.beta == pytest.approx(0.1) and 100 / m.beta > 100 * 10 / 1.52
+    m.observe(40.0, 2.0)  # its backlog's job, when it runs: a wider spread of n, a real slope
+    assert m.n_obs == 3 and m.beta != pytest.approx(0.1)
+
+
 def test_cost_model_a_few_bulk_loads_do_not_erase_alpha():
     """Live: five jobs of n = 20 s (0.4–0.9 s), then bulk loads of
     n ≈ 10^5 s (4–14 s). With the prior's weight scaled by the mean n (23,000), β0 = 0.1 was a

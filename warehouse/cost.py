@@ -4,8 +4,9 @@ A ridge regression toward the config prior over exponentially decayed sufficient
 O(1) per observation, exact for a noiseless line, robust to a stalled job (an observation is
 clipped to 5E of the current estimate before it counts, once a few have been seen; a job far
 faster than E is not clipped: it is how a first bulk load teaches β). β is learned
-only from how durations vary with n; until they vary, β keeps its prior and α takes the level
-(one slow job — a cold JVM — is per-job overhead, not a per-second cost).
+only from how durations vary with n, and only from the third job on (two jobs always lie on a
+line); until then, β keeps its prior and α takes the level (one slow job — a cold JVM — is
+per-job overhead, not a per-second cost).
 
 n is event time at the stream's typical rate of rows (`RowRate`): a base job that loads ten seconds
 of a burst with 100× the rows is n = 1,000 s, not 10 s, so a bulk load is not mistaken for a short
@@ -58,6 +59,7 @@ class CostModel:
     decay: float = 0.97  # weight of history per new observation (~33 effective observations)
     prior_weight: float = 0.5  # the prior counts as this many observations
     clip: float = 5.0
+    settled: int = 3  # jobs seen before one is clipped to 5E, and before β leaves its prior
     n_obs: int = 0
     _alpha0: float = 0.0
     _beta0: float = 0.0
@@ -82,7 +84,7 @@ class CostModel:
             return
         n = (n if n < _BOUND else _BOUND) if n > 0.0 else 0.0  # (NaN: 0) a bound no real job comes near,
         duration = duration if duration < _BOUND else _BOUND  # so the statistics never overflow
-        if self.n_obs >= 3:
+        if self.n_obs >= self.settled:
             pred = max(self.estimate(n), 1e-9)
             duration = min(duration, pred * self.clip)
         d = self.decay
@@ -112,7 +114,14 @@ class CostModel:
         n_bar, d_bar = self._sn / w, self._sd / w
         snn = max(self._snn - w * n_bar * n_bar, 0.0)
         snd = self._snd - w * n_bar * d_bar
-        beta = (snd + lb * self._beta0) / (snn + lb) if snn + lb > 1e-12 else self._beta0
+        # Two jobs always lie on a line: a slope through two noisy durations is noise (a priority-100
+        # table's 1.05 s at n = 5 and 3.48 s at n = 10 gave β = 0.23 against its peers' 0.09, and
+        # p·ΔF/E(ΔF) ≤ p/β kept it below every fresh table of its priority for good). β moves from
+        # its prior from the third job on.
+        if self.n_obs < self.settled:
+            beta = self._beta0
+        else:
+            beta = (snd + lb * self._beta0) / (snn + lb) if snn + lb > 1e-12 else self._beta0
         beta = max(beta, 0.0)  # durations cannot shrink with more data
         alpha = (w * (d_bar - beta * n_bar) + lam * self._alpha0) / (w + lam)
         if alpha < 0:  # the line through the data crosses below 0: all of it is β·n
