@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warehouse.config_storage import landing_on_s3
 from warehouse.errors import ConfigError
 from warehouse.landing.manifest import QUARANTINE, PartitionRejected
 from warehouse.landing.seam import DataFile, LandingStore
@@ -22,16 +23,32 @@ from warehouse.paths import local_path
 if TYPE_CHECKING:
     from warehouse.config_storage import WarehousePaths
 
-__all__ = ["LocalStore", "open_store"]
+__all__ = ["LocalStore", "open_store", "split_s3"]
+
+
+def split_s3(location: str) -> tuple[str, str]:
+    """(bucket, prefix without slashes at its ends) of an `s3://` or `s3a://` location."""
+    rest = location.split("://", 1)[1]
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise ConfigError(f"warehouse.landing: {location!r} names no bucket (expected s3a://bucket/prefix)")
+    return bucket, prefix.strip("/")
 
 
 def open_store(paths: WarehousePaths) -> LandingStore:
-    """The store of `paths.landing`: a local directory (a path or `file:` URI)."""
+    """The store of `paths.landing`: a local directory (a path or `file:` URI), or a bucket."""
     landing = paths.landing
+    if landing_on_s3(landing):
+        from warehouse.config_storage import S3Settings
+        from warehouse.lake.s3a import s3_client
+        from warehouse.landing.store_s3 import S3Store
+
+        bucket, prefix = split_s3(landing)
+        return S3Store(s3_client(paths.s3 or S3Settings(), 50.0, attempts=3), bucket, prefix)
     root = local_path(landing)
     if root is None:
-        raise ConfigError(f"warehouse.landing: {landing!r}: the landing zone must be a local path or a file: URI "
-                          "(the intake reads and moves its files)")
+        raise ConfigError(f"warehouse.landing: {landing!r}: the landing zone must be a local path, a file: URI "
+                          "or an s3a://bucket/prefix (the intake reads and moves its files)")
     return LocalStore(root)
 
 
