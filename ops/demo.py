@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, StreamConfig, load_config, parse_duration
+from warehouse.config_storage import landing_on_s3
 from warehouse.errors import ConfigError
 from warehouse.landing.intake import MANIFEST, partition_id
 from warehouse.times import iso, parse_time
@@ -197,6 +198,15 @@ def write_partition(landing: str | Path, stream: str, pid: str, start: float, en
     return d
 
 
+def demo_landing(config: FreshetConfig) -> Path:
+    """The local landing zone the demo producer writes into; ConfigError for a bucket (the demo
+    writes files, it is no S3 producer)."""
+    if landing_on_s3(config.warehouse.landing):
+        raise ConfigError(f"the demo producer writes into a local landing zone, and warehouse.landing is the "
+                          f"bucket {config.warehouse.landing!r}: run the demo with a local landing directory")
+    return Path(config.warehouse.landing)
+
+
 def resume_points(config: FreshetConfig, state: RecoveryState | None = None) -> dict[str, float]:
     """stream → the newest event time already produced: the largest freshness of the stream's base
     tables in their Delta logs (`state`, else read with `recover`), or the largest `end` of a
@@ -214,7 +224,7 @@ def resume_points(config: FreshetConfig, state: RecoveryState | None = None) -> 
     for t in config.tables:
         if t.stream and t.name in state.tables:
             seen(t.stream, state.tables[t.name].freshness)
-    landing = Path(config.warehouse.landing)
+    landing = demo_landing(config)
     for s in config.streams:
         for manifest in (landing / s.name).glob(f"*/{MANIFEST}"):
             try:
@@ -233,7 +243,7 @@ class Producer:
         if speed <= 0:
             raise ConfigError(f"--speed must be positive, got {speed}")
         self.config = config
-        self.landing = Path(config.warehouse.landing)
+        self.landing = demo_landing(config)
         self.speed = speed
         self.clock = clock
         self.wall0 = clock()

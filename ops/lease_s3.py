@@ -30,48 +30,16 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ops.lease_base import Fenced, LeaseHeld, machine, pid_alive
-from warehouse.config import S3Settings
-from warehouse.errors import ConfigError, FreshetError
-from warehouse.lake.s3a import ENV_KEYS
+from warehouse.errors import FreshetError
+from warehouse.lake.s3a import s3_client, s3_status
 
 __all__ = ["LEASE_KEY", "S3Lease", "s3_client"]
 
 LEASE_KEY = "_freshet/lease"
-
-
-def s3_client(s3: S3Settings, timeout: float, environ: Mapping[str, str] | None = None) -> Any:
-    """A boto3 S3 client with the credentials Spark's S3A gets (`warehouse.s3.credentials`: the
-    environment, or the SDK's default chain), its endpoint, region and addressing; each request
-    gives up within `timeout / 10` (at least 0.2 s), well inside the margin an owner keeps, so a
-    hung request never delays the owner's own expiry."""
-    import boto3
-    from botocore.config import Config
-
-    environ = os.environ if environ is None else environ
-    creds: dict[str, str] = {}
-    if s3.credentials == "env":
-        missing = [k for k in ENV_KEYS if not environ.get(k)]
-        if missing:
-            raise ConfigError(f"warehouse.s3.credentials is env, but {' and '.join(missing)} "
-                              f"{'is' if len(missing) == 1 else 'are'} not set in the daemon's environment")
-        creds = {"aws_access_key_id": environ["AWS_ACCESS_KEY_ID"],
-                 "aws_secret_access_key": environ["AWS_SECRET_ACCESS_KEY"]}
-        if environ.get("AWS_SESSION_TOKEN"):
-            creds["aws_session_token"] = environ["AWS_SESSION_TOKEN"]
-    wait = max(0.2, min(timeout / 10, 5.0))
-    config = Config(connect_timeout=wait, read_timeout=wait, retries={"max_attempts": 1, "mode": "standard"},
-                    s3={"addressing_style": "path" if s3.path_style else "auto"})
-    region = s3.region or ("us-east-1" if s3.endpoint is not None else None)
-    return boto3.client("s3", endpoint_url=s3.endpoint, region_name=region, config=config, **creds)
-
-
-def _status(err: Exception) -> int | None:
-    response = getattr(err, "response", None)
-    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
 
 
 def _pid_gone(pid: Any) -> bool:
@@ -122,7 +90,7 @@ class S3Lease(Fenced):
         try:
             got = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except Exception as e:
-            if _status(e) == 404:
+            if s3_status(e) == 404:
                 return None
             raise
         try:
@@ -135,7 +103,7 @@ class S3Lease(Fenced):
         try:
             return str(self.client.head_object(Bucket=self.bucket, Key=self.key)["ETag"])
         except Exception as e:
-            if _status(e) == 404:
+            if s3_status(e) == 404:
                 return None
             raise
 
@@ -159,7 +127,7 @@ class S3Lease(Fenced):
                 return
             except Exception as e:
                 self.epoch = 0
-                if _status(e) not in (409, 412):
+                if s3_status(e) not in (409, 412):
                     raise
             seen = self.read()
             if seen is None:
@@ -180,7 +148,7 @@ class S3Lease(Fenced):
                 self._took(self._put(self._record(), IfMatch=etag), sent)
             except Exception as e:
                 self.epoch = 0
-                if _status(e) not in (409, 412):
+                if s3_status(e) not in (409, 412):
                     raise
                 raise LeaseHeld(f"warehouse in use: another freshet daemon took the lease first ({self.path})") from None
             if held.get("state") != "released":
@@ -241,7 +209,7 @@ class S3Lease(Fenced):
                     self._took(self._put(self._record(), IfMatch=self.etag), sent)
                     return True
                 except Exception as e:
-                    if _status(e) != 412:
+                    if s3_status(e) != 412:
                         raise
                 seen = self.read()  # a write that timed out here may have landed: ours, with a new ETag
                 if seen is None or seen[0].get("owner") != self.owner or seen[0].get("epoch") != self.epoch:

@@ -72,6 +72,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--demo-backfill: {e}") from None
     if args.demo_speed <= 0:
         raise ConfigError(f"--demo-speed must be positive (got {args.demo_speed})")
+    if args.demo:
+        from ops.demo import demo_landing
+
+        demo_landing(config)  # a landing zone on a bucket: refused before anything runs
     opts = Options(config_path=args.config, listen=args.listen, grace=args.grace, demo=args.demo,
                    poll=args.poll, trace=args.trace, max_body=args.max_body,
                    demo_options={"speed": args.demo_speed, "backfill": backfill})

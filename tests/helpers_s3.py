@@ -63,6 +63,18 @@ class S3Server:
             token = page["NextContinuationToken"]
 
 
+def upload(server: S3Server, local: Path, prefix: str, stream: str, pids: list[str], *,
+           manifest: bool = True) -> None:
+    """Put partitions written under the local landing zone `local` into `<prefix>/<stream>/<pid>/`
+    as a producer does: the data files first, then (`manifest`) `_partition.json`, last."""
+    c = server.client()
+    for pid in pids:
+        d = local / stream / pid
+        files = sorted(f for f in d.iterdir() if f.is_file() and f.name != "_partition.json")
+        for f in files + ([d / "_partition.json"] if manifest else []):
+            c.put_object(Bucket=server.bucket, Key=f"{prefix}/{stream}/{pid}/{f.name}", Body=f.read_bytes())
+
+
 def start_s3(log: Path, bucket: str = BUCKET, timeout: float = 30.0) -> S3Server:
     """`python -m moto.server` on 127.0.0.1:<free port>, with `bucket` created."""
     port = free_port()

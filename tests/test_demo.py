@@ -60,3 +60,17 @@ def test_a_restarted_producer_continues_after_the_delta_log_and_the_landing_zone
 def test_resume_points_read_the_delta_log_when_no_state_is_given(tmp_path):
     cfg = netmon(tmp_path)
     assert resume_points(cfg) == {}  # nothing anywhere: the producer starts --backfill ago
+
+
+def test_the_demo_refuses_a_landing_zone_on_a_bucket(tmp_path):
+    """It writes local files: given `s3a://…` it would write them under a directory named `s3a:`
+    in the current one, which no intake reads."""
+    import pytest
+
+    from warehouse.errors import ConfigError
+
+    raw = netmon(tmp_path).model_dump(by_alias=True)
+    raw["warehouse"] = {"root": str(tmp_path / "data"), "landing": "s3a://lake/landing"}
+    cfg = parse_config(raw)
+    with pytest.raises(ConfigError, match="the demo producer writes into a local landing zone"):
+        Producer(cfg, speed=600.0, start=T0)

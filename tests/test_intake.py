@@ -90,22 +90,24 @@ def test_a_directory_naming_no_stream_is_logged_and_counted_once_and_left_in_pla
     assert [e.partition_id for e in intake.scan()] == ["m-0000"] and intake.unknown == {}
 
 
-@pytest.mark.parametrize(
-    ("change", "reason"),
-    [
-        ({"start": None}, "missing field(s) 'start'"),
-        ({"rows": None, "files": None}, "missing field(s) 'files', 'rows'"),
-        ({"end": T0 - 10}, "is not after start"),
-        ({"end": "yesterday"}, "not an ISO-8601 time"),
-        ({"rows": -1}, "bad field 'rows'"),
-        ({"files": ["nope.parquet"]}, "file missing: 'nope.parquet'"),
-        ({"files": ["../m-0001/part-0.parquet"]}, "file outside the landing zone"),
-        ({"files": ["/etc/passwd"]}, "file outside the landing zone"),
-        ({"rows": 5}, "row count: the manifest says 5 rows, the files hold 4"),
-        ({"start": T0 + 30}, "rows outside (start, end]"),
-        ({"end": T0 + 30}, "rows outside (start, end]"),
-    ],
-)
+#: A manifest's change (of m-0000, one minute from T0) and the reason it is quarantined for: the
+#: local landing zone's cases here, the bucket's in tests/test_landing_s3.py.
+BAD_MANIFESTS = [
+    ({"start": None}, "missing field(s) 'start'"),
+    ({"rows": None, "files": None}, "missing field(s) 'files', 'rows'"),
+    ({"end": T0 - 10}, "is not after start"),
+    ({"end": "yesterday"}, "not an ISO-8601 time"),
+    ({"rows": -1}, "bad field 'rows'"),
+    ({"files": ["nope.parquet"]}, "file missing: 'nope.parquet'"),
+    ({"files": ["../m-0001/part-0.parquet"]}, "file outside the landing zone"),
+    ({"files": ["/etc/passwd"]}, "file outside the landing zone"),
+    ({"rows": 5}, "row count: the manifest says 5 rows, the files hold 4"),
+    ({"start": T0 + 30}, "rows outside (start, end]"),
+    ({"end": T0 + 30}, "rows outside (start, end]"),
+]
+
+
+@pytest.mark.parametrize(("change", "reason"), BAD_MANIFESTS)
 def test_bad_manifests_are_quarantined_with_a_reason(cfg, change, reason) -> None:
     write_minutes(cfg, "m", 0, 2)
     rewrite_manifest(cfg, "m", "m-0000", **change)

@@ -91,6 +91,19 @@ def test_a_local_root_or_a_remote_spark_gets_no_jars() -> None:
     assert "freshet.jars.packages" not in remote.conf and remote.conf[S3A + "input.stream.type"] == "classic"
 
 
+def test_a_landing_zone_on_a_bucket_gets_the_connector_beside_a_local_root() -> None:
+    """The base jobs read a bucket's partitions as s3a:// URIs: the connector is set up for them
+    even when the tables are local, and `warehouse.s3` is accepted for the landing zone alone."""
+    cfg = config({"root": "/srv/wh", "landing": "s3a://b/in", "s3": {"endpoint": "http://127.0.0.1:9000",
+                                                                     "path_style": True}})
+    conf = spark_config(cfg, {}).conf
+    assert conf[S3A + "endpoint"] == "http://127.0.0.1:9000" and conf[S3A + "path.style.access"] == "true"
+    assert conf["freshet.jars.packages"] == s3a_packages()
+    s3 = spark_config(config({"root": "/srv/wh", "landing": "s3://b/in"}), {})  # s3:// is the same bucket
+    assert s3.conf[S3A + "path.style.access"] == "false"
+    assert "names no bucket" in error({"landing": "s3a:///in"})
+
+
 def test_the_connector_matches_the_hadoop_client_pyspark_ships() -> None:
     hadoop = hadoop_version()
     coordinates = s3a_packages().split(",")

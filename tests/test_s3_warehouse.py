@@ -2,7 +2,9 @@
 real S3 API (moto's server, tests/helpers_s3.py) through the Hadoop S3A connector. A base table
 and a derived one are loaded; the daemon is SIGKILLed while a job runs, restarted (recovery reads
 the Delta logs on the bucket), and runs until caught up. delta-rs, reading the same bucket, audits
-it: every row once, the derived table equal to its SQL computed here in plain Python."""
+it: every row once, the derived table equal to its SQL computed here in plain Python. A second
+test puts the landing zone on the bucket instead (`warehouse.landing: s3a://…`, the tables local):
+producers' partitions, a retry and a bad one, loaded from s3a:// URIs once each."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import yaml
 from conftest import BUCKET_SQL, MINUTE, SPARK_CONF, T0, parse_config, rows_for, write_minutes
 
 from tests.helpers_live import free_port, wait_for
-from tests.helpers_s3 import CREDENTIALS, S3Server, s3  # noqa: F401 — the fixture
+from tests.helpers_s3 import CREDENTIALS, S3Server, s3, upload  # noqa: F401 — the fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -123,3 +125,58 @@ def test_a_daemon_killed_mid_run_on_s3_loses_nothing_and_loads_nothing_twice(s3:
         assert len({x["id"] for x in leaders}) == len(set(epochs))  # one holder per epoch
         assert name != "m_raw" or epochs[0] == 1  # the first daemon loaded it before the kill
     assert any(k.startswith("wh/m_raw/_delta_log/") for k in s3.keys("wh/"))
+
+
+def test_a_landing_zone_on_a_bucket_is_loaded_once_beside_a_local_warehouse(s3: S3Server,  # noqa: F811
+                                                                           tmp_path: Path) -> None:
+    """The daemon with `warehouse.landing: s3a://freshet-test/landing` and a local root: the base
+    job reads each partition's files from the bucket through S3A (set up for the landing zone
+    alone), the intake archives them to `landing/_loaded/`, answers a producer's retry of an
+    archived partition as a duplicate and quarantines a bad one with its reason."""
+    data = _config(tmp_path, s3)
+    data["warehouse"] = {"root": str(tmp_path / "data"), "landing": f"s3a://{s3.bucket}/landing",
+                         "s3": s3.s3_settings()}
+    data["tables"] = data["tables"][:1]  # m_raw: the base table
+    path = tmp_path / "freshet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    stage = parse_config({**data, "warehouse": {"root": str(tmp_path / "data"), "landing": str(tmp_path / "stage")}})
+    ids = write_minutes(stage, "m", 0, 6)
+    [bad] = write_minutes(stage, "m", 20, 1, pid_prefix="bad-")
+    manifest = tmp_path / "stage" / "m" / bad / "_partition.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "rows": 99}))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = tmp_path / "daemon.log"
+    env = {**os.environ, **CREDENTIALS, "PYTHONPATH": str(ROOT)}
+
+    def fresh() -> float:
+        assert proc.poll() is None, log_path.read_text()[-4000:]
+        return httpx.get(f"{url}/v1/tables/m_raw", timeout=5).json()["freshness"] or 0
+
+    upload(s3, tmp_path / "stage", "landing", "m", ids[:3])
+    with log_path.open("a") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "ops.cli", "run", "--config", str(path),
+                                 "--listen", f"127.0.0.1:{port}", "--poll", "0.3", "--log-format", "json"],
+                                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for("the first partitions loaded and archived", lambda: fresh() >= T0 + 3 * MINUTE
+                 and not s3.keys(f"landing/m/{ids[0]}/"), timeout=240)
+        upload(s3, tmp_path / "stage", "landing", "m", [*ids[3:], ids[0], bad])  # ids[0]: the producer's retry
+        wait_for("caught up, the retry archived, the bad one quarantined",
+                 lambda: fresh() == T0 + 6 * MINUTE and not s3.keys("landing/m/")
+                 and f"landing/_quarantine/m/{bad}/reason" in s3.keys("landing/_quarantine/"), timeout=120)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0, log_path.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(tmp_path / "data" / "m_raw")).to_pyarrow_table().to_pylist()
+    assert sorted(r["id"] for r in rows) == [int(T0 + i * MINUTE) * 100 + j for i in range(6) for j in range(4)]
+    keys = s3.keys("landing/")
+    assert {k.split("/")[3] for k in keys if k.startswith("landing/_loaded/m/")} == {*ids, f"{ids[0]}.1"}
+    reason = s3.client().get_object(Bucket=s3.bucket, Key=f"landing/_quarantine/m/{bad}/reason")["Body"].read()
+    assert b"row count" in reason

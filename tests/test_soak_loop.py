@@ -153,16 +153,16 @@ class Soak:
             write(body)
 
         self.store._write = store_write  # type: ignore[method-assign]
-        import warehouse.landing.intake as intake_mod
+        import warehouse.landing.store as store_mod  # the local landing zone's moves
 
-        move = intake_mod._move
+        move = store_mod._move
 
         def archive_move(src: Path, dest_parent: Path, name: str) -> Path:
             if dest_parent.parent.name == "_loaded":
                 self._disk("archive")
             return move(src, dest_parent, name)
 
-        monkeypatch.setattr(intake_mod, "_move", archive_move)
+        monkeypatch.setattr(store_mod, "_move", archive_move)
 
     def _disk(self, what: str) -> None:
         if what in self.disk_full:

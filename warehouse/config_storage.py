@@ -10,9 +10,15 @@ from pydantic import Field, field_validator, model_validator
 
 from warehouse.config_base import Duration, Strict
 
-__all__ = ["S3Settings", "WarehousePaths"]
+__all__ = ["S3Settings", "WarehousePaths", "landing_on_s3"]
 
 _ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d{1,5})?/?$|^https?://\[[0-9A-Fa-f:.]+\](?::\d{1,5})?/?$")
+
+
+def landing_on_s3(landing: str) -> bool:
+    """`warehouse.landing: s3a://bucket/prefix` (canonical) or `s3://bucket/prefix`: the same objects."""
+    return landing.lower().startswith(("s3://", "s3a://"))
+
 
 class S3Settings(Strict):
     """The S3A connector for `warehouse.root: s3a://bucket/prefix` (docs/warehouse.md §2): which S3 API,
@@ -40,18 +46,22 @@ class S3Settings(Strict):
 
 class WarehousePaths(Strict):
     root: str = Field("./data", description="where the Delta tables live (path or URI)")
-    landing: str = Field("./landing", description="the landing zone producers write partitions into")
+    landing: str = Field("./landing", description="the landing zone producers write partitions into: a "
+                         "directory, or s3a://bucket/prefix (s3:// is the same bucket)")
     trace: str | None = Field(None, description="append observed arrivals and job durations here")
     lease_timeout: Duration = Field(30.0, gt=0, le=3600, description="seconds without renewal after which "
                                     "another daemon may take over the warehouse lease (ops.lease)")
-    s3: S3Settings | None = Field(None, description="the S3A connector for an s3a:// root (endpoint, region, "
-                                                    "path-style access, where credentials come from)")
+    s3: S3Settings | None = Field(None, description="the S3 API of an s3a:// root or landing zone (endpoint, "
+                                                    "region, path-style access, where credentials come from)")
 
     @model_validator(mode="after")
     def _s3_root(self) -> WarehousePaths:
         scheme = self.root.split("://", 1)[0].lower() if "://" in self.root else ""
-        if self.s3 is not None and scheme != "s3a":
+        if self.s3 is not None and scheme != "s3a" and not landing_on_s3(self.landing):
             hint = f": Spark reaches S3 through S3A, write s3a://{self.root.split('://', 1)[1]}" \
                 if scheme in ("s3", "s3n") else ""
-            raise ValueError(f"s3 configures the S3A connector, but root {self.root!r} is not an s3a:// URI{hint}")
+            raise ValueError(f"s3 configures the S3 API, but root {self.root!r} is not an s3a:// URI, nor is "
+                             f"landing {self.landing!r}{hint}")
+        if landing_on_s3(self.landing) and not self.landing.split("://", 1)[1].split("/", 1)[0]:
+            raise ValueError(f"landing {self.landing!r} names no bucket: expected s3a://bucket/prefix")
         return self

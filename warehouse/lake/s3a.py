@@ -21,11 +21,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from warehouse.config import FreshetConfig, S3Settings, SparkConfig
+from warehouse.config_storage import landing_on_s3
 from warehouse.errors import ConfigError, WarehouseError
 
-__all__ = ["AWS_SDK", "S3A_EXCLUDES", "hadoop_version", "is_s3a", "s3a_conf", "s3a_packages", "spark_config"]
+__all__ = ["AWS_SDK", "S3A_EXCLUDES", "hadoop_version", "is_s3a", "s3_client", "s3_status", "s3a_conf", "s3a_packages",
+           "spark_config"]
 
 # The AWS SDK v2 version each Hadoop release's hadoop-aws was built and tested with
 # (hadoop-project's `aws-java-sdk-v2.version`).
@@ -104,12 +107,47 @@ def s3a_conf(s3: S3Settings, environ: Mapping[str, str] | None = None) -> dict[s
     return conf
 
 
+def s3_client(s3: S3Settings, timeout: float, environ: Mapping[str, str] | None = None, *,
+              attempts: int = 1) -> Any:
+    """A boto3 S3 client with the credentials Spark's S3A gets (`warehouse.s3.credentials`: the
+    environment, or the SDK's default chain), its endpoint, region and addressing; each request
+    gives up within `timeout / 10` (at least 0.2 s, at most 5 s), `attempts` times. The lease
+    (ops.lease_s3) makes one attempt, well inside the margin an owner keeps, so a hung request
+    never delays the owner's own expiry; the landing zone (warehouse.landing.store_s3) retries."""
+    import boto3
+    from botocore.config import Config
+
+    environ = os.environ if environ is None else environ
+    creds: dict[str, str] = {}
+    if s3.credentials == "env":
+        missing = [k for k in ENV_KEYS if not environ.get(k)]
+        if missing:
+            raise ConfigError(f"warehouse.s3.credentials is env, but {' and '.join(missing)} "
+                              f"{'is' if len(missing) == 1 else 'are'} not set in the daemon's environment")
+        creds = {"aws_access_key_id": environ["AWS_ACCESS_KEY_ID"],
+                 "aws_secret_access_key": environ["AWS_SECRET_ACCESS_KEY"]}
+        if environ.get("AWS_SESSION_TOKEN"):
+            creds["aws_session_token"] = environ["AWS_SESSION_TOKEN"]
+    wait = max(0.2, min(timeout / 10, 5.0))
+    config = Config(connect_timeout=wait, read_timeout=wait, retries={"max_attempts": attempts, "mode": "standard"},
+                    s3={"addressing_style": "path" if s3.path_style else "auto"})
+    region = s3.region or ("us-east-1" if s3.endpoint is not None else None)
+    return boto3.client("s3", endpoint_url=s3.endpoint, region_name=region, config=config, **creds)
+
+
+def s3_status(err: Exception) -> int | None:
+    """The HTTP status of a failed boto3 request (None: no answer, e.g. the endpoint unreachable)."""
+    response = getattr(err, "response", None)
+    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
+
+
 def spark_config(config: FreshetConfig, environ: Mapping[str, str] | None = None) -> SparkConfig:
-    """The `spark` section the daemon starts Spark with: for an s3a:// root, the S3A settings and
+    """The `spark` section the daemon starts Spark with: for an s3a:// root or landing zone (whose
+    files the base jobs read as s3a:// URIs), the S3A settings and
     jars under the config's own `spark.conf` (which wins); otherwise `config.spark` unchanged.
     Over Spark Connect (`spark.remote`) the server holds the connector: only the runtime
     settings are sent (warehouse.lake.session)."""
-    if not is_s3a(config.warehouse.root):
+    if not is_s3a(config.warehouse.root) and not landing_on_s3(config.warehouse.landing):
         return config.spark
     conf = s3a_conf(config.warehouse.s3 or S3Settings(), environ)
     if config.spark.remote is None:

@@ -5,5 +5,6 @@ Everything a source sends passes through this room first, by file drop or by HTT
 in it talks to Spark. `manifest` holds the manifest and its one validator (the declaration, then
 the files against the stream: future-dated `end`, paths, format, schema, row times, row count,
 fingerprint); `intake` the scanner, the ids pending and loaded, the stream windows that refuse
-overlaps, and quarantine.
+overlaps, and quarantine; `store` the one seam through which both reach the landing zone's
+objects (a local directory, or a bucket: `store_s3`).
 """

@@ -10,6 +10,9 @@ unless the stream sets `allow_overlap`). A bad partition is moved to
 good one becomes a `PartitionArrived` event for the Scheduler. Once its base jobs have committed
 it (`archive`), its directory moves to `landing/_loaded/<stream>/<id>/`.
 
+The landing zone is a local directory or a bucket (`warehouse.landing: s3a://bucket/prefix`): the
+intake reads and moves it only through its store (`warehouse.landing.seam`).
+
 Concurrency: the scanner thread and any number of HTTP threads call in at once. Validation (reading
 and hashing files) runs under a claim on the partition's `(stream, id)` only, so partitions are
 validated in parallel and two submissions of one id are serialised; the intake lock guards only
@@ -22,8 +25,6 @@ import contextlib
 import json
 import logging
 import math
-import os
-import shutil
 import threading
 import time
 from collections import Counter
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.config import FreshetConfig, StreamConfig
-from warehouse.errors import ConfigError, WarehouseError
+from warehouse.errors import WarehouseError
 from warehouse.events import PartitionArrived, StartJob
 from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the landing zone's public names
     MANIFEST,
@@ -42,7 +43,6 @@ from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the land
     Partition,
     PartitionRejected,
     _arrow_type,
-    _inside,
     fingerprint,
     manifest_id,
     parse_manifest,
@@ -50,8 +50,9 @@ from warehouse.landing.manifest import (  # noqa: F401 — re-exported: the land
     partition_id,
     validate_partition,
 )
+from warehouse.landing.seam import LandingStore
+from warehouse.landing.store import LocalStore, open_store
 from warehouse.landing.windows import Windows
-from warehouse.paths import local_path
 from warehouse.times import iso
 
 if TYPE_CHECKING:
@@ -112,29 +113,11 @@ class _Unmoved:
     """A quarantine decided but not finished (the move or the reason file failed: a full disk, a
     permission): `scan` retries it; until then the partition stays where it is, skipped."""
 
-    directory: Path
+    directory: str  # relative to the landing zone (warehouse.landing.store)
     reason: str
     manifest: Any
     move: bool
-    dest: Path | None = None  # set once the directory (or the quarantine entry) exists
-
-
-def _free_path(parent: Path, name: str) -> Path:
-    """`parent/name`, suffixed `.1`, `.2`… if taken; `parent` is created."""
-    parent.mkdir(parents=True, exist_ok=True)
-    dest = parent / name
-    n = 0
-    while dest.exists():
-        n += 1
-        dest = parent / f"{name}.{n}"
-    return dest
-
-
-def _move(src: Path, dest_parent: Path, name: str) -> Path:
-    """Move directory `src` to `dest_parent/name` (suffixed if taken)."""
-    dest = _free_path(dest_parent, name)
-    shutil.move(str(src), str(dest))
-    return dest
+    dest: str | None = None  # set once the directory (or the quarantine entry) exists
 
 
 class Intake:
@@ -148,11 +131,8 @@ class Intake:
                  clock: Callable[[], float] = time.time,
                  on_count: Callable[[str, str], None] | None = None) -> None:
         self.config = config
-        landing = local_path(config.warehouse.landing)
-        if landing is None:
-            raise ConfigError(f"warehouse.landing: {config.warehouse.landing!r}: the landing zone must be a local "
-                              "path or a file: URI (the intake reads and moves its files)")
-        self.landing = landing
+        self.store: LandingStore = open_store(config.warehouse)  # a directory, or a bucket
+        self.landing: Path | None = self.store.root if isinstance(self.store, LocalStore) else None
         self._clock = clock
         self._on_count = on_count  # (counter, stream) at each count: pushed to Prometheus by the daemon
         self._lock = threading.Lock()
@@ -271,21 +251,17 @@ class Intake:
         now = self._clock()
         self._retry_quarantines()
         for stream in list(self._streams):
-            sdir = self.landing / stream
-            try:
-                entries = sorted(os.scandir(sdir), key=lambda e: e.name)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            for e in entries:
-                if e.name.startswith((".", "_")) or not e.is_dir(follow_symlinks=False):
+            names = self.store.children(stream)  # on a bucket: one delimited listing of <stream>/
+            for name in names or ():
+                if name.startswith((".", "_")):
                     continue
-                key = (stream, e.name)
+                key = (stream, name)
                 with self._lock:
                     if key in self._pending or key in self._unmoved:
                         continue
                 with self._claim(key, wait=False) as got:
                     if got:
-                        p = self._discover(stream, e.name, Path(e.path), now)
+                        p = self._discover(stream, name, f"{stream}/{name}", now)
                         if p is not None:
                             out.append(p)
         if now - self._unknown_at >= UNKNOWN_EVERY:
@@ -301,39 +277,37 @@ class Intake:
         stream picks it up."""
         seen: set[tuple[str, str]] = set()
         try:
-            dirs = [e for e in os.scandir(self.landing) if not e.name.startswith((".", "_"))
-                    and e.name not in self._streams and e.is_dir(follow_symlinks=False)]
+            dirs = [d for d in self.store.children("") or () if not d.startswith((".", "_")) and d not in self._streams]
             for d in dirs:
                 new = []
-                for e in os.scandir(d.path):
-                    if not e.name.startswith((".", "_")) and e.is_dir(follow_symlinks=False) \
-                            and os.path.isfile(os.path.join(e.path, MANIFEST)):
-                        seen.add((d.name, e.name))
-                        if (d.name, e.name) not in self._unknown_seen:
-                            self._unknown_seen.add((d.name, e.name))
-                            new.append(e.name)
+                for e in self.store.children(d) or ():
+                    if not e.startswith((".", "_")) and self.store.is_file(f"{d}/{e}/{MANIFEST}"):
+                        seen.add((d, e))
+                        if (d, e) not in self._unknown_seen:
+                            self._unknown_seen.add((d, e))
+                            new.append(e)
                 if new:
                     log.warning("landing zone: %s/ names no configured stream, so its partition(s) %s are not "
-                                "loaded (left in place); known streams: %s", d.name, ", ".join(sorted(new)[:5])
+                                "loaded (left in place); known streams: %s", d, ", ".join(sorted(new)[:5])
                                 + (f" and {len(new) - 5} more" if len(new) > 5 else ""),
                                 ", ".join(sorted(self._streams)))
         except FileNotFoundError:  # no landing zone (yet): nothing waits in it
             pass
         except OSError as err:
-            log.warning("cannot list the landing zone %s: %s", self.landing, err)
+            log.warning("cannot list the landing zone %s: %s", self.store.location, err)
             return
         self._unknown_seen = seen
         self.unknown = dict(Counter(d for d, _ in seen))
 
-    def _discover(self, stream: str, pid: str, directory: Path, now: float) -> Partition | None:
+    def _discover(self, stream: str, pid: str, directory: str, now: float) -> Partition | None:
         """One directory of the landing zone, under its claim."""
-        mpath = directory / MANIFEST
-        if not mpath.is_file():
+        mpath = f"{directory}/{MANIFEST}"
+        if not self.store.is_file(mpath):
             return None  # not complete yet (or moved away by a concurrent submission)
         try:
-            text = mpath.read_text()
+            text = self.store.read_text(mpath)
         except OSError as err:
-            log.warning("cannot read %s: %s", mpath, err)
+            log.warning("cannot read %s: %s", self.store.where(mpath), err)
             return None
         try:
             data = json.loads(text)
@@ -363,7 +337,7 @@ class Intake:
             raise UnknownStream(f"unknown stream {stream!r} (known: {', '.join(sorted(self._streams)) or 'none'})")
         pid = manifest_id(manifest)  # PartitionRejected(quarantined=False): it names no partition
         data = {k: v for k, v in manifest.items() if k != "id"}
-        directory = self.landing / stream / pid
+        directory = f"{stream}/{pid}"
         with self._claim((stream, pid)):
             result = self._validate(stream, pid, directory, manifest, self._clock())
             out = self._settle(stream, pid, directory, result, data)
@@ -372,13 +346,10 @@ class Intake:
                 raise out
             if out is None:
                 return Submitted(pid, None)
-            directory.mkdir(parents=True, exist_ok=True)
-            tmp = directory / f".{MANIFEST}.tmp"
-            tmp.write_text(json.dumps(data, default=str))
-            tmp.replace(directory / MANIFEST)
+            self.store.write_text(f"{directory}/{MANIFEST}", json.dumps(data, default=str), atomic=True)
             return Submitted(pid, out.arrived())
 
-    def _validate(self, stream: str, pid: str, directory: Path, data: Any,
+    def _validate(self, stream: str, pid: str, directory: str, data: Any,
                   now: float) -> Partition | PartitionRejected | None:
         """The one validator (`warehouse.landing.manifest`); no intake lock held.
 
@@ -392,7 +363,7 @@ class Intake:
         except KeyError:
             raise UnknownStream(f"unknown stream {stream!r}") from None
         try:
-            return validate_partition(sc, parse_manifest(data, pid), directory, self.landing, now)
+            return validate_partition(sc, parse_manifest(data, pid), directory, self.store, now)
         except PartitionRejected as err:
             if err.kind != "file_missing":
                 return err
@@ -403,10 +374,10 @@ class Intake:
             window = self._windows[stream].window(pid) if stream in self._windows else None
         if not loaded:
             return missing
-        archived = self.landing / LOADED / stream / pid
+        archived = f"{LOADED}/{stream}/{pid}"
         try:
-            if archived.is_dir():
-                return validate_partition(sc, parse_manifest(data, pid), archived, self.landing, now)
+            if self.store.is_dir(archived):
+                return validate_partition(sc, parse_manifest(data, pid), archived, self.store, now)
             m = parse_manifest(data, pid)
         except PartitionRejected as err:
             return err
@@ -415,10 +386,10 @@ class Intake:
                                      f"({iso(window[0])}, {iso(window[1])}], sent ({iso(m.start)}, {iso(m.end)}])",
                                      "conflict")
         log.info("partition %s/%s is already loaded and its files are gone from %s: its content cannot be "
-                 "compared, its window is the loaded one: a duplicate", stream, pid, self.landing / LOADED)
+                 "compared, its window is the loaded one: a duplicate", stream, pid, self.store.where(LOADED))
         return None
 
-    def _settle(self, stream: str, pid: str, directory: Path, result: Partition | PartitionRejected | None,
+    def _settle(self, stream: str, pid: str, directory: str, result: Partition | PartitionRejected | None,
                 record: Any) -> Partition | PartitionRejected | None:
         """Decide, under the intake lock, what a validated (or rejected) partition becomes:
         accepted (returned), a duplicate (None) or quarantined (the rejection, returned). Moves
@@ -472,16 +443,16 @@ class Intake:
         if archive:
             log.info("partition %s/%s is already loaded (same content): archived", stream, pid)
             try:
-                if directory.exists():
-                    _move(directory, self.landing / LOADED / stream, pid)
+                if self.store.is_dir(directory):
+                    self.store.move(directory, f"{LOADED}/{stream}", pid)
             except OSError as e:  # archiving is housekeeping: the duplicate is answered all the same
-                log.warning("cannot archive %s: %s", directory, e)
+                log.warning("cannot archive %s: %s", self.store.where(directory), e)
             return None
         assert err is not None
         self._quarantine(stream, pid, directory, err.reason, record, move=move)
         return err
 
-    def _quarantine(self, stream: str, pid: str, directory: Path, reason: str, manifest: Any = None,
+    def _quarantine(self, stream: str, pid: str, directory: str, reason: str, manifest: Any = None,
                     *, move: bool = True) -> bool:
         """Move the partition to `_quarantine/<stream>/<id>/` with its reason (the caller holds its
         claim and has counted it). An OSError (a full disk) is logged and counted in
@@ -492,19 +463,10 @@ class Intake:
             todo = self._unmoved.pop(key, None) or _Unmoved(directory, reason, manifest, move)
         try:
             if todo.dest is None:
-                qparent = self.landing / QUARANTINE / stream
-                d = todo.directory
-                if todo.move and d.exists() and _inside(d.resolve(), self.landing) and not d.is_symlink():
-                    todo.dest = _move(d, qparent, pid)
-                else:
-                    dest = _free_path(qparent, pid)
-                    dest.mkdir()
-                    todo.dest = dest
-                    if todo.move and d.is_symlink():
-                        d.unlink()
+                todo.dest = self.store.quarantine(todo.directory, f"{QUARANTINE}/{stream}", pid, todo.move)
             if todo.manifest is not None:
-                (todo.dest / MANIFEST).write_text(json.dumps(todo.manifest, default=str))
-            (todo.dest / "reason").write_text(todo.reason + "\n")
+                self.store.write_text(f"{todo.dest}/{MANIFEST}", json.dumps(todo.manifest, default=str))
+            self.store.write_text(f"{todo.dest}/reason", todo.reason + "\n")
         except OSError as err:
             with self._lock:
                 self._unmoved[key] = todo
@@ -545,7 +507,7 @@ class Intake:
                     self._windows[stream].discard(pid)
                 self._count("quarantined", stream)
                 self.last_rejection[stream] = reason
-            self._quarantine(stream, pid, self.landing / stream / pid, reason)
+            self._quarantine(stream, pid, f"{stream}/{pid}", reason)
 
     # ---- after a failed job ----------------------------------------------------------------------
     def recheck(self, job: StartJob) -> dict[str, str]:
@@ -563,10 +525,10 @@ class Intake:
         sc = self._streams[stream]
         bad: dict[str, str] = {}
         for a in job.arrivals:
-            directory = self.landing / stream / a.partition_id
+            directory = f"{stream}/{a.partition_id}"
             try:
-                data = json.loads((directory / MANIFEST).read_text())
-                part = validate_partition(sc, parse_manifest(data, a.partition_id), directory, self.landing, a.end)
+                data = json.loads(self.store.read_text(f"{directory}/{MANIFEST}"))
+                part = validate_partition(sc, parse_manifest(data, a.partition_id), directory, self.store, a.end)
                 if part.fingerprint != a.fingerprint:
                     raise PartitionRejected("its files are not the ones validated at acceptance (fingerprint changed)")
                 if sc.format == "parquet":
@@ -574,14 +536,15 @@ class Intake:
                     import pyarrow.parquet as pq
 
                     for f in part.files:
+                        src = self.store.arrow_source(f)  # (on a bucket: read into memory; an OSError is no verdict)
                         try:
-                            pq.read_table(f, use_threads=False)
+                            pq.read_table(src, use_threads=False)
                         except (pa.ArrowException, OSError) as e:
                             raise PartitionRejected(f"{Path(f).name} cannot be read: {e}") from None
             except PartitionRejected as e:
                 bad[a.partition_id] = f"unloadable after acceptance: {e.reason}"
             except FileNotFoundError:
-                bad[a.partition_id] = f"unloadable after acceptance: {MANIFEST} is gone from {directory}"
+                bad[a.partition_id] = f"unloadable after acceptance: {MANIFEST} is gone from {self.store.where(directory)}"
             except ValueError as e:
                 bad[a.partition_id] = f"unloadable after acceptance: {MANIFEST} is not valid JSON any more ({e})"
             except OSError as e:
@@ -613,12 +576,12 @@ class Intake:
         # never wait (the scheduler loop calls this): if a re-delivery of `pid` is being
         # validated, it will find the id loaded and archive (or quarantine) the directory itself
         with self._claim((stream, pid), wait=False) as got:
-            d = self.landing / stream / pid
-            if got and d.is_dir():
+            d = f"{stream}/{pid}"
+            if got and self.store.is_dir(d):
                 try:
-                    _move(d, self.landing / LOADED / stream, pid)
+                    self.store.move(d, f"{LOADED}/{stream}", pid)
                 except OSError as err:  # archiving is housekeeping: never fail a committed job
-                    log.warning("cannot archive %s: %s", d, err)
+                    log.warning("cannot archive %s: %s", self.store.where(d), err)
             with self._lock:
                 self._pending.pop((stream, pid), None)
                 self._owed.pop((stream, pid), None)

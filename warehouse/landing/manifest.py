@@ -7,10 +7,11 @@ zone as `_partition.json` or POSTed to the HTTP API:
 1. `parse_manifest(data, pid)` — the declaration alone, pure: an object with exactly the known
    fields, a usable id, times that parse, `end > start`, a row count, file names relative to the
    partition directory.
-2. `validate_partition(stream, manifest, directory, landing, now)` — the declaration against the
-   stream and the files: `end` at most `max_future_skew` beyond `now` (freshness never runs ahead
-   of real time), files inside the landing root, format, schema, every row's time in
-   `(start, end]`, the row count, and a content fingerprint.
+2. `validate_partition(stream, manifest, directory, store, now)` — the declaration against the
+   stream and the files, read through the landing zone's store (`warehouse.landing.seam`): `end`
+   at most `max_future_skew` beyond `now` (freshness never runs ahead of real time), files inside
+   the landing root, format, schema, every row's time in `(start, end]`, the row count, and a
+   content fingerprint.
 
 Both raise `PartitionRejected(reason, kind)`; `kind` is one of `REJECTION_KINDS` (a metric label).
 What the intake knows beyond one partition — ids already pending or loaded, overlapping windows —
@@ -22,22 +23,25 @@ would cost far more than the check.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
-import os
 import re
-import stat
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse import times
 from warehouse.config import StreamConfig
 from warehouse.errors import WarehouseError
 from warehouse.events import PartitionArrived
 from warehouse.times import iso
+
+if TYPE_CHECKING:
+    from warehouse.landing.seam import LandingStore
 
 __all__ = [
     "FIELDS",
@@ -345,7 +349,7 @@ def _times_us(name: str, tcol: str, ts: Any) -> Any:
 
 
 def _read_file(stream: StreamConfig, name: str, path: Path, data: bytes | None = None) -> tuple[int, Any]:
-    """(row count, time column) of one data file (`data`: its bytes, when already read), checking
+    """(row count, time column) of one data file (`data`: its bytes, when read into memory), checking
     format and schema. The time column is int64 microseconds, or only its (min, max) when Parquet
     statistics give them; None if absent."""
     import pyarrow as pa
@@ -374,13 +378,13 @@ def _read_file(stream: StreamConfig, name: str, path: Path, data: bytes | None =
                 import pyarrow.csv as pcsv
 
                 convert = pcsv.ConvertOptions(column_types=schema) if schema is not None else None
-                table = pcsv.read_csv(path, convert_options=convert)
+                table = pcsv.read_csv(path if data is None else pa.BufferReader(data), convert_options=convert)
             else:
                 import pyarrow.json as pjson
 
                 opts = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error") \
                     if schema is not None else None
-                table = pjson.read_json(path, parse_options=opts)
+                table = pjson.read_json(path if data is None else pa.BufferReader(data), parse_options=opts)
             _check_schema(stream, name, table.schema)
             rows = table.num_rows
             ts = table.column(tcol) if tcol in table.column_names else None
@@ -393,18 +397,6 @@ def _read_file(stream: StreamConfig, name: str, path: Path, data: bytes | None =
     return rows, _times_us(name, tcol, ts)
 
 
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root + os.sep)
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
 def _duration(seconds: float) -> str:
     s = int(round(seconds))
     d, rest = divmod(s, 86400)
@@ -414,11 +406,12 @@ def _duration(seconds: float) -> str:
     return out or f"{seconds:g}s"
 
 
-def validate_partition(stream: StreamConfig, manifest: Manifest, directory: Path, landing: Path,
+def validate_partition(stream: StreamConfig, manifest: Manifest, directory: str, store: LandingStore,
                        now: float) -> Partition:
-    """Check `manifest` against `stream` and the files in `directory` (step 2 of the module
-    docstring), with `now` the daemon's clock and `landing` the landing root, resolved (no
-    symlinks); PartitionRejected if the partition cannot be loaded as declared."""
+    """Check `manifest` against `stream` and the files in `directory` of the landing zone `store`
+    (`warehouse.landing.seam`; `directory` relative to it) — step 2 of the module docstring — with
+    `now` the daemon's clock; PartitionRejected if the partition cannot be loaded as declared."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     start, end, rows = manifest.start, manifest.end, manifest.rows
@@ -426,48 +419,39 @@ def validate_partition(stream: StreamConfig, manifest: Manifest, directory: Path
         raise PartitionRejected(
             f"end {iso(end)} is {_duration(end - now)} beyond the daemon's clock ({iso(now, 'seconds')}); "
             f"stream {stream.name!r} allows {_duration(stream.max_future_skew)} (max_future_skew)", "future")
-    root = str(landing)
-    quarantine = os.path.join(root, QUARANTINE)
-    resolved: list[tuple[str, Path]] = []
-    sizes: dict[str, int] = {}
-    for f in manifest.files:
-        full = os.path.join(directory, f)
-        real = os.path.realpath(full)
-        if not _under(real, root) or _under(real, quarantine):
-            how = "is a symlink to" if os.path.islink(full) else "resolves to"
-            raise PartitionRejected(f"file outside the landing zone: {f!r} {how} {real}", "outside_landing")
-        try:
-            st = os.stat(real)
-        except OSError:
-            st = None
-        if st is None or not stat.S_ISREG(st.st_mode):
-            raise PartitionRejected(f"file missing: {f!r} (in {directory})", "file_missing")
-        resolved.append((f, Path(real)))
-        sizes[f] = st.st_size
+    found = store.data_files(directory, manifest.files)
 
     total = 0
     lo_us, hi_us = round(start * 1e6), round(end * 1e6)
-    contents: dict[str, bytes] = {}  # small Parquet files are read once: parsed and hashed from memory
-    for name, path in resolved:
-        if stream.format == "parquet" and sizes[name] <= SMALL_FILE:
-            contents[name] = path.read_bytes()
-        n, ts = _read_file(stream, name, path, contents.get(name))
-        total += n
-        if ts is None:
-            continue
-        tmin, tmax = ts if isinstance(ts, tuple) else (pc.min(ts).as_py(), pc.max(ts).as_py())
-        if tmin <= lo_us or tmax > hi_us:
-            if isinstance(ts, tuple):  # the statistics say some rows are outside: count them
-                import pyarrow.parquet as pq
+    contents: dict[str, bytes] = {}  # small files are read once: parsed and hashed from memory
+    resolved: list[tuple[str, Path]] = []  # (name, a path on this machine) of the others
+    with contextlib.ExitStack() as stack:
+        for f in found:
+            if f.size <= SMALL_FILE and (stream.format == "parquet" or store.remote):
+                contents[f.name] = store.read_bytes(f)
+                path = f.path or Path(f.uri)
+            else:  # a large file on a bucket: downloaded once, to a directory removed at the end
+                path = store.local_file(f, Path(stack.enter_context(tempfile.TemporaryDirectory())))
+            resolved.append((f.name, path))
+            data = contents.get(f.name)
+            n, ts = _read_file(stream, f.name, path, data)
+            total += n
+            if ts is None:
+                continue
+            tmin, tmax = ts if isinstance(ts, tuple) else (pc.min(ts).as_py(), pc.max(ts).as_py())
+            if tmin <= lo_us or tmax > hi_us:
+                if isinstance(ts, tuple):  # the statistics say some rows are outside: count them
+                    import pyarrow.parquet as pq
 
-                tcol = stream.time_column
-                ts = _times_us(name, tcol, pq.read_table(path, columns=[tcol]).column(tcol))
-            bad = pc.sum(pc.or_(pc.less_equal(ts, lo_us), pc.greater(ts, hi_us))).as_py()
-            raise PartitionRejected(
-                f"rows outside (start, end]: {bad} row(s) of {name} have {stream.time_column} outside "
-                f"({iso(start)}, {iso(end)}] (min {iso(tmin / 1e6)}, max {iso(tmax / 1e6)})")
-    if total != rows:
-        raise PartitionRejected(f"row count: the manifest says {rows} rows, the files hold {total}")
+                    tcol = stream.time_column
+                    src = path if data is None else pa.BufferReader(data)
+                    ts = _times_us(f.name, tcol, pq.read_table(src, columns=[tcol]).column(tcol))
+                bad = pc.sum(pc.or_(pc.less_equal(ts, lo_us), pc.greater(ts, hi_us))).as_py()
+                raise PartitionRejected(
+                    f"rows outside (start, end]: {bad} row(s) of {f.name} have {stream.time_column} outside "
+                    f"({iso(start)}, {iso(end)}] (min {iso(tmin / 1e6)}, max {iso(tmax / 1e6)})")
+        if total != rows:
+            raise PartitionRejected(f"row count: the manifest says {rows} rows, the files hold {total}")
+        digest = fingerprint(start, end, rows, resolved, contents)
     return Partition(stream=stream.name, id=manifest.id, start=start, end=end, rows=rows,
-                     files=tuple(str(p) for _, p in resolved),
-                     fingerprint=fingerprint(start, end, rows, resolved, contents), safe_through=manifest.safe_through)
+                     files=tuple(f.uri for f in found), fingerprint=digest, safe_through=manifest.safe_through)
