@@ -114,10 +114,11 @@ def _timeline(tracks: dict[str, Any], jobs: tuple[JobSpan, ...], now: float, min
 
 def render(tables: dict[str, Any], tracks: dict[str, Any], history: HistoryView | None = None,
            quarantine: tuple[list[Quarantined], int] = ([], 0), *, minutes: float = 30.0,
-           refresh: int = 10, ready: tuple[bool, str] = (True, "")) -> str:
+           refresh: int = 10, ready: tuple[bool, str] = (True, ""), quarantine_elsewhere: str | None = None) -> str:
     """The page. `tables`, `tracks`: the `/v1/tables` and `/v1/tracks` bodies; `history`: the
     sparklines' and the timeline's past; `quarantine`: (newest quarantined partitions, how many
-    there are); `minutes`: the timeline's span; `refresh`: seconds between reloads (0: never)."""
+    there are), or `quarantine_elsewhere`: where they are when the page does not list them (a
+    bucket); `minutes`: the timeline's span; `refresh`: seconds between reloads (0: never)."""
     now = tables["now"]
     rows = sorted(tables.get("tables", []), key=order)
     since = history.since if history is not None else now
@@ -139,7 +140,8 @@ def render(tables: dict[str, Any], tracks: dict[str, Any], history: HistoryView 
         backlog=[v for v in view if (v["r"].get("backlog") or 0) > 0 or v["r"].get("pending_partitions")],
         rewrite=[r for r in rows if r.get("recompute_pending") or r.get("windows_old_sql") or r.get("backfills")],
         suspended=[r for r in rows if r.get("suspended")],
-        quarantined=quarantined, total_quarantined=total_quarantined, kinds=KIND_COLOURS,
+        quarantined=quarantined, total_quarantined=total_quarantined, quarantine_elsewhere=quarantine_elsewhere,
+        kinds=KIND_COLOURS,
         failed_colour=FAILED_COLOUR, spark_w=SPARK_W, spark_h=SPARK_H, label_w=LABEL_W,
         history_minutes=(now - since) / 60.0)
 
@@ -195,5 +197,7 @@ def status_page(backend: Any, tbody: dict[str, Any], trbody: dict[str, Any], *, 
     intake = getattr(backend, "intake", None)
     landing = getattr(intake, "landing", None)
     q = quarantined(Path(landing)) if landing is not None else ([], 0)
+    store = getattr(intake, "store", None)  # a bucket: not listed on every page load (docs/warehouse.md §3)
+    elsewhere = store.where(QUARANTINE) if landing is None and store is not None else None
     return render(tbody, trbody, history.view() if history is not None else None, q,
-                  minutes=minutes, refresh=refresh, ready=backend.ready())
+                  minutes=minutes, refresh=refresh, ready=backend.ready(), quarantine_elsewhere=elsewhere)

@@ -204,6 +204,16 @@ def test_render_orders_tables_draws_history_and_lists_every_section(tmp_path):
     assert len(Page(render(body, tracks, h.view(), minutes=3)).jobs) == 1
 
 
+def test_a_landing_zone_in_a_bucket_says_where_its_quarantine_is_not_none():
+    """A landing zone in a bucket is not listed on every page load: the page names where the
+    quarantined partitions are instead of a green "None." that hid four of them in a trial."""
+    body, tracks = _bodies([make_table("t", freshness=NOW - 30)], {})
+    where = "s3a://lake/landing/_quarantine"
+    page = Page(render(body, tracks, quarantine_elsewhere=where))
+    assert where in page.ids["quarantine"] and "None." not in page.ids["quarantine"]
+    assert "None." in Page(render(body, tracks)).ids["quarantine"]  # a local zone with nothing quarantined
+
+
 def test_quarantine_lists_the_newest_with_their_reasons(tmp_path):
     assert quarantined(tmp_path) == ([], 0)
     for i in range(5):
