@@ -105,6 +105,8 @@ def test_children_are_one_delimited_listing_and_a_move_copies_then_deletes(moto:
     with pytest.raises(FileNotFoundError):
         store.move("m/a", "_loaded/m", "a")
     assert store.read_text("_loaded/m/a.1/x.parquet") == f"{prefix}/m/a/x.parquet"
+    with pytest.raises(FileNotFoundError, match="no such bucket"):  # a trial's typo read "no such object"
+        S3Store(moto.client(), "nosuchbucket", prefix).children("m")
 
 
 def test_of_two_intakes_claiming_one_partition_exactly_one_wins(moto: S3Server, prefix: str,

@@ -45,7 +45,8 @@ OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 def _oserror(err: Exception, what: str) -> OSError:
     """A failed request as the OSError a local file operation raises (404: FileNotFoundError)."""
     if s3_status(err) == 404:
-        return FileNotFoundError(f"{what}: no such object")
+        code = getattr(err, "response", {}).get("Error", {}).get("Code")
+        return FileNotFoundError(f"{what}: no such bucket" if code == "NoSuchBucket" else f"{what}: no such object")
     return OSError(f"{what}: {err}")
 
 
