@@ -1,14 +1,17 @@
-"""The lower bound on weighted staleness (sim.bound): hand-worked optima, and the simulator never
-below it."""
+"""The lower bound on weighted staleness (sim.bound): hand-worked optima, the simulator never below
+it, and where it shows (`freshet sim run`, scripts/sim_same.py)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, get_args
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ops.cli import main as freshet
+from scripts.sim_same import same_report
 from sim.bound import lower_bound
 from sim.simulator import Simulation, ideal_config, prepare
 from sim.workload import TableClass, build_workload, config_of, with_utilization
@@ -157,3 +160,30 @@ def test_no_policy_beats_the_bound_on_any_tracks(data, seed):
             run = config_of({**data, "scheduler": sched})
             measured = _staleness(run, seed, until)
             assert bound <= measured * (1 + 1e-9) + 1e-6, (tracks, policy, bound, measured)
+
+
+# ---- where it shows ----------------------------------------------------------------------------------
+def test_sim_run_prints_the_bound_and_json_carries_it(capsys, tmp_path):
+    import yaml
+
+    data = with_utilization(build_workload([TableClass(6)], scheduler={"tracks": 2, "autotune": "off"}), 0.9)
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    assert freshet(["sim", "run", "--config", str(cfg), "--events", "600", "--seed", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    b = out["bound"]
+    assert 0 < b["weighted_staleness"] < out["weighted_staleness"]
+    assert b["ratio"] == pytest.approx(out["weighted_staleness"] / b["weighted_staleness"], rel=1e-6)
+    assert b["relative"] == pytest.approx(b["weighted_staleness"] / out["ideal_weighted_staleness"], rel=1e-6)
+    assert b["tracks"] == 2 and b["draw"] == "mean" and set(b["batches"]) == {f"t{i}" for i in range(6)}
+    assert freshet(["sim", "run", "--config", str(cfg), "--events", "600", "--seed", "2"]) == 0
+    text = capsys.readouterr().out
+    assert f"lower bound {b['weighted_staleness']:.6g} on 2 tracks" in text and "× the bound" in text
+
+
+def test_sim_same_tolerates_the_added_bound_and_nothing_else():
+    base = json.dumps({"a": 1, "b": [1.5]}, sort_keys=True).encode()
+    assert same_report(base, base)
+    assert same_report(base, json.dumps({"a": 1, "b": [1.5], "bound": {"x": 1}}).encode())
+    assert not same_report(base, json.dumps({"a": 1, "b": [1.5], "other": 2}).encode())
+    assert not same_report(base, json.dumps({"a": 2, "b": [1.5], "bound": None}).encode())
