@@ -1,5 +1,5 @@
 """The lower bound on weighted staleness (sim.bound): hand-worked optima, the simulator never below
-it, and where it shows (`freshet sim run`, scripts/sim_same.py)."""
+it, and where it shows (`freshet sim run`, the experiment tables, scripts/sim_same.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ops.cli import main as freshet
 from scripts.sim_same import same_report
 from sim.bound import lower_bound
+from sim.experiments import EXPERIMENTS, run_experiment
 from sim.simulator import Simulation, ideal_config, prepare
 from sim.workload import TableClass, build_workload, config_of, with_utilization
 from warehouse.config import Partitioner, Policy
@@ -179,6 +180,19 @@ def test_sim_run_prints_the_bound_and_json_carries_it(capsys, tmp_path):
     assert freshet(["sim", "run", "--config", str(cfg), "--events", "600", "--seed", "2"]) == 0
     text = capsys.readouterr().out
     assert f"lower bound {b['weighted_staleness']:.6g} on 2 tracks" in text and "× the bound" in text
+
+
+def test_an_experiment_table_has_the_bound_line(tmp_path):
+    from sim.experiments import write_outputs
+
+    res = run_experiment(EXPERIMENTS["fig7-priorities"], events=1500, seeds=1, workers=1, xs=(0.6, 1.0))
+    assert all(r["relative_bound"] > 0 and r["bound_weighted_staleness"] > 0 for r in res.rows)
+    ((label, d),) = res.bounds()  # the lines share the workload: one line, the least of theirs
+    assert label == "lower bound" and set(d) == {0.6, 1.0}
+    assert d[1.0] > d[0.6]  # the tracks bind harder at U = 1
+    paths = write_outputs(res, tmp_path)
+    assert "| *lower bound* |" in paths["summary"].read_text()
+    assert "relative_bound" in paths["csv"].read_text().splitlines()[0]
 
 
 def test_sim_same_tolerates_the_added_bound_and_nothing_else():
