@@ -229,8 +229,27 @@ class _Relaxation:
         self.partition = sawtooth.copy()  # the partition's sawtooth floor, plus 2ψ for base tables
         if self.slowed and draw == "mean":
             e_lo = alpha + self.beta_s * self.lo
-            psi = (_psi(sim.b * e_lo, self.S, self.ts, self.tc) + _psi((1.0 + sim.b) * e_lo, self.S, self.ts, self.tc)) / 2
+            span_t = (max(sim.delay, 0.0), max(sim.delay, 0.0) + horizon) if horizon is not None else None
+            psi = sum(self._psi(k * e_lo, span_t) for k in (sim.b, 1.0 + sim.b)) / 2.0  # (a chord: E over the draw)
             self.partition += np.where(is_base, 2.0 * psi, 0.0)
+
+    def _psi(self, d: np.ndarray, span: tuple[float, float] | None) -> np.ndarray:
+        """The mean extra wait of a job of duration d over the data's arrival times in `span` (None:
+        the long run): arriving r before a slow period ends, a job waits for the normal period or
+        runs S·d, so min((S − 1)d, r) more; exactly, cycle by cycle from time 0 (§4.1)."""
+        k = (self.S - 1.0) * d
+
+        def area(z: float | np.ndarray) -> np.ndarray:  # ∫_0^z min(k, r) dr
+            return np.where(z <= k, np.square(z) / 2.0, k * z - np.square(k) / 2.0)
+
+        def upto(t: float) -> np.ndarray:  # ∫_0^t of the extra wait of data arriving at t
+            cycles, pos = divmod(t, self.tc)
+            part = area(self.ts) - area(self.tc - pos) if pos > self.tn else 0.0
+            return cycles * area(self.ts) + part
+
+        if span is None:
+            return area(self.ts) / self.tc
+        return (upto(span[1]) - upto(span[0])) / (span[1] - span[0])
 
     # ---- the dual function --------------------------------------------------------------------------
     def weights(self, theta: float) -> np.ndarray:
@@ -337,13 +356,6 @@ class _Relaxation:
         return Bound(weighted_staleness=max(0.0, value), horizon=self.horizon, tracks=self.tracks, draw=self.draw,
                      lam=lam, mu=mu, theta=theta,
                      batches={n: float(v) for n, v in zip(self.names, x, strict=True)})
-
-
-def _psi(d: np.ndarray, S: float, slow: float, cycle: float) -> np.ndarray:
-    """The mean extra wait of a job of duration d over arrival phases uniform on the cycle: arriving
-    r before a slow period ends, it waits for the normal period or runs S·d, min((S − 1)d, r) more."""
-    k = np.minimum((S - 1.0) * d, slow)
-    return (k * slow - k * k / 2.0) / cycle
 
 
 def _stationary(a: np.ndarray, b: np.ndarray | float, left: np.ndarray, right: np.ndarray) -> np.ndarray:

@@ -189,7 +189,9 @@ def test_an_experiment_table_has_the_bound_line(tmp_path):
     assert all(r["relative_bound"] > 0 and r["bound_weighted_staleness"] > 0 for r in res.rows)
     ((label, d),) = res.bounds()  # the lines share the workload: one line, the least of theirs
     assert label == "lower bound" and set(d) == {0.6, 1.0}
-    assert d[1.0] > d[0.6]  # the tracks bind harder at U = 1
+    assert 0.9 < d[0.6] < 1.02  # the tracks do not bind on average: about the ideal run
+    curves = {label: dict(pts) for label, pts in res.curves().items()}
+    assert all(c[1.0] > d[1.0] for c in curves.values())
     paths = write_outputs(res, tmp_path)
     assert "| *lower bound* |" in paths["summary"].read_text()
     assert "relative_bound" in paths["csv"].read_text().splitlines()[0]
