@@ -77,9 +77,9 @@ __all__ = ["DRAWS", "Bound", "lower_bound", "relaxation_key"]
 Draw = Literal["mean", "least"]
 DRAWS: tuple[Draw, ...] = ("mean", "least")
 TUNER_CHOPS = (AUTO_C, None)  # the chops a tuner may switch to (sim.tune's grid: auto, 3, none)
-_ITER = 24  # at most this many bisection steps per multiplier (λ, μ), from a bracket of a factor 4
+_ITER = 14  # golden-section steps per multiplier (λ, μ), in log m between two grid points a factor 16 apart
+_SPAN = 40  # at most this many extensions of the grid guess·4^k, |k| ≤ span
 _GOLDEN = 8  # golden-section steps for θ (to 2% of [0, 1])
-_TOL = 1e-4  # bisection stops when the bracket is this small relative to its top
 _OMEGAS = np.array([0.0, 0.5, 1.0])  # mixtures of a datum's two waits (batch end, partition end)
 
 
@@ -367,48 +367,48 @@ def _stationary(a: np.ndarray, b: np.ndarray | float, left: np.ndarray, right: n
     return np.minimum(np.maximum(x, left), np.maximum(left, right))
 
 
-def _maximise(fn: Callable[[float], tuple[float, float, float]], guess: float) -> tuple[float, float, float]:
-    """max over m ≥ 0 of a concave function, given m ↦ (value, a supergradient, something to
-    report): 0 if the slope there is ≤ 0; else a bracket by factors of 4 from `guess` and bisection
-    on the slope's sign. Returns the best value, what `fn` reported with it, and its m."""
-    v, g, extra = fn(0.0)
-    best = (v, extra, 0.0)
-    if g <= 0:
-        return best
-
-    def at(m: float) -> float:
-        nonlocal best
-        v, g, extra = fn(m)
-        if v > best[0]:
-            best = (v, extra, m)
-        return g
-
-    m = guess if guess > 0 else 1.0
-    if at(m) > 0:
-        lo = m
-        for _ in range(200):
-            m *= 4.0
-            if at(m) <= 0:
-                break
-            lo = m
-        hi = m
-    else:
-        hi, lo = m, 0.0
-        for _ in range(200):
-            m /= 4.0
-            if at(m) > 0:
-                lo = m
-                break
-            hi = m
-    for _ in range(_ITER):
-        if hi - lo <= _TOL * hi:
+def _maximise(fn: Callable[[float], tuple[float, float, float]], guess: float,
+              span: int = 3) -> tuple[float, float, float]:
+    """max over m ≥ 0 of fn(m)[0] (fn: m ↦ (value, slope, anything)): m = 0 and a grid of factors
+    of 4 around `guess` (`span` each way, extended while the best is at an end), then golden section in log m between the best point's neighbours. The
+    per-table choice of ω makes D only nearly concave, so no slope is trusted: every value is a
+    valid bound, and the best one found is returned with its m."""
+    best = (fn(0.0)[0], 0.0)
+    grid = [guess * 4.0**k for k in range(-span, span + 1)]
+    vals = [fn(m)[0] for m in grid]
+    for _ in range(_SPAN):  # the best at an end of the grid: extend it that way
+        i = max(range(len(grid)), key=vals.__getitem__)
+        if 0 < i < len(grid) - 1:
             break
-        mid = (lo + hi) / 2.0
-        if at(mid) > 0:
-            lo = mid
+        m = grid[i] * (4.0 if i else 0.25)
+        if i:
+            grid.append(m)
+            vals.append(fn(m)[0])
         else:
-            hi = mid
-    return best
+            grid.insert(0, m)
+            vals.insert(0, fn(m)[0])
+    i = max(range(len(grid)), key=vals.__getitem__)
+    if vals[i] > best[0]:
+        best = (vals[i], grid[i])
+    if best[1] == 0.0 or i in (0, len(grid) - 1):
+        return best[0], 0.0, best[1]
+    lo, hi = math.log(grid[i - 1]), math.log(grid[i + 1])
+    r = (math.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
+    f1, f2 = fn(math.exp(x1))[0], fn(math.exp(x2))[0]
+    for _ in range(_ITER):
+        if f1 < f2:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + r * (hi - lo)
+            f2 = fn(math.exp(x2))[0]
+        else:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - r * (hi - lo)
+            f1 = fn(math.exp(x1))[0]
+    for v, m in ((f1, math.exp(x1)), (f2, math.exp(x2))):
+        if v > best[0]:
+            best = (v, m)
+    return best[0], 0.0, best[1]
 
 
 def _golden(f: Callable[[float], float], lo: float, hi: float) -> None:
