@@ -173,6 +173,7 @@ def _run(args: argparse.Namespace) -> int:
         if fh is not None:
             fh.close()
     out = result.to_json()
+    out["bound"] = _bound(result) if trace is None else None  # (a replayed trace's arrivals: no bound)
     if args.json:
         print(json.dumps(out, sort_keys=True))
         return 0
@@ -182,6 +183,12 @@ def _run(args: argparse.Namespace) -> int:
           f"{out['jobs']} jobs ({out['chopped_jobs']} chopped), horizon {out['horizon']:.0f} s")
     print(f"relative lateness {out['relative_lateness']:.4f}  "
           f"(weighted staleness {out['weighted_staleness']:.6g} vs ideal {out['ideal_weighted_staleness']:.6g})")
+    if out["bound"] is not None:
+        b = out["bound"]
+        rel = "—" if b["relative"] is None else f"{b['relative']:.4f}"
+        ratio = "—" if b["ratio"] is None else f"{b['ratio']:.3f}"
+        print(f"lower bound {b['weighted_staleness']:.6g} on {b['tracks']} tracks (no schedule does better; "
+              f"{rel} × the ideal): the run is {ratio}× the bound")
     if "autotune" in out:
         at = out["autotune"]
         moves = "; ".join(f"at {s['time']:.0f} s to {s['to']}" for s in at["switches"]) or "none"
@@ -193,6 +200,20 @@ def _run(args: argparse.Namespace) -> int:
     if len(rows) > 15:
         print(f"… {len(rows) - 15} more (use --json)")
     return 0
+
+
+def _bound(result: Any) -> dict[str, Any]:
+    """The run's lower bound (sim.bound) over its horizon: its value, over the ideal (the unit of
+    relative lateness) and the run over it."""
+    from sim.bound import lower_bound
+
+    span = result.run.horizon - result.extra.get("origin", 0.0)
+    b = lower_bound(result.config, horizon=span)
+    out = b.to_json()
+    ws, ideal = b.weighted_staleness, result.ideal.weighted_staleness
+    out["relative"] = float(f"{ws / ideal:.10g}") if ideal > 0 else None
+    out["ratio"] = float(f"{result.run.weighted_staleness / ws:.10g}") if ws > 0 else None
+    return out
 
 
 def _tune(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.bound import lower_bound, relaxation_key
 from sim.figures import (
     BEYOND,
     BEYOND_GEO_MAX,
@@ -45,7 +46,7 @@ from sim.simulator import Simulation, horizon_for, ideal_config, prepare
 from sim.workload import config_of
 
 __all__ = ["BEYOND", "DEFAULT_LABEL", "EXPERIMENTS", "PAPER_LINES", "Experiment", "Line", "SweepResult", "Workload",
-           "beyond_ratios", "load_csv", "run_experiment", "write_outputs"]
+           "beyond_ratios", "bound_curves", "load_csv", "run_experiment", "write_outputs"]
 
 
 # ---- running a sweep -----------------------------------------------------------------------------
@@ -74,6 +75,15 @@ def _simulate_point(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _bound_point(task: dict[str, Any]) -> dict[str, Any]:
+    """Worker: the lower bound (sim.bound) of one point's workload, tracks and horizon."""
+    t0 = time.perf_counter()
+    cfg = prepare(config_of(task["config"]), task["seed"])
+    b = lower_bound(cfg, horizon=task["until"])
+    return {"key": task["key"], "weighted_staleness": b.weighted_staleness, "events": 0,
+            "seconds": time.perf_counter() - t0}
+
+
 @dataclass
 class SweepResult:
     experiment: Experiment
@@ -94,6 +104,10 @@ class SweepResult:
         for (label, x), vals in sorted(acc.items(), key=lambda kv: kv[0][1]):
             out[label].append((x, sum(vals) / len(vals)))
         return out
+
+    def bounds(self, workload: str | None = None) -> list[tuple[str, dict[float, float]]]:
+        """The lower bound relative to the ideal (mean over seeds), per x: see `bound_curves`."""
+        return bound_curves(self.rows, self.experiment, workload)
 
     def all_curves(self) -> dict[str, Curves]:
         return {w: self.curves(w) for w in self.experiment.workload_names()}
@@ -122,6 +136,7 @@ def run_experiment(
     workers = max(1, workers or os.cpu_count() or 1)
     started = time.perf_counter()
     ideal_tasks: dict[str, dict[str, Any]] = {}
+    bound_tasks: dict[str, dict[str, Any]] = {}  # one per distinct workload, tracks, chops and horizon
     run_tasks: list[dict[str, Any]] = []
     for wl in exp.workloads or (None,):
         wname = wl.name if wl is not None else exp.name
@@ -136,27 +151,30 @@ def run_experiment(
                                       sort_keys=True)
                     ideal_tasks.setdefault(ikey, {"key": ikey, "config": data, "seed": seed, "until": until,
                                                   "ideal": True, "label": f"{wname} ideal", "x": x})
+                    bkey = relaxation_key(cfg, until)
+                    bound_tasks.setdefault(bkey, {"key": bkey, "config": data, "seed": seed, "until": until,
+                                                  "bound": True, "label": f"{wname} bound", "x": x})
                     run_tasks.append({"key": (wname, line.label, x, seed), "config": data, "seed": seed,
                                       "until": until, "ideal": False, "ideal_key": ikey, "label": line.label,
-                                      "x": x, "workload": wname})
-    tasks = list(ideal_tasks.values()) + run_tasks
+                                      "x": x, "workload": wname, "bound_key": bkey})
+    tasks = list(ideal_tasks.values()) + run_tasks + list(bound_tasks.values())
     results: dict[Any, dict[str, Any]] = {}
     total = len(tasks)
 
     def note(i: int, task: dict[str, Any], res: dict[str, Any]) -> None:
         if progress is not None:
             wl = f"{task['workload']} " if exp.workloads and "workload" in task else ""
-            progress(f"[{i}/{total}] {exp.name}: {wl}{task['label']} U={task['x']:g} seed={task['seed']} "
-                     f"({res['events']} events, {res['seconds']:.1f}s)")
+            what = f"seed={task['seed']} ({res['events']} events" if not task.get("bound") else "(lower bound"
+            progress(f"[{i}/{total}] {exp.name}: {wl}{task['label']} U={task['x']:g} {what}, {res['seconds']:.1f}s)")
 
     if workers == 1:
         for i, task in enumerate(tasks, 1):
-            res = _simulate_point(task)
+            res = (_bound_point if task.get("bound") else _simulate_point)(task)
             results[_k(task["key"])] = res
             note(i, task, res)
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futs = {pool.submit(_simulate_point, t): t for t in tasks}
+            futs = {pool.submit(_bound_point if t.get("bound") else _simulate_point, t): t for t in tasks}
             for i, fut in enumerate(as_completed(futs), 1):
                 task = futs[fut]
                 res = fut.result()
@@ -166,6 +184,7 @@ def run_experiment(
     for task in run_tasks:
         res = results[_k(task["key"])]
         ideal = results[_k(task["ideal_key"])]
+        bound = results[_k(task["bound_key"])]
         rows.append({
             "experiment": exp.name,
             "workload": task["workload"],
@@ -185,6 +204,9 @@ def run_experiment(
             "tuner_evaluations": res["tuner_evaluations"],
             "tuner_simulated": res["tuner_simulated"],
             "tuner_cpu_seconds": res["tuner_cpu_seconds"],
+            # the lower bound on Σ p·∫S of this line's workload and tracks (sim.bound), and over the ideal
+            "bound_weighted_staleness": bound["weighted_staleness"],
+            "relative_bound": bound["weighted_staleness"] / ideal["weighted_staleness"],
         })
     names, labels = exp.workload_names(), [ln.label for ln in exp.lines]
     rows.sort(key=lambda r: (names.index(r["workload"]), labels.index(r["line"]), r["utilization"], r["seed"]))
@@ -201,6 +223,11 @@ def load_csv(exp: Experiment, path: Path) -> SweepResult:
             for k in ("utilization", "relative_lateness", "weighted_staleness", "ideal_weighted_staleness",
                       "busy_fraction", "horizon"):
                 row[k] = float(row[k])
+            for k in ("bound_weighted_staleness", "relative_bound"):  # (CSVs from before the bound lack them)
+                if row.get(k) not in (None, ""):
+                    row[k] = float(row[k])
+                else:
+                    row.pop(k, None)
             for k in ("seed", "events", "ideal_events", "jobs", "chopped_jobs"):
                 row[k] = int(row[k])
             rows.append(row)
@@ -208,6 +235,28 @@ def load_csv(exp: Experiment, path: Path) -> SweepResult:
         raise ValueError(f"{path} has no rows")
     seeds = len({r["seed"] for r in rows})
     return SweepResult(exp, rows, events=max(r["ideal_events"] for r in rows), seeds=seeds, seconds=0.0)
+
+
+def bound_curves(rows: list[dict[str, Any]], exp: Experiment,
+                 workload: str | None = None) -> list[tuple[str, dict[float, float]]]:
+    """The lower bound over the ideal (sim.bound), mean over seeds, per x: one curve when the lines
+    share the workload (the same ideal run at every x and seed) — the least of the lines' bounds,
+    valid for each line — else one per line (`lower bound (LINE)`). Empty for CSVs without it."""
+    workload = workload or exp.workload_names()[0]
+    mine = [r for r in rows if r.get("workload", workload) == workload and "relative_bound" in r]
+    if not mine:
+        return []
+    per: dict[str, dict[float, list[float]]] = {}
+    ideals: dict[tuple[float, Any], set[float]] = {}
+    for r in mine:
+        per.setdefault(r["line"], {}).setdefault(r["utilization"], []).append(r["relative_bound"])
+        ideals.setdefault((r["utilization"], r["seed"]), set()).add(r["ideal_weighted_staleness"])
+    mean = {ln: {x: sum(v) / len(v) for x, v in sorted(d.items())} for ln, d in per.items()}
+    labels = [ln.label for ln in exp.lines if ln.label in mean]
+    if all(len(v) == 1 for v in ideals.values()):
+        xs = sorted({x for d in mean.values() for x in d})
+        return [("lower bound", {x: min(mean[ln][x] for ln in labels if x in mean[ln]) for x in xs})]
+    return [(f"lower bound ({ln})", mean[ln]) for ln in labels]
 
 
 def _k(key: Any) -> str:
@@ -254,6 +303,9 @@ def plot(result: SweepResult, path: Path) -> None:
         ys = [p[1] for p in pts]
         top = max([top, *ys])
         ax.plot(xs, ys, marker=markers[i % len(markers)], label=label, linewidth=1.6, markersize=5)
+    for label, d in result.bounds():
+        xs = sorted(d)
+        ax.plot(xs, [d[x] for x in xs], color="black", linestyle="--", linewidth=1.0, label=label)
     if top > 8:  # overload points (U ≥ 1) grow with the horizon; keep the knee readable
         ax.set_yscale("log")
     ax.set_xlabel("utilization U (offered work / capacity, slowdowns included)")
@@ -306,11 +358,21 @@ def _summary_beyond(result: SweepResult) -> str:
         c = result.curves(wl)
         best.append(f"| {wl} | " + " | ".join(
             f"{curve_at(c, row[x][1])[x]:.3g} ({row[x][1]})" if x in row else "" for x in xs) + " |")
+    over = []
+    for wl, row in ratios.items():
+        c, bnd = result.curves(wl), dict(result.bounds(wl)).get("lower bound", {})
+        if bnd:
+            over.append(f"| {wl} | " + " | ".join(
+                f"{curve_at(c, row[x][1])[x]:.3g} / {bnd[x]:.3g} = {curve_at(c, row[x][1])[x] / bnd[x]:.2f}"
+                if x in row and bnd.get(x) else "" for x in xs) + " |")
+    bound_part = ["Best paper configuration over the lower bound (sim.bound), both relative to the ideal run "
+                  "(best / bound = ratio):", "", "| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |",
+                  "|---|" + "---|" * len(xs), *over, ""] if over else []
     return "\n".join([
         f"# {exp.title} (`{exp.name}`)", "", exp.claim, "",
         f"Verdict: the target **{'holds' if holds else 'does NOT hold'}** in this run. {why}", "",
         "Default / best paper configuration (relative lateness ratio; < 1: the default is better):", "",
-        *lines, "", "Best paper configuration's relative lateness (and which):", "", *best, "",
+        *lines, "", "Best paper configuration's relative lateness (and which):", "", *best, "", *bound_part,
         f"{result.events:,} events per point (ideal run), {result.seeds} seed(s)"
         + (f", {result.seconds:.0f} s wall time." if result.seconds else "."), "",
         f"Choices: {exp.choices}", "",
@@ -331,6 +393,8 @@ def summary(result: SweepResult) -> str:
     for label, pts in curves.items():
         d = dict(pts)
         body.append(f"| {label} | " + " | ".join(f"{d[x]:.3g}" if x in d else "" for x in xs) + " |")
+    for label, d in result.bounds():  # no schedule on the figure's tracks does better (sim.bound)
+        body.append(f"| *{label}* | " + " | ".join(f"{d[x]:.3g}" if x in d else "" for x in xs) + " |")
     return "\n".join([
         f"# {exp.figure} — {exp.title} (`{exp.name}`)",
         "",

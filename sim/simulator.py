@@ -41,6 +41,7 @@ from simpy.events import NORMAL
 
 from sim.cores import Cores
 from sim.trace import ActionRecord, Arrival, JobRecord, Trace, TraceWriter
+from sim.workload import burst_time as _burst_time
 from sim.workload import periods, true_costs, utilization
 from warehouse.config import FreshetConfig, SimConfig, StreamConfig
 from warehouse.errors import ConfigError, FreshetError
@@ -420,12 +421,6 @@ class Simulation:
         return RunStats(horizon=horizon, events=self.events, weighted_staleness=stats.weighted_staleness,
                         busy_time=busy, jobs=self.jobs, chopped=self.chopped, per_table=per_table,
                         maintenance=self.maintenance, maintenance_busy=self.maintenance_busy)
-
-
-def _burst_time(t: float, normal: float, cycle: float) -> float:
-    """Time in bursts from 0 to `t` of a cycle `normal` then burst (`cycle − normal`), started at 0."""
-    k, r = divmod(t, cycle)
-    return k * (cycle - normal) + max(0.0, r - normal)
 
 
 class _Stream:

@@ -30,6 +30,7 @@ __all__ = [
     "TableClass",
     "build_workload",
     "burst_factor",
+    "burst_time",
     "config_of",
     "mean_slowdown",
     "periods",
@@ -139,6 +140,13 @@ def burst_factor(cfg: FreshetConfig, table: str) -> float:
         if table in bu.tables:
             out *= (bu.normal + bu.factor * bu.slow) / (bu.normal + bu.slow)
     return out
+
+
+def burst_time(t: float, normal: float, cycle: float) -> float:
+    """Time in bursts from 0 to `t` of a cycle `normal` then burst (`cycle − normal`), started at 0
+    (`sim.bursts`; also the slow time of the normal/slow cycle, §4.1)."""
+    k, r = divmod(t, cycle)
+    return k * (cycle - normal) + max(0.0, r - normal)
 
 
 def utilization(cfg: FreshetConfig, tracks: int | None = None) -> float:
