@@ -105,7 +105,7 @@ class ActionRequest:
 
 def store_path(config: FreshetConfig) -> Path:
     """`<warehouse.root>/_freshet/actions.json` (a local root; else beside the landing zone)."""
-    if (base := state_dir(config.warehouse.root, config.warehouse.landing)) is not None:
+    if (base := state_dir(config.warehouse.root, config.warehouse.landing, config.warehouse.state)) is not None:
         return base / "actions.json"
     raise FreshetError(f"operator actions are kept under a local warehouse.root or landing; both are URIs "
                        f"({config.warehouse.root!r}, {config.warehouse.landing!r})")

@@ -69,7 +69,7 @@ def trace_file(config: FreshetConfig, given: str | None) -> tuple[str | None, in
     TRACE_ROTATE bytes, the file before kept as `.1` (the tuner reads on into it); else none."""
     if path := given or config.warehouse.trace:
         return path, None
-    base = state_dir(config.warehouse.root, config.warehouse.landing)
+    base = state_dir(config.warehouse.root, config.warehouse.landing, config.warehouse.state)
     if config.scheduler.autotune == "off" or base is None:
         return None, None
     return str(base / "trace.jsonl"), TRACE_ROTATE

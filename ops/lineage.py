@@ -280,7 +280,7 @@ class OpenRuns:
 
 def runs_path(config: FreshetConfig) -> Path | None:
     """`<warehouse.root>/_freshet/lineage_runs.json` (a local root; else beside the landing zone)."""
-    base = state_dir(config.warehouse.root, config.warehouse.landing)
+    base = state_dir(config.warehouse.root, config.warehouse.landing, config.warehouse.state)
     return None if base is None else base / "lineage_runs.json"
 
 

@@ -104,6 +104,22 @@ def test_a_landing_zone_on_a_bucket_gets_the_connector_beside_a_local_root() -> 
     assert "names no bucket" in error({"landing": "s3a:///in"})
 
 
+def test_a_warehouse_and_a_landing_zone_both_in_a_bucket_need_a_local_state_directory() -> None:
+    """The daemon's own files (operator actions, lineage runs, the tuner's trace) live on this
+    machine: with the root and the landing zone both in a bucket the daemon failed at its start
+    (the actions store had nowhere to go); the config now asks for `warehouse.state`."""
+    from ops.actions import store_path
+    from warehouse.paths import state_dir
+
+    both = {"root": "s3a://b/wh", "landing": "s3a://b/in", "s3": {}}
+    assert "warehouse.state" in error(both) and "both URIs" in error(both)
+    assert "must be a local directory" in error({**both, "state": "s3a://b/state"})
+    cfg = config({**both, "state": "/srv/freshet"})
+    assert store_path(cfg) == Path("/srv/freshet/actions.json")
+    assert state_dir("/srv/wh", "/srv/in") == Path("/srv/wh/_freshet")  # the default is unchanged
+    assert state_dir("s3a://b/wh", "/srv/in") == Path("/srv/in/_freshet")
+
+
 def test_the_connector_matches_the_hadoop_client_pyspark_ships() -> None:
     hadoop = hadoop_version()
     coordinates = s3a_packages().split(",")

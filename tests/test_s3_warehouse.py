@@ -127,15 +127,18 @@ def test_a_daemon_killed_mid_run_on_s3_loses_nothing_and_loads_nothing_twice(s3:
     assert any(k.startswith("wh/m_raw/_delta_log/") for k in s3.keys("wh/"))
 
 
-def test_a_landing_zone_on_a_bucket_is_loaded_once_beside_a_local_warehouse(s3: S3Server,  # noqa: F811
-                                                                           tmp_path: Path) -> None:
-    """The daemon with `warehouse.landing: s3a://freshet-test/landing` and a local root: the base
-    job reads each partition's files from the bucket through S3A (set up for the landing zone
-    alone), the intake archives them to `landing/_loaded/`, answers a producer's retry of an
-    archived partition as a duplicate and quarantines a bad one with its reason."""
+@pytest.mark.parametrize("root", ["local", "bucket"])
+def test_a_landing_zone_on_a_bucket_is_loaded_once(s3: S3Server, tmp_path: Path, root: str) -> None:  # noqa: F811
+    """The daemon with `warehouse.landing: s3a://freshet-test/landing`, the tables on a local root
+    (S3A set up for the landing zone alone) or in the same bucket (the daemon's own files in
+    `warehouse.state`): the base job reads each partition's files from the bucket through S3A,
+    the intake archives them to `landing/_loaded/`, answers a producer's retry of an archived
+    partition as a duplicate and quarantines a bad one with its reason."""
     data = _config(tmp_path, s3)
-    data["warehouse"] = {"root": str(tmp_path / "data"), "landing": f"s3a://{s3.bucket}/landing",
-                         "s3": s3.s3_settings()}
+    in_bucket = root == "bucket"
+    data["warehouse"] = {"root": f"s3a://{s3.bucket}/wh" if in_bucket else str(tmp_path / "data"),
+                         "landing": f"s3a://{s3.bucket}/landing", "s3": s3.s3_settings(),
+                         **({"state": str(tmp_path / "state")} if in_bucket else {})}
     data["tables"] = data["tables"][:1]  # m_raw: the base table
     path = tmp_path / "freshet.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -174,7 +177,9 @@ def test_a_landing_zone_on_a_bucket_is_loaded_once_beside_a_local_warehouse(s3: 
 
     from deltalake import DeltaTable
 
-    rows = DeltaTable(str(tmp_path / "data" / "m_raw")).to_pyarrow_table().to_pylist()
+    table = DeltaTable(f"s3://{s3.bucket}/wh/m_raw", storage_options=s3.storage_options()) if in_bucket \
+        else DeltaTable(str(tmp_path / "data" / "m_raw"))
+    rows = table.to_pyarrow_table().to_pylist()
     assert sorted(r["id"] for r in rows) == [int(T0 + i * MINUTE) * 100 + j for i in range(6) for j in range(4)]
     keys = s3.keys("landing/")
     assert {k.split("/")[3] for k in keys if k.startswith("landing/_loaded/m/")} == {*ids, f"{ids[0]}.1"}

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from warehouse.config_base import Duration, Strict
+from warehouse.paths import is_local
 
 __all__ = ["S3Settings", "WarehousePaths", "landing_on_s3"]
 
@@ -49,6 +50,9 @@ class WarehousePaths(Strict):
     landing: str = Field("./landing", description="the landing zone producers write partitions into: a "
                          "directory, or s3a://bucket/prefix (s3:// is the same bucket)")
     trace: str | None = Field(None, description="append observed arrivals and job durations here")
+    state: str | None = Field(None, description="a local directory for the daemon's own files (operator "
+                              "actions, lineage runs, the tuner's trace); default: _freshet under a local root, "
+                              "else beside a local landing zone; needed when both are in a bucket")
     lease_timeout: Duration = Field(30.0, gt=0, le=3600, description="seconds without renewal after which "
                                     "another daemon may take over the warehouse lease (ops.lease)")
     s3: S3Settings | None = Field(None, description="the S3 API of an s3a:// root or landing zone (endpoint, "
@@ -64,4 +68,10 @@ class WarehousePaths(Strict):
                              f"landing {self.landing!r}{hint}")
         if landing_on_s3(self.landing) and not self.landing.split("://", 1)[1].split("/", 1)[0]:
             raise ValueError(f"landing {self.landing!r} names no bucket: expected s3a://bucket/prefix")
+        if self.state is None and not is_local(self.root) and not is_local(self.landing):
+            raise ValueError(f"root {self.root!r} and landing {self.landing!r} are both URIs: set warehouse.state "
+                             f"to a local directory for the daemon's own files (operator actions, lineage runs, "
+                             f"the tuner's trace)")
+        if self.state is not None and not is_local(self.state):
+            raise ValueError(f"state {self.state!r} must be a local directory, not a URI")
         return self

@@ -36,10 +36,13 @@ def local_path(location: str) -> Path | None:
     return Path(location).expanduser().resolve()
 
 
-def state_dir(root: str, landing: str) -> Path | None:
-    """Where the daemon keeps its own files (operator actions, the tuner's trace): `_freshet`
-    under the warehouse root when it is local, else beside the landing zone; None when both are
-    URIs."""
+def state_dir(root: str, landing: str, state: str | None = None) -> Path | None:
+    """Where the daemon keeps its own files (operator actions, lineage runs, the tuner's trace):
+    `warehouse.state` when set, else `_freshet` under the warehouse root when it is local, else
+    beside the landing zone; None when both are URIs and no state directory is set (the config
+    refuses that)."""
+    if state is not None:
+        return local_path(state)
     for location in (root, landing):
         if (base := local_path(location)) is not None:
             return base / "_freshet"
