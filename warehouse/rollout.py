@@ -334,10 +334,15 @@ def _copy(s: Any, first: object, table: str, local: Local | None) -> Any:
             shared[id(x)] = x
     c = object.__new__(type(s))
     shared[id(s)] = c  # (its bound methods, the handlers and the queues' check, are the copy's)
-    state = {name: value for name, value in vars(s).items() if name not in _BY_TABLE}
-    state, copies, rates = _clone((state, [by_idx[i] for i in local.tables], [s._rates[x] for x in local.streams]),
-                                  shared)
+    state = {name: value for name, value in vars(s).items() if name not in _BY_TABLE and name != "_upkeep"}
+    up = s._upkeep  # (maintenance, per table: only the kept tables' entries are copied, the others shared)
+    mine = [x for x in (by_idx[i].name for i in local.tables) if x in up.tables]
+    state, copies, rates, kept = _clone((state, [by_idx[i] for i in local.tables], [s._rates[x] for x in local.streams],
+                                         [up.tables[x] for x in mine]), shared)
     c.__dict__.update(state)
+    c._upkeep = object.__new__(type(up))
+    c._upkeep.__dict__.update({k: v.copy() if isinstance(v, dict | set | list) else v for k, v in vars(up).items()})
+    c._upkeep.tables.update(zip(mine, kept, strict=True))
     c._by_idx = list(by_idx)
     c._tables = dict(s._tables)
     for t in copies:
