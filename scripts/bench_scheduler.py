@@ -5,6 +5,7 @@ long run. Not a test: it prints figures.
     python scripts/bench_scheduler.py                 # 30/4, 1,000/16, 10,000/64, 100,000/256 + 1M-event memory run
     python scripts/bench_scheduler.py --quick         # fewer events
     python scripts/bench_scheduler.py --against 7792d03 --sizes 10000/64/50000,100000/256/50000
+    python scripts/bench_scheduler.py --rollout --sizes 30/4/20000,1000/16/20000 --memory-events 0
 
 `--against REV` runs the same workloads on REV's engine (its files exported by `git archive`) and on
 this tree's, each run in a fresh process, the order alternating between rounds so that both see the
@@ -13,7 +14,8 @@ same load of a shared machine; it prints both trees' median and p99 and their pa
 Workload: base tables on streams with periods 1 min / 5 min / 1 h, priorities 1-100, E(n) = α + β·n
 scaled so the offered utilization is --load × tracks (1.0: every track busy), Proportional + Max-Benefit
 with Max inheritance and the default chopping (`auto`), or `--chop 3` for the paper's c.
-Each job runs for its estimate.
+Each job runs for its estimate. `--rollout` runs each size a second time, in the same invocation,
+under `policy: rollout` with its default settings (warehouse.rollout), and prints its rounds.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from warehouse.events import JobFinished, PartitionArrived
 from warehouse.scheduler import Scheduler
 
 
-def workload(n_tables: int, tracks: int, load: float, seed: int = 1, chop: str | float | None = "auto"):
+def workload(n_tables: int, tracks: int, load: float, seed: int = 1, chop: str | float | None = "auto",
+             policy: str = "auto", rollout: dict | None = None):
     rng = random.Random(seed)
     periods = [rng.choice([60.0, 300.0, 3600.0]) for _ in range(n_tables)]
     # u_i = (α + β P) / P; pick β so Σ u_i = load · tracks with α = 2 s
@@ -53,25 +56,28 @@ def workload(n_tables: int, tracks: int, load: float, seed: int = 1, chop: str |
         for i in range(n_tables)
     ]
     cfg = parse_config({"streams": streams, "tables": tables,
-                        "scheduler": {"tracks": tracks, "learn_costs": False, "chop": chop}})
+                        "scheduler": {"tracks": tracks, "learn_costs": False, "chop": chop,
+                                      **({"policy": policy} if policy != "auto" else {}),
+                                      **({"rollout": rollout} if rollout else {})}})
     phases = [rng.uniform(0, p) for p in periods]
     return cfg, periods, phases
 
 
 def run(n_tables: int, tracks: int, events: int, load: float = 1.0, measure_memory: bool = False,
-        chop: str | float | None = "auto") -> dict:
-    cfg, periods, phases = workload(n_tables, tracks, load, chop=chop)
+        chop: str | float | None = "auto", policy: str = "auto", rollout: dict | None = None) -> dict:
+    cfg, periods, phases = workload(n_tables, tracks, load, chop=chop, policy=policy, rollout=rollout)
     s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
     q: list = [(phases[i], 0, i, None) for i in range(n_tables)]
     heapq.heapify(q)
     seq = 1
     counter = [0] * n_tables
     times = array("q", bytes(8 * events))  # preallocated: the memory figure is the scheduler's
+    cpu = array("q", bytes(8 * events))  # the same calls' CPU time (this thread's): a loaded machine's waits left out
     mem: list[tuple[int, int]] = []
     gc.collect()
     if measure_memory:
         tracemalloc.start()
-    perf = time.perf_counter_ns
+    perf, thread = time.perf_counter_ns, time.thread_time_ns
     for n in range(events):
         now, _, i, job = heapq.heappop(q)
         if job is None:
@@ -82,9 +88,10 @@ def run(n_tables: int, tracks: int, events: int, load: float = 1.0, measure_memo
             seq += 1
         else:
             ev = JobFinished(job_id=job.job_id, duration=job.estimate)
-        t0 = perf()
+        c0, t0 = thread(), perf()
         started = s.handle(ev, now)
         times[n] = perf() - t0
+        cpu[n] = thread() - c0
         for j in started:
             heapq.heappush(q, (now + j.estimate, seq, -1, j))
             seq += 1
@@ -95,7 +102,7 @@ def run(n_tables: int, tracks: int, events: int, load: float = 1.0, measure_memo
         gc.collect()
         mem.append((events, tracemalloc.get_traced_memory()[0]))
         tracemalloc.stop()
-    times = sorted(times)
+    times, cpu = sorted(times), sorted(cpu)
     st = s.stats(now)
     return {
         "tables": n_tables,
@@ -107,6 +114,10 @@ def run(n_tables: int, tracks: int, events: int, load: float = 1.0, measure_memo
         "sim_hours": now / 3600,
         "memory": mem,
         "backlog": sum(t.pending_partitions for t in st.tables),
+        "max_us": times[-1] / 1000,
+        "cpu_median_us": statistics.median(cpu) / 1000,
+        "cpu_p99_us": cpu[int(len(cpu) * 0.99)] / 1000,
+        "rollout": st.rollout,
     }
 
 
@@ -148,6 +159,9 @@ def main() -> None:
     ap.add_argument("--sizes", help="tables/tracks/events,… e.g. 100000/256/200000 (default: all four)")
     ap.add_argument("--against", metavar="REV", help="compare with commit REV's engine, paired runs in one invocation")
     ap.add_argument("--rounds", type=int, default=3, help="paired rounds with --against (default 3)")
+    ap.add_argument("--rollout", action="store_true", help="each size also under policy: rollout, side by side")
+    ap.add_argument("--rollout-settings", type=json.loads, default=None, metavar="JSON",
+                    help='with --rollout: scheduler.rollout settings, e.g. \'{"budget_events": 60}\'')
     ap.add_argument("--child", help=argparse.SUPPRESS)  # one run, its figures as JSON (--against)
     a = ap.parse_args()
     if a.child:
@@ -165,10 +179,18 @@ def main() -> None:
         compare(a.against, sizes, a.rounds, a.load, a.chop)
         return
     from sim.progress import track
-    print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'median µs':>10} {'p99 µs':>8} {'busy':>6}")
+    if a.rollout:
+        print(f"rollout settings: {a.rollout_settings or 'the defaults'}")
+    print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'policy':>8} {'median µs':>10} {'p99 µs':>8} {'max µs':>9} "
+          f"{'CPU median/p99 µs':>18} {'busy':>6}  rollout rounds")
     for n, t, e in track(sizes, "bench_scheduler", what="{item[0]} tables", lines=False):  # a bar on a terminal
-        r = run(n, t, e, a.load, chop=chop)
-        print(f"{n:>7} {t:>6} {e:>8} {r['median_us']:>10.1f} {r['p99_us']:>8.1f} {r['busy_share']:>6.1%}", flush=True)
+        for policy in ("auto", "rollout") if a.rollout else ("auto",):
+            r = run(n, t, e, a.load, chop=chop, policy=policy, rollout=a.rollout_settings)
+            ro = r["rollout"]
+            rounds = (f"  weighed {ro.decisions}, overrides {ro.overrides}, fallbacks {ro.fallbacks}"
+                      if ro is not None else "")
+            print(f"{n:>7} {t:>6} {e:>8} {policy:>8} {r['median_us']:>10.1f} {r['p99_us']:>8.1f} {r['max_us']:>9.0f} "
+                  f"{r['cpu_median_us']:>8.1f} / {r['cpu_p99_us']:<8.1f} {r['busy_share']:>6.1%}{rounds}", flush=True)
     ev = a.memory_events // (10 if a.quick else 1)
     if ev <= 0:  # --memory-events 0: decision times only
         return

@@ -148,7 +148,7 @@ def test_bulk_limit_auto_resolves_local_star_from_the_cores_the_shell_counted() 
     resolved = with_cores(shipped, 4)
     assert resolved.spark.cores == 4 and with_cores(resolved, 8).spark.cores == 4  # said once: kept
     s = Scheduler(resolved, now=0.0)
-    assert s._bulk_cap == 3
+    assert s._bulk.cap == 3
     remote = parse_config({**_minimal(), "spark": {"remote": "sc://h:15002"}})
     assert with_cores(remote, 4).spark.cores is None  # the machine's cores are not the server's
     said = parse_config({**_minimal(), "spark": {"remote": "sc://h:15002", "cores": 6}})

@@ -4,6 +4,8 @@ example, worked by hand, and in seeded simulations against its base rule. No Spa
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from policies.basic import Candidate, marginal_benefit, policy_key, quadratic_index
@@ -78,8 +80,9 @@ def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
     cfg = config(*one, policy="rollout", rollout={"k": 4, "horizon": "5m", "base": "edf-p"})
     r = cfg.scheduler.rollout
     assert (r.k, r.horizon, r.budget_events, cfg.scheduler.ordering) == (4, 300.0, 3000, "edf-p")
+    assert r.terminal is True  # the terminal credit is on unless switched off
     for bad, word in (({"base": "rollout"}, "base"), ({"k": 0}, "k"), ({"horizon": 0}, "horizon"),
-                      ({"budget": 5}, "budget")):
+                      ({"budget": 5}, "budget"), ({"terminal": "sometimes"}, "terminal")):
         with pytest.raises(ConfigError, match=f"rollout.*{word}|{word}.*rollout"):
             config(*one, policy="rollout", rollout=bad)
 
@@ -110,9 +113,10 @@ def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale(
     t3: S 49→55 then 5→9: 312 + 28 = 340, × p 10 = 3400. Total 3570.
     Rollout runs J2 100–102, J3 102–105, J1 105–108. t1: S 10→18 then 8→10: 112 + 18 = 130; t2: S 5→7
     then 2→10: 12 + 48 = 60; t3: S 49→54 then 4→9: 257.5 + 32.5 = 290, × 10 = 2900. Total 3090: 480 less.
-    tx (loaded to 99 at 100, next partition at 1099) adds the same to both."""
+    tx (loaded to 99 at 100, next partition at 1099) adds the same to both. (Every job ends inside
+    the horizon; without the terminal credit the sums are these by hand.)"""
     mb, mb_first = lookahead_example("max-benefit")
-    ro, ro_first = lookahead_example("rollout", rollout={"k": 3, "horizon": 10})
+    ro, ro_first = lookahead_example("rollout", rollout={"k": 3, "horizon": 10, "terminal": False})
     assert [j.table for j in mb_first] == ["t1"]
     assert [j.table for j in ro_first] == ["t2"]
     stats = ro.stats(TAU).rollout
@@ -126,6 +130,48 @@ def test_rollout_runs_j2_where_max_benefit_runs_j1_and_its_future_is_less_stale(
     assert order == ["t2", "t3", "t1"] and area == pytest.approx({"t1": 130, "t2": 60, "t3": 2900})
 
 
+def _long_and_short(**rollout) -> tuple[Scheduler, list]:
+    """One track. L (p = 10, ΔF = 100, E = 30) and S (p = 1, ΔF = 10, E = 1) are released at τ while tx
+    holds the track; tx ends at τ. Max-Benefit ranks L first (1000/30 > 10/1). Returns the
+    scheduler and the jobs it starts at τ."""
+    cfg = config(
+        [{"name": "sl", "period": 100}, {"name": "ss", "period": 10}, {"name": "sx", "period": 1000}],
+        [
+            {"name": "L", "stream": "sl", "priority": 10, "cost": {"alpha": 30, "beta": 0}},
+            {"name": "S", "stream": "ss", "cost": {"alpha": 1, "beta": 0}},
+            {"name": "tx", "stream": "sx", "cost": {"alpha": 1, "beta": 0}},
+        ],
+        policy="rollout", rollout={"k": 3, "horizon": 10, **rollout},
+    )
+    s = Scheduler(cfg, now=0, recovered={"L": Recovered(0), "S": Recovered(TAU - 10), "tx": Recovered(0)})
+    (x,) = s.handle(PartitionArrived(stream="sx", partition_id="x", start=0, end=TAU - 1), TAU - 1)
+    assert s.handle(PartitionArrived(stream="sl", partition_id="l", start=0, end=TAU), TAU) == []
+    assert s.handle(PartitionArrived(stream="ss", partition_id="s", start=TAU - 10, end=TAU), TAU) == []
+    return s, s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
+
+
+def test_a_job_longer_than_the_horizon_is_credited_not_starved() -> None:
+    """Horizon 10 from τ = 100; L's job (30 s) ends after it. Without a terminal credit L-first
+    removes nothing by 110 and S-first removes S's 10 from 101: S-first is 90 less stale
+    (t_S: [100, 110] 150 against 10.5 + 49.5 = 60), and rollout starts S although L is worth
+    more — each time L's turn comes, so L starves while its backlog grows.
+    With it: a tail of 30 (L's duration > the horizon) to 140 in which the running jobs end and
+    nothing starts. L-first: S stays at F 90: 150 + 1,050; L runs 100–130: (1,050 + 2,400 + 350)
+    × 10. S-first: S 60 + 750; L runs 101–131: (1,050 + 2,530.5 + 319.5) × 10. L-first is 610
+    less stale: rollout keeps Max-Benefit's L (as Smith's rule would: 1000/30 > 10/1)."""
+    s, first = _long_and_short()
+    assert [j.table for j in first] == ["L"]
+    stats = s.stats(TAU).rollout
+    assert stats is not None and (stats.decisions, stats.overrides) == (1, 0)
+    scores = dict(stats.last)
+    assert list(scores) == ["L", "S"]
+    assert scores["S"] - scores["L"] == pytest.approx(610.0)
+    old, old_first = _long_and_short(terminal=False)
+    assert [j.table for j in old_first] == ["S"]  # a job ending after the horizon counts as no gain
+    scores = dict(old.stats(TAU).rollout.last)  # type: ignore[union-attr]
+    assert scores["L"] - scores["S"] == pytest.approx(90.0)
+
+
 def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> None:
     s, first = lookahead_example("rollout", rollout={"k": 3, "horizon": 10, "budget_events": 2})
     assert [j.table for j in first] == ["t1"]  # Max-Benefit's pick
@@ -136,7 +182,7 @@ def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> No
 def test_rollout_counts_survive_a_reload() -> None:
     from warehouse.events import Reconfigure
 
-    s, _ = lookahead_example("rollout", rollout={"k": 3, "horizon": 10})
+    s, _ = lookahead_example("rollout", rollout={"k": 3, "horizon": 10, "terminal": False})
     s.handle(Reconfigure(config=s.config), TAU)
     stats = s.stats(TAU).rollout
     assert stats is not None and (stats.decisions, stats.overrides) == (1, 1)
@@ -172,10 +218,10 @@ def test_rollout_with_one_candidate_is_exactly_its_base_rule(base: str) -> None:
 
 
 def test_rollout_whose_futures_all_tie_changes_nothing() -> None:
-    """k = 3 with a horizon too short for any simulated event: every candidate's future has the same
-    staleness, so the base rule's first job stays first — and the copies it simulated left the
-    Scheduler as it was: the same run, event for event, as the base rule's."""
-    trace, (ws, stats) = _sim_trace("rollout", rollout={"k": 3, "horizon": 1e-6})
+    """k = 3 with a horizon too short for any simulated event and no terminal credit: every
+    candidate's future has the same staleness, so the base rule's first job stays first — and the
+    copies it simulated left the Scheduler as it was: the same run, event for event, as the base rule's."""
+    trace, (ws, stats) = _sim_trace("rollout", rollout={"k": 3, "horizon": 1e-6, "terminal": False})
     want, (ws_base, _) = _sim_trace("max-benefit")
     assert stats is not None and stats.decisions > 20 and stats.overrides == 0 and stats.fallbacks == 0
     assert trace == want and ws == ws_base
@@ -217,3 +263,62 @@ def test_the_simulators_report_carries_rollouts_counts_only_under_rollout() -> N
     ro = report("rollout")["rollout"]
     assert ro["decisions"] >= ro["overrides"] and ro["decisions"] > 0 and ro["fallbacks"] == 0
     assert "rollout" not in report("max-benefit")
+
+
+def _state(s: Scheduler, now: float) -> tuple:
+    """What a look-ahead must leave as it was: the snapshot, the queues' heads, the running jobs, the
+    next wake-up and each table's run state (its queue version moves with any push or drain)."""
+    tables = tuple((t.state, t.mode, t.queue.version, t.freshness, t.safe, t.last_arrival,
+                    len(t.log.pending) if t.log is not None else None,
+                    (t.derived.edge, t.derived.recompute.has_work()) if t.derived is not None else None)
+                   for t in s._by_idx)
+    return (dataclasses.replace(s.stats(now), rollout=None), tuple(s._queues.heads(10_000)), dict(s.running), s.next_wakeup(), tables,
+            s._events, s._seq, s._next_job_id, tuple(s._queues.queued))
+
+
+def test_a_local_look_ahead_changes_only_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large warehouse's look-ahead copies only the tables it can change (warehouse.rollout.involved)
+    and shares the rest. Forced on a 41-table warehouse with a derived table: every decision leaves
+    the Scheduler as it was, most decisions were local, and the run is the same, event for event, as
+    with every query asked between events."""
+    import warehouse.rollout as ro
+    from tests.test_engine_door import _cfg, _drive
+
+    monkeypatch.setattr(ro, "LOCAL_ABOVE", 0)
+    seen = {"local": 0, "all": 0}
+    whole = ro.involved
+
+    def counted(*a):  # noqa: ANN002, ANN202
+        out = whole(*a)
+        seen["local" if out is not None else "all"] += 1
+        return out
+
+    monkeypatch.setattr(ro, "involved", counted)
+
+    class Checked:
+        """The Scheduler's first pick, with its state compared before and after each decision."""
+
+        def __init__(self, inner: ro.Rollout) -> None:
+            self.inner = inner
+
+        @property
+        def stats(self) -> ro.RolloutStats:
+            return self.inner.stats
+
+        def pick(self, s: Scheduler, now: float) -> str | None:
+            before = _state(s, now)
+            name = self.inner.pick(s, now)
+            assert _state(s, now) == before
+            return name
+
+    cfg, periods = _cfg("rollout", n=40, tracks=3)
+    sc = cfg.scheduler.model_copy(update={"rollout": cfg.scheduler.rollout.model_copy(update={"horizon": 120.0})})
+    cfg = cfg.model_copy(update={"scheduler": sc})
+    s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    s._first = Checked(s._first)  # type: ignore[arg-type]
+    quiet = _drive(s, periods, ask=False)
+    stats = s.stats(quiet[-1][0]).rollout
+    assert stats is not None and stats.decisions > 20 and stats.fallbacks < stats.decisions
+    assert seen["local"] > seen["all"] and seen["local"] > 20
+    asked = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    assert _drive(asked, periods, ask=True) == quiet

@@ -21,6 +21,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.nextjob   the next job of a table: window, n of E(n), its Candidate (§3.1, §3.4)
     warehouse.queues    the ready queues per track-plan group, the urgent queue and its picks, a round (§3.2)
     warehouse.board     the track board: which job runs where since when, busy time
+    warehouse.bulk      the bulk limit: threshold, cap, which running jobs are bulk (policies.bulk)
     warehouse.backoff   tables in back-off after a failure, by retry time
     warehouse.upkeep    maintenance counts, clocks, what is due and its ranking (Nova, SIGMOD 2011 §2.4)
     warehouse.stats     the frozen snapshot rows and the snapshot
@@ -31,7 +32,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
     warehouse.rollout   rollout's first pick (beyond the paper): the best k simulated ahead in copies
     policies.reservation  expected releases and the hold decision
-    policies.bulk       which job is bulk, how many may run at once (the board counts them)
+    policies.bulk       which job is bulk, how many may run at once (warehouse.bulk counts them)
 
 `warehouse.landing` — how partitions arrive: manifests, their one validator, the landing-zone
 scanner and quarantine (docs/warehouse.md §3).

@@ -16,7 +16,7 @@ __all__ = ["TrackBoard"]
 class TrackBoard:
     """Jobs by id, by table and by track; idle tracks; busy time per track."""
 
-    __slots__ = ("_busy", "_since", "_track", "bulk", "by_table", "idle", "jobs", "n")
+    __slots__ = ("_busy", "_since", "_track", "by_table", "idle", "jobs", "n")
 
     def __init__(self) -> None:
         self.jobs: dict[int, StartJob] = {}  # running jobs by id
@@ -25,7 +25,6 @@ class TrackBoard:
         self._since: list[float] = []  # when the running job of a track started
         self._busy: list[float] = []  # busy time of finished jobs
         self.idle: set[int] = set()  # tracks below `n` with no job
-        self.bulk: set[int] = set()  # the running jobs that were bulk when they started (policies.bulk)
         self.n = 0
 
     def resize(self, n: int, now: float) -> None:
@@ -37,11 +36,9 @@ class TrackBoard:
         self.n = n
         self.idle = {i for i in range(n) if self._track[i] is None}
 
-    def occupy(self, job: StartJob, now: float, bulk: bool = False) -> None:
-        """`job` runs on `job.track` from `now` (`bulk`: counted against the bulk limit)."""
+    def occupy(self, job: StartJob, now: float) -> None:
+        """`job` runs on `job.track` from `now`."""
         self.jobs[job.job_id] = job
-        if bulk:
-            self.bulk.add(job.job_id)
         self.by_table[job.table] = job
         self._track[job.track] = job
         self._since[job.track] = now
@@ -52,7 +49,6 @@ class TrackBoard:
         job = self.jobs.pop(job_id, None)
         if job is None:
             return None
-        self.bulk.discard(job_id)
         if self.by_table.get(job.table) is job:
             del self.by_table[job.table]
         self._busy[job.track] += now - self._since[job.track]

@@ -189,8 +189,13 @@ class RolloutConfig(Strict):
     the base rule's best `k` whose simulated next `horizon` seconds have the least weighted staleness."""
 
     k: int = Field(3, ge=1, le=32, description="candidates: the base rule's best k ready jobs (1: the base rule)")
-    horizon: Duration = Field(600.0, gt=0, description="seconds of the warehouse simulated ahead for each candidate; "
-                                                        "cover the long jobs (one ending after it counts as no gain)")
+    horizon: Duration = Field(1800.0, gt=0, description="seconds of the warehouse simulated ahead for each candidate "
+                                                        "(shortened to what the event budget covers); a job running "
+                                                        "at its end is credited by `terminal`")
+    terminal: bool = Field(True, description="count the jobs running at the horizon as ending at their expected "
+                                             "ends, over a tail as long as the horizon or the longest candidate "
+                                             "job, in which nothing else starts (off: a job ending after the "
+                                             "horizon counts as no gain, and long jobs starve)")
     budget_events: int = Field(3000, ge=1, description="simulated events per decision, over all candidates (not "
                                                        "CPU time: the engine reads no clock); past it the base rule "
                                                        "decides, counted as a fallback")

@@ -32,6 +32,7 @@ from warehouse.backlog import Partition
 from warehouse.backoff import Backoffs
 from warehouse.blueprint import Ahead, Blueprint, blueprint, moved
 from warehouse.board import TrackBoard
+from warehouse.bulk import BulkLimit
 from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
@@ -84,6 +85,7 @@ class Scheduler:
         self._by_stream: dict[str, list[Table]] = {}
         self._rates: dict[str, RowRate] = {}  # per stream: the typical rows per second (§2.4 n)
         self._board = TrackBoard()  # which job runs on which track (and for which table)
+        self._bulk = BulkLimit()  # the bulk limit: threshold, cap, the bulk jobs running (warehouse.bulk)
         # per running job, its sources' rows that changed while it ran: a reload may remove and
         # re-add its table, and the returning table that takes the job over must recompute them
         self._read_old: dict[int, list[Change]] = {}
@@ -120,7 +122,7 @@ class Scheduler:
         self._first = first_pick(sc, self._first)  # (warehouse.lookahead; rollout's counts kept across a reload)
         self._reserve = sc.ordering == "auto"  # track reservation by lookahead (policies.reservation)
         self._expects = self._reserve or self._first is LOOKAHEAD  # both look at the releases expected next
-        self._bulk_cap = bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores)  # (policies.bulk)
+        self._bulk.cap = bulk_limit(sc.bulk_limit, config.spark.master, config.spark.cores)  # (policies.bulk)
         lay = lay_out(bp, self._bp, self._tables, self._by_stream, recovered, self._initial, now, self._rates,
                       self._board.by_table)
         self._bp = bp
@@ -159,9 +161,9 @@ class Scheduler:
         self.plan: TrackPlan
         if ahead is None:
             self.plan, self._nextjob.ranking, profiles = track_plan(sc, self._by_idx)
-            self._bulk_over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
+            self._bulk.over = bulk_threshold(sc.bulk_cost, (p.e_period for p in profiles))  # a bulk job costs more
         else:
-            self.plan, self._nextjob.ranking, self._bulk_over = ahead.plan, ahead.ranking, ahead.bulk_over
+            self.plan, self._nextjob.ranking, self._bulk.over = ahead.plan, ahead.ranking, ahead.bulk_over
             take_plan(self._by_idx, ahead.plan, ahead.profiles)
         self._nextjob.tracks = sc.tracks
         self._queues.reset(len(self.plan.groups))
@@ -318,6 +320,7 @@ class Scheduler:
         job = self._board.release(job_id, self._now)
         if job is None:
             raise SchedulerMisuse(f"job {job_id} is not running")
+        self._bulk.ended(job_id)
         self._read_old.pop(job_id, None)
         self._orphans.discard(job_id)
         t = self._tables.get(job.table)
@@ -512,7 +515,7 @@ class Scheduler:
         """The jobs of the tables an operator asked to refresh, first (warehouse.queues picks them);
         a bulk one only within the bulk limit (it keeps its place: first when a bulk job ends)."""
         for t, track in self._queues.urgent_first(self._tables, self.plan, available):
-            if self._bulk_cap is not None and self._bulk_waits(t):
+            if self._bulk.cap is not None and self._bulk_waits(t):
                 continue
             out.append(self._start(t, track, now))
             available.discard(track)
@@ -530,7 +533,7 @@ class Scheduler:
             if not available:
                 return
             t = self._by_idx[idx]
-            if self._bulk_cap is not None and self._bulk_full(upkeep_estimate(t, kind, self._upkeep)):
+            if self._bulk.cap is not None and self._bulk.full(upkeep_estimate(t, kind, self._upkeep)):
                 continue  # the bulk limit is reached: it stays due
             track = self.plan.place(t.name, available, self._queues.waiting)
             if track is not None:
@@ -551,7 +554,7 @@ class Scheduler:
 
         def take(entry: tuple, track: int) -> bool:
             t = self._by_idx[entry[-1]]
-            if self._bulk_cap is not None and self._bulk_waits(t):  # (no limit: no call)
+            if self._bulk.cap is not None and self._bulk_waits(t):  # (no limit: no call)
                 return False  # the bulk limit is reached: a small job may take the track
             until = hold_until(t, -entry[0], self._nextjob, self._releases, self._pace.now,
                                lambda: self._board.free_at(now, self._pace.now, but=track), now) if self._reserve else None
@@ -606,27 +609,16 @@ class Scheduler:
         return self._occupy(t, job, track, now)
 
     def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job_id`) runs on `track` from `now`; marked bulk if it is (`_bulk`)."""
+        """`job` (numbered `_next_job_id`) runs on `track` from `now`; marked and counted bulk if it is (warehouse.bulk)."""
         self._next_job_id += 1
-        bulk = self._bulk(job.estimate)
-        if bulk:
+        if self._bulk.started(job.job_id, job.estimate):
             job = dataclasses.replace(job, bulk=True)
-        self._board.occupy(job, now, bulk)
+        self._board.occupy(job, now)
         return job
 
-    def _bulk(self, estimate: float) -> bool:
-        """A job estimated to run `estimate` seconds is bulk (policies.bulk): the one definition, for
-        the board's count and the limit's check alike, whatever the job (update, recompute,
-        maintenance, an operator's refresh)."""
-        return estimate > self._bulk_over
-
-    def _bulk_full(self, estimate: float) -> bool:
-        """A job of `estimate` would pass the bulk limit: it is bulk, and the limit's bulk jobs run."""
-        return self._bulk_cap is not None and len(self._board.bulk) >= self._bulk_cap and self._bulk(estimate)
-
     def _bulk_waits(self, t: Table) -> bool:
-        """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit."""
-        return self._bulk_cap is not None and self._bulk_full(self._nextjob.candidate(t)[0].cost)
+        """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit (warehouse.bulk)."""
+        return self._bulk.cap is not None and self._bulk.full(self._nextjob.candidate(t)[0].cost)
 
     # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
