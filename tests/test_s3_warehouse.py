@@ -95,12 +95,9 @@ def test_a_daemon_killed_mid_run_on_s3_loses_nothing_and_loads_nothing_twice(s3:
         wait_for("both tables caught up after the restart",
                  lambda: table(proc, "m_raw")["freshness"] == end and table(proc, "m_5m")["freshness"] == end,
                  timeout=240)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(120) == 0, log_path.read_text()[-4000:]
+        _stop(proc, log_path)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+        _reap(proc)
 
     from deltalake import DeltaTable
 
@@ -125,6 +122,19 @@ def test_a_daemon_killed_mid_run_on_s3_loses_nothing_and_loads_nothing_twice(s3:
         assert len({x["id"] for x in leaders}) == len(set(epochs))  # one holder per epoch
         assert name != "m_raw" or epochs[0] == 1  # the first daemon loaded it before the kill
     assert any(k.startswith("wh/m_raw/_delta_log/") for k in s3.keys("wh/"))
+
+
+def _stop(proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    """SIGTERM: the daemon finishes its job and exits 0."""
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(120) == 0, log_path.read_text()[-4000:]
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Whatever happened, nothing of the daemon's process group is left running."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
 
 
 @pytest.mark.parametrize("root", ["local", "bucket"])
@@ -168,12 +178,9 @@ def test_a_landing_zone_on_a_bucket_is_loaded_once(s3: S3Server, tmp_path: Path,
         wait_for("caught up, the retry archived, the bad one quarantined",
                  lambda: fresh() == T0 + 6 * MINUTE and not s3.keys("landing/m/")
                  and f"landing/_quarantine/m/{bad}/reason" in s3.keys("landing/_quarantine/"), timeout=120)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(120) == 0, log_path.read_text()[-4000:]
+        _stop(proc, log_path)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+        _reap(proc)
 
     from deltalake import DeltaTable
 
