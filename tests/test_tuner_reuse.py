@@ -185,3 +185,14 @@ def test_the_daemon_hands_the_memo_to_its_next_evaluation(calm, tmp_path: Path):
     tuner.reconfigured(cfg, 700.0)  # a reload: another config, judged afresh
     assert tuner.memo is None
     tuner.close()
+
+
+def test_the_grid_holds_aoi_quadratic_and_not_rollout():
+    """aoi-quadratic is a candidate under every partitioner and chop, as the other policies are;
+    rollout is not (one replay under it costs what a hundred or more of the others do)."""
+    cfg = _config()
+    grid = candidates(cfg)
+    policies = {s["policy"] for s in grid}
+    assert policies == {"auto", "max-benefit", "edf-p", "aoi-quadratic"}
+    per = {p: sum(1 for s in grid if s["policy"] == p) for p in policies}
+    assert len(set(per.values())) == 1 and per["aoi-quadratic"] == 36
