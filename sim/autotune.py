@@ -514,6 +514,6 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
                                                 jobs=window.jobs)
     clear = all(s.staleness[0] > bar for s in scores)
     ranking = [s.settings for s in sorted(scores, key=lambda s: s.rank)]
-    out.memo = memo.after(rules, out.screen, key, sig, ranking, out.result, clear)
+    out.memo = memo.after(rules, out.screen, key, sig, ranking, out.result, clear, (window.start, window.end))
     out.scores, out.runs, out.cpu_seconds = scores, runs, time.process_time() - t0
     return out

@@ -15,7 +15,8 @@ decides how much of the next one to simulate (`plan`):
 - **back-off** — after `calm` clear keeps in a row (no candidate within `clear` × the margin of
   the setting in force on the first seed), only every 2nd, then 4th, 8th, … evaluation simulates, at most
   `backoff_max` periods apart; the others keep (each still cuts its window and compares the
-  workload: a change ends the streak at once);
+  workload: a change ends the streak at once, and a keep counts towards the next one only on a
+  window wholly after the change);
 - **narrowed** — an evaluation in a streak screens the `narrow` best candidates of the last full
   screen only; one of them within `clear` × the margin widens it to the whole grid at once, and every
   `rescreen`-th narrowed evaluation screens the whole grid anyway.
@@ -113,6 +114,7 @@ class Memo:
     waited: int = 0  # evaluations backed off since the last that simulated
     narrowed: int = 0  # narrowed screens since the last full one
     ranking: list[dict[str, Any]] = field(default_factory=list)  # the last full screen's best, best first
+    changed: float | None = None  # the end of the window that showed the last workload change
 
     def plan(self, rules: Rules, key: str, sig: dict[str, float]) -> str:
         """unchanged | backoff | narrow | full, for a window with fingerprint `key`, signature `sig`."""
@@ -129,23 +131,27 @@ class Memo:
 
     def skipped(self) -> Memo:
         """After an evaluation that simulated nothing (unchanged, backoff)."""
-        return Memo(self.key, self.kept, self.signature, self.streak, self.waited + 1, self.narrowed, self.ranking)
+        return Memo(self.key, self.kept, self.signature, self.streak, self.waited + 1, self.narrowed, self.ranking,
+                    self.changed)
 
     def after(self, rules: Rules, screen: str, key: str, sig: dict[str, float], ranking: list[dict[str, Any]],
-              result: str, clear: bool) -> Memo:
-        """After an evaluation that simulated: `screen` full or narrow, `ranking` its candidates best
-        first; `clear` — no candidate came within `clear` × the margin. A switch starts afresh."""
+              result: str, clear: bool, window: tuple[float, float] = (0.0, 0.0)) -> Memo:
+        """After an evaluation that simulated the window `(start, end]`: `screen` full or narrow,
+        `ranking` its candidates best first; `clear` — no candidate came within `clear` × the
+        margin. A clear keep counts towards the streak only on a window wholly after the last
+        workload change (one that straddles it holds both workloads). A switch starts afresh."""
         if result == "switch":
             return Memo()
         drift = bool(self.signature) and drifted(sig, self.signature, rules.drift, rules.drift_table)
-        streak = self.streak + 1 if clear and not drift else 0
-        if screen == "full":
-            return Memo(key, result == "keep", sig, streak, 0, 0, ranking[:rules.narrow])
-        return Memo(key, result == "keep", sig, streak, 0, self.narrowed + 1, ranking[:rules.narrow])
+        changed = window[1] if drift else self.changed
+        settled = changed is None or window[0] >= changed
+        streak = self.streak + 1 if clear and not drift and settled else 0
+        narrowed = 0 if screen == "full" else self.narrowed + 1
+        return Memo(key, result == "keep", sig, streak, 0, narrowed, ranking[:rules.narrow], changed)
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "kept": self.kept, "signature": self.signature, "streak": self.streak,
-                "waited": self.waited, "narrowed": self.narrowed, "ranking": self.ranking}
+                "waited": self.waited, "narrowed": self.narrowed, "ranking": self.ranking, "changed": self.changed}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Memo:
@@ -153,4 +159,4 @@ class Memo:
             return cls()
         return cls(data.get("key"), bool(data.get("kept")), dict(data.get("signature") or {}),
                    int(data.get("streak", 0)), int(data.get("waited", 0)), int(data.get("narrowed", 0)),
-                   list(data.get("ranking") or []))
+                   list(data.get("ranking") or []), data.get("changed"))

@@ -139,6 +139,13 @@ def test_a_workload_change_or_a_near_miss_screens_the_whole_grid_again():
     assert not drifted({**sig, "cost:t": 1.2}, sig, rules.drift, rules.drift_table)
     assert Memo(**{**calm.__dict__, "waited": 1, "narrowed": rules.rescreen}).plan(rules, "other", sig) == "full"
     assert Memo.from_json(calm.to_json()) == calm  # what the daemon's evaluation process gets and gives back
+    # after a change, clear keeps count only on windows wholly after it (a straddling one holds both)
+    seen = calm.after(rules, "full", "k1", {**sig, "cost:*": 2.0}, ranking, "keep", True, (0.0, 3600.0))
+    assert (seen.streak, seen.changed) == (0, 3600.0)
+    straddling = seen.after(rules, "full", "k2", {**sig, "cost:*": 2.0}, ranking, "keep", True, (600.0, 4200.0))
+    assert straddling.streak == 0
+    after = straddling.after(rules, "full", "k3", {**sig, "cost:*": 2.0}, ranking, "keep", True, (3600.0, 7200.0))
+    assert after.streak == 1 and after.changed == 3600.0
 
 
 def test_a_narrowed_screen_with_a_near_miss_widens_to_the_whole_grid(simulations):
