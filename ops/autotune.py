@@ -99,7 +99,8 @@ def config_json(config: FreshetConfig) -> str:
 
 
 def _child(conn: Any, config: str, trace: str, rules: dict[str, Any], now: float,
-           last_switch: float | None, nice: int, memory: int | None, cpu: float | None) -> None:
+           last_switch: float | None, nice: int, memory: int | None, cpu: float | None,
+           memo: dict[str, Any] | None = None) -> None:
     """The evaluation process: lower itself, bound itself, evaluate, send the decision (or the error)."""
     import resource
 
@@ -109,13 +110,13 @@ def _child(conn: Any, config: str, trace: str, rules: dict[str, Any], now: float
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         if cpu is not None:
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu) + 1, int(cpu) + 2))
-        from sim.autotune import Rules, evaluate, read_window  # preloaded by the forkserver
+        from sim.autotune import Memo, Rules, evaluate, read_window  # preloaded by the forkserver
 
         cfg = parse_config(json.loads(config), source="<autotune>")
         t0 = time.process_time()
         r = Rules(**rules)
         window = read_window(trace, cfg, cfg.scheduler.autotune_window, min_jobs=r.min_jobs, stretch=r.stretch)
-        decision = evaluate(cfg, window, r, now=now, last_switch=last_switch)
+        decision = evaluate(cfg, window, r, now=now, last_switch=last_switch, memo=Memo.from_json(memo))
         decision.cpu_seconds = time.process_time() - t0  # reading the trace included
         bounds = {"pid": os.getpid(), "nice": os.nice(0), "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
                   "cpu": resource.getrlimit(resource.RLIMIT_CPU)[0]}
@@ -160,6 +161,7 @@ class AutoTuner:
         self._launch_error: str | None = None
         self.last_switch: float | None = None
         self.last: dict[str, Any] | None = None  # the last evaluation, as logged
+        self.memo: dict[str, Any] | None = None  # what the last evaluation handed on (sim.reuse), for the next
         self.next_at = now + config.scheduler.autotune_every
         self._proc: Any = None
         self._conn: Any = None
@@ -211,17 +213,17 @@ class AutoTuner:
         rules = dataclasses.asdict(Rules.of(self.config, self.seeds))
         self._judged = self.generation
         self._launching = threading.Thread(target=self._launch, name="freshet-autotune-start", daemon=True,
-                                           args=(self.config, self.trace, rules, now, self.last_switch))
+                                           args=(self.config, self.trace, rules, now, self.last_switch, self.memo))
         self._launching.start()
 
     def _launch(self, config: FreshetConfig, trace: str, rules: dict[str, Any], now: float,
-                last_switch: float | None) -> None:
+                last_switch: float | None, memo: dict[str, Any] | None) -> None:
         """Off the loop (a thread): the config serialised, the evaluation process started."""
         try:
             recv, send = self._ctx.Pipe(duplex=False)
             proc = self._ctx.Process(target=_child, name="freshet-autotune", daemon=True,
                                      args=(send, config_json(config), trace, rules, now, last_switch,
-                                           self.nice, self.memory, self.deadline))
+                                           self.nice, self.memory, self.deadline, memo))
             proc.start()
             send.close()
         except Exception as e:  # noqa: BLE001 — reported by the next poll; nothing changes
@@ -238,6 +240,7 @@ class AutoTuner:
             self.next_at = now + config.scheduler.autotune_every
         self.config = config
         self.generation += 1
+        self.memo = None  # another config: the next evaluation starts afresh (sim.reuse)
         self._publish_setting()
 
     def follow_trace(self, trace: str | None) -> None:
@@ -300,9 +303,11 @@ class AutoTuner:
                 f"meanwhile; dropped, not applied over it (it said: {decision['result']}: {decision['reason']})")})
             return
         result = decision["result"]
-        self.predicted.clear()
-        for s in [decision["current"], *decision["candidates"]]:
-            self.predicted.labels(setting=s["setting"]).set(s["mean"])
+        self.memo = decision.get("memo")
+        if decision.get("runs"):  # (a kept verdict reused or backed off simulated nothing: the last figures stand)
+            self.predicted.clear()
+            for s in [decision["current"], *decision["candidates"]]:
+                self.predicted.labels(setting=s["setting"]).set(s["mean"])
         if result == "switch":
             if self.mode != "apply":
                 result = "recommend"
@@ -327,7 +332,8 @@ class AutoTuner:
                  "setting": label(_setting(self.config))}
         if "current" in decision:
             extra.update(current=decision["current"]["mean"], candidates=predicted, jobs=decision.get("jobs"),
-                         cpu_seconds=decision.get("cpu_seconds"), runs=decision.get("runs"))
+                         cpu_seconds=decision.get("cpu_seconds"), runs=decision.get("runs"),
+                         screen=decision.get("screen"))
         level = logging.WARNING if result in ("timeout", "crashed", "error", "failed") else logging.INFO
         log.log(level, f"autotune evaluation: {result}", extra=extra)
 

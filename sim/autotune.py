@@ -30,6 +30,13 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
 4. **Decide.** Switch to the best finalist (lowest mean) only if it beats the current setting by
    the margin with *every* seed, the window held at least `min_jobs` jobs, and the last switch is
    at least `cooldown` ago. Otherwise keep, and say why.
+5. **Skip what cannot have changed** (sim.reuse). The screen stops a candidate's replay once its
+   weighted staleness so far plus a floor under the rest (`staleness_floor`, the same for every
+   setting) is past `clear` × the margin short of the current setting's: that candidate can be
+   no finalist, and its figure is kept as a lower bound. What one evaluation hands the next
+   (`Decision.memo`) lets it keep a verdict on a window judged already, back off after `calm`
+   clear keeps in a row on the same workload, and then screen the last full screen's `narrow`
+   best only — the whole grid again on a near miss, a workload change or every `rescreen`-th time.
 
 Pure but for the simulator: no clock (time comes in), no I/O except `read_window` (the trace file).
 
@@ -41,6 +48,7 @@ backlog older than what `read_window` reads (two spans) starts at the oldest par
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import time
@@ -49,14 +57,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim.reuse import Memo, fingerprint, signature
 from sim.simulator import Simulation, prepare
 from sim.trace import Trace, parse_trace
 from sim.tune import SETTINGS, candidates, label
 from warehouse.config import CostPrior, FreshetConfig, SchedulerConfig, SimConfig, parse_config
 from warehouse.dag import Dag
+from warehouse.freshness import staleness_area
 from warehouse.scheduler import Recovered, Scheduler
 
-__all__ = ["Decision", "Rules", "Score", "Window", "current_setting", "decide", "evaluate", "read_window",
+__all__ = ["Decision", "Memo", "Rules", "Score", "Window", "current_setting", "decide", "evaluate", "read_window",
            "replay", "score", "window_of", "with_settings"]
 
 BLOCK = 1 << 20  # bytes read at a time from the end of the trace file
@@ -79,6 +89,14 @@ class Rules:
     runout: float = 0.5  # the replay runs on this share of the window after its end (step 2) …
     runout_max: float = 5400.0  # … at most this long (the longest a stretched hour's run-out was)
     stretch: float = 3.0  # a window with fewer than min_jobs jobs grows up to this many spans (step 1)
+    # step 5, sim.reuse: what an evaluation may skip after the setting in force kept winning
+    calm: int = 2  # clear keeps in a row before backing off
+    clear: float = 0.75  # a keep is clear when no candidate beats the setting by this share of the margin
+    backoff_max: int = 24  # at most this many periods between evaluations that simulate (the drift check runs at each)
+    narrow: int = 6  # candidates an evaluation in a streak screens: the last full screen's best
+    rescreen: int = 12  # narrowed evaluations before the whole grid is screened again
+    drift: float = 0.3  # a stream's rate or all jobs' cost factor moving this much is a new workload …
+    drift_table: float = 0.5  # … and one table's cost factor moving this much
 
     @classmethod
     def of(cls, config: FreshetConfig, seeds: int, **other: Any) -> Rules:
@@ -244,22 +262,98 @@ def replay_config(config: FreshetConfig, window: Window, settings: dict[str, Any
 
 
 def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed: int, runout: float = 0.5,
-           runout_max: float = math.inf) -> float:
+           runout_max: float = math.inf, above: float = math.inf, floor: Sequence[float] | None = None,
+           trail: list[float] | None = None) -> float:
     """Predicted weighted staleness Σ p_i ∫ S_i dτ under `settings` (§2.3) over the window and a
     run-out of `runout × span` (at most `runout_max`) after it with no more arrivals (module
-    docstring, step 2)."""
+    docstring, step 2); stopped once it is past `above` (`score`)."""
     cfg = prepare(replay_config(config, window, settings), seed)
-    return score(Simulation(cfg, seed=seed, trace=window.trace), window, runout, runout_max)
+    sim = Simulation(cfg, seed=seed, trace=window.trace, recovered=window.recovered)
+    return score(sim, window, runout, runout_max, above, floor, trail)
 
 
-def score(sim: Simulation, window: Window, runout: float = 0.5, runout_max: float = math.inf) -> float:
+CHECKS = 24  # times a replay with a bound (`score`'s `above`) looks whether it is past it
+
+
+def checkpoints(window: Window, runout: float = 0.5, runout_max: float = math.inf) -> tuple[list[float], float]:
+    """The times a bounded replay looks (CHECKS − 1 of them, evenly from the window's start) and its end."""
+    end = window.end + min(runout * (window.end - window.start), runout_max)
+    step = (end - window.start) / CHECKS
+    return [window.start + i * step for i in range(1, CHECKS)], end
+
+
+def staleness_floor(config: FreshetConfig, window: Window, times: Sequence[float], end: float) -> list[float]:
+    """For each t of `times`, a floor under Σ p_i ∫_t^end S_i dτ that holds for every setting: no
+    table is fresher than the newest data that has arrived for it — its stream's partitions (a base
+    table), its sources' edges (a derived one), or its freshness at the window's origin — so
+    S_i(τ) ≥ τ − E_i(τ) with E_i that edge at τ. (The run-out has no arrivals: there the floor is
+    most of what any setting scores.) Tables with no freshness at the origin count nothing."""
+    tables = {t.name: t for t in config.tables}
+    edges: dict[str, list[tuple[float, float]]] = {}  # table → (time, edge from then on), the edge rising
+    for name in Dag.from_config(config).order:  # sources first
+        t = tables[name]
+        rec = window.recovered.get(name)
+        e0 = rec.freshness if rec is not None and rec.freshness is not None else -math.inf
+        if t.stream is not None:
+            steps = sorted((a.time, a.end) for a in window.trace.arrivals.get(t.stream, []))
+        else:
+            steps = sorted(x for src in t.sources for x in edges.get(src, []))
+        rising, top = [(window.origin, e0)], e0
+        for at, e in steps:
+            if e > top:
+                top = e
+                rising.append((max(at, window.origin), e))
+        edges[name] = rising
+    out = [0.0] * len(times)
+    for name, rising in edges.items():
+        rec = window.recovered.get(name)
+        if rec is None or rec.freshness is None:
+            continue
+        p = tables[name].priority
+        # ∫_t^end (τ − E(τ)) dτ: the piece holding t from t on, then every later piece whole (each a
+        # trapezoid, staleness_area), summed from the last piece back
+        starts = [a for a, _ in rising]
+        ends = [min(b, end) for b in [*starts[1:], math.inf]]
+        after = [0.0] * (len(rising) + 1)
+        for k in range(len(rising) - 1, -1, -1):
+            a, e = rising[k]
+            after[k] = after[k + 1] + (staleness_area(a, ends[k], e) if a < ends[k] else 0.0)
+        for n, t in enumerate(times):
+            k = bisect.bisect_right(starts, t) - 1
+            head = staleness_area(t, ends[k], rising[k][1]) if t < ends[k] else 0.0
+            out[n] += p * (head + after[k + 1])
+    return out
+
+
+def score(sim: Simulation, window: Window, runout: float = 0.5, runout_max: float = math.inf,
+          above: float = math.inf, floor: Sequence[float] | None = None, trail: list[float] | None = None) -> float:
     """`sim` (built on `window.trace`) run from the state at the window's warm-up start; its
-    weighted staleness from the window's start to `runout × span` (at most `runout_max`) after its end."""
-    # the state at the warm-up's start (hook: Simulation has no `recovered` argument yet)
-    sim.sched = Scheduler(sim.cfg, now=window.origin, recovered=window.recovered)
+    weighted staleness from the window's start to `runout × span` (at most `runout_max`) after its end.
+
+    With `above` finite the run stops as soon as its weighted staleness so far, plus the floor
+    under what is still to come (`staleness_floor`, the same for every setting; computed here
+    unless given for `checkpoints`), is past `above` (looked at CHECKS − 1 times, evenly): the
+    whole run's is past it too, and the figure returned (> `above`) is a lower bound of it.
+    Stopping between events changes nothing of the run before it (SimPy processes the events
+    before each stop in the same order), so a figure at or below `above` is the exact one.
+    `trail`, if given, gets the weighted staleness so far at each checkpoint the run passed."""
+    if sim.recovered is not window.recovered or sim.env.now != window.origin:  # the state at the warm-up's start
+        sim.sched = Scheduler(sim.cfg, now=window.origin, recovered=window.recovered)
     before = sim.run(until=window.start).weighted_staleness if window.start > window.origin else 0.0
-    tail = min(runout * (window.end - window.start), runout_max)
-    return sim.run(until=window.end + tail).weighted_staleness - before
+    times, end = checkpoints(window, runout, runout_max)
+    if above < math.inf or trail is not None:
+        if above < math.inf and floor is None:
+            floor = staleness_floor(sim.cfg, window, times, end)
+        bar = above * (1.0 + 1e-9)  # (rounding: never stop a run that could end at `above`)
+        for t, rest in zip(times, floor or [0.0] * len(times), strict=True):
+            if t > sim.env.now:
+                sim.env.run(until=t)
+            so_far = sim.sched.weighted_staleness(t) - before
+            if trail is not None:
+                trail.append(so_far)
+            if so_far + rest > bar:
+                return so_far + rest
+    return sim.run(until=end).weighted_staleness - before
 
 
 @dataclass
@@ -268,6 +362,8 @@ class Score:
 
     settings: dict[str, Any]
     staleness: list[float] = field(default_factory=list)
+    bound: bool = False  # the first seed's figure is a lower bound: its replay stopped past the screen's bar
+    rank: float = math.nan  # how it compares with the setting in force on the first seed (evaluate)
 
     @property
     def label(self) -> str:
@@ -279,7 +375,7 @@ class Score:
 
     def to_json(self) -> dict[str, Any]:
         return {"setting": self.label, "settings": self.settings, "weighted_staleness": self.staleness,
-                "mean": self.mean}
+                "mean": self.mean, "bound": self.bound}
 
 
 @dataclass
@@ -296,12 +392,15 @@ class Decision:
     jobs: int = 0
     cpu_seconds: float = 0.0
     runs: int = 0  # simulations run
+    screen: str = ""  # full | narrow | unchanged | backoff (step 5, sim.reuse); "" when not judged
+    memo: Memo = field(default_factory=Memo)  # what the next evaluation is to be given
 
     def to_json(self) -> dict[str, Any]:
         return {"time": self.time, "result": self.result, "reason": self.reason, "current": self.current.to_json(),
                 "choice": None if self.choice is None else label(self.choice), "choice_settings": self.choice,
                 "window": list(self.window), "jobs": self.jobs, "cpu_seconds": round(self.cpu_seconds, 3),
-                "runs": self.runs, "candidates": [s.to_json() for s in self.scores]}
+                "runs": self.runs, "screen": self.screen, "memo": self.memo.to_json(),
+                "candidates": [s.to_json() for s in self.scores]}
 
 
 def beats(cand: Score, cur: Score, margin: float) -> list[bool]:
@@ -323,8 +422,9 @@ def decide(current: Score, scores: Sequence[Score], rules: Rules, *, now: float,
             return "keep", None, (f"best candidate {near.label} beats the current setting by "
                                   f"{rules.margin:.0%} with {sum(ok)} of {len(ok)} seeds only")
         gain = 1.0 - near.mean / current.mean if current.mean > 0 else 0.0
+        bound = " at most" if near.bound else ""  # its replay stopped past the screen's bar (evaluate)
         return "keep", None, (f"no candidate beats the current setting by {rules.margin:.0%} "
-                              f"(best {near.label}: {gain:+.1%})")
+                              f"(best {near.label}:{bound} {gain:+.1%})")
     best = winners[0]
     gain = 1.0 - best.mean / current.mean
     if last_switch is not None and now - last_switch < rules.cooldown:
@@ -336,24 +436,68 @@ def decide(current: Score, scores: Sequence[Score], rules: Rules, *, now: float,
 
 
 def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, now: float,
-             last_switch: float | None = None, grid: Iterable[dict[str, Any]] | None = None) -> Decision:
-    """Replay the window under the current setting and each candidate; decide (module docstring)."""
+             last_switch: float | None = None, grid: Iterable[dict[str, Any]] | None = None,
+             memo: Memo | None = None) -> Decision:
+    """Replay the window under the current setting and each candidate; decide (module docstring).
+    `memo` is what the last evaluation handed on (`Decision.memo`; none: a tuner's first), and says
+    how much of this one to simulate (step 5, sim.reuse)."""
     t0 = time.process_time()
+    memo = Memo() if memo is None else memo
     mine = current_setting(config)
     current = Score(mine)
     out = Decision(now, "too_few_jobs", f"{window.jobs} jobs in the window (at least {rules.min_jobs} needed)",
-                   current, window=(window.start, window.end), jobs=window.jobs)
+                   current, window=(window.start, window.end), jobs=window.jobs, memo=memo)
     if window.jobs < rules.min_jobs:
         return out
     seeds = list(range(1, rules.seeds + 1))
 
-    def run(w: Window, settings: dict[str, Any], seed: int) -> float:
-        return replay(config, w, settings, seed, rules.runout, rules.runout_max)
+    floor: list[float] = []  # under every setting's replay (staleness_floor), once the screen needs it
+
+    def run(settings: dict[str, Any], seed: int, above: float = math.inf, trail: list[float] | None = None) -> float:
+        if above < math.inf and not floor:
+            floor.extend(staleness_floor(config, window, *checkpoints(window, rules.runout, rules.runout_max)))
+        return replay(config, window, settings, seed, rules.runout, rules.runout_max, above, floor or None, trail)
 
     cands = [s for s in (candidates(config) if grid is None else grid) if s != mine]
-    current.staleness.append(run(window, mine, seeds[0]))
-    scores = [Score(s, [run(window, s, seeds[0])]) for s in cands]
-    scores.sort(key=lambda s: s.staleness[0])
+    key, sig = fingerprint(config, window, rules, cands), signature(config, window)
+    out.screen = memo.plan(rules, key, sig)
+    if out.screen in ("unchanged", "backoff"):
+        out.result, out.memo = "keep", memo.skipped()
+        out.reason = ("the window is the one judged last, and kept: nothing simulated" if out.screen == "unchanged"
+                      else f"kept clearly {memo.streak} times in a row on the same workload: "
+                           f"backed off ({memo.waited + 1} evaluations without simulating)")
+        out.cpu_seconds = time.process_time() - t0
+        return out
+    mine_trail: list[float] = []  # the setting in force's staleness so far at each checkpoint
+    current.staleness.append(run(mine, seeds[0], trail=mine_trail))
+    bar = (1.0 - rules.clear * rules.margin) * current.staleness[0]  # through the screen: at or below it
+
+    def screened(pool: list[dict[str, Any]]) -> dict[int, Score]:
+        """First-seed scores of `pool`; a replay past the bar stops there (its figure a bound),
+        ranked by its staleness so far over the setting in force's at the last checkpoint it passed."""
+        got = {}
+        for s in pool:
+            trail: list[float] = []
+            v = run(s, seeds[0], bar, trail)
+            cur = current.staleness[0]
+            if v > bar and len(trail) < len(mine_trail) + 1 and trail[-1] > 0 and mine_trail[len(trail) - 1] > 0:
+                rank = trail[-1] / mine_trail[len(trail) - 1]
+            else:
+                rank = v / cur if cur > 0 else 1.0
+            got[id(s)] = Score(s, [v], bound=v > bar, rank=rank)
+        return got
+
+    pool = cands
+    if out.screen == "narrow":
+        pool = [s for s in cands if s in memo.ranking]
+    by = screened(pool)
+    if out.screen == "narrow" and any(sc.staleness[0] <= bar for sc in by.values()):
+        out.screen = "full"  # one of the best comes through the screen: the whole grid after all
+        by.update(screened([s for s in cands if id(s) not in by]))
+    scores = [by[id(s)] for s in cands if id(s) in by]  # in the grid's order, so ties break as always
+    # exact figures first, by value (as without the bar: the finalists are among them), then the
+    # stopped ones by how they compared when they stopped
+    scores.sort(key=lambda s: (s.staleness[0] if not s.bound else math.inf, s.rank))
     runs = 1 + len(scores)
     finalists: list[Score] = []
     for s in scores:  # settings that behave alike (aliases under `auto`) score alike: confirm one of each
@@ -362,11 +506,14 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
             finalists.append(s)
     if finalists:
         for seed in seeds[1:]:
-            current.staleness.append(run(window, mine, seed))
+            current.staleness.append(run(mine, seed))
             for s in finalists:
-                s.staleness.append(run(window, s.settings, seed))
+                s.staleness.append(run(s.settings, seed))
             runs += 1 + len(finalists)
     out.result, out.choice, out.reason = decide(current, scores, rules, now=now, last_switch=last_switch,
                                                 jobs=window.jobs)
+    clear = all(s.staleness[0] > bar for s in scores)
+    ranking = [s.settings for s in sorted(scores, key=lambda s: s.rank)]
+    out.memo = memo.after(rules, out.screen, key, sig, ranking, out.result, clear, (window.start, window.end))
     out.scores, out.runs, out.cpu_seconds = scores, runs, time.process_time() - t0
     return out

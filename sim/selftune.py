@@ -11,7 +11,8 @@ As the daemon runs it:
   last `autotune_window`, an hour, or all of a shorter trace; longer to hold `autotune_min_jobs`
   jobs: `Rules.stretch`);
 - **evaluation** — `sim.autotune.evaluate`, the one the daemon's child process runs, with the
-  config's margin, cool-down and minimum of jobs and the daemon's three seeds;
+  config's margin, cool-down and minimum of jobs and the daemon's three seeds, each handed what the
+  last one left (`memo`: how much of it to simulate, sim.reuse), as the daemon hands it on;
 - **switch** — `Reconfigure(config=…)` handed to the Scheduler through the simulation's one door
   (the daemon's reconfigure path; the running jobs finish), built by `sim.autotune.with_settings`.
 
@@ -39,7 +40,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.autotune import Rules, current_setting, evaluate, window_of, with_settings
+from sim.autotune import Memo, Rules, current_setting, evaluate, window_of, with_settings
 from sim.simulator import Simulation, prepare
 from sim.trace import Arrival, JobRecord, Trace
 from sim.tune import label
@@ -94,6 +95,8 @@ class SimTuner:
     switches: list[dict[str, Any]] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)  # CPU seconds of each evaluation that ran simulations
     runs: int = 0
+    memo: Memo = field(default_factory=Memo)  # what the last evaluation handed on (sim.reuse)
+    screens: Counter[str] = field(default_factory=Counter)  # evaluations judged, by how much they simulated
 
     end: float = math.inf  # a replayed trace's last arrival: no evaluation after it (it would prolong the run)
 
@@ -122,8 +125,11 @@ class SimTuner:
         sc = self.config.scheduler
         window = window_of(self.recorder.trace(now), self.config, sc.autotune_window, end=now,
                            min_jobs=self.rules.min_jobs, stretch=self.rules.stretch)
-        d = evaluate(self.config, window, self.rules, now=now, last_switch=self.last_switch)
+        d = evaluate(self.config, window, self.rules, now=now, last_switch=self.last_switch, memo=self.memo)
+        self.memo = d.memo
         self.results[d.result] += 1
+        if d.screen:
+            self.screens[d.screen] += 1
         self.runs += d.runs
         if d.runs:
             self.cpu.append(d.cpu_seconds)
@@ -143,7 +149,8 @@ class SimTuner:
         """Evaluations by result, those that ran simulations, the switches, the setting at the end."""
         return {"evaluations": sum(self.results.values()), "simulated": len(self.cpu),
                 "results": dict(sorted(self.results.items())), "switches": self.switches,
-                "setting": label(current_setting(self.config)), "simulations": self.runs}
+                "setting": label(current_setting(self.config)), "simulations": self.runs,
+                "screens": dict(sorted(self.screens.items()))}
 
 
 def attach(sim: Simulation, trace: Trace | None = None) -> SimTuner | None:

@@ -46,7 +46,7 @@ from sim.workload import periods, true_costs, utilization
 from warehouse.config import FreshetConfig, SimConfig, StreamConfig
 from warehouse.errors import ConfigError, FreshetError
 from warehouse.events import Event, JobFinished, PartitionArrived, StartJob, Tick
-from warehouse.scheduler import Scheduler
+from warehouse.scheduler import Recovered, Scheduler
 from warehouse.upkeep import MAINTENANCE_KINDS
 
 __all__ = ["RunStats", "SimResult", "Simulation", "generated_arrivals", "ideal_config", "simulate"]
@@ -191,12 +191,16 @@ class Simulation:
         trace: Trace | None = None,
         use_measured: bool = True,
         writer: TraceWriter | None = None,
+        recovered: dict[str, Recovered] | None = None,
     ) -> None:
         self.cfg = config
         self.seed = seed
         self.origin = trace.origin if trace is not None else 0.0
         self.env = simpy.Environment(initial_time=self.origin)
-        self.sched = Scheduler(config, now=self.origin, initial_freshness=self.origin)
+        # every table fresh at the start, or in the state `recovered` (a replay's, sim.autotune)
+        self.recovered = recovered
+        self.sched = (Scheduler(config, now=self.origin, initial_freshness=self.origin) if recovered is None
+                      else Scheduler(config, now=self.origin, recovered=recovered))
         self.writer = writer
         self.measured = trace.durations if (trace is not None and use_measured) else None
         self.costs = true_costs(config)
@@ -204,8 +208,10 @@ class Simulation:
             # a table whose config states no `cost`: jobs the replay runs that the trace did not
             # record take what the table's recorded jobs say E(n) is on that machine, not the
             # `sim` defaults (a daemon's trace on a loaded machine)
-            fitted = trace.fitted_costs(self.costs)
-            self.costs.update({t.name: fitted[t.name] for t in config.tables if t.cost is None and t.name in fitted})
+            unstated = [t.name for t in config.tables if t.cost is None]
+            if unstated:  # (a replay's config states every cost: sim.autotune.replay_config)
+                fitted = trace.fitted_costs(self.costs)
+                self.costs.update({name: fitted[name] for name in unstated if name in fitted})
         self.rngs = {t.name: random.Random(f"{seed}/duration/{t.name}") for t in config.tables}
         # a stateful table folds its base sources' late rows with its next increment (lake.stateful):
         # the late event time loaded into each base table is added to the next such job's n

@@ -21,7 +21,7 @@ from sim.simulator import Simulation, horizon_for, ideal_config, prepare
 from sim.trace import read_trace
 from warehouse.config import FreshetConfig, parse_config
 
-__all__ = ["SETTINGS", "Candidate", "TuneResult", "candidates", "label", "tune"]
+__all__ = ["POLICIES", "SETTINGS", "Candidate", "TuneResult", "candidates", "label", "tune"]
 
 SETTINGS = ("policy", "partitioner", "k", "allocation", "aggressive", "chop", "tracks")
 
@@ -50,6 +50,12 @@ def label(s: dict[str, Any]) -> str:
     return f"{s['policy']}, {part}, chop {chop}, {s['tracks']} tracks"
 
 
+# the policies of the grid: the paper's Max-Benefit and EDF-P, Freshet's default, and aoi-quadratic
+# (beyond the paper, policies.basic); `rollout` (warehouse.rollout) is left out: it simulates ahead
+# at every decision, and one replay under it costs what hundreds of the others do (docs/experiments.md)
+POLICIES = ("auto", "max-benefit", "edf-p", "aoi-quadratic")
+
+
 def candidates(cfg: FreshetConfig, tracks: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """The grid: policy × partitioner (with k, allocation, aggressive where they matter) × chop × tracks."""
     out: list[dict[str, Any]] = []
@@ -58,7 +64,7 @@ def candidates(cfg: FreshetConfig, tracks: Sequence[int] | None = None) -> list[
     parts += [{"partitioner": "proportional", "k": k, "allocation": al, "aggressive": a}
               for k in (1.0, 10.0) for al in ("all", "basic") for a in (True, False)]
     sc = cfg.scheduler
-    for n, policy, part, chop in itertools.product(tracks or [sc.tracks], ("auto", "max-benefit", "edf-p"), parts,
+    for n, policy, part, chop in itertools.product(tracks or [sc.tracks], POLICIES, parts,
                                                    ("auto", 3.0, None)):
         s = {"policy": policy, "k": sc.k, "allocation": sc.allocation, "aggressive": sc.aggressive, **part,
              "chop": chop, "tracks": n}
