@@ -35,11 +35,35 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from sim.autotune import Rules, Window
+    from sim.trace import Trace
     from warehouse.config import FreshetConfig
+    from warehouse.scheduler import Recovered
+
+
+class Rules(Protocol):
+    """What this module reads of the tuner's rules (`sim.autotune.Rules`, which imports it)."""
+
+    drift: float
+    drift_table: float
+    calm: int
+    backoff_max: int
+    rescreen: int
+    narrow: int
+
+
+class Window(Protocol):
+    """What this module reads of a replayed window (`sim.autotune.Window`)."""
+
+    start: float
+    end: float
+    origin: float
+    jobs: int
+    trace: Trace
+    recovered: dict[str, Recovered]
+    costs: dict[str, tuple[float, float]]
 
 __all__ = ["Memo", "drifted", "fingerprint", "signature"]
 
