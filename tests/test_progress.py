@@ -53,7 +53,7 @@ def test_sim_experiment_piped_has_no_bar(tmp_path):
     r = subprocess.run([*EXPERIMENT, "--out", str(tmp_path)], cwd=ROOT, env=_env(TERM="xterm-256color"),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "[32/32] fig5-basic" in r.stderr
+    assert "[40/40] fig5-basic" in r.stderr  # 32 runs, then the lower bound (sim.bound) at each of the 8 U
     assert BAR not in r.stderr and "\x1b" not in r.stderr and "\r" not in r.stderr
     assert "claim" in r.stdout
 
@@ -82,8 +82,8 @@ def test_sim_experiment_on_a_terminal_draws_a_bar_with_an_eta(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
     screen = b"".join(chunks).decode(errors="replace")
-    assert BAR in screen and "ETA" in screen and "32/32" in screen
-    assert "[1/32]" not in screen  # the bar, not the plain lines
+    assert BAR in screen and "ETA" in screen and "40/40" in screen  # 32 runs and 8 lower bounds
+    assert "[1/40]" not in screen  # the bar, not the plain lines
     assert "claim" in out
 
 
