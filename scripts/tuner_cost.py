@@ -21,7 +21,6 @@ import os
 import resource
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.revtree import describe_head, export  # noqa: E402
 from sim.figures import DEFAULT_LABEL, Line  # noqa: E402
 from sim.unseen import EXPERIMENTS  # noqa: E402
 
@@ -62,20 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
     name, _, u = a.point.partition(":")
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True, capture_output=True,
-                          text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="tuner_cost_") as tmp:
         tmpd = Path(tmp)
-        tar = tmpd / "rev.tar"
-        subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), a.against], cwd=ROOT, check=True)
-        with tarfile.open(tar) as tf:
-            tf.extractall(tmpd / "before", filter="data")
+        export(a.against, tmpd)  # the commit's files under tmpd / "tree"
         config = tmpd / f"{name}-{u}.yaml"
         config.write_text(yaml.safe_dump(point(name, float(u))))
         rows = []
-        for label, tree, extra in (("off", ROOT, ("--autotune", "off")), ("before", tmpd / "before", ()),
+        for label, tree, extra in (("off", ROOT, ("--autotune", "off")), ("before", tmpd / "tree", ()),
                                    ("after", ROOT, ())):
             load = os.getloadavg()[0]
             cpu, out = run(tree, config, a.events, a.seed, *extra)
@@ -84,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"run": label, "cpu_seconds": round(cpu, 2), "relative_lateness": out["relative_lateness"],
                               "load_1min": load, "autotune": at}), flush=True)
     off = rows[0][1]
-    print(f"\n{name} U={u}, {a.events} events, seed {a.seed}; this tree {head}{' (uncommitted changes)' if dirty else ''}, "
-          f"before = {a.against}")
+    print(f"\n{name} U={u}, {a.events} events, seed {a.seed}; this tree: {describe_head()}, before = {a.against}")
     print(f"{'run':<8} {'CPU s':>8} {'× off':>7} {'rel. lateness':>14} {'evaluations':>12} {'simulations':>12} "
           f"{'switches':>9} {'load':>6}")
     for label, cpu, out, at, load in rows:
