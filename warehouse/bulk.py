@@ -27,16 +27,16 @@ class BulkLimit:
         self.running: set[int] = set()
 
     def is_bulk(self, estimate: float) -> bool:
-        """A job estimated to run `estimate` seconds is bulk."""
+        """A job estimated to run `estimate` seconds is bulk: the one definition."""
         return estimate > self.over
 
     def full(self, estimate: float) -> bool:
         """A job of `estimate` would pass the limit: it is bulk, and the limit's bulk jobs run."""
-        return self.cap is not None and len(self.running) >= self.cap and estimate > self.over
+        return self.cap is not None and len(self.running) >= self.cap and self.is_bulk(estimate)
 
     def started(self, job_id: int, estimate: float) -> bool:
         """Job `job_id`, estimated at `estimate`, starts: counted if it is bulk (returned)."""
-        if estimate > self.over:
+        if self.is_bulk(estimate):
             self.running.add(job_id)
             return True
         return False
