@@ -42,7 +42,7 @@ from ops.lease_s3 import LEASE_KEY, S3Lease, s3_client
 from warehouse.config import FreshetConfig, S3Settings
 from warehouse.errors import FreshetError
 from warehouse.lake.s3a import is_s3a
-from warehouse.paths import local_path
+from warehouse.paths import local_path, split_bucket
 
 __all__ = ["LEASE_FILE", "Lease", "LeaseHeld", "hold", "lease_path", "open_lease", "take_lease"]
 
@@ -226,7 +226,7 @@ def open_lease(config: FreshetConfig, listen: str = "") -> Lease | S3Lease:
     timeout = config.warehouse.lease_timeout
     root = config.warehouse.root
     if is_s3a(root):
-        bucket, _, prefix = root[len("s3a://"):].partition("/")
+        bucket, prefix = split_bucket(root)
         key = f"{prefix.strip('/')}/{LEASE_KEY}".lstrip("/")
         return S3Lease(s3_client(config.warehouse.s3 or S3Settings(), timeout), bucket, key,
                        timeout=timeout, listen=listen)

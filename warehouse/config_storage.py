@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from warehouse.config_base import Duration, Strict
-from warehouse.paths import is_local
+from warehouse.paths import is_local, split_bucket
 
 __all__ = ["S3Settings", "WarehousePaths", "landing_on_s3"]
 
@@ -66,7 +66,7 @@ class WarehousePaths(Strict):
                 if scheme in ("s3", "s3n") else ""
             raise ValueError(f"s3 configures the S3 API, but root {self.root!r} is not an s3a:// URI, nor is "
                              f"landing {self.landing!r}{hint}")
-        if landing_on_s3(self.landing) and not self.landing.split("://", 1)[1].split("/", 1)[0]:
+        if landing_on_s3(self.landing) and not split_bucket(self.landing)[0]:
             raise ValueError(f"landing {self.landing!r} names no bucket: expected s3a://bucket/prefix")
         if self.state is None and not is_local(self.root) and not is_local(self.landing):
             raise ValueError(f"root {self.root!r} and landing {self.landing!r} are both URIs: set warehouse.state "

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-__all__ = ["is_local", "local_path"]
+__all__ = ["is_local", "local_path", "split_bucket"]
 
 _FILE = re.compile(r"^file:(//localhost(?=/)|//)?", re.IGNORECASE)
 
@@ -34,6 +34,13 @@ def local_path(location: str) -> Path | None:
     elif "://" in location:
         return None
     return Path(location).expanduser().resolve()
+
+
+def split_bucket(uri: str) -> tuple[str, str]:
+    """(bucket, the rest: a prefix or key, as written) of an object-store URI (`s3a://bucket/…`);
+    the bucket is '' when the URI names none."""
+    bucket, _, rest = uri.split("://", 1)[1].partition("/")
+    return bucket, rest
 
 
 def state_dir(root: str, landing: str, state: str | None = None) -> Path | None:

@@ -18,21 +18,12 @@ from warehouse.config_storage import landing_on_s3
 from warehouse.errors import ConfigError
 from warehouse.landing.manifest import QUARANTINE, PartitionRejected
 from warehouse.landing.seam import DataFile, LandingStore
-from warehouse.paths import local_path
+from warehouse.paths import local_path, split_bucket
 
 if TYPE_CHECKING:
     from warehouse.config_storage import WarehousePaths
 
-__all__ = ["LocalStore", "open_store", "split_s3"]
-
-
-def split_s3(location: str) -> tuple[str, str]:
-    """(bucket, prefix without slashes at its ends) of an `s3://` or `s3a://` location."""
-    rest = location.split("://", 1)[1]
-    bucket, _, prefix = rest.partition("/")
-    if not bucket:
-        raise ConfigError(f"warehouse.landing: {location!r} names no bucket (expected s3a://bucket/prefix)")
-    return bucket, prefix.strip("/")
+__all__ = ["LocalStore", "open_store"]
 
 
 def open_store(paths: WarehousePaths) -> LandingStore:
@@ -43,7 +34,7 @@ def open_store(paths: WarehousePaths) -> LandingStore:
         from warehouse.lake.s3a import s3_client
         from warehouse.landing.store_s3 import S3Store
 
-        bucket, prefix = split_s3(landing)
+        bucket, prefix = split_bucket(landing)  # (the config refuses a landing zone naming no bucket)
         return S3Store(s3_client(paths.s3 or S3Settings(), 50.0, attempts=3), bucket, prefix)
     root = local_path(landing)
     if root is None:

@@ -34,6 +34,7 @@ from typing import Any
 from warehouse.lake.s3a import s3_status
 from warehouse.landing.manifest import MANIFEST, PartitionRejected
 from warehouse.landing.seam import DataFile
+from warehouse.paths import split_bucket
 
 __all__ = ["CLAIM", "CLAIM_STALE", "S3Store"]
 
@@ -75,8 +76,7 @@ class S3Store:
         return self.uri(self.key(rel))
 
     def _key_of(self, uri: str) -> str:
-        rest = uri.split("://", 1)[1]
-        bucket, _, key = rest.partition("/")
+        bucket, key = split_bucket(uri)
         assert bucket == self.bucket, uri
         return key
 
