@@ -20,8 +20,12 @@ from warehouse.config import FreshetConfig, SparkConfig, parse_config
 # their start on a 2-core machine (a SparkSession's start and first Delta write and read: 16.8-18.6 s
 # -> 13.6-16.1 s, three runs each, at 551bee1). spark-submit passes SPARK_SUBMIT_OPTS to the driver
 # JVM; every JVM the tests start inherits it (the session's, the daemons', the Connect server's).
-# The daemon outside the tests is unchanged.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# The daemon outside the tests is unchanged. A C1-only JVM reserves 48 MB for compiled code, not
+# the 240 MB of the tiered default: a Connect server that recovers four tables filled it in 25 s,
+# after which its JIT is off and every new method-handle adapter fails ("Out of space in CodeCache
+# for adapters", a NoSuchMethodException at each such call site, for the JVM's life), and a daemon
+# over it never caught up (test_connect, 900 s). So the tests reserve the default's size.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m")
 
 # The property and model tests (tests/test_properties.py, tests/test_model.py) run a few hundred
 # examples each in `make test`; `HYPOTHESIS_PROFILE=long` runs 5,000 each (`HYPOTHESIS_EXAMPLES=N`:

@@ -61,6 +61,11 @@ class Server:
                                          cwd=self.tmp)
         connect_server.wait_ready("127.0.0.1", self.port, timeout=300, proc=self.proc)
 
+    def log_tail(self, lines: int = 60) -> str:
+        """The last ERROR and WARN lines of the current server's log."""
+        text = (self.tmp / f"connect-{self.starts}.log").read_text(errors="replace").splitlines()
+        return "\n".join([line for line in text if " ERROR " in line or " WARN " in line][-lines:])
+
     def kill(self) -> None:
         if self.proc is not None:
             connect_server.stop(self.proc, kill=True)
@@ -187,9 +192,13 @@ def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_
         assert daemon.metric("freshet_spark_connected") == 1
 
         # 4. everything arrives: base tables at T0+18m, derived ones at their trailing edge
-        wait_for("all tables loaded", lambda: daemon.freshness("m_raw") == T0 + 18 * MINUTE
-                 and daemon.freshness("a_raw") == T0 + 18 * MINUTE and daemon.freshness("m_5m") == T0 + 15 * MINUTE
-                 and daemon.freshness("a_m") == T0 + 18 * MINUTE, timeout=900)
+        want = {"m_raw": T0 + 18 * MINUTE, "a_raw": T0 + 18 * MINUTE, "m_5m": T0 + 15 * MINUTE, "a_m": T0 + 18 * MINUTE}
+        try:
+            wait_for("all tables loaded", lambda: all(daemon.freshness(t) == f for t, f in want.items()), timeout=900)
+        except AssertionError as err:  # what the daemon was doing, for the one who reads the failure
+            got = {t: daemon.freshness(t) - T0 for t in want}
+            raise AssertionError(f"{err}; freshness - T0 {got}; the daemon's log ends:\n{daemon.log()[-8000:]}\n"
+                                 f"the server's log ends:\n{server.log_tail()}") from None
         assert daemon.stop() == 0
     finally:
         if daemon.proc is not None and daemon.proc.poll() is None:
@@ -197,6 +206,9 @@ def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_
             daemon.proc.wait(30)
     log = daemon.log()
     assert "lost the Spark Connect server" in log and "Spark Connect server reachable again" in log
+    # the servers' JIT stayed on (a full code cache turns it off and breaks new call sites: conftest.py)
+    for i in range(1, server.starts + 1):
+        assert "CodeCache is full" not in (server.tmp / f"connect-{i}.log").read_text(errors="replace"), i
 
     # 5. row by row, through a Connect session of our own
     from pyspark.sql import SparkSession
