@@ -180,3 +180,13 @@ def test_a_slice_running_when_the_backlog_is_forked_ends_in_the_copy_only() -> N
     f.finished(30.0)
     assert f.pending[0].loaded == 30.0 and f.partial is f.pending[0]
     assert p.loaded is None and log.slice is p and pickle.dumps(log) == was
+
+
+def test_a_forked_backlog_holds_every_slot_of_a_backlog() -> None:
+    """(A slot added to Backlog and not to `_fork` would be unset in every copy.)"""
+    log, _ = _backlog()
+    log.sliced["x"] = 5.0
+    f = _fork(log)
+    for name in Backlog.__slots__:
+        assert getattr(f, name) == getattr(log, name), name
+    assert f.pending is not log.pending and f.ids is not log.ids and f.sliced is not log.sliced

@@ -158,6 +158,14 @@ def future(s: Any, table: str, now: float, horizon: float, budget: int, tail: fl
         c = (copies if copies is not None else Copies(s, local)).copy(Forced(table))
     except RecursionError:  # tables linked too deep to copy (a long zig-zag of joins): no verdict
         return None
+    try:
+        return _simulate(c, table, now, horizon, budget, tail, local)
+    finally:  # (its handlers and queues hold the copy: cut, it is freed now, not by a collection)
+        c.__dict__.clear()
+
+
+def _simulate(c: Any, table: str, now: float, horizon: float, budget: int, tail: float, local: Local | None) -> float | None:
+    """`future` on the copy `c`."""
     end = now + horizon
     pace = c._pace.now
     heap: list[tuple[float, int, int, Any]] = []

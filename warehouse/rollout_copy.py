@@ -22,6 +22,7 @@ import heapq
 import io
 import math
 import pickle
+import random
 import types
 from collections.abc import Callable
 from functools import partial
@@ -41,7 +42,8 @@ __all__ = ["Copies"]
 # passed by reference: functions, enum members, the frozen events, profiles, shapes and rows, config models
 _BY_REFERENCE = (types.FunctionType, enum.Enum, PartitionArrived, StartJob, BaseModel, JobProfile, JobShape,
                  UpkeepStats)
-_BY_TABLE = frozenset({"_tables", "_by_idx", "_by_stream", "_rates", "_queues"})  # a local copy rebuilds these
+_BY_TABLE = frozenset({"_tables", "_by_idx", "_by_stream", "_rates", "_queues", "_upkeep"})  # a local copy rebuilds these
+_SHARED_LISTS = frozenset({"_names"})  # (a list is pickled by value whatever `shared` says: set after the load)
 _SHARED: list[Any] = []  # the objects passed by reference, while one copy is loaded
 
 
@@ -55,13 +57,19 @@ class Copies:
 
     def __init__(self, s: Any, local: Any | None) -> None:
         self._s, self._local = s, local
-        shared: dict[int, Any] = {id(s.config): s.config, id(s.plan): s.plan, id(s._first): None, id(s._names): s._names}
+        shared: dict[int, Any] = {id(s.config): s.config, id(s.plan): s.plan, id(s._first): None}
         if s.blueprint is not None:
             shared[id(s.blueprint)] = s.blueprint  # (immutable: shared, as the config and the plan)
-        fresh: dict[int, Callable[[], Any]] = {}  # objects each copy makes its own of, without the pickle
+        # objects each copy makes its own of, without the pickle: the Scheduler's shell (its bound
+        # methods, the handlers and the queues' check, are the copy's), its random generator
+        fresh: dict[int, Callable[[], Any]] = {id(s): partial(object.__new__, type(s))}
+        if type(s._rng) is random.Random:
+            fresh[id(s._rng)] = partial(_twin, s._rng.getstate())
+        skip = _SHARED_LISTS if local is None else _SHARED_LISTS | _BY_TABLE
+        state = {name: value for name, value in vars(s).items() if name not in skip}
         if local is None:
             tables = s._by_idx
-            payload: Any = s
+            payload: tuple = (s, state)
         else:
             by_idx, keep = s._by_idx, set(local.tables)
             tables = [by_idx[i] for i in local.tables]
@@ -73,8 +81,6 @@ class Copies:
             for _, _, x in s._releases.heap:  # (track reservation's expected releases: read only)
                 if x.idx not in keep:
                     shared[id(x)] = x
-            fresh[id(s)] = partial(object.__new__, type(s))  # (its bound methods, the handlers, are the copy's)
-            state = {name: value for name, value in vars(s).items() if name not in _BY_TABLE and name != "_upkeep"}
             up = s._upkeep  # (maintenance, per table: only the kept tables' entries are copied, the others shared)
             self._upkept = [t.name for t in tables if t.name in up.tables]
             payload = (s, state, tables, [s._rates[x] for x in local.streams], [up.tables[x] for x in self._upkept])
@@ -114,15 +120,18 @@ class Copies:
                 loaded = pickle.loads(self._data)
             finally:
                 _SHARED = []
-        c = loaded if self._local is None else self._assemble(*loaded)
+        c = loaded[0]
+        c.__dict__.update(loaded[1])
+        c._names = self._s._names  # (the tables' names by index: replaced on a reconfigure, never changed)
+        if self._local is not None:
+            self._assemble(c, *loaded[2:])
         c._first = first
         return c
 
-    def _assemble(self, c: Any, state: dict[str, Any], copies: list[Any], rates: list[Any], kept: list[Any]) -> Any:
-        """A local copy: its own state, tables, rates and maintenance entries (`kept`), the others
-        shared in its indexes; queues of its tables' entries only; no repartition."""
+    def _assemble(self, c: Any, copies: list[Any], rates: list[Any], kept: list[Any]) -> None:
+        """A local copy: its own tables, rates and maintenance entries (`kept`), the others shared
+        in its indexes; queues of its tables' entries only; no repartition."""
         s, local = self._s, self._local
-        c.__dict__.update(state)
         up = s._upkeep
         c._upkeep = object.__new__(type(up))
         c._upkeep.__dict__.update({k: v.copy() if isinstance(v, dict | set | list) else v for k, v in vars(up).items()})
@@ -141,7 +150,6 @@ class Copies:
         queues.queued, queues.urgent = list(q.queued), dict(q.urgent)
         queues.heaps = [list(h) for h in self._heaps]
         c._last_plan_event = math.inf  # no repartition in the copy
-        return c
 
 
 class _Forked(Backlog):
@@ -158,12 +166,18 @@ class _Forked(Backlog):
 def _fork(log: Backlog) -> Backlog:
     """A copy of `log` (`_Forked`): its containers copied, its partitions shared but a running slice's."""
     f = object.__new__(_Forked)
-    for name in Backlog.__slots__:
-        v = getattr(log, name)
-        setattr(f, name, v.copy() if isinstance(v, list | set | dict) else v)
+    f.pending, f.rows, f.ids, f.arrived = log.pending.copy(), log.rows, log.ids.copy(), log.arrived
+    f.running, f.slice, f.partial, f.sliced = log.running.copy(), log.slice, log.partial, log.sliced.copy()
     if f.slice is not None:  # (its `loaded` moves when the slice ends)
         _own(f, f.slice)
     return f
+
+
+def _twin(state: tuple) -> random.Random:
+    """A random generator in `state` (random.Random.getstate): a copy's own, drawing what the Scheduler's would."""
+    r = random.Random(0)
+    r.setstate(state)
+    return r
 
 
 def _own(b: Backlog, p: Partition) -> None:
@@ -199,9 +213,15 @@ class _Copier(pickle.Pickler):
             if make is not None:
                 self.made.append((len(self.objs), make))
                 got = None
-            elif obj is _shared or not isinstance(obj, _BY_REFERENCE):  # (`_shared` itself: by its name)
-                return NotImplemented
             else:
+                by_ref = _BY_TYPE.get(type(obj))
+                if by_ref is None:  # (isinstance of a pydantic model runs Python: asked once per type)
+                    by_ref = _BY_TYPE[type(obj)] = isinstance(obj, _BY_REFERENCE)
+                if not by_ref or obj is _shared:  # (`_shared` itself: by its name)
+                    return NotImplemented
                 got = obj
         self.objs.append(got)
         return _shared, (len(self.objs) - 1,)
+
+
+_BY_TYPE: dict[type, bool] = {}  # is an object of this type passed by reference (_BY_REFERENCE)?
