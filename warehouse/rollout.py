@@ -33,10 +33,12 @@ come from its own copy of the generator, never the Scheduler's.
 
 The budget is counted in simulated events (`budget_events` per decision, shared evenly between the
 candidates), not CPU time: `time.process_time` would be a clock on the decision path. Where the
-horizon holds more events than a candidate's share is expected to (a partition per period of each
-stream, a finished job per period of each table, §2.4), the look-ahead is shortened to what the
-share covers, the same for every candidate. A candidate whose future still needs more events
-leaves the decision to the base rule, counted as a fallback (`RolloutStats`, in the Scheduler's
+horizon holds more events than SLACK of a candidate's share is expected to (`covered`: a partition
+per period of each stream; the jobs running and ready now, and one per period of each table
+released since, ending as fast as the tracks run them — a busy track finishes short jobs every few
+seconds, §2.4), the look-ahead is shortened to what the share covers, the same for every
+candidate. A candidate whose future still needs more events than its share, or a budget smaller
+than the candidates, leaves the decision to the base rule, counted as a fallback (`RolloutStats`, in the Scheduler's
 snapshot for the shells to export); so does a simulated event the copy refuses, or a state linked
 too deep to copy. In the daemon the simulations run on the scheduler loop.
 
@@ -68,8 +70,9 @@ from warehouse.errors import FreshetError
 from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.freshness import staleness_area
 from warehouse.rollout_copy import Copies
+from warehouse.table import QUEUED
 
-__all__ = ["Forced", "Local", "Rollout", "RolloutStats", "future", "involved", "terminal"]
+__all__ = ["Forced", "Local", "Rollout", "RolloutStats", "covered", "future", "involved", "reach", "terminal"]
 
 _FINISH, _ARRIVE, _TICK = 0, 1, 2  # what a simulated event is (the heap orders by time, then by push order)
 
@@ -121,16 +124,17 @@ class Rollout:
         tables = [s._by_idx[e[-1]] for e in heads]
         names = [t.name for t in tables]
         share = self.budget // len(names)
-        local = involved(s, tables, now + self.horizon, self.k + 2 * s._board.n)
-        rate = expected_rate(s, local)
-        horizon = self.horizon if rate * self.horizon <= share else share / rate  # what the budget covers
-        tail = 0.0
-        if self.terminal:  # as long as the horizon, or the longest candidate's expected duration
-            longest = max(s._nextjob.candidate(t)[0].cost for t in tables) * s._pace.now
-            tail = longest if longest > horizon else horizon
-        copies = None
-        with contextlib.suppress(RecursionError):  # (tables linked too deep to copy, a long zig-zag of joins: no verdict)
-            copies = Copies(s, local)  # (the state pickled once; a copy per candidate loaded from it)
+        costs = [s._nextjob.candidate(t)[0].cost for t in tables]
+        local, horizon, tail, copies = None, 0.0, 0.0, None
+        if share > 0:  # (a budget smaller than the candidates covers no event: the base rule decides)
+            local = involved(s, tables, now + self.horizon, self.k + 2 * s._board.n)
+            pace = s._pace.now
+            horizon = covered(s, local, [c * pace for c in costs], self.horizon, share)  # what the budget covers
+            if self.terminal:  # as long as the horizon, or the longest candidate's expected duration
+                longest = max(costs) * pace
+                tail = longest if longest > horizon else horizon
+            with contextlib.suppress(RecursionError):  # (tables linked too deep to copy, a long zig-zag of joins: no verdict)
+                copies = Copies(s, local)  # (the state pickled once; a copy per candidate loaded from it)
         scores: list[float] = []
         for name in names:
             score = None if copies is None else future(s, name, now, horizon, share, tail, local, copies)
@@ -305,14 +309,44 @@ def involved(s: Any, candidates: list[Any], end: float, heads: int) -> Local | N
     return Local(tuple(sorted(keep)), tuple(x for x in s._by_stream if x in streams))
 
 
-def expected_rate(s: Any, local: Local | None) -> float:
-    """Simulated events a second a look-ahead of Scheduler `s` expects (`local`: of those tables):
-    a partition per period of each stream, a finished job per period of each table (§2.4)."""
-    tables = s._by_idx if local is None else [s._by_idx[i] for i in local.tables]
-    streams = s._by_stream if local is None else local.streams
-    rate = sum(1.0 / t.period for t in tables if not t.removed)
+SLACK = 0.75  # the part of a candidate's share of the budget its expected events may fill (they vary)
+
+
+def covered(s: Any, local: Local | None, costs: list[float], horizon: float, share: int) -> float:
+    """The look-ahead of Scheduler `s` (`local`: of those tables), at most `horizon`, whose expected
+    simulated events fit SLACK · `share`: each stream's partitions, one a period (§2.4), and the jobs
+    that finish — those running or ready now, and one a period of each table released since (§2.4),
+    at most what the tracks run, each a job per expected duration (of the running jobs' and the
+    candidates' `costs`, in seconds at the pace)."""
+    pace = s._pace.now
+    if local is None:
+        tables, streams, ready = s._by_idx, list(s._by_stream), sum(s._queues.queued)
+    else:
+        tables, streams = [s._by_idx[i] for i in local.tables], local.streams
+        ready = sum(1 for t in tables if t.state in QUEUED)
+    arrive = 0.0
     for x in streams:
         live = [t for t in s._by_stream[x] if not t.removed]
         if live:
-            rate += 1.0 / live[0].period
-    return rate
+            arrive += 1.0 / live[0].period
+    release = sum(1.0 / t.period for t in tables if not t.removed)
+    spans = [job.estimate * pace for job in s._board.jobs.values()]
+    ready += len(spans)
+    spans += costs
+    # each track a job per expected duration: n / the harmonic mean (a few long jobs do not hide the short ones)
+    drain = s._board.n * sum(1.0 / d for d in spans) / len(spans) if spans and min(spans) > 0 else math.inf
+    return reach(horizon, SLACK * share, arrive, release, ready, drain)
+
+
+def reach(horizon: float, events: float, arrive: float, release: float, ready: float, drain: float) -> float:
+    """The longest h ≤ `horizon` expected to hold at most `events` simulated events: arrive·h
+    partitions and min(drain·h, ready + release·h) finished jobs — the tracks' pace while the jobs
+    ready and released keep them busy, the jobs there are once they do not (`covered`)."""
+    if arrive * horizon + min(drain * horizon, ready + release * horizon) <= events:
+        return horizon
+    if drain < math.inf:
+        h = events / (arrive + drain)  # every track busy to the end
+        if drain * h <= ready + release * h:
+            return h
+    rate = arrive + release  # the tracks run out of jobs first: arrive·h + ready + release·h = events
+    return max((events - ready) / rate, 0.0) if rate > 0 else 0.0
