@@ -137,7 +137,7 @@ def compare(rev: str, sizes: list[tuple[int, ...]], rounds: int, load: float, ch
         trees = {"base": Path(tmp) / "tree", "new": root}
         print(f"base {commit[:10]} against this tree ({describe_head()}); {rounds} rounds, each run in a fresh process")
         print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'policy':>8} {'base median/p99 µs':>19} {'new median/p99 µs':>18} "
-              f"{'new/base median':>15} {'p99':>6}  {'CPU p99 µs base / new':>22}  rollout rounds base | new")
+              f"{'new/base median':>15} {'p99':>6}  {'CPU median/p99 µs base | new':>30}  rollout rounds base | new")
         for n, t, e in sizes:
             for policy in policies:
                 got: dict[str, list[dict]] = {"base": [], "new": []}
@@ -153,12 +153,14 @@ def compare(rev: str, sizes: list[tuple[int, ...]], rounds: int, load: float, ch
                 med = {k: statistics.median(x["median_us"] for x in v) for k, v in got.items()}
                 p99 = {k: statistics.median(x["p99_us"] for x in v) for k, v in got.items()}
                 cpu = {k: statistics.median(x["cpu_p99_us"] for x in v) for k, v in got.items()}
+                cmed = {k: statistics.median(x["cpu_median_us"] for x in v) for k, v in got.items()}
                 rm = statistics.median(b["median_us"] / a["median_us"] for a, b in zip(got["base"], got["new"], strict=True))
                 rp = statistics.median(b["p99_us"] / a["p99_us"] for a, b in zip(got["base"], got["new"], strict=True))
                 ro = {k: "; ".join("/".join(str(x) for x in r["rollout"]) for r in v if r["rollout"]) for k, v in got.items()}
                 print(f"{n:>7} {t:>6} {e:>8} {policy:>8} {med['base']:>9.1f} / {p99['base']:<7.1f} "
                       f"{med['new']:>8.1f} / {p99['new']:<7.1f} {rm:>14.2f}× {rp:>5.2f}×  "
-                      f"{cpu['base']:>10.1f} / {cpu['new']:<9.1f}  {ro['base'] or '-'} | {ro['new'] or '-'}", flush=True)
+                      f"{cmed['base']:>6.1f} / {cpu['base']:<8.1f} | {cmed['new']:>6.1f} / {cpu['new']:<8.1f}  "
+                      f"{ro['base'] or '-'} | {ro['new'] or '-'}", flush=True)
     print("(median of the rounds' figures; ratios are the median of the paired rounds, < 1 = this tree faster;"
           " rollout rounds: weighed/overrides/fallbacks per round)")
 
