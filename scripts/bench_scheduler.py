@@ -6,10 +6,13 @@ long run. Not a test: it prints figures.
     python scripts/bench_scheduler.py --quick         # fewer events
     python scripts/bench_scheduler.py --against 7792d03 --sizes 10000/64/50000,100000/256/50000
     python scripts/bench_scheduler.py --rollout --sizes 30/4/20000,1000/16/20000 --memory-events 0
+    python scripts/bench_scheduler.py --rollout --against f9b9920 --rounds 1 --sizes 1000/16/3000 \
+        --rollout-settings '{"budget_events": 300}'
 
 `--against REV` runs the same workloads on REV's engine (its files exported by `git archive`) and on
 this tree's, each run in a fresh process, the order alternating between rounds so that both see the
-same load of a shared machine; it prints both trees' median and p99 and their paired ratios.
+same load of a shared machine; it prints both trees' median and p99 and their paired ratios (with
+`--rollout`, each size under the default policy and under rollout, with rollout's rounds).
 
 Workload: base tables on streams with periods 1 min / 5 min / 1 h, priorities 1-100, E(n) = α + β·n
 scaled so the offered utilization is --load × tracks (1.0: every track busy), Proportional + Max-Benefit
@@ -121,8 +124,10 @@ def run(n_tables: int, tracks: int, events: int, load: float = 1.0, measure_memo
     }
 
 
-def compare(rev: str, sizes: list[tuple[int, ...]], rounds: int, load: float, chop: str) -> None:
-    """This tree's engine against commit `rev`'s, paired and alternating (see the module docstring)."""
+def compare(rev: str, sizes: list[tuple[int, ...]], rounds: int, load: float, chop: str,
+            policies: tuple[str, ...] = ("auto",), rollout: dict | None = None) -> None:
+    """This tree's engine against commit `rev`'s, paired and alternating (see the module docstring);
+    each size under each of `policies` (rollout: with `rollout`'s settings)."""
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
     from scripts.revtree import describe_head, export
@@ -131,23 +136,33 @@ def compare(rev: str, sizes: list[tuple[int, ...]], rounds: int, load: float, ch
         commit = export(rev, Path(tmp))
         trees = {"base": Path(tmp) / "tree", "new": root}
         print(f"base {commit[:10]} against this tree ({describe_head()}); {rounds} rounds, each run in a fresh process")
-        print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'base median/p99 µs':>19} {'new median/p99 µs':>18} "
-              f"{'new/base median':>15} {'p99':>6}")
+        print(f"{'tables':>7} {'tracks':>6} {'events':>8} {'policy':>8} {'base median/p99 µs':>19} {'new median/p99 µs':>18} "
+              f"{'new/base median':>15} {'p99':>6}  {'CPU median/p99 µs base | new':>30}  rollout rounds base | new")
         for n, t, e in sizes:
-            got: dict[str, list[dict]] = {"base": [], "new": []}
-            for r in range(rounds):
-                for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                    out = subprocess.run([sys.executable, __file__, "--child", f"{n}/{t}/{e}", "--load", str(load),
-                                          "--chop", chop], env={**os.environ, "PYTHONPATH": str(trees[side])},
-                                         check=True, text=True, capture_output=True).stdout
-                    got[side].append(json.loads(out))
-            med = {k: statistics.median(x["median_us"] for x in v) for k, v in got.items()}
-            p99 = {k: statistics.median(x["p99_us"] for x in v) for k, v in got.items()}
-            rm = statistics.median(b["median_us"] / a["median_us"] for a, b in zip(got["base"], got["new"], strict=True))
-            rp = statistics.median(b["p99_us"] / a["p99_us"] for a, b in zip(got["base"], got["new"], strict=True))
-            print(f"{n:>7} {t:>6} {e:>8} {med['base']:>9.1f} / {p99['base']:<7.1f} {med['new']:>8.1f} / {p99['new']:<7.1f} "
-                  f"{rm:>14.2f}× {rp:>5.2f}×", flush=True)
-    print("(median of the rounds' figures; ratios are the median of the paired rounds, < 1 = this tree faster)")
+            for policy in policies:
+                got: dict[str, list[dict]] = {"base": [], "new": []}
+                for r in range(rounds):
+                    for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                        cmd = [sys.executable, __file__, "--child", f"{n}/{t}/{e}", "--load", str(load), "--chop", chop,
+                               "--child-policy", policy]
+                        if rollout:
+                            cmd += ["--rollout-settings", json.dumps(rollout)]
+                        out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(trees[side])},
+                                             check=True, text=True, capture_output=True).stdout
+                        got[side].append(json.loads(out))
+                med = {k: statistics.median(x["median_us"] for x in v) for k, v in got.items()}
+                p99 = {k: statistics.median(x["p99_us"] for x in v) for k, v in got.items()}
+                cpu = {k: statistics.median(x["cpu_p99_us"] for x in v) for k, v in got.items()}
+                cmed = {k: statistics.median(x["cpu_median_us"] for x in v) for k, v in got.items()}
+                rm = statistics.median(b["median_us"] / a["median_us"] for a, b in zip(got["base"], got["new"], strict=True))
+                rp = statistics.median(b["p99_us"] / a["p99_us"] for a, b in zip(got["base"], got["new"], strict=True))
+                ro = {k: "; ".join("/".join(str(x) for x in r["rollout"]) for r in v if r["rollout"]) for k, v in got.items()}
+                print(f"{n:>7} {t:>6} {e:>8} {policy:>8} {med['base']:>9.1f} / {p99['base']:<7.1f} "
+                      f"{med['new']:>8.1f} / {p99['new']:<7.1f} {rm:>14.2f}× {rp:>5.2f}×  "
+                      f"{cmed['base']:>6.1f} / {cpu['base']:<8.1f} | {cmed['new']:>6.1f} / {cpu['new']:<8.1f}  "
+                      f"{ro['base'] or '-'} | {ro['new'] or '-'}", flush=True)
+    print("(median of the rounds' figures; ratios are the median of the paired rounds, < 1 = this tree faster;"
+          " rollout rounds: weighed/overrides/fallbacks per round)")
 
 
 def main() -> None:
@@ -163,11 +178,15 @@ def main() -> None:
     ap.add_argument("--rollout-settings", type=json.loads, default=None, metavar="JSON",
                     help='with --rollout: scheduler.rollout settings, e.g. \'{"budget_events": 60}\'')
     ap.add_argument("--child", help=argparse.SUPPRESS)  # one run, its figures as JSON (--against)
+    ap.add_argument("--child-policy", default="auto", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         n, t, e = (int(x) for x in a.child.split("/"))
-        r = run(n, t, e, a.load, chop=None if a.chop == "none" else a.chop if a.chop == "auto" else float(a.chop))
-        print(json.dumps({k: r[k] for k in ("median_us", "p99_us", "busy_share")}))
+        r = run(n, t, e, a.load, chop=None if a.chop == "none" else a.chop if a.chop == "auto" else float(a.chop),
+                policy=a.child_policy, rollout=a.rollout_settings if a.child_policy == "rollout" else None)
+        ro = r["rollout"]
+        print(json.dumps({**{k: r[k] for k in ("median_us", "p99_us", "cpu_median_us", "cpu_p99_us", "busy_share")},
+                          "rollout": [ro.decisions, ro.overrides, ro.fallbacks] if ro is not None else None}))
         return
     chop = None if a.chop == "none" else a.chop if a.chop == "auto" else float(a.chop)
     sizes = [(30, 4, 200_000), (1_000, 16, 200_000), (10_000, 64, 200_000), (100_000, 256, 200_000)]
@@ -176,7 +195,8 @@ def main() -> None:
     if a.quick:
         sizes = [(n, t, e // 10) for n, t, e in sizes]
     if a.against:
-        compare(a.against, sizes, a.rounds, a.load, a.chop)
+        compare(a.against, sizes, a.rounds, a.load, a.chop, ("auto", "rollout") if a.rollout else ("auto",),
+                a.rollout_settings)
         return
     from sim.progress import track
     if a.rollout:

@@ -172,8 +172,17 @@ def test_a_job_longer_than_the_horizon_is_credited_not_starved() -> None:
     assert scores["L"] - scores["S"] == pytest.approx(90.0)
 
 
-def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule() -> None:
-    s, first = lookahead_example("rollout", rollout={"k": 3, "horizon": 10, "budget_events": 2})
+@pytest.mark.parametrize(("budget", "slack"), [(1, None), (2, 1e9)])
+def test_rollout_over_its_event_budget_leaves_the_round_to_the_base_rule(budget: int, slack: float | None,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget smaller than the candidates (t1, t2) covers no event; a share of one event, the
+    horizon not shortened (SLACK as if every event fit), is passed by the second: both rounds are
+    the base rule's, counted as fallbacks."""
+    import warehouse.rollout as ro
+
+    if slack is not None:
+        monkeypatch.setattr(ro, "SLACK", slack)
+    s, first = lookahead_example("rollout", rollout={"k": 3, "horizon": 10, "budget_events": budget})
     assert [j.table for j in first] == ["t1"]  # Max-Benefit's pick
     stats = s.stats(TAU).rollout
     assert stats is not None and (stats.decisions, stats.overrides, stats.fallbacks) == (1, 0, 1)

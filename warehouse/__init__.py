@@ -31,6 +31,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
                         partition, as moves the Scheduler applies through its transition table
     warehouse.lookahead Lookahead's first pick (§3.1) and track reservation's hold, as queries
     warehouse.rollout   rollout's first pick (beyond the paper): the best k simulated ahead in copies
+    warehouse.rollout_copy  those copies: the state pickled once a decision, a load per candidate
     policies.reservation  expected releases and the hold decision
     policies.bulk       which job is bulk, how many may run at once (warehouse.bulk counts them)
 

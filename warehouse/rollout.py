@@ -33,12 +33,14 @@ come from its own copy of the generator, never the Scheduler's.
 
 The budget is counted in simulated events (`budget_events` per decision, shared evenly between the
 candidates), not CPU time: `time.process_time` would be a clock on the decision path. Where the
-horizon holds more events than a candidate's share is expected to (a partition per period of each
-stream, a finished job per period of each table, §2.4), the look-ahead is shortened to what the
-share covers, the same for every candidate. A candidate whose future still needs more events
-leaves the decision to the base rule, counted as a fallback (`RolloutStats`, in the Scheduler's
+horizon holds more events than SLACK of a candidate's share is expected to (`covered`: a partition
+per period of each stream; the jobs running and ready now, and one per period of each table
+released since, ending as fast as the tracks run them — a busy track finishes short jobs every few
+seconds, §2.4), the look-ahead is shortened to what the share covers, the same for every
+candidate. A candidate whose future still needs more events than its share, or a budget smaller
+than the candidates, leaves the decision to the base rule, counted as a fallback (`RolloutStats`, in the Scheduler's
 snapshot for the shells to export); so does a simulated event the copy refuses, or a state linked
-too deep for `copy.deepcopy`. In the daemon the simulations run on the scheduler loop.
+too deep to copy. In the daemon the simulations run on the scheduler loop.
 
 A large warehouse (more than `LOCAL_ABOVE` tables) is not copied whole: a look-ahead copies only
 the tables it can change (`involved`: the candidates, the running jobs' tables, the base rule's
@@ -46,34 +48,31 @@ next ready jobs, what an operator or a timer moves before the horizon, their str
 their dependents down the DAG) and shares the others, read only; its queues hold only their jobs,
 only their streams' arrivals are simulated, and the sum is over them (the others add the same to
 every candidate). Its cost then follows the tables near the decision, not the warehouse.
+The copies are warehouse.rollout_copy's: the state pickled once per decision, each candidate's
+copy a fresh load of it, the partitions shared.
 
-This module reads the Scheduler's state (its queues, board, pace, streams and rates) to copy it and
-to build the expected future; it is the one engine module that knows the Scheduler, and it changes
-only copies.
+This module reads the Scheduler's state (its queues, board, pace, streams and rates) to build the
+expected future, and warehouse.rollout_copy to copy it: the two engine modules that know the
+Scheduler. They change only copies.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import dataclasses
-import enum
 import heapq
-import io
 import math
-import pickle
-import types
 from dataclasses import dataclass
 from typing import Any
-
-from pydantic import BaseModel
 
 from warehouse.config import RolloutConfig
 from warehouse.errors import FreshetError
 from warehouse.events import JobFinished, PartitionArrived, StartJob, Tick
 from warehouse.freshness import staleness_area
-from warehouse.queues import ReadyQueues
+from warehouse.rollout_copy import Copies
+from warehouse.table import QUEUED
 
-__all__ = ["Forced", "Local", "Rollout", "RolloutStats", "future", "involved", "terminal"]
+__all__ = ["Forced", "Local", "Rollout", "RolloutStats", "covered", "future", "involved", "reach", "terminal"]
 
 _FINISH, _ARRIVE, _TICK = 0, 1, 2  # what a simulated event is (the heap orders by time, then by push order)
 
@@ -125,16 +124,20 @@ class Rollout:
         tables = [s._by_idx[e[-1]] for e in heads]
         names = [t.name for t in tables]
         share = self.budget // len(names)
-        local = involved(s, tables, now + self.horizon, self.k + 2 * s._board.n)
-        rate = expected_rate(s, local)
-        horizon = self.horizon if rate * self.horizon <= share else share / rate  # what the budget covers
-        tail = 0.0
-        if self.terminal:  # as long as the horizon, or the longest candidate's expected duration
-            longest = max(s._nextjob.candidate(t)[0].cost for t in tables) * s._pace.now
-            tail = longest if longest > horizon else horizon
+        costs = [s._nextjob.candidate(t)[0].cost for t in tables]
+        local, horizon, tail, copies = None, 0.0, 0.0, None
+        if share > 0:  # (a budget smaller than the candidates covers no event: the base rule decides)
+            local = involved(s, tables, now + self.horizon, self.k + 2 * s._board.n)
+            pace = s._pace.now
+            horizon = covered(s, local, [c * pace for c in costs], self.horizon, share)  # what the budget covers
+            if self.terminal:  # as long as the horizon, or the longest candidate's expected duration
+                longest = max(costs) * pace
+                tail = longest if longest > horizon else horizon
+            with contextlib.suppress(RecursionError):  # (tables linked too deep to copy, a long zig-zag of joins: no verdict)
+                copies = Copies(s, local)  # (the state pickled once; a copy per candidate loaded from it)
         scores: list[float] = []
         for name in names:
-            score = future(s, self, name, now, horizon, share, tail, local)
+            score = None if copies is None else future(s, name, now, horizon, share, tail, local, copies)
             if score is None:  # over budget: the base rule decides
                 self.stats = dataclasses.replace(self.stats, decisions=self.stats.decisions + 1,
                                                  fallbacks=self.stats.fallbacks + 1, last=())
@@ -147,18 +150,26 @@ class Rollout:
         return names[best] if override else None
 
 
-def future(s: Any, first: object, table: str, now: float, horizon: float, budget: int,
-           tail: float = 0.0, local: Local | None = None) -> float | None:
+def future(s: Any, table: str, now: float, horizon: float, budget: int, tail: float = 0.0,
+           local: Local | None = None, copies: Copies | None = None) -> float | None:
     """Σ p_i ∫ S_i dτ at `now + horizon` if `table`'s job starts now in a copy of Scheduler `s` and
-    the base rule decides the rest (`first`: the object `s` asks for its first pick, replaced by
-    `Forced(table)` in the copy), plus the terminal `tail` (`terminal`); inf if that job cannot
-    start now (no track for it, the bulk limit); None past `budget` simulated events. With `local`
-    (`involved`) only those tables are copied and summed, and only their streams' arrivals are
-    simulated. `s` is not changed."""
+    the base rule decides the rest (the copy's first pick is `Forced(table)`), plus the terminal
+    `tail` (`terminal`); inf if that job cannot start now (no track for it, the bulk limit); None
+    past `budget` simulated events. With `local` (`involved`) only those tables are copied and
+    summed, and only their streams' arrivals are simulated. `copies`: the decision's (made here if
+    None). `s` is not changed."""
     try:
-        c = _copy(s, first, table, local)
-    except RecursionError:  # tables linked too deep for deepcopy (a long zig-zag of joins): no verdict
+        c = (copies if copies is not None else Copies(s, local)).copy(Forced(table))
+    except RecursionError:  # tables linked too deep to copy (a long zig-zag of joins): no verdict
         return None
+    try:
+        return _simulate(c, table, now, horizon, budget, tail, local)
+    finally:  # (its handlers and queues hold the copy: cut, it is freed now, not by a collection)
+        c.__dict__.clear()
+
+
+def _simulate(c: Any, table: str, now: float, horizon: float, budget: int, tail: float, local: Local | None) -> float | None:
+    """`future` on the copy `c`."""
     end = now + horizon
     pace = c._pace.now
     heap: list[tuple[float, int, int, Any]] = []
@@ -298,114 +309,44 @@ def involved(s: Any, candidates: list[Any], end: float, heads: int) -> Local | N
     return Local(tuple(sorted(keep)), tuple(x for x in s._by_stream if x in streams))
 
 
-def expected_rate(s: Any, local: Local | None) -> float:
-    """Simulated events a second a look-ahead of Scheduler `s` expects (`local`: of those tables):
-    a partition per period of each stream, a finished job per period of each table (§2.4)."""
-    tables = s._by_idx if local is None else [s._by_idx[i] for i in local.tables]
-    streams = s._by_stream if local is None else local.streams
-    rate = sum(1.0 / t.period for t in tables if not t.removed)
+SLACK = 0.75  # the part of a candidate's share of the budget its expected events may fill (they vary)
+
+
+def covered(s: Any, local: Local | None, costs: list[float], horizon: float, share: int) -> float:
+    """The look-ahead of Scheduler `s` (`local`: of those tables), at most `horizon`, whose expected
+    simulated events fit SLACK · `share`: each stream's partitions, one a period (§2.4), and the jobs
+    that finish — those running or ready now, and one a period of each table released since (§2.4),
+    at most what the tracks run, each a job per expected duration (of the running jobs' and the
+    candidates' `costs`, in seconds at the pace)."""
+    pace = s._pace.now
+    if local is None:
+        tables, streams, ready = s._by_idx, list(s._by_stream), sum(s._queues.queued)
+    else:
+        tables, streams = [s._by_idx[i] for i in local.tables], local.streams
+        ready = sum(1 for t in tables if t.state in QUEUED)
+    arrive = 0.0
     for x in streams:
         live = [t for t in s._by_stream[x] if not t.removed]
         if live:
-            rate += 1.0 / live[0].period
-    return rate
+            arrive += 1.0 / live[0].period
+    release = sum(1.0 / t.period for t in tables if not t.removed)
+    spans = [job.estimate * pace for job in s._board.jobs.values()]
+    ready += len(spans)
+    spans += costs
+    # each track a job per expected duration: n / the harmonic mean (a few long jobs do not hide the short ones)
+    drain = s._board.n * sum(1.0 / d for d in spans) / len(spans) if spans and min(spans) > 0 else math.inf
+    return reach(horizon, SLACK * share, arrive, release, ready, drain)
 
 
-_BY_TABLE = frozenset({"_tables", "_by_idx", "_by_stream", "_rates", "_queues"})  # rebuilt by `_copy`, not deep-copied
-
-
-def _copy(s: Any, first: object, table: str, local: Local | None) -> Any:
-    """A copy of Scheduler `s` whose first pick is `table`: deep, but for the immutable config,
-    plan and blueprint (shared); with `local`, only those tables are copied, the others shared
-    (read, never changed: `involved`), and the copy's queues hold only their entries."""
-    shared: dict[int, Any] = {id(s.config): s.config, id(s.plan): s.plan, id(first): Forced(table)}
-    if s.blueprint is not None:
-        shared[id(s.blueprint)] = s.blueprint  # (immutable: shared, as the config and the plan)
-    if local is None:
-        return _clone(s, shared)
-    by_idx, keep = s._by_idx, set(local.tables)
-    shared[id(s._nextjob.ranking)] = s._nextjob.ranking  # (replaced on a repartition, never changed)
-    for i in local.tables:  # the sources outside, read by their dependents: shared
-        for x in by_idx[i].sources:
-            if x.idx not in keep:
-                shared[id(x)] = x
-    for _, _, x in s._releases.heap:  # (track reservation's expected releases: read only)
-        if x.idx not in keep:
-            shared[id(x)] = x
-    c = object.__new__(type(s))
-    shared[id(s)] = c  # (its bound methods, the handlers and the queues' check, are the copy's)
-    state = {name: value for name, value in vars(s).items() if name not in _BY_TABLE and name != "_upkeep"}
-    up = s._upkeep  # (maintenance, per table: only the kept tables' entries are copied, the others shared)
-    mine = [x for x in (by_idx[i].name for i in local.tables) if x in up.tables]
-    state, copies, rates, kept = _clone((state, [by_idx[i] for i in local.tables], [s._rates[x] for x in local.streams],
-                                         [up.tables[x] for x in mine]), shared)
-    c.__dict__.update(state)
-    c._upkeep = object.__new__(type(up))
-    c._upkeep.__dict__.update({k: v.copy() if isinstance(v, dict | set | list) else v for k, v in vars(up).items()})
-    c._upkeep.tables.update(zip(mine, kept, strict=True))
-    c._by_idx = list(by_idx)
-    c._tables = dict(s._tables)
-    for t in copies:
-        c._by_idx[t.idx] = c._tables[t.name] = t
-    c._by_stream = dict(s._by_stream)
-    c._rates = dict(s._rates)
-    for x, rate in zip(local.streams, rates, strict=True):  # (every table of a stream is kept, and shares its rate)
-        c._by_stream[x] = [c._by_idx[t.idx] for t in s._by_stream[x]]
-        c._rates[x] = rate
-    q = s._queues
-    c._queues = queues = ReadyQueues(c._valid)
-    queues.queued, queues.urgent = list(q.queued), dict(q.urgent)
-    for h in q.heaps:
-        mine = [e for e in h if e[-1] in keep]
-        heapq.heapify(mine)
-        queues.heaps.append(mine)
-    c._last_plan_event = math.inf  # no repartition in the copy
-    return c
-
-
-# Copies go through pickle (its C implementation: about half the CPU time of copy.deepcopy on an
-# engine's state), with the objects that are shared or immutable passed by reference: those `_copy`
-# names, functions (the handlers' and the keys' lambdas cannot be pickled), enum members, the frozen
-# events (PartitionArrived, StartJob: copy.deepcopy shares them too) and the frozen config models. A state pickle refuses is
-# copied by copy.deepcopy instead, with the same sharing.
-_BY_REFERENCE = (types.FunctionType, enum.Enum, PartitionArrived, StartJob, BaseModel)  # (config models are frozen)
-_SHARED: list[Any] = []  # the objects passed by reference, while one copy is loaded
-
-
-def _shared(i: int) -> Any:
-    return _SHARED[i]
-
-
-class _Copier(pickle.Pickler):
-    __slots__ = ("objs", "shared")
-
-    def __init__(self, buf: io.BytesIO, shared: dict[int, Any]) -> None:
-        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
-        self.shared = shared  # id → the object the copy holds instead
-        self.objs: list[Any] = []
-
-    def reducer_override(self, obj: Any) -> Any:
-        got = self.shared.get(id(obj), _shared)
-        if got is _shared:
-            if obj is _shared or not isinstance(obj, _BY_REFERENCE):  # (`_shared` itself: by its name)
-                return NotImplemented
-            got = obj
-        self.objs.append(got)
-        return _shared, (len(self.objs) - 1,)
-
-
-def _clone(obj: Any, shared: dict[int, Any]) -> Any:
-    """A deep copy of `obj` in which each object whose id is in `shared` is replaced by its value
-    there (and functions, enum members and frozen events are the same objects)."""
-    global _SHARED
-    buf = io.BytesIO()
-    pickler = _Copier(buf, shared)
-    try:
-        pickler.dump(obj)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return copy.deepcopy(obj, dict(shared))
-    _SHARED = pickler.objs
-    try:
-        return pickle.loads(buf.getbuffer())
-    finally:
-        _SHARED = []
+def reach(horizon: float, events: float, arrive: float, release: float, ready: float, drain: float) -> float:
+    """The longest h ≤ `horizon` expected to hold at most `events` simulated events: arrive·h
+    partitions and min(drain·h, ready + release·h) finished jobs — the tracks' pace while the jobs
+    ready and released keep them busy, the jobs there are once they do not (`covered`)."""
+    if arrive * horizon + min(drain * horizon, ready + release * horizon) <= events:
+        return horizon
+    if drain < math.inf:
+        h = events / (arrive + drain)  # every track busy to the end
+        if drain * h <= ready + release * h:
+            return h
+    rate = arrive + release  # the tracks run out of jobs first: arrive·h + ready + release·h = events
+    return max((events - ready) / rate, 0.0) if rate > 0 else 0.0
