@@ -8,12 +8,19 @@ contended run is timed; the ideal run of a `freshet sim run` costs about as much
 
     python scripts/bench_sim.py [--events N] [--profile]
     python scripts/bench_sim.py --against 7792d03 [--rounds R] [--events N]
+    python scripts/bench_sim.py --reference [--rounds R] [--events N]
 
 `--against REV` compares this tree with commit REV side by side: REV's files are exported
 (`git archive`) to a temporary directory, and each round runs every workload once in a fresh
 process of each tree, the order alternating between rounds, so that both see the same load of a
 shared machine. It prints the median events per CPU second of each and the median of the paired
 ratios, and checks that both trees computed the same run (weighted staleness, jobs).
+
+`--reference` puts this tree's simulator beside a minimal reference simulator of the same model
+(scripts/sim_reference.py: one heap, no SimPy, no Scheduler object) on the same workloads, paired
+and alternating the same way, each run in a fresh process: the ratio is this simulator's events
+per CPU second over the reference's, and "same run" says both computed the same jobs and
+weighted staleness.
 """
 
 from __future__ import annotations
@@ -81,9 +88,24 @@ print(json.dumps({"events": st.events, "cpu": cpu, "jobs": st.jobs, "ws": st.wei
 """
 
 
-def _child(tree: Path, data: dict, events: int, seed: int = 1) -> dict:
+# The reference simulator (scripts/sim_reference.py) timed the same way, on the same prepared config.
+REF_CHILD = """
+import json, sys, time
+from scripts.sim_reference import run_reference
+from sim.simulator import prepare
+from sim.workload import config_of
+job = json.load(sys.stdin)
+cfg = prepare(config_of(job["data"]), job["seed"])
+c0 = time.process_time()
+st = run_reference(cfg, job["seed"], job["events"])
+cpu = time.process_time() - c0
+print(json.dumps({"events": st["events"], "cpu": cpu, "jobs": st["jobs"], "ws": st["ws"]}))
+"""
+
+
+def _child(tree: Path, data: dict, events: int, seed: int = 1, code: str = CHILD) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", CHILD], cwd=tree, env=env, check=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True, text=True,
                          capture_output=True, input=json.dumps({"data": data, "events": events, "seed": seed}))
     return json.loads(out.stdout)
 
@@ -118,15 +140,41 @@ def compare(rev: str, events: int, rounds: int) -> int:
     return 0
 
 
+def against_reference(events: int, rounds: int) -> int:
+    """This tree's simulator against the reference simulator, paired and alternating (module docstring)."""
+    print(f"this tree ({describe_head()}) against the reference simulator (scripts/sim_reference.py); "
+          f"{rounds} rounds × {events:,} events; events per CPU second, each run in a fresh process")
+    print(f"{'workload':<34} {'ref ev/s':>10} {'sim ev/s':>10} {'ratio':>6} {'(min-max)':>12} same run")
+    for name, data in workloads():
+        rates: dict[str, list[float]] = {"ref": [], "sim": []}
+        ratios, same = [], True
+        for r in range(rounds):
+            order = ("ref", "sim") if r % 2 == 0 else ("sim", "ref")
+            got = {side: _child(ROOT, data, events, code=REF_CHILD if side == "ref" else CHILD) for side in order}
+            for side in order:
+                rates[side].append(got[side]["events"] / got[side]["cpu"])
+            ratios.append(rates["sim"][-1] / rates["ref"][-1])
+            same = same and got["ref"]["jobs"] == got["sim"]["jobs"] and got["ref"]["ws"] == got["sim"]["ws"]
+        print(f"{name:<34} {statistics.median(rates['ref']):>10,.0f} {statistics.median(rates['sim']):>10,.0f} "
+              f"{statistics.median(ratios):>5.2f}× {min(ratios):>5.2f}-{max(ratios):<5.2f} {'yes' if same else 'NO'}")
+    print("\nratio: the simulator's events per CPU second over the reference's (median of the paired rounds); "
+          "'same run': both computed the same jobs and weighted staleness.")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000, help="events per workload (default 200,000)")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the Table 2 run")
     ap.add_argument("--against", metavar="REV", help="compare with commit REV, paired runs in one invocation")
-    ap.add_argument("--rounds", type=int, default=5, help="paired rounds with --against (default 5)")
+    ap.add_argument("--reference", action="store_true",
+                    help="compare with the minimal reference simulator (scripts/sim_reference.py), paired runs")
+    ap.add_argument("--rounds", type=int, default=5, help="paired rounds with --against or --reference (default 5)")
     args = ap.parse_args()
     if args.against:
         return compare(args.against, args.events, args.rounds)
+    if args.reference:
+        return against_reference(args.events, args.rounds)
     print(f"{'workload':<34} {'U':>5} {'events':>9} {'jobs':>8} {'cpu s':>7} {'wall s':>7} {'events/s':>9}")
     rates = []
     for name, data in track(workloads(), "bench_sim", what="{item[0]}", lines=False):  # a bar on a terminal

@@ -34,12 +34,14 @@ import math
 import random
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Any
 
 import simpy
 from simpy.events import NORMAL
 
 from sim.cores import Cores
+from sim.loop import run_to, run_until
 from sim.trace import ActionRecord, Arrival, JobRecord, Trace, TraceWriter
 from sim.workload import burst_time as _burst_time
 from sim.workload import periods, true_costs, utilization
@@ -360,7 +362,7 @@ class Simulation:
         elif self.writer is not None:  # the trace holds update jobs
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
                                       duration=duration, rows=rows, track=job.track, work=job.n))
-        self._handle(JobFinished(job_id=job.job_id, duration=duration, rows=rows), self.env.now)
+        self._handle(JobFinished.build(job_id=job.job_id, duration=duration, rows=rows), self.env._now)  # (no property)
         if self._drain:
             self._drained()
 
@@ -395,15 +397,15 @@ class Simulation:
             self.limit = events
             self._stop = self.env.event()
             with contextlib.suppress(RuntimeError):  # a trace ran out before `events`
-                self.env.run(until=self._stop)
+                run_until(self.env, self._stop)
         elif until is not None:
             if until > self.env.now:
-                self.env.run(until=until)
+                run_to(self.env, until)
         else:
             self._drain, self._stop = True, self.env.event()
             self._drained()
             with contextlib.suppress(RuntimeError):  # nothing left to happen before it drained
-                self.env.run(until=self._stop)
+                run_until(self.env, self._stop)
         return self.observe(self.env.now if until is None else until)
 
     def observe(self, horizon: float) -> RunStats:
@@ -436,14 +438,14 @@ class _Stream:
     scheduled at construction and schedules its next arrival after handing over the current one.
     `arrivals` yields (time, a trace's Arrival or the PartitionArrived itself)."""
 
-    __slots__ = ("sim", "arrivals", "due", "event", "fire", "generated", "schedule")
+    __slots__ = ("sim", "arrivals", "due", "eid", "event", "fire", "generated", "queue")
 
     def __init__(self, sim: Simulation, arrivals: Iterator[tuple[float, Arrival | PartitionArrived]],
                  generated: bool) -> None:
         self.sim, self.arrivals = sim, arrivals
         self.generated = generated  # PartitionArrived events with no rows: nothing for `_arrive` to keep
         self.due: tuple[float, Arrival | PartitionArrived] | None = None  # the arrival whose timeout is scheduled
-        self.schedule = sim.env.schedule
+        self.queue, self.eid = sim.env._queue, sim.env._eid  # `env.schedule`, inlined (SimPy 4: sim.loop)
         # its callback: a bound method, kept (SimPy calls it faster than an object's __call__)
         self.fire = self.fired
         # one event, re-armed for each arrival (a processed event is a timeout again once it has
@@ -456,7 +458,7 @@ class _Stream:
         """The scheduled arrival is due (or, the first time, the stream starts)."""
         sim = self.sim
         item, self.due = self.due, None
-        now = sim.env.now
+        now = sim.env._now  # (`env.now` without the property call: sim.loop)
         direct = self.generated and sim.writer is None  # no trace to write: straight to the Scheduler
         if item is not None:  # its timeout fired: it is due now
             if sim.events >= sim.limit:
@@ -470,7 +472,7 @@ class _Stream:
                 self.due = item
                 ev = self.event
                 ev.callbacks = [self.fire]
-                self.schedule(ev, NORMAL, item[0] - now)
+                heappush(self.queue, (now + (item[0] - now), NORMAL, next(self.eid), ev))  # env.schedule
                 return
             if sim.events >= sim.limit:
                 return
@@ -487,10 +489,10 @@ class _Track:
     a new object per job. The Scheduler runs at most one job per track, so the event has always
     fired (or not yet been made) when the track's next job starts."""
 
-    __slots__ = ("sim", "job", "duration", "event", "fire")
+    __slots__ = ("sim", "env", "job", "duration", "event", "fire")
 
     def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
+        self.sim, self.env = sim, sim.env
         self.fire = self.ended  # its callback, kept (as `_Stream.fire`)
         self.job: StartJob | None = None
         self.duration = 0.0
@@ -506,7 +508,8 @@ class _Track:
         else:
             assert ev.callbacks is None, "a track runs one job at a time"  # (its last one has ended)
             ev.callbacks = [self.fire]
-            self.sim.env.schedule(ev, NORMAL, duration)
+            env = self.env
+            heappush(env._queue, (env._now + duration, NORMAL, next(env._eid), ev))  # env.schedule, inlined
 
     def ended(self, _ev: simpy.Event) -> None:
         """The running job's time is up."""

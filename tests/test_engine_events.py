@@ -67,3 +67,25 @@ def test_validation_still_runs() -> None:
     assert type(PartitionArrived(stream="s", partition_id="p", start=1, end=2).start) is float  # ints made floats
     with pytest.raises(SchedulerMisuse, match="negative duration"):
         JobFinished(job_id=1, duration=-1.0)
+
+
+@pytest.mark.parametrize("cls", HOT)
+def test_build_is_the_class_called_with_keywords(cls: type) -> None:
+    """`cls.build(**fields)` (a plain function call, the job path's) makes the same object, defaults,
+    validation and all; keywords only, as the class."""
+    ev = cls.build(**SAMPLE[cls])
+    assert type(ev) is cls and ev == cls(**SAMPLE[cls]) and dataclasses.astuple(ev) == dataclasses.astuple(cls(**SAMPLE[cls]))
+    with pytest.raises(TypeError):
+        cls.build(*SAMPLE[cls].values())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(ev, dataclasses.fields(cls)[0].name, None)
+
+
+def test_build_validates_as_the_class() -> None:
+    with pytest.raises(SchedulerMisuse, match="negative duration"):
+        JobFinished.build(job_id=1, duration=-1.0)
+    with pytest.raises(SchedulerMisuse, match="finite"):
+        JobFinished.build(job_id=1, duration=math.inf)
+    with pytest.raises(SchedulerMisuse, match="end <= start"):
+        PartitionArrived.build(stream="s", partition_id="p", start=2.0, end=1.0)
+    assert type(PartitionArrived.build(stream="s", partition_id="p", start=1, end=2).start) is float

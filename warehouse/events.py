@@ -63,6 +63,12 @@ def _quick_init(cls: _Class) -> _Class:
     exec(f"def _trusted({', '.join(params)}):\n    self = _new(_cls)\n    "  # noqa: S102
          + "\n    ".join(body[:len(params)]) + "\n    return self", ns)
     cls._trusted = staticmethod(ns["_trusted"])  # type: ignore[attr-defined]
+    # `cls.build(**fields)`: the same object as `cls(**fields)`, `__post_init__` and all, by a plain
+    # function call — a class called with keywords packs them into a dict for its `__init__` (the
+    # type call), a function binds them as they come: about 1 µs less per StartJob (the job path)
+    exec(f"def build(*, {', '.join(params)}):\n    self = _new(_cls)\n    "  # noqa: S102
+         + "\n    ".join(body) + "\n    return self", ns)
+    cls.build = staticmethod(ns["build"])  # type: ignore[attr-defined]
     return cls
 
 

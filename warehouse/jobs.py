@@ -53,7 +53,7 @@ def update_job(t: Table, shape: JobShape, job_id: int, track: int) -> StartJob:
     stateful = t.derived is not None and t.derived.stateful
     if stateful:  # it reads the late rows committed so far too (lake.stateful)
         t.derived.folded()  # type: ignore[union-attr]
-    return StartJob(
+    return StartJob.build(
         job_id=job_id,
         table=t.name,
         track=track,
@@ -83,7 +83,7 @@ def recompute_job(t: Table, piece: Piece, overwrite: bool, job_id: int, track: i
     # an old-SQL rewrite that covers late or backfill ranges rewrites them too: its commit says so
     reasons |= piece.reasons
     late |= piece.late
-    return StartJob(
+    return StartJob.build(
         job_id=job_id,
         table=t.name,
         track=track,
@@ -106,7 +106,7 @@ def upkeep_job(t: Table, kind: str, upkeep: Upkeep, job_id: int, track: int) -> 
     """t's maintenance job `kind` (OPTIMIZE or VACUUM, warehouse.upkeep) over `(start, F]`."""
     assert t.freshness is not None
     start = upkeep.span(t.name, kind, t.freshness, t.origin)
-    return StartJob(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
+    return StartJob.build(job_id=job_id, table=t.name, track=track, kind=kind, start=start, end=t.freshness,
                     new_freshness=t.freshness, new_safe_freshness=t.safe if t.safe is not None else t.freshness,
                     estimate=upkeep_estimate(t, kind, upkeep), priority=t.inherited_priority)
 

@@ -62,3 +62,5 @@ TRANSITIONS: dict[tuple[JobState | Mode | MaintenanceState, str], JobState | Mod
 
 
 WORK_WAITS = frozenset(s for s in JobState if TRANSITIONS.get((s, "work")) is s and s not in QUEUED)  # work waits
+# every other state is idle or queued, and work leaves a queued job where it is (the Scheduler re-keys it only)
+assert all(s is JobState.IDLE or s in QUEUED and TRANSITIONS[(s, "work")] is s for s in JobState if s not in WORK_WAITS)

@@ -341,7 +341,7 @@ class Scheduler:
             return
         self._transition(t, "finish")
         # what each partition loaded matters to dependents, and to a removed table's job still running
-        reads = bool(t.dependents) or any(t.name in self._board.jobs[i].sources for i in self._orphans)
+        reads = bool(t.dependents or self._orphans and any(t.name in self._board.jobs[i].sources for i in self._orphans))
         spans = t.log.finished(job.end, reads) if t.log is not None else []  # what it loaded of each
         if job.kind == "recompute":
             self._recomputed(t, job, ev, now)
@@ -444,9 +444,9 @@ class Scheduler:
     def _work_changed(self, t: Table, now: float) -> None:
         if t.state in WORK_WAITS or t.mode is Mode.SUSPENDED or not has_work(t):
             return
-        was = t.state
-        self._transition(t, "work")
+        was = t.state  # IDLE or queued (WORK_WAITS): work moves a queued job nowhere (warehouse.lifecycle)
         if was is JobState.IDLE:  # a release: ΔF went from zero to nonzero (§3.1)
+            self._transition(t, "work")
             self._seq += 1
             q = t.queue
             q.seq, q.release = self._seq, now

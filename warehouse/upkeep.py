@@ -147,7 +147,7 @@ class Upkeep:
         if u.anchor is None:
             u.anchor = now
             self._arm(table, u.vacuum_due())
-        return self.due(table, now)
+        return self.due(table, now) if table in self.active else None  # (nothing falls due without a policy)
 
     def finished(self, table: str, kind: str, now: float, *, through: float | None, files: int | None,
                  reclaimed: int) -> None:
