@@ -23,9 +23,15 @@ so their next job, only grows). So the sum runs on over a tail after the horizon
 horizon or the longest candidate's expected duration (the same for every candidate of a decision),
 in which the jobs running at the horizon end at their expected ends and nothing else starts: in
 closed form, each table's ∫ S dτ over the tail with its freshness moved to the running job's
-`new_freshness` at that job's end. A started job thus counts the staleness it removes, p·ΔF, times
+`new_freshness` at that job's end. A started job thus counts the staleness it removes, ΔF, times
 the part of the tail left after it ends: discounted linearly by its remaining time, and a job that
-ends at the horizon counts as fully as one that ended before it.
+ends at the horizon counts as fully as one that ended before it. The removed staleness is weighed
+by the table's inherited priority Ip (§3.3, `credit: inherited`, the default), not its own p: in
+the tail nothing else starts, so a source's job (p = 0.001 under a p = 100 view) would otherwise
+earn nothing for the views it lets run next. The tables' staleness before the job ends is still
+weighed by their own p; so the sum can fall below zero, and only the candidates' order counts. (A
+source's job that ended inside the horizon earns Ip only through its views' jobs there: the credit
+at Ip is for the jobs still running.)
 
 A clockless event loop over the copy's one door, `handle`: no SimPy, no clock, no I/O, no
 randomness of its own, so the same state gives the same pick. The copy's Random draws (if any)
@@ -107,13 +113,14 @@ class Forced:
 class Rollout:
     """The first pick of `policy: rollout` (see the module docstring). `stats` carries over a reload."""
 
-    __slots__ = ("budget", "horizon", "k", "stats", "terminal")
+    __slots__ = ("budget", "credit", "horizon", "k", "stats", "terminal")
 
     def __init__(self, settings: RolloutConfig, stats: RolloutStats | None = None) -> None:
         self.k = settings.k
         self.horizon = settings.horizon
         self.budget = settings.budget_events
         self.terminal = settings.terminal
+        self.credit = settings.credit
         self.stats = stats if stats is not None else RolloutStats()
 
     def pick(self, s: Any, now: float) -> str | None:
@@ -134,7 +141,7 @@ class Rollout:
             tail = longest if longest > horizon else horizon
         scores: list[float] = []
         for name in names:
-            score = future(s, self, name, now, horizon, share, tail, local)
+            score = future(s, self, name, now, horizon, share, tail, local, inherited=self.credit == "inherited")
             if score is None:  # over budget: the base rule decides
                 self.stats = dataclasses.replace(self.stats, decisions=self.stats.decisions + 1,
                                                  fallbacks=self.stats.fallbacks + 1, last=())
@@ -148,10 +155,10 @@ class Rollout:
 
 
 def future(s: Any, first: object, table: str, now: float, horizon: float, budget: int,
-           tail: float = 0.0, local: Local | None = None) -> float | None:
+           tail: float = 0.0, local: Local | None = None, inherited: bool = True) -> float | None:
     """Σ p_i ∫ S_i dτ at `now + horizon` if `table`'s job starts now in a copy of Scheduler `s` and
     the base rule decides the rest (`first`: the object `s` asks for its first pick, replaced by
-    `Forced(table)` in the copy), plus the terminal `tail` (`terminal`); inf if that job cannot
+    `Forced(table)` in the copy), plus the terminal `tail` (`terminal`, with `inherited`); inf if that job cannot
     start now (no track for it, the bulk limit); None past `budget` simulated events. With `local`
     (`involved`) only those tables are copied and summed, and only their streams' arrivals are
     simulated. `s` is not changed."""
@@ -214,14 +221,16 @@ def future(s: Any, first: object, table: str, now: float, horizon: float, budget
         summed = [c._by_idx[i] for i in local.tables]
         out = sum(t.priority * t.meter.integral(end) for t in summed)
     if tail > 0:
-        out += terminal(summed, [(when, item) for when, _, kind, item in heap if kind == _FINISH], end, tail)
+        out += terminal(summed, [(when, item) for when, _, kind, item in heap if kind == _FINISH], end, tail, inherited)
     return out
 
 
-def terminal(tables: list[Any], running: list[tuple[float, StartJob]], end: float, tail: float) -> float:
+def terminal(tables: list[Any], running: list[tuple[float, StartJob]], end: float, tail: float,
+             inherited: bool = True) -> float:
     """Σ p_i ∫ S_i dτ of `tables` over (end, end + tail] if the `running` jobs (with their expected
     ends, none before `end`) end then and nothing else starts (§2.3: S_i falls to τ − new_freshness
-    when its job ends): the terminal credit (module docstring)."""
+    when its job ends): the terminal credit (module docstring). `inherited`: the staleness a job
+    removes counts at its table's inherited priority Ip_i (§3.3), not p_i."""
     stop = end + tail
     ends = {job.table: (when, job.new_freshness) for when, job in running if when < stop}
     total = 0.0
@@ -231,7 +240,10 @@ def terminal(tables: list[Any], running: list[tuple[float, StartJob]], end: floa
             continue
         done = ends.get(t.name)
         if done is not None and done[1] > f:
-            total += t.priority * (staleness_area(end, done[0], f) + staleness_area(done[0], stop, done[1]))
+            left = staleness_area(end, done[0], f) + staleness_area(done[0], stop, done[1])
+            total += t.priority * left
+            if inherited:  # the removed part, ∫ S without the job less `left`, at Ip_i rather than p_i
+                total -= (t.inherited_priority - t.priority) * (staleness_area(end, stop, f) - left)
         else:
             total += t.priority * staleness_area(end, stop, f)
     return total
