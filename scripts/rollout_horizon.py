@@ -3,12 +3,13 @@
 on the `unseen` workloads `classes`, `dag`, `hetero` (sim/workloads/unseen/) and the Fig. 8
 hierarchy (`beyond`'s `fig8`: 9 chains of depth 3, Max inheritance), at one utilization.
 
-Each line is a scheduler override; a point's relative lateness is its Σ p ∫ S dτ over the ideal
-run's of the same workload, seed and horizon (sim.experiments, §4.1). Prints one row per workload
-and line: the mean over the seeds, each seed's figure, and the CPU-seconds the runs took.
+Each line is a scheduler override (`t*`: the credit at the default priority; `own1800`,
+`inh1800`: the credit at the table's own p or its inherited Ip, §3.3); a point's relative
+lateness is its Σ p ∫ S dτ over the ideal run's of the same workload, seed and horizon
+(sim.experiments, §4.1). Prints one row per workload and line: the mean over the seeds, each seed's figure, and the CPU-seconds the runs took.
 
     python scripts/rollout_horizon.py [--u 1.1] [--seeds 2] [--events 2000] [--workers 2]
-        [--lines mb,old,t600,t1800]
+        [--lines mb,old,t600,t1800,own1800,inh1800]
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ LINES = {
     "t300": Line("rollout 300 s + credit", {"policy": "rollout", "rollout": {"horizon": 300, "terminal": True}}),
     "t600": Line("rollout 600 s + credit", {"policy": "rollout", "rollout": {"horizon": 600, "terminal": True}}),
     "t1800": Line("rollout 1800 s + credit", {"policy": "rollout", "rollout": {"horizon": 1800, "terminal": True}}),
+    "own1800": Line("rollout 1800 s + credit at p", {"policy": "rollout", "rollout": {"horizon": 1800, "credit": "own"}}),
+    "inh1800": Line("rollout 1800 s + credit at Ip", {"policy": "rollout", "rollout": {"horizon": 1800, "credit": "inherited"}}),
 }
 
 

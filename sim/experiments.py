@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sys
 import time
@@ -322,18 +323,36 @@ def plot(result: SweepResult, path: Path) -> None:
 
 def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
     """One line per workload: the default's lateness over the best paper configuration's."""
-    ratios = beyond_ratios(result.all_curves())
+    curves = result.all_curves()
+    ratios = beyond_ratios(curves)
+    extra = _extra_lines(result.experiment)
     fig, ax = plt.subplots(figsize=(7.0, 4.6), dpi=110)
     markers = "osD^vx*+<>p"
     for i, (wl, row) in enumerate(ratios.items()):
         xs = sorted(row)
+        color = f"C{i % 10}"
         ax.plot(xs, [row[x][0] for x in xs], marker=markers[i % len(markers)], label=wl, linewidth=1.3,
-                markersize=4)
+                markersize=4, color=color)
+        for j, label in enumerate(extra):  # a line beyond the paper's (rollout): dashed, the workload's colour
+            other = beyond_ratios({wl: curves[wl]}, label)[wl]
+            ox = [x for x in xs if x in other]
+            ax.plot(ox, [other[x][0] for x in ox], linestyle=("--", "-.")[j % 2], linewidth=1.0, color=color,
+                    marker=markers[i % len(markers)], markersize=3, markerfacecolor="none")
+        bnd = dict(result.bounds(wl)).get("lower bound", {})
+        if bnd:  # no schedule does better (sim.bound): dotted, over the same best paper line
+            bx = [x for x in xs if bnd.get(x)]
+            ax.plot(bx, [bnd[x] / curve_at(curves[wl], row[x][1])[x] for x in bx], linestyle=":", linewidth=1.0,
+                    color=color)
+    for j, label in enumerate(extra):
+        ax.plot([], [], linestyle=("--", "-.")[j % 2], color="gray", label=f"{label} (each workload's colour)")
+    if any(dict(result.bounds(wl)).get("lower bound") for wl in ratios):
+        ax.plot([], [], linestyle=":", color="gray", label="lower bound (sim.bound)")
     ax.axhline(BEYOND_POINT_MAX, color="red", linestyle="--", linewidth=1, label=f"{BEYOND_POINT_MAX} (every point)")
     ax.axhline(BEYOND_GEO_MAX, color="green", linestyle=":", linewidth=1, label=f"{BEYOND_GEO_MAX} (mean, U ≥ 0.95)")
     ax.set_yscale("log")
     ax.set_xlabel("utilization U (offered work / capacity, slowdowns included)")
-    ax.set_ylabel("default / best paper configuration (relative lateness)")
+    ax.set_ylabel("line / best paper configuration (relative lateness)" if extra else
+                  "default / best paper configuration (relative lateness)")
     holds, why = result.verdict()
     ax.set_title(f"{result.experiment.title}", fontsize=10)
     ax.grid(True, alpha=0.3, which="both")
@@ -343,6 +362,41 @@ def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _extra_lines(exp: Experiment) -> list[str]:
+    """The labels of the lines that are neither the paper's nor the default (rollout, in `unseen`)."""
+    paper = {ln.label for ln in PAPER_LINES}
+    return [ln.label for ln in exp.lines if ln.label not in paper and ln.label != DEFAULT_LABEL]
+
+
+def _per_point(result: SweepResult) -> list[str]:
+    """Per workload and U, relative lateness (mean over seeds): the default, each line beyond the
+    paper's (with its ratio to the best paper line), the best paper line and the lower bound."""
+    extra = _extra_lines(result.experiment)
+    if not extra:
+        return []
+    curves = result.all_curves()
+    ratios = {label: beyond_ratios(curves, label) for label in [DEFAULT_LABEL, *extra]}
+    out = ["Per point, relative lateness (each line's ratio to the best paper configuration):", "",
+           "| workload | U | " + " | ".join([DEFAULT_LABEL, *extra]) + " | best paper configuration | lower bound |",
+           "|---|---|" + "---|" * (len(extra) + 3)]
+    for wl, row in ratios[DEFAULT_LABEL].items():
+        bnd = dict(result.bounds(wl)).get("lower bound", {})
+        for x, (_, best) in sorted(row.items()):
+            cells = [f"{curve_at(curves[wl], label)[x]:.3f} ({ratios[label][wl][x][0]:.3f})"
+                     if x in ratios[label][wl] else "" for label in [DEFAULT_LABEL, *extra]]  # (a CSV without it)
+            out.append(f"| {wl} | {x:g} | " + " | ".join(cells) + f" | {curve_at(curves[wl], best)[x]:.3f} ({best}) | "
+                       + (f"{bnd[x]:.3f}" if bnd.get(x) else "") + " |")
+    for label in extra:
+        pts = [r for row in ratios[label].values() for r, _ in row.values()]
+        if not pts:
+            continue
+        within = sum(1 for r in pts if r <= BEYOND_POINT_MAX)
+        geo = math.exp(sum(math.log(r) for r in pts) / len(pts))
+        out.append(f"\n{label} / best paper configuration: within {BEYOND_POINT_MAX} at {within} of {len(pts)} "
+                   f"points, geometric mean {geo:.3f}.")
+    return [*out, ""]
 
 
 def _summary_beyond(result: SweepResult) -> str:
@@ -373,6 +427,7 @@ def _summary_beyond(result: SweepResult) -> str:
         f"Verdict: the target **{'holds' if holds else 'does NOT hold'}** in this run. {why}", "",
         "Default / best paper configuration (relative lateness ratio; < 1: the default is better):", "",
         *lines, "", "Best paper configuration's relative lateness (and which):", "", *best, "", *bound_part,
+        *_per_point(result),
         f"{result.events:,} events per point (ideal run), {result.seeds} seed(s)"
         + (f", {result.seconds:.0f} s wall time." if result.seconds else "."), "",
         f"Choices: {exp.choices}", "",

@@ -356,11 +356,12 @@ BEYOND_POINT_MAX = 1.03  # the default's lateness ≤ 1.03 × the best paper con
 BEYOND_GEO_MAX = 0.85  # and ≤ 0.85 × it as a geometric mean over U ≥ 0.95
 
 
-def beyond_ratios(curves: dict[str, Curves]) -> dict[str, dict[float, tuple[float, str]]]:
-    """Per workload and U: the default's lateness over the best paper line's, and that line."""
+def beyond_ratios(curves: dict[str, Curves], label: str = DEFAULT_LABEL) -> dict[str, dict[float, tuple[float, str]]]:
+    """Per workload and U: the lateness of line `label` (the default's) over the best paper line's,
+    and that line."""
     out: dict[str, dict[float, tuple[float, str]]] = {}
     for wl, c in curves.items():
-        d = curve_at(c, DEFAULT_LABEL)
+        d = curve_at(c, label)
         row: dict[float, tuple[float, str]] = {}
         for x in sorted(d):
             best = min((ln.label for ln in PAPER_LINES), key=lambda lb: curve_at(c, lb).get(x, math.inf))

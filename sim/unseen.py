@@ -2,7 +2,9 @@
 the daemon runs it (sim.selftune) — against the best static paper configuration on workloads it was
 not built on (sim/workloads/unseen/: a DAG hierarchy with fan-in, heterogeneous periods and costs,
 three priority classes whose cost runs against their value, and a mix whose machine slows for hours
-at a time), at U from 0.8 to 1.2, over 4 seeds.
+at a time), at U from 0.8 to 1.2, over 4 seeds; `unseen-new`, two families fixed before their first run
+(sim/workloads/unseen-new/: a wide fan-out, drifting rates). Each also shows `policy: rollout`
+(its defaults) and the lower bound (sim.bound), not judged.
 
 The target: within 3% of the best paper line at every point, and better by 10% or more at U ≥ 1.0
 on at least half of those points. The summary adds what the tuner did (switches) and cost
@@ -28,7 +30,7 @@ from sim.experiments import (
     beyond_ratios,
 )
 
-__all__ = ["EXPERIMENTS", "UNSEEN", "UNSEEN_LONG", "UNSEEN_PHASES", "tuner_cost"]
+__all__ = ["EXPERIMENTS", "ROLLOUT_LINE", "UNSEEN", "UNSEEN_LONG", "UNSEEN_NEW", "UNSEEN_PHASES", "tuner_cost"]
 
 WORKLOADS = Path(__file__).parent / "workloads" / "unseen"
 GAIN = 0.9  # "better by 10% or more": the default's lateness ≤ 0.9 × the best paper line's
@@ -60,20 +62,25 @@ def tuner_cost(result: SweepResult) -> dict[str, Any]:
             "simulated": ran, "cpu_seconds": cpu, "cpu_seconds_per_evaluation": cpu / ran if ran else 0.0}
 
 
+# `policy: rollout` with its defaults (warehouse.rollout; partitioner and chop auto, so no tuner):
+# shown beside the default and the paper lines, not judged (the verdict is the default's)
+ROLLOUT_LINE = Line("rollout", {"policy": "rollout"})
+
 UNSEEN = Experiment(
     name="unseen", figure="Unseen", section="beyond the paper: unseen workloads",
     title="the default with its tuner against the best paper configuration, on unseen workloads",
     claim="(not the paper's) On workloads the default was not built on, the default with its tuner is within 3% "
           "of the best paper configuration at every point and better by 10% or more at U ≥ 1.0 on half of them.",
     classes=(),
-    lines=(*PAPER_LINES, Line(DEFAULT_LABEL, {})),
+    lines=(*PAPER_LINES, Line(DEFAULT_LABEL, {}), ROLLOUT_LINE),
     xs=(0.8, 1.0, 1.2),
     events=2_000,
     seeds=4,
     workloads=tuple(Workload(p.stem, path=str(p)) for p in sorted(WORKLOADS.glob("*.yaml"))),
     choices="sim/workloads/unseen/*.yaml (their tracks and slowdowns), α and β scaled to each U; the default "
             "line leaves policy, partitioner and chop unset, so its tuner runs (sim.selftune) with the "
-            "config's cadence (10 min of simulated time), window (1 h), margin, cool-down and 3 seeds.",
+            "config's cadence (10 min of simulated time), window (1 h), margin, cool-down and 3 seeds. The "
+            "rollout line is `policy: rollout` with its defaults, shown and not judged.",
     verdict=_verdict,  # type: ignore[arg-type]
 )
 
@@ -97,4 +104,14 @@ UNSEEN_PHASES = dataclasses.replace(
     choices="sim/workloads/unseen-phases/*.yaml (sim.bursts: a class's data 4-6× as dense for six hours in "
             "every twelve), 12-23 simulated hours per point; otherwise as `unseen`.")
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (UNSEEN, UNSEEN_LONG, UNSEEN_PHASES)}
+# two families no one tuned on, fixed before their first run (sim/workloads/unseen-new/): a wide
+# fan-out from one dense feed, and three classes whose data density drifts on staggered cycles
+UNSEEN_NEW = dataclasses.replace(
+    UNSEEN, name="unseen-new", title="the default with its tuner on a wide fan-out and on drifting rates",
+    workloads=tuple(Workload(p.stem, path=str(p)) for p in sorted((WORKLOADS.parent / "unseen-new").glob("*.yaml"))),
+    choices="sim/workloads/unseen-new/*.yaml (`fanout`: one feed every minute feeding eleven derived tables of "
+            "priority 0.5-100, 3 tracks, S = 2 for 20 min an hour; `drift`: three classes' data 1-3× as dense "
+            "on staggered 3-hour cycles, one class's 1.5× from 3 h to 7 h), fixed before their first run; "
+            "otherwise as `unseen`.")
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (UNSEEN, UNSEEN_LONG, UNSEEN_PHASES, UNSEEN_NEW)}

@@ -80,9 +80,9 @@ def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
     cfg = config(*one, policy="rollout", rollout={"k": 4, "horizon": "5m", "base": "edf-p"})
     r = cfg.scheduler.rollout
     assert (r.k, r.horizon, r.budget_events, cfg.scheduler.ordering) == (4, 300.0, 3000, "edf-p")
-    assert r.terminal is True  # the terminal credit is on unless switched off
+    assert r.terminal is True and r.credit == "inherited"  # the terminal credit is on unless switched off
     for bad, word in (({"base": "rollout"}, "base"), ({"k": 0}, "k"), ({"horizon": 0}, "horizon"),
-                      ({"budget": 5}, "budget"), ({"terminal": "sometimes"}, "terminal")):
+                      ({"budget": 5}, "budget"), ({"terminal": "sometimes"}, "terminal"), ({"credit": "max"}, "credit")):
         with pytest.raises(ConfigError, match=f"rollout.*{word}|{word}.*rollout"):
             config(*one, policy="rollout", rollout=bad)
 
@@ -170,6 +170,49 @@ def test_a_job_longer_than_the_horizon_is_credited_not_starved() -> None:
     assert [j.table for j in old_first] == ["S"]  # a job ending after the horizon counts as no gain
     scores = dict(old.stats(TAU).rollout.last)  # type: ignore[union-attr]
     assert scores["L"] - scores["S"] == pytest.approx(90.0)
+
+
+def _chain_and_short(**rollout) -> tuple[Scheduler, list]:
+    """One track, Max inheritance (§3.3). B (base, p = 0.001, ΔF = 100, E = 30) feeds the view D
+    (p = 100), so Ip_B = 100; C (p = 1, ΔF = 10, E = 1) stands alone. B and C are released at τ while
+    tx holds the track; tx ends at τ. Max-Benefit ranks B first (100·100/30 > 1·10/1). Returns the
+    scheduler and the jobs it starts at τ."""
+    cfg = config(
+        [{"name": "sb", "period": 100}, {"name": "sc", "period": 10}, {"name": "sx", "period": 1000}],
+        [
+            {"name": "B", "stream": "sb", "priority": 0.001, "cost": {"alpha": 30, "beta": 0}},
+            {"name": "D", "sources": ["B"], "priority": 100, "cost": {"alpha": 1, "beta": 0}},
+            {"name": "C", "stream": "sc", "cost": {"alpha": 1, "beta": 0}},
+            {"name": "tx", "stream": "sx", "cost": {"alpha": 1, "beta": 0}},
+        ],
+        inheritance="max", policy="rollout", rollout={"k": 3, "horizon": 10, **rollout},
+    )
+    rec = {"B": Recovered(0), "D": Recovered(0), "C": Recovered(TAU - 10), "tx": Recovered(0)}
+    s = Scheduler(cfg, now=0, recovered=rec)
+    (x,) = s.handle(PartitionArrived(stream="sx", partition_id="x", start=0, end=TAU - 1), TAU - 1)
+    assert s.handle(PartitionArrived(stream="sb", partition_id="b", start=0, end=TAU), TAU) == []
+    assert s.handle(PartitionArrived(stream="sc", partition_id="c", start=TAU - 10, end=TAU), TAU) == []
+    return s, s.handle(JobFinished(job_id=x.job_id, duration=1), TAU)
+
+
+def test_the_terminal_credit_weighs_a_source_job_by_its_inherited_priority() -> None:
+    """Horizon 10 from τ = 100, a tail of 30 (B's job) to 140; D cannot run before B ends (130 or
+    131), so D adds the same to both futures. By own priorities: B-first leaves C at F 90 (1,200)
+    and B runs 100–130 ((3,450 + 350) × 0.001 = 3.8); C-first: C 10.5 + 799.5 = 810, B runs 101–131
+    ((3,580.5 + 319.5) × 0.001 = 3.9). C-first is 389.9 less stale and the old credit starts C,
+    though B is what lets the p = 100 view run next. At Ip_B = 100 B's removed staleness (∫ S of
+    B without its job, 4,800, less 3,800 or 3,900: 1,000 or 900) counts 99.999 × 100 more for B-first:
+    B-first is 9,610 less stale and rollout keeps Max-Benefit's B."""
+    s, first = _chain_and_short()
+    assert [j.table for j in first] == ["B"]
+    assert s._tables["B"].inherited_priority == 100
+    scores = dict(s.stats(TAU).rollout.last)  # type: ignore[union-attr]
+    assert list(scores) == ["B", "C"]
+    assert scores["C"] - scores["B"] == pytest.approx(9610.0)
+    own, own_first = _chain_and_short(credit="own")
+    assert [j.table for j in own_first] == ["C"]  # the source's job counted at p = 0.001
+    scores = dict(own.stats(TAU).rollout.last)  # type: ignore[union-attr]
+    assert scores["B"] - scores["C"] == pytest.approx(389.9)
 
 
 @pytest.mark.parametrize(("budget", "slack"), [(1, None), (2, 1e9)])

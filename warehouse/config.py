@@ -197,6 +197,10 @@ class RolloutConfig(Strict):
                                              "ends, over a tail as long as the horizon or the longest candidate "
                                              "job, in which nothing else starts (off: a job ending after the "
                                              "horizon counts as no gain, and long jobs starve)")
+    credit: Literal["inherited", "own"] = Field("inherited", description="the priority the terminal credit counts "
+                                                "a running job's removed staleness at: its table's inherited "
+                                                "Ip (§3.3), so a source's job is worth the views it lets run "
+                                                "next; own: its table's p")
     budget_events: int = Field(3000, ge=1, description="simulated events per decision, over all candidates (not "
                                                        "CPU time: the engine reads no clock); past it the base rule "
                                                        "decides, counted as a fallback")

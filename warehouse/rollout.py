@@ -23,9 +23,15 @@ so their next job, only grows). So the sum runs on over a tail after the horizon
 horizon or the longest candidate's expected duration (the same for every candidate of a decision),
 in which the jobs running at the horizon end at their expected ends and nothing else starts: in
 closed form, each table's ∫ S dτ over the tail with its freshness moved to the running job's
-`new_freshness` at that job's end. A started job thus counts the staleness it removes, p·ΔF, times
+`new_freshness` at that job's end. A started job thus counts the staleness it removes, ΔF, times
 the part of the tail left after it ends: discounted linearly by its remaining time, and a job that
-ends at the horizon counts as fully as one that ended before it.
+ends at the horizon counts as fully as one that ended before it. The removed staleness is weighed
+by the table's inherited priority Ip (§3.3, `credit: inherited`, the default), not its own p: in
+the tail nothing else starts, so a source's job (p = 0.001 under a p = 100 view) would otherwise
+earn nothing for the views it lets run next. The tables' staleness before the job ends is still
+weighed by their own p; so the sum can fall below zero, and only the candidates' order counts. (A
+source's job that ended inside the horizon earns Ip only through its views' jobs there: the credit
+at Ip is for the jobs still running.)
 
 A clockless event loop over the copy's one door, `handle`: no SimPy, no clock, no I/O, no
 randomness of its own, so the same state gives the same pick. The copy's Random draws (if any)
@@ -106,13 +112,14 @@ class Forced:
 class Rollout:
     """The first pick of `policy: rollout` (see the module docstring). `stats` carries over a reload."""
 
-    __slots__ = ("budget", "horizon", "k", "stats", "terminal")
+    __slots__ = ("budget", "credit", "horizon", "k", "stats", "terminal")
 
     def __init__(self, settings: RolloutConfig, stats: RolloutStats | None = None) -> None:
         self.k = settings.k
         self.horizon = settings.horizon
         self.budget = settings.budget_events
         self.terminal = settings.terminal
+        self.credit = settings.credit
         self.stats = stats if stats is not None else RolloutStats()
 
     def pick(self, s: Any, now: float) -> str | None:
@@ -137,7 +144,8 @@ class Rollout:
                 copies = Copies(s, local)  # (the state pickled once; a copy per candidate loaded from it)
         scores: list[float] = []
         for name in names:
-            score = None if copies is None else future(s, name, now, horizon, share, tail, local, copies)
+            score = None if copies is None else future(s, name, now, horizon, share, tail, local, copies,
+                                                       inherited=self.credit == "inherited")
             if score is None:  # over budget: the base rule decides
                 self.stats = dataclasses.replace(self.stats, decisions=self.stats.decisions + 1,
                                                  fallbacks=self.stats.fallbacks + 1, last=())
@@ -151,11 +159,11 @@ class Rollout:
 
 
 def future(s: Any, table: str, now: float, horizon: float, budget: int, tail: float = 0.0,
-           local: Local | None = None, copies: Copies | None = None) -> float | None:
+           local: Local | None = None, copies: Copies | None = None, inherited: bool = True) -> float | None:
     """Σ p_i ∫ S_i dτ at `now + horizon` if `table`'s job starts now in a copy of Scheduler `s` and
     the base rule decides the rest (the copy's first pick is `Forced(table)`), plus the terminal
-    `tail` (`terminal`); inf if that job cannot start now (no track for it, the bulk limit); None
-    past `budget` simulated events. With `local` (`involved`) only those tables are copied and
+    `tail` (`terminal`, with `inherited`); inf if that job cannot start now (no track for it, the
+    bulk limit); None past `budget` simulated events. With `local` (`involved`) only those tables are copied and
     summed, and only their streams' arrivals are simulated. `copies`: the decision's (made here if
     None). `s` is not changed."""
     try:
@@ -163,12 +171,13 @@ def future(s: Any, table: str, now: float, horizon: float, budget: int, tail: fl
     except RecursionError:  # tables linked too deep to copy (a long zig-zag of joins): no verdict
         return None
     try:
-        return _simulate(c, table, now, horizon, budget, tail, local)
+        return _simulate(c, table, now, horizon, budget, tail, local, inherited)
     finally:  # (its handlers and queues hold the copy: cut, it is freed now, not by a collection)
         c.__dict__.clear()
 
 
-def _simulate(c: Any, table: str, now: float, horizon: float, budget: int, tail: float, local: Local | None) -> float | None:
+def _simulate(c: Any, table: str, now: float, horizon: float, budget: int, tail: float, local: Local | None,
+              inherited: bool) -> float | None:
     """`future` on the copy `c`."""
     end = now + horizon
     pace = c._pace.now
@@ -225,14 +234,16 @@ def _simulate(c: Any, table: str, now: float, horizon: float, budget: int, tail:
         summed = [c._by_idx[i] for i in local.tables]
         out = sum(t.priority * t.meter.integral(end) for t in summed)
     if tail > 0:
-        out += terminal(summed, [(when, item) for when, _, kind, item in heap if kind == _FINISH], end, tail)
+        out += terminal(summed, [(when, item) for when, _, kind, item in heap if kind == _FINISH], end, tail, inherited)
     return out
 
 
-def terminal(tables: list[Any], running: list[tuple[float, StartJob]], end: float, tail: float) -> float:
+def terminal(tables: list[Any], running: list[tuple[float, StartJob]], end: float, tail: float,
+             inherited: bool = True) -> float:
     """Σ p_i ∫ S_i dτ of `tables` over (end, end + tail] if the `running` jobs (with their expected
     ends, none before `end`) end then and nothing else starts (§2.3: S_i falls to τ − new_freshness
-    when its job ends): the terminal credit (module docstring)."""
+    when its job ends): the terminal credit (module docstring). `inherited`: the staleness a job
+    removes counts at its table's inherited priority Ip_i (§3.3), not p_i."""
     stop = end + tail
     ends = {job.table: (when, job.new_freshness) for when, job in running if when < stop}
     total = 0.0
@@ -242,7 +253,10 @@ def terminal(tables: list[Any], running: list[tuple[float, StartJob]], end: floa
             continue
         done = ends.get(t.name)
         if done is not None and done[1] > f:
-            total += t.priority * (staleness_area(end, done[0], f) + staleness_area(done[0], stop, done[1]))
+            left = staleness_area(end, done[0], f) + staleness_area(done[0], stop, done[1])
+            total += t.priority * left
+            if inherited:  # the removed part, ∫ S without the job less `left`, at Ip_i rather than p_i
+                total -= (t.inherited_priority - t.priority) * (staleness_area(end, stop, f) - left)
         else:
             total += t.priority * staleness_area(end, stop, f)
     return total

@@ -1,0 +1,75 @@
+"""The `unseen` experiments (sim.unseen): each shows the rollout line and the lower bound beside the
+default and the paper lines; `unseen-new` holds two families no other experiment has. The summary's
+per-point table on rows worked by hand; one short real run of a new family with rollout. No Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from sim.experiments import DEFAULT_LABEL, PAPER_LINES, SweepResult, run_experiment, summary, write_outputs
+from sim.unseen import EXPERIMENTS, ROLLOUT_LINE, UNSEEN, UNSEEN_NEW
+from sim.workload import config_of, utilization
+from warehouse.sqltext import refresh_plan
+
+
+def test_every_unseen_experiment_shows_rollout_and_the_new_families_are_their_own() -> None:
+    for exp in EXPERIMENTS.values():
+        labels = [ln.label for ln in exp.lines]
+        assert labels == [*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout"], exp.name
+    assert ROLLOUT_LINE.scheduler == {"policy": "rollout"}  # its defaults: horizon, credit, k
+    assert [w.name for w in UNSEEN_NEW.workloads] == ["drift", "fanout"]
+    older = {w.name for e in EXPERIMENTS.values() if e is not UNSEEN_NEW for w in e.workloads}
+    assert older == {"classes", "dag", "hetero", "phases", "phases-long", "shifts", "batch"}
+    assert (UNSEEN_NEW.xs, UNSEEN_NEW.events, UNSEEN_NEW.seeds) == (UNSEEN.xs, UNSEEN.events, UNSEEN.seeds)
+    for wl in UNSEEN_NEW.workloads:
+        for line in UNSEEN_NEW.lines:
+            for x in UNSEEN_NEW.xs:
+                cfg = config_of(UNSEEN_NEW.config(line, x, wl))
+                assert utilization(cfg) == pytest.approx(x)
+                assert cfg.scheduler.policy == line.scheduler.get("policy", "auto")
+    fan = config_of(UNSEEN_NEW.config(ROLLOUT_LINE, 1.0, UNSEEN_NEW.workloads[1]))
+    readers = [t for t in fan.tables if t.sources == ["raw"]]
+    assert len(readers) == 9 and {t.priority for t in readers} == {50.0, 5.0, 0.5}
+    for t in fan.tables:  # every derived window from its own rows: incremental, as the file says
+        if t.sql is not None:
+            assert refresh_plan(t.sql, ["ts"])[0], t.name
+    drift = config_of(UNSEEN_NEW.config(ROLLOUT_LINE, 1.0, UNSEEN_NEW.workloads[0]))
+    assert len(drift.sim.bursts) == 7 and drift.sim.slowdown.factor == 1.0
+
+
+def _rows(values: dict[str, float], bound: float) -> list[dict]:
+    return [{"workload": "w", "line": label, "utilization": 1.0, "seed": 1, "relative_lateness": v,
+             "ideal_weighted_staleness": 100.0, "relative_bound": bound} for label, v in values.items()]
+
+
+def test_the_summary_shows_each_line_beyond_the_paper_and_the_bound(tmp_path) -> None:
+    """Paper lines 2.0, 1.9, …, 1.5 (the last is the best), the default 1.2, rollout 1.6, the bound
+    0.9: the default 1.2 / 1.5 = 0.800, rollout 1.6 / 1.5 = 1.067, over 1.03."""
+    exp = dataclasses.replace(UNSEEN, workloads=UNSEEN.workloads[:1])
+    values = {ln.label: 2.0 - 0.1 * i for i, ln in enumerate(PAPER_LINES)}
+    best = PAPER_LINES[-1].label
+    values |= {DEFAULT_LABEL: 1.2, "rollout": 1.6}
+    rows = [{**r, "workload": exp.workloads[0].name} for r in _rows(values, 0.9)]
+    res = SweepResult(exp, rows, events=100, seeds=1, seconds=0.0)
+    text = summary(res)
+    name = exp.workloads[0].name
+    assert f"| {name} | 1 | 1.200 (0.800) | 1.600 (1.067) | 1.500 ({best}) | 0.900 |" in text
+    assert "rollout / best paper configuration: within 1.03 at 0 of 1 points, geometric mean 1.067." in text
+    paths = write_outputs(res, tmp_path)
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_new_family_runs_with_rollout_and_its_bound() -> None:
+    """`fanout` at U = 1.0, 400 events, one seed, every line: each at least the ideal's lateness, and
+    above the lower bound."""
+    exp = dataclasses.replace(UNSEEN_NEW, workloads=UNSEEN_NEW.workloads[1:])
+    res = run_experiment(exp, events=400, seeds=1, workers=1, xs=(1.0,))
+    by_line = {r["line"]: r for r in res.rows}
+    assert set(by_line) == {*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout"}
+    for r in by_line.values():
+        assert r["relative_lateness"] >= 0.99 and math.isfinite(r["relative_bound"])
+        assert r["relative_bound"] <= r["relative_lateness"]
+    assert "| fanout | 1 |" in summary(res)
