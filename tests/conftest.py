@@ -35,6 +35,20 @@ settings.register_profile("long", max_examples=int(os.environ.get("HYPOTHESIS_EX
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+def saturated_config(n: int, tracks: int, seed: int, **scheduler: Any) -> tuple[FreshetConfig, list[float]]:
+    """`n` base tables (periods 10 s to 5 min and priorities 1-100 drawn from `seed`, chop auto: a
+    partition longer than its chop bound loads in time slices), a derived table over t0 and t1, and
+    the streams' periods; `scheduler`: settings over these."""
+    rng = random.Random(seed)
+    periods = [rng.choice([10.0, 60.0, 300.0]) for _ in range(n)]
+    streams = [{"name": f"s{i}", "period": periods[i]} for i in range(n)]
+    tables = [{"name": f"t{i}", "stream": f"s{i}", "priority": rng.choice([1, 5, 100]),
+               "cost": {"alpha": 2, "beta": 0.3}} for i in range(n)]
+    tables.append({"name": "d", "sources": ["t0", "t1"], "sql": "SELECT 1", "priority": 3, "granularity": 60})
+    return parse_config({"streams": streams, "tables": tables,
+                         "scheduler": {"tracks": tracks, "learn_costs": False, "chop": "auto", **scheduler}}), periods
+
+
 def examples(n: int) -> int:
     """`n` examples in `make test`; the profile's count where it asks more (`HYPOTHESIS_PROFILE=long`)."""
     return max(n, settings.default.max_examples)

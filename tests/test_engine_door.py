@@ -8,6 +8,7 @@ import io
 import random
 
 import pytest
+from conftest import saturated_config
 
 from sim.simulator import Simulation
 from sim.trace import ActionRecord, TraceWriter, parse_trace
@@ -26,14 +27,7 @@ from warehouse.scheduler import TRANSITIONS, JobState, MaintenanceState, Mode, S
 
 
 def _cfg(policy: str = "auto", n: int = 12, tracks: int = 3):
-    rng = random.Random(7)
-    periods = [rng.choice([10.0, 60.0, 300.0]) for _ in range(n)]
-    streams = [{"name": f"s{i}", "period": periods[i]} for i in range(n)]
-    tables = [{"name": f"t{i}", "stream": f"s{i}", "priority": rng.choice([1, 5, 100]),
-               "cost": {"alpha": 2, "beta": 0.3}} for i in range(n)]
-    tables.append({"name": "d", "sources": ["t0", "t1"], "sql": "SELECT 1", "priority": 3, "granularity": 60})
-    return parse_config({"streams": streams, "tables": tables,
-                         "scheduler": {"tracks": tracks, "policy": policy, "learn_costs": False, "chop": "auto"}}), periods
+    return saturated_config(n, tracks, 7, policy=policy)
 
 
 def _drive(s: Scheduler, periods: list[float], ask: bool) -> list[tuple]:

@@ -12,12 +12,12 @@ import weakref
 from typing import Any
 
 import pytest
+from conftest import saturated_config
 from pydantic import BaseModel
 
 import warehouse.rollout as ro
 from warehouse.backlog import Backlog, Partition
 from warehouse.blueprint import Blueprint
-from warehouse.config import parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
 from warehouse.rollout_copy import _fork
 from warehouse.scheduler import Scheduler
@@ -74,17 +74,8 @@ class Checked:
 
 
 def _config(n: int, tracks: int, **rollout: Any):
-    """`n` base tables (periods 10 s to 5 min, priorities 1-100, chop auto: a partition longer than
-    its chop bound loads in time slices) and a derived table over t0 and t1."""
-    rng = random.Random(11)
-    periods = [rng.choice([10.0, 60.0, 300.0]) for _ in range(n)]
-    streams = [{"name": f"s{i}", "period": periods[i]} for i in range(n)]
-    tables = [{"name": f"t{i}", "stream": f"s{i}", "priority": rng.choice([1, 5, 100]),
-               "cost": {"alpha": 2, "beta": 0.3}} for i in range(n)]
-    tables.append({"name": "d", "sources": ["t0", "t1"], "sql": "SELECT 1", "priority": 3, "granularity": 60})
-    return parse_config({"streams": streams, "tables": tables,
-                         "scheduler": {"tracks": tracks, "policy": "rollout", "learn_costs": False, "chop": "auto",
-                                       "rollout": rollout}}), periods
+    """`conftest.saturated_config` under rollout with these settings."""
+    return saturated_config(n, tracks, 11, policy="rollout", rollout=rollout)
 
 
 def _drive(s: Scheduler, periods: list[float], events: int) -> list[StartJob]:
