@@ -50,6 +50,14 @@ def test_a_missing_column_is_named_with_its_table_and_the_columns_there_are():
         "mem_pct, load_1m, date) — did you mean 'mem_pct'?"]
 
 
+def test_a_text_that_is_no_query_is_named_not_a_crash():
+    """A derived SQL of "0" (found by the mutated-config property test: sqlglot parses it to a literal,
+    and reading its output columns raised AttributeError out of `freshet validate`)."""
+    for text in ("0", "a_raw.k + 1"):
+        assert column_problems(parse_config(netmon(cpu_15min=text))) == [
+            f"tables[cpu_15min].sql: not a query (a SELECT, or WITH … SELECT): {text!r}"]
+
+
 def test_joins_ctes_derived_sources_and_increments_are_checked():
     cfg = parse_config(netmon(
         alert_cpu=table_sql("alert_cpu").replace("max(c.cpu_pct)", "max(c.cpu_pcct)"),  # an alias of a join

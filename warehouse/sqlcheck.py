@@ -76,7 +76,9 @@ def _check(t: TableConfig, field: str, sql: str | None, columns: dict[str, list[
     if not sql or any(columns.get(s) is None for s in t.sources):
         return None
     outputs, name = _qualified(sql, tuple((s, tuple(columns[s] or ())) for s in t.sources))
-    if name is not None:
+    if name is _NOT_A_QUERY:
+        problems.append(f"tables[{t.name}].{field}: not a query (a SELECT, or WITH … SELECT): {sql.strip()[:80]!r}")
+    elif name is not None:
         have = {c for s in t.sources for c in columns[s] or []}
         hint = difflib.get_close_matches(name, sorted(have), n=1)
         where = "; ".join(f"{s}: {', '.join(columns[s] or [])}" for s in t.sources)
@@ -85,11 +87,15 @@ def _check(t: TableConfig, field: str, sql: str | None, columns: dict[str, list[
     return None if outputs is None else list(outputs)
 
 
+_NOT_A_QUERY = "(not a query)"  # what `_qualified` names for a text that parses to no query ("0", "a + 1")
+
+
 @functools.lru_cache(maxsize=4096)  # a reload parses again only the SQL that changed (sqlglot's parse is slow)
 def _qualified(sql: str, sources: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[tuple[str, ...] | None, str | None]:
-    """(its output column names, None), (None, the first column it names that does not exist), or
-    (None, None) when sqlglot cannot say."""
+    """(its output column names, None), (None, the first column it names that does not exist),
+    (None, `_NOT_A_QUERY`) for an expression that is no query, or (None, None) when sqlglot cannot say."""
     import sqlglot
+    from sqlglot import exp
     from sqlglot.errors import OptimizeError
     from sqlglot.optimizer.qualify import qualify
 
@@ -105,4 +111,6 @@ def _qualified(sql: str, sources: tuple[tuple[str, tuple[str, ...]], ...]) -> tu
         return None, name
     except Exception:  # noqa: BLE001 — a text sqlglot does not follow (or a bug of its): Spark judges it
         return None, None
+    if not isinstance(tree, exp.Query):
+        return None, _NOT_A_QUERY
     return tuple(e.alias_or_name for e in tree.selects), None
