@@ -52,6 +52,13 @@ def _quick_init(cls: _Class) -> _Class:
         body.append(f"_s_{f.name}(self, {f.name})")
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
+    ns["_new"], ns["_cls"] = object.__new__, cls
+
+    def make(name: str, head: str, lines: list[str]) -> Any:
+        """A function `name(head)` that makes a `cls` and runs `lines` on it (source built once, here)."""
+        exec(f"def {name}({head}):\n    self = _new(_cls)\n    " + "\n    ".join(lines) + "\n    return self", ns)  # noqa: S102
+        return ns[name]
+
     exec(f"def __init__(self, *, {', '.join(params)}) -> None:\n    " + "\n    ".join(body), ns)  # noqa: S102
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -59,16 +66,11 @@ def _quick_init(cls: _Class) -> _Class:
     cls.__init__ = init  # type: ignore[misc]
     # `cls._trusted(*fields)`: the same object from the fields in order, without `__post_init__` —
     # for a caller whose values pass it by construction (the simulator's generated partitions)
-    ns["_new"], ns["_cls"] = object.__new__, cls
-    exec(f"def _trusted({', '.join(params)}):\n    self = _new(_cls)\n    "  # noqa: S102
-         + "\n    ".join(body[:len(params)]) + "\n    return self", ns)
-    cls._trusted = staticmethod(ns["_trusted"])  # type: ignore[attr-defined]
+    cls._trusted = staticmethod(make("_trusted", ", ".join(params), body[:len(params)]))  # type: ignore[attr-defined]
     # `cls.build(**fields)`: the same object as `cls(**fields)`, `__post_init__` and all, by a plain
     # function call — a class called with keywords packs them into a dict for its `__init__` (the
     # type call), a function binds them as they come: about 1 µs less per StartJob (the job path)
-    exec(f"def build(*, {', '.join(params)}):\n    self = _new(_cls)\n    "  # noqa: S102
-         + "\n    ".join(body) + "\n    return self", ns)
-    cls.build = staticmethod(ns["build"])  # type: ignore[attr-defined]
+    cls.build = staticmethod(make("build", f"*, {', '.join(params)}", body))  # type: ignore[attr-defined]
     return cls
 
 
