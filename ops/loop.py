@@ -270,11 +270,11 @@ class SchedulerLoop:
             late = set(job.late)
             self.metrics.job_done(job.table, job.kind, ev.duration, ev.rows,
                                   sum(a.rows for a in job.arrivals if a.partition_id in late))
-            self._trace_job(job, r.ended, ev.duration, ev.rows, "ok")
+            self._trace_job(job, r.ended, ev.duration, ev.rows, "ok", ev.cold)
             log.info("job finished", extra={
                 "table": job.table, "job": job.job_id, "track": job.track, "kind": job.kind,
                 "duration": ev.duration, "rows": ev.rows, "freshness": iso(job.new_freshness, "seconds"),
-                "staleness": round(now - job.new_freshness, 3)})
+                "staleness": round(now - job.new_freshness, 3), "cold": ev.cold})
         else:
             duration = round(r.ended - r.began, 3)
             self._trace_job(job, r.ended, duration, 0, "failed")
@@ -289,11 +289,12 @@ class SchedulerLoop:
         for drop in dropped:  # gone from every table of the stream, its arrived and backlog too
             self._dispatch(self._handle(drop, now))
 
-    def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str) -> None:
+    def _trace_job(self, job: StartJob, at: float, duration: float, rows: int, status: str,
+                   cold: bool = False) -> None:
         if self._trace and job.kind not in MAINTENANCE_KINDS:  # a replay maps (table, window) to update jobs
             self._step("trace_write", partial(self._trace.job, JobRecord(
                 time=at, table=job.table, start=job.start, end=job.end, duration=duration, rows=rows,
-                track=job.track, status=status, work=round(job.n, 3))))
+                track=job.track, status=status, work=round(job.n, 3), cold=cold)))
 
     def _autotuned(self, new: FreshetConfig) -> None:
         """The tuner's switch (ops.autotune.switch): only the scheduler section changed, so the

@@ -73,6 +73,7 @@ class JobRecord:
     track: int | None = None
     status: str = "ok"
     work: float | None = None  # n of E(n) (§2.4): StartJob.n of the job; None: end − start
+    cold: bool = False  # JobFinished.cold: the table's first job on a fresh JVM
 
     def __post_init__(self) -> None:
         if self.work is None:  # a trace written before `work` was recorded
@@ -85,6 +86,8 @@ class JobRecord:
             d["track"] = self.track
         if self.status != "ok":
             d["status"] = self.status
+        if self.cold:
+            d["cold"] = True
         return d
 
 
@@ -139,7 +142,7 @@ class Trace:
         models: dict[str, CostModel] = {}
         for j in self.jobs:
             if j.status == "ok" and j.table in priors:
-                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.work, j.duration)
+                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.work, j.duration, j.cold)
         return {t: (m.alpha, m.beta) for t, m in models.items()}
 
     @property
@@ -218,7 +221,8 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
                                 start=_num(obj, "start", where), end=_num(obj, "end", where),
                                 duration=_num(obj, "duration", where), rows=int(obj.get("rows", 0) or 0),
                                 track=obj.get("track"), status=str(obj.get("status", "ok")),
-                                work=None if obj.get("work") is None else _num(obj, "work", where))
+                                work=None if obj.get("work") is None else _num(obj, "work", where),
+                                cold=obj.get("cold") is True)
                 jobs.append(rec)
                 if rec.status == "ok":
                     durations.setdefault((rec.table, rec.start, rec.end), rec.duration)

@@ -64,7 +64,7 @@ def test_trace_file_appends_and_replays(tmp_path):
     path = tmp_path / "sub" / "trace.jsonl"
     tr = TraceWriter.append_to(path, {"source": "freshet run"})
     tr.arrival(Arrival(time=61.0, stream="s", partition="p1", start=0.0, end=60.0, rows=5))
-    tr.job(JobRecord(time=70.0, table="t", start=0.0, end=60.0, duration=8.5, rows=5, track=0))
+    tr.job(JobRecord(time=70.0, table="t", start=0.0, end=60.0, duration=8.5, rows=5, track=0, cold=True))
     tr.job(JobRecord(time=80.0, table="t", start=0.0, end=60.0, duration=1.0, track=0, status="failed"))
     tr.close()
     # a restart appends to the same file without a second header
@@ -77,6 +77,9 @@ def test_trace_file_appends_and_replays(tmp_path):
     assert [a.partition for a in trace.arrivals["s"]] == ["p1", "p2"]
     assert trace.durations[("t", 0.0, 60.0)] == 8.5
     assert [j.status for j in trace.jobs] == ["ok", "failed"]
+    assert [j.cold for j in trace.jobs] == [True, False]
+    # the twin fits costs as the daemon did: a cold first job does not raise the prior's E(n) (§2.4)
+    assert trace.fitted_costs({"t": (1.0, 0.01)})["t"] == pytest.approx((1.0, 0.01))
 
 
 def test_run_rejects_bad_arguments(tmp_path):

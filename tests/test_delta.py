@@ -172,10 +172,12 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
     ex = Executor(cfg, spark)
     least = min(t.priority for t in cfg.tables)
     first = dataclasses.replace(base_job(1, arrivals[:1], T0, T0 + MINUTE), priority=50 * least)
-    assert ex.run(first).committed
+    out = ex.run(first)
+    assert out.committed and out.event().cold  # m_raw's first commit in this session: a cold start (§2.4)
     bulk = dataclasses.replace(base_job(2, arrivals[1:], T0 + MINUTE, T0 + 2 * MINUTE), priority=50 * least,
                                bulk=True)
-    assert ex.run(bulk).committed
+    out = ex.run(bulk)
+    assert out.committed and not out.event().cold
     assert seen == ["freshet-04-p64", "freshet-bulk"]
     # a bulk job reads in a session of its own with short splits (lake.session.read_session); the
     # daemon's session keeps Spark's default

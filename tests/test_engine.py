@@ -204,6 +204,30 @@ def test_cost_model_two_jobs_do_not_make_a_slope():
     assert m.n_obs == 3 and m.beta != pytest.approx(0.1)
 
 
+def test_a_cold_first_job_does_not_make_a_table_look_expensive():
+    """Live, 240 tables: b75 (p = 60, a 20-s stream) ran one job at the start, 5.2 s for 6 rows, the
+    first on a cold JVM; its peers' warm jobs took about 0.5 s. Taken for α (3.8 s), b75 needed
+    several times its peers' staleness to rank first (p·ΔF/E(ΔF)), was not chosen again in the
+    run, and its estimate was never corrected. A cold job may lower E(n), never raise it."""
+    streams = [{"name": "s75", "period": 20}, {"name": "s76", "period": 20}]
+    cost = {"alpha": 1.0, "beta": 0.01}
+    tables = [{"name": n, "stream": f"s{n[1:]}", "priority": 60, "cost": cost} for n in ("b75", "b76")]
+    s = Scheduler(config(streams, tables, tracks=2, learn_costs=True), now=0, initial_freshness=0.0)
+    prior = 1.0 + 0.01 * 20
+    for n in ("75", "76"):  # the first job of each: on the cold JVM
+        (j,) = arrive(s, f"s{n}", f"{n}-1", 0, 20, 20)
+        s.handle(JobFinished(job_id=j.job_id, duration=5.2 if n == "75" else 0.5, cold=True), 21)
+    e = {t.name: t.alpha + t.beta * 20 for t in s.stats(21).tables}
+    assert e["b75"] == pytest.approx(prior) and e["b76"] < prior  # lowered by a cold job, never raised
+    m = CostModel(1.0, 0.01)
+    m.observe(20.0, 0.5, cold=True)
+    m.observe(20.0, 5.2)  # a warm job as slow: that is the table's cost, and it counts
+    assert m.estimate(20.0) > 2.0
+    unfixed = CostModel(1.0, 0.01)
+    unfixed.observe(20.0, 5.2)
+    assert unfixed.estimate(20.0) > 3 * prior  # what a cold start did to α before
+
+
 def test_cost_model_a_few_bulk_loads_do_not_erase_alpha():
     """Live: five jobs of n = 20 s (0.4–0.9 s), then bulk loads of
     n ≈ 10^5 s (4–14 s). With the prior's weight scaled by the mean n (23,000), β0 = 0.1 was a

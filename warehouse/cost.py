@@ -78,12 +78,17 @@ class CostModel:
         """E(n) in seconds."""
         return self.alpha + self.beta * (0.0 if n < 0.0 else n)  # max(n, 0.0) without the call
 
-    def observe(self, n: float, duration: float) -> None:
-        """Fold in one job that loaded freshness delta n and ran for `duration` seconds."""
+    def observe(self, n: float, duration: float, cold: bool = False) -> None:
+        """Fold in one job that loaded freshness delta n and ran for `duration` seconds. A `cold`
+        job (the table's first on a fresh JVM) counts at most at the current E(n): a slow cold start
+        is not the table's cost, and an estimate too high is never corrected — the table is not
+        chosen again to show it cheaper — while one too low is, by its next job."""
         if not self.learn or not duration >= 0:
             return
         n = (n if n < _BOUND else _BOUND) if n > 0.0 else 0.0  # (NaN: 0) a bound no real job comes near,
         duration = duration if duration < _BOUND else _BOUND  # so the statistics never overflow
+        if cold:
+            duration = min(duration, self.estimate(n))
         if self.n_obs >= self.settled:
             pred = max(self.estimate(n), 1e-9)
             duration = min(duration, pred * self.clip)

@@ -130,6 +130,8 @@ class JobFinished:
     holds over its window — the one it committed, or for a no-op (a retry after an unknown
     outcome) the one the earlier attempt committed; None when not known (the Scheduler then takes
     the job's own for a commit and none, "", for a no-op: its windows count as on an old SQL).
+    `cold`: the table's first committed job in this Spark session (its Delta snapshot read for the
+    first time, its code not yet compiled): its duration may lower E(n), never raise it (§2.4).
     """
 
     job_id: int
@@ -141,6 +143,7 @@ class JobFinished:
     version: int | None = None
     read: tuple[tuple[str, int], ...] = ()
     sql_version: str | None = None
+    cold: bool = False
 
     def __post_init__(self) -> None:
         if not (type(self.duration) is float and _NINF < self.duration < _INF):

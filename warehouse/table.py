@@ -247,7 +247,7 @@ def committed(t: Table, job: StartJob, ev: JobFinished, now: float, drift: float
     §2.4), F (and the staleness meter, §2.3), F' (§2.2), its counts, a derived table's SQL
     version over the window. Has E_i(P_i) drifted from the plan's by more than `drift` (§3.2)?"""
     if ev.committed and t.cost.learn:
-        t.cost.observe(job.n, ev.duration)
+        t.cost.observe(job.n, ev.duration, ev.cold)
     # (E_i(P_i) moves only by learning: the plan's was taken from this model, §3.2)
     planned = t.profile.e_period
     drifted = t.cost.learn and planned > 0 and abs(t.cost.estimate(t.period) - planned) > drift * planned
@@ -278,7 +278,7 @@ def recomputed(t: Table, job: StartJob, ev: JobFinished) -> None:
     (counted in the recompute jobs, not in update jobs), its failures reset."""
     assert t.derived is not None
     if ev.committed:
-        t.cost.observe(job.n, ev.duration)
+        t.cost.observe(job.n, ev.duration, ev.cold)
     version = ev.sql_version if ev.sql_version is not None else job.sql_version
     t.derived.committed(job.start, job.end, version, window_count(job.end - job.start, t.granularity, t.period))
     t.jobs.consecutive_failures = 0

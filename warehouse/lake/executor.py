@@ -40,6 +40,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from policies.bulk import pool_for
@@ -103,6 +104,7 @@ class Executor:
         self._reread: set[str] = set()  # tables whose next job plans from the log, not from memory
         self._lock = threading.Lock()
         self.warmer = SnapshotWarmer(lambda: self.spark)  # lake.warm
+        self._warm: set[str] = set()  # tables with a commit in this session: their next job is not cold
         # sources read at their pinned versions from files the log names, no Delta scan (lake.files)
         self.files: LiveFiles | None = LiveFiles() if isinstance(self.log, LocalLog) else None
 
@@ -182,6 +184,10 @@ class Executor:
             raise
         if outcome.committed:  # the next job's txn check finds the new snapshot's state computed
             self.warmer.warm(table_path(self.config, job.table), pool)
+            with self._lock:
+                if job.table not in self._warm:  # its first: a cold start is not its cost (JobFinished.cold)
+                    self._warm.add(job.table)
+                    outcome = replace(outcome, cold=True)
         return outcome
 
     def noop(self, job: StartJob, t0: float, st: TableState, note: str) -> JobOutcome:

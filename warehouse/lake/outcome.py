@@ -72,11 +72,12 @@ class JobOutcome:
     bytes_reclaimed: int = 0  # VACUUM: bytes deleted
     read: tuple[tuple[str, int], ...] = ()  # derived jobs: (source, Delta version read)
     sql_version: str | None = None  # derived jobs: the SQL version the log holds over the job's window
+    cold: bool = False  # the table's first commit in this Spark session (JobFinished.cold)
 
     def event(self) -> JobFinished:
         return JobFinished(job_id=self.job_id, duration=self.duration, rows=self.rows, committed=self.committed,
                            files=self.files, bytes_reclaimed=self.bytes_reclaimed, version=self.delta_version,
-                           read=self.read, sql_version=self.sql_version)
+                           read=self.read, sql_version=self.sql_version, cold=self.cold)
 
 
 def noop_outcome(job: StartJob, duration: float, st: TableState, note: str) -> JobOutcome:
