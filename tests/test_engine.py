@@ -228,6 +228,36 @@ def test_a_cold_first_job_does_not_make_a_table_look_expensive():
     assert unfixed.estimate(20.0) > 3 * prior  # what a cold start did to α before
 
 
+def test_an_untried_table_starts_from_what_its_tried_peers_learned():
+    """Live, 240 tables: b77, b96 and b158 (p = 60, 10-s streams) ran first 170 s into a 190-s run
+    while their peers of priority 60 ran 6-10 jobs each. Untried, they were estimated at the default
+    prior, E(n) = 1 + 0.1·n, several times their peers' learned costs: p·ΔF/E(ΔF) ≤ p/β = 600 stayed
+    below every tried peer's, so they were not chosen, and nothing corrected the estimate. An untried
+    table on the default prior takes its tried peers' medians; one with a prior of its own keeps it."""
+    streams = [{"name": f"s{i}", "period": 10} for i in range(4)]
+    tables = [{"name": f"b{i}", "stream": f"s{i}", "priority": 60} for i in range(3)]
+    tables.append({"name": "own", "stream": "s3", "priority": 60, "cost": {"alpha": 1.0, "beta": 0.1}})
+    s = Scheduler(config(streams, tables, tracks=1, learn_costs=True), now=0, initial_freshness=0.0)
+    now = 0.0
+    for k, n in enumerate((10, 20, 10, 30, 10, 20)):  # b0 and b1 learn: E(n) = 0.2 + 0.01·n
+        now += n
+        for i in (0, 1):
+            (j,) = arrive(s, f"s{i}", f"{i}-{k}", now - n, now, now)
+            s.handle(JobFinished(job_id=j.job_id, duration=0.2 + 0.01 * n), now)
+    st = {t.name: t for t in s.stats(now + 1).tables}
+    assert st["b0"].alpha + st["b0"].beta * 40 < 1.0  # learned: under a second for 40 s of data
+    assert (st["b2"].alpha, st["b2"].beta) == pytest.approx(((st["b0"].alpha + st["b1"].alpha) / 2,
+                                                              (st["b0"].beta + st["b1"].beta) / 2))
+    assert (st["own"].alpha, st["own"].beta) == (1.0, 0.1)  # a prior of its own is kept
+    # one track: b1's job runs; b0 (10 s of data) and b2 (untried: all 110 s) wait. Max-Benefit
+    # takes b2 first now; on the default prior (12 s for its 110 s: ≤ p/β = 600) it took b0
+    now += 10
+    (run,) = arrive(s, "s1", "1-x", now - 10, now, now)
+    assert not arrive(s, "s0", "0-x", now - 10, now, now) and not arrive(s, "s2", "2-x", now - 10, now, now)
+    (nxt,) = s.handle(JobFinished(job_id=run.job_id, duration=0.3), now + 0.3)
+    assert nxt.table == "b2"
+
+
 def test_cost_model_a_few_bulk_loads_do_not_erase_alpha():
     """Live: five jobs of n = 20 s (0.4–0.9 s), then bulk loads of
     n ≈ 10^5 s (4–14 s). With the prior's weight scaled by the mean n (23,000), β0 = 0.1 was a

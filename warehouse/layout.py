@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from warehouse.backlog import Backlog, Partition
 from warehouse.blueprint import Blueprint, Changes, changed
-from warehouse.cost import CostModel, RowRate
+from warehouse.cost import CostModel, Peers, RowRate
 from warehouse.derived import Derived
 from warehouse.events import StartJob
 from warehouse.freshness import StalenessMeter, safe_freshness
@@ -62,6 +62,14 @@ def lay_out(bp: Blueprint, was: Blueprint | None, old: dict[str, Table], old_str
     for t in touched_list:  # each shares its stream's row rate (`rates`, kept across reconfigures)
         if t.stream is not None:
             t.rate = rates.setdefault(t.stream, RowRate())
+    kinds: dict[tuple[bool, bool], list[CostModel]] = {}  # base, derived, stateful: each kind its peers
+    for t in by_idx:
+        spec = bp.specs[t.name]
+        t.cost.peers = None
+        if spec.shared and t.cost.learn:
+            kinds.setdefault((t.base, bool(spec.derived and spec.derived[6])), []).append(t.cost)
+    for models in kinds.values():
+        Peers(models)
     return Layout(tables, by_idx, list(order), by_stream, adopting, touched_list)
 
 
