@@ -31,10 +31,12 @@ from sim.bound import lower_bound, relaxation_key
 from sim.figures import (
     BEYOND,
     BEYOND_GEO_MAX,
+    BEYOND_LINES,
     BEYOND_POINT_MAX,
     DEFAULT_LABEL,
     EXPERIMENTS,
     PAPER_LINES,
+    ROLLOUT_LINE,
     Curves,
     Experiment,
     Line,
@@ -46,8 +48,8 @@ from sim.selftune import attach
 from sim.simulator import Simulation, horizon_for, ideal_config, prepare
 from sim.workload import config_of
 
-__all__ = ["BEYOND", "DEFAULT_LABEL", "EXPERIMENTS", "PAPER_LINES", "Experiment", "Line", "SweepResult", "Workload",
-           "beyond_ratios", "bound_curves", "load_csv", "run_experiment", "write_outputs"]
+__all__ = ["BEYOND", "BEYOND_LINES", "DEFAULT_LABEL", "EXPERIMENTS", "PAPER_LINES", "ROLLOUT_LINE", "Experiment",
+           "Line", "SweepResult", "Workload", "beyond_ratios", "bound_curves", "load_csv", "run_experiment", "write_outputs"]
 
 
 # ---- running a sweep -----------------------------------------------------------------------------
