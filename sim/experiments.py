@@ -31,10 +31,12 @@ from sim.bound import lower_bound, relaxation_key
 from sim.figures import (
     BEYOND,
     BEYOND_GEO_MAX,
+    BEYOND_LINES,
     BEYOND_POINT_MAX,
     DEFAULT_LABEL,
     EXPERIMENTS,
     PAPER_LINES,
+    ROLLOUT_LINE,
     Curves,
     Experiment,
     Line,
@@ -46,8 +48,8 @@ from sim.selftune import attach
 from sim.simulator import Simulation, horizon_for, ideal_config, prepare
 from sim.workload import config_of
 
-__all__ = ["BEYOND", "DEFAULT_LABEL", "EXPERIMENTS", "PAPER_LINES", "Experiment", "Line", "SweepResult", "Workload",
-           "beyond_ratios", "bound_curves", "load_csv", "run_experiment", "write_outputs"]
+__all__ = ["BEYOND", "BEYOND_LINES", "DEFAULT_LABEL", "EXPERIMENTS", "PAPER_LINES", "ROLLOUT_LINE", "Experiment",
+           "Line", "SweepResult", "Workload", "beyond_ratios", "bound_curves", "load_csv", "run_experiment", "write_outputs"]
 
 
 # ---- running a sweep -----------------------------------------------------------------------------
@@ -389,14 +391,22 @@ def _per_point(result: SweepResult) -> list[str]:
             out.append(f"| {wl} | {x:g} | " + " | ".join(cells) + f" | {curve_at(curves[wl], best)[x]:.3f} ({best}) | "
                        + (f"{bnd[x]:.3f}" if bnd.get(x) else "") + " |")
     for label in extra:
-        pts = [r for row in ratios[label].values() for r, _ in row.values()]
+        pts = [(r, wl, x) for wl, row in ratios[label].items() for x, (r, _) in row.items()]
         if not pts:
             continue
-        within = sum(1 for r in pts if r <= BEYOND_POINT_MAX)
-        geo = math.exp(sum(math.log(r) for r in pts) / len(pts))
+        within = sum(1 for r, _, _ in pts if r <= BEYOND_POINT_MAX)
+        geo = math.exp(sum(math.log(r) for r, _, _ in pts) / len(pts))
+        worst = max(pts)
         out.append(f"\n{label} / best paper configuration: within {BEYOND_POINT_MAX} at {within} of {len(pts)} "
-                   f"points, geometric mean {geo:.3f}.")
+                   f"points (worst {worst[0]:.3f}, {worst[1]} U={worst[2]:g}), geometric mean {geo:.3f}.")
     return [*out, ""]
+
+
+def _ratio_table(ratios: dict[str, dict[float, tuple[float, str]]], xs: list[float]) -> list[str]:
+    """Workload × U: one line's lateness over the best paper configuration's."""
+    return ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs),
+            *(f"| {wl} | " + " | ".join(f"{row[x][0]:.3f}" if x in row else "" for x in xs) + " |"
+              for wl, row in ratios.items())]
 
 
 def _summary_beyond(result: SweepResult) -> str:
@@ -404,9 +414,10 @@ def _summary_beyond(result: SweepResult) -> str:
     holds, why = result.verdict()
     ratios = beyond_ratios(result.all_curves())
     xs = sorted({x for row in ratios.values() for x in row})
-    lines = ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs)]
-    for wl, row in ratios.items():
-        lines.append(f"| {wl} | " + " | ".join(f"{row[x][0]:.3f}" if x in row else "" for x in xs) + " |")
+    lines = _ratio_table(ratios, xs)
+    for label in _extra_lines(exp):  # beside the default's: each line beyond the paper's, not judged
+        lines += ["", f"{label} / best paper configuration (shown, not judged):", "",
+                  *_ratio_table(beyond_ratios(result.all_curves(), label), xs)]
     best = ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs)]
     for wl, row in ratios.items():
         c = result.curves(wl)

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from sim.experiments import (
+    BEYOND_LINES,
     BEYOND_POINT_MAX,
     DEFAULT_LABEL,
-    PAPER_LINES,
+    ROLLOUT_LINE,
     Curves,
     Experiment,
-    Line,
     SweepResult,
     Workload,
     beyond_ratios,
@@ -62,17 +62,13 @@ def tuner_cost(result: SweepResult) -> dict[str, Any]:
             "simulated": ran, "cpu_seconds": cpu, "cpu_seconds_per_evaluation": cpu / ran if ran else 0.0}
 
 
-# `policy: rollout` with its defaults (warehouse.rollout; partitioner and chop auto, so no tuner):
-# shown beside the default and the paper lines, not judged (the verdict is the default's)
-ROLLOUT_LINE = Line("rollout", {"policy": "rollout"})
-
 UNSEEN = Experiment(
     name="unseen", figure="Unseen", section="beyond the paper: unseen workloads",
     title="the default with its tuner against the best paper configuration, on unseen workloads",
     claim="(not the paper's) On workloads the default was not built on, the default with its tuner is within 3% "
           "of the best paper configuration at every point and better by 10% or more at U ≥ 1.0 on half of them.",
     classes=(),
-    lines=(*PAPER_LINES, Line(DEFAULT_LABEL, {}), ROLLOUT_LINE),
+    lines=BEYOND_LINES,
     xs=(0.8, 1.0, 1.2),
     events=2_000,
     seeds=4,

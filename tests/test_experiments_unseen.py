@@ -57,7 +57,8 @@ def test_the_summary_shows_each_line_beyond_the_paper_and_the_bound(tmp_path) ->
     text = summary(res)
     name = exp.workloads[0].name
     assert f"| {name} | 1 | 1.200 (0.800) | 1.600 (1.067) | 1.500 ({best}) | 0.900 |" in text
-    assert "rollout / best paper configuration: within 1.03 at 0 of 1 points, geometric mean 1.067." in text
+    assert (f"rollout / best paper configuration: within 1.03 at 0 of 1 points (worst 1.067, {name} U=1), "
+            "geometric mean 1.067.") in text
     paths = write_outputs(res, tmp_path)
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
 
