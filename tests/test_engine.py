@@ -232,22 +232,25 @@ def test_an_untried_table_starts_from_what_its_tried_peers_learned():
     """Live, 240 tables: b77, b96 and b158 (p = 60, 10-s streams) ran first 170 s into a 190-s run
     while their peers of priority 60 ran 6-10 jobs each. Untried, they were estimated at the default
     prior, E(n) = 1 + 0.1·n, several times their peers' learned costs: p·ΔF/E(ΔF) ≤ p/β = 600 stayed
-    below every tried peer's, so they were not chosen, and nothing corrected the estimate. An untried
-    table on the default prior takes its tried peers' medians; one with a prior of its own keeps it."""
+    below every tried peer's, so they were not chosen, and nothing corrected the estimate (at the next
+    run, with cold jobs left out, b47 and b171 ran once, cold, at the start: still at the default).
+    A table on the default prior leans on its settled peers' medians; one with a prior of its own keeps it."""
     streams = [{"name": f"s{i}", "period": 10} for i in range(4)]
     tables = [{"name": f"b{i}", "stream": f"s{i}", "priority": 60} for i in range(3)]
     tables.append({"name": "own", "stream": "s3", "priority": 60, "cost": {"alpha": 1.0, "beta": 0.1}})
     s = Scheduler(config(streams, tables, tracks=1, learn_costs=True), now=0, initial_freshness=0.0)
-    now = 0.0
+    (j,) = arrive(s, "s2", "2-0", 0, 2, 2)  # b2's one job at the start, on the cold JVM: 5.9 s for 2 s
+    s.handle(JobFinished(job_id=j.job_id, duration=5.9, cold=True), 8)
+    now = 8.0
     for k, n in enumerate((10, 20, 10, 30, 10, 20)):  # b0 and b1 learn: E(n) = 0.2 + 0.01·n
         now += n
         for i in (0, 1):
             (j,) = arrive(s, f"s{i}", f"{i}-{k}", now - n, now, now)
             s.handle(JobFinished(job_id=j.job_id, duration=0.2 + 0.01 * n), now)
     st = {t.name: t for t in s.stats(now + 1).tables}
-    assert st["b0"].alpha + st["b0"].beta * 40 < 1.0  # learned: under a second for 40 s of data
-    assert (st["b2"].alpha, st["b2"].beta) == pytest.approx(((st["b0"].alpha + st["b1"].alpha) / 2,
-                                                              (st["b0"].beta + st["b1"].beta) / 2))
+    e40 = {n: t.alpha + t.beta * 40 for n, t in st.items()}
+    assert e40["b0"] < 1.0 and e40["b1"] < 1.0  # learned: under a second for 40 s of data
+    assert e40["b2"] == pytest.approx((e40["b0"] + e40["b1"]) / 2, rel=0.1)  # its settled peers' medians
     assert (st["own"].alpha, st["own"].beta) == (1.0, 0.1)  # a prior of its own is kept
     # one track: b1's job runs; b0 (10 s of data) and b2 (untried: all 110 s) wait. Max-Benefit
     # takes b2 first now; on the default prior (12 s for its 110 s: ≤ p/β = 600) it took b0

@@ -50,7 +50,7 @@ class Spec(NamedTuple):
     alpha: float  # the cost prior (§2.4): a new table's CostModel starts from it
     beta: float
     learn: bool  # scheduler.learn_costs
-    shared: bool  # the prior is the config's default: an untried table takes its tried peers' (cost.Peers)
+    shared: bool  # the prior is the config's default: it becomes its settled peers' medians (cost.Peers)
     sources: tuple[str, ...]
     dependents: tuple[str, ...]
     # derived: (sql or the stateful increment, its sources' time columns, refresh_mode, lookback,

@@ -82,15 +82,15 @@ class CostModel:
 
     def observe(self, n: float, duration: float, cold: bool = False) -> None:
         """Fold in one job that loaded freshness delta n and ran for `duration` seconds. A `cold`
-        job (the table's first on a fresh JVM) counts at most at the current E(n): a slow cold start
+        job (the table's first on a fresh JVM) counts only if it ran within E(n): a slow cold start
         is not the table's cost, and an estimate too high is never corrected — the table is not
         chosen again to show it cheaper — while one too low is, by its next job."""
         if not self.learn or not duration >= 0:
             return
         n = (n if n < _BOUND else _BOUND) if n > 0.0 else 0.0  # (NaN: 0) a bound no real job comes near,
         duration = duration if duration < _BOUND else _BOUND  # so the statistics never overflow
-        if cold:
-            duration = min(duration, self.estimate(n))
+        if cold and duration > self.estimate(n):
+            return
         if self.n_obs >= self.settled:
             pred = max(self.estimate(n), 1e-9)
             duration = min(duration, pred * self.clip)
@@ -106,8 +106,16 @@ class CostModel:
         # the prior a pseudo-job of that size whose β0·n swamps what the jobs measured
         self._scale = max(math.expm1(self._sl / self._w), 1e-9)
         self._solve()
-        if self.peers is not None and self.peers.untried:
-            self.peers.learned(first=self.n_obs == 1)
+        if self.peers is not None:
+            self.peers.observed(self)
+
+    def reprior(self, alpha: float, beta: float) -> None:
+        """The prior is now (α, β) (`Peers`): E(n) is it until a job is seen, then leans on it."""
+        self._alpha0, self._beta0 = alpha, beta
+        if self.n_obs:
+            self._solve()
+        else:
+            self.alpha, self.beta = alpha, beta
 
     def _solve(self) -> None:
         # β from how durations vary with n (centred statistics, ridge toward β0); α from the mean
@@ -140,34 +148,33 @@ class CostModel:
 
 
 class Peers:
-    """The cost models of one kind of table (base or derived) that start from the config's default
-    prior: an untried one's prior is what its tried peers learned (the median α and β). The default
-    (α = 1 s, β = 0.1) was several times a live 200-row append, and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β
-    kept an untried table below every tried peer of its priority: it was not chosen, so nothing
-    corrected it (240 tables: three priority-60 tables ran first 170 s into a 190-s run)."""
+    """The cost models of one kind of table (base, derived, stateful) on the config's default
+    prior: each one's prior is the median α and β of its settled peers (`settled` jobs or more) —
+    an untried table's estimate, what a table with few jobs leans on (β is its prior until the
+    third job). The default (α = 1 s, β = 0.1) was several times a live 200-row append, and
+    Max-Benefit's p·ΔF/E(ΔF) ≤ p/β kept a table still near it below every settled peer of its
+    priority: it was not chosen, so nothing corrected it (240 tables: priority-60 tables ran first
+    170 s into a 190-s run, or once at the start and never again). While no peer is settled, the
+    default stays."""
 
-    __slots__ = ("_since", "models", "untried")
+    __slots__ = ("_since", "models")
 
     def __init__(self, models: list[CostModel]) -> None:
         self.models = models
-        self.untried = sum(m.n_obs == 0 for m in models)
         self._since = 0
         for m in models:  # (shared from a peer's next job: laying tables out changes no estimate)
             m.peers = self
 
-    def learned(self, first: bool) -> None:
-        """A peer observed a job (`first`: its first): the untried ones take the tried ones' medians
-        — after each first job, else once every M/16 jobs of the M peers (a median over 1,000
-        costs ~90 µs: ~1.5 µs a job, amortized)."""
-        self.untried -= first
+    def observed(self, m: CostModel) -> None:
+        """`m` saw a job: the priors again when it has just settled, else once every M/4 jobs of
+        the M peers (a median over 1,000 models is ~90 µs, the re-solves ~1 µs each)."""
         self._since += 1
-        if not self.untried or not first and 16 * self._since < len(self.models):
+        if m.n_obs != m.settled and 4 * self._since < len(self.models):
             return
         self._since = 0
-        tried = [m for m in self.models if m.n_obs]
-        alpha = statistics.median(m.alpha for m in tried)
-        beta = statistics.median(m.beta for m in tried)
-        for m in self.models:
-            if not m.n_obs:
-                m.alpha = m._alpha0 = alpha
-                m.beta = m._beta0 = beta
+        settled = [x for x in self.models if x.n_obs >= x.settled]
+        if settled:
+            alpha = statistics.median(x.alpha for x in settled)
+            beta = statistics.median(x.beta for x in settled)
+            for x in self.models:
+                x.reprior(alpha, beta)
