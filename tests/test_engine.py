@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers_engine import config
-from warehouse.cost import CostModel, RowRate
+from warehouse.cost import CostModel, Peers, RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, Tick
 from warehouse.freshness import StalenessMeter
@@ -259,6 +259,26 @@ def test_an_untried_table_starts_from_what_its_tried_peers_learned():
     assert not arrive(s, "s0", "0-x", now - 10, now, now) and not arrive(s, "s2", "2-x", now - 10, now, now)
     (nxt,) = s.handle(JobFinished(job_id=run.job_id, duration=0.3), now + 0.3)
     assert nxt.table == "b2"
+
+
+def test_a_kind_with_no_settled_table_leans_on_every_settled_one():
+    """Live, 240 tables at 3cc1b34 (base tables alone sharing what they learned): no band join had
+    run, so the 16 stayed at the default prior while every base table's estimate fell to its
+    learned one, and none of them ran in the whole run. A kind with no settled table takes the
+    medians of every settled model; once one of its own settles, its own kind's."""
+    base = [CostModel(1.0, 0.1) for _ in range(3)]
+    joins = [CostModel(1.0, 0.1) for _ in range(2)]
+    Peers([base, joins])
+    for n in (10, 20, 30):
+        for m in base[:2]:
+            m.observe(n, 0.2 + 0.01 * n)
+    assert base[2].estimate(60) == pytest.approx(base[0].estimate(60), rel=0.2) and base[2].estimate(60) < 2.0
+    assert (joins[0].alpha, joins[0].beta) == (base[2].alpha, base[2].beta)  # every settled model's
+    for n in (10, 20, 30):
+        joins[0].observe(n, 3.0 + 0.05 * n)
+    assert joins[1].estimate(60) == pytest.approx(joins[0].estimate(60), rel=0.25)  # its own kind's now
+    assert joins[1].estimate(60) > 4.0
+    assert base[2].estimate(60) < 2.0
 
 
 def test_cost_model_a_few_bulk_loads_do_not_erase_alpha():

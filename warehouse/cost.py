@@ -148,33 +148,43 @@ class CostModel:
 
 
 class Peers:
-    """The cost models of one kind of table (base, derived, stateful) on the config's default
-    prior: each one's prior is the median α and β of its settled peers (`settled` jobs or more) —
-    an untried table's estimate, what a table with few jobs leans on (β is its prior until the
-    third job). The default (α = 1 s, β = 0.1) was several times a live 200-row append, and
-    Max-Benefit's p·ΔF/E(ΔF) ≤ p/β kept a table still near it below every settled peer of its
-    priority: it was not chosen, so nothing corrected it (240 tables: priority-60 tables ran first
-    170 s into a 190-s run, or once at the start and never again). While no peer is settled, the
-    default stays."""
+    """The cost models on the config's default prior, by kind of table (base, derived, stateful):
+    each one's prior is the median α and β of the settled models of its kind (`settled` jobs or
+    more) — an untried table's estimate, what a table with few jobs leans on (β is its prior until
+    the third job) — or, while none of its kind is settled, of every settled model. The default
+    (α = 1 s, β = 0.1) was several times a live 200-row append, and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β
+    kept a table still near it below every settled table of its priority: it was not chosen, so
+    nothing corrected it (240 tables: priority-60 tables ran first 170 s into a 190-s run, or once at
+    the start and never again; with base tables alone sharing, no band join ran at all). While no
+    model is settled, the default stays."""
 
-    __slots__ = ("_since", "models")
+    __slots__ = ("_since", "kinds", "size")
 
-    def __init__(self, models: list[CostModel]) -> None:
-        self.models = models
+    def __init__(self, kinds: list[list[CostModel]]) -> None:
+        self.kinds = kinds
+        self.size = sum(len(k) for k in kinds)
         self._since = 0
-        for m in models:  # (shared from a peer's next job: laying tables out changes no estimate)
-            m.peers = self
+        for models in kinds:  # (shared from a model's next job: laying tables out changes no estimate)
+            for m in models:
+                m.peers = self
 
     def observed(self, m: CostModel) -> None:
         """`m` saw a job: the priors again when it has just settled, else once every M/4 jobs of
-        the M peers (a median over 1,000 models is ~90 µs, the re-solves ~1 µs each)."""
+        the M models (a median over 1,000 is ~90 µs, the re-solves ~1 µs each)."""
         self._since += 1
-        if m.n_obs != m.settled and 4 * self._since < len(self.models):
+        if m.n_obs != m.settled and 4 * self._since < self.size:
             return
         self._since = 0
-        settled = [x for x in self.models if x.n_obs >= x.settled]
-        if settled:
-            alpha = statistics.median(x.alpha for x in settled)
-            beta = statistics.median(x.beta for x in settled)
-            for x in self.models:
+        settled = [[x for x in models if x.n_obs >= x.settled] for models in self.kinds]
+        every = [x for own in settled for x in own]
+        if not every:
+            return
+        fallback = _medians(every)
+        for models, own in zip(self.kinds, settled, strict=True):
+            alpha, beta = _medians(own) if own else fallback
+            for x in models:
                 x.reprior(alpha, beta)
+
+
+def _medians(models: list[CostModel]) -> tuple[float, float]:
+    return statistics.median(x.alpha for x in models), statistics.median(x.beta for x in models)

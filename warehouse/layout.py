@@ -68,8 +68,7 @@ def lay_out(bp: Blueprint, was: Blueprint | None, old: dict[str, Table], old_str
         t.cost.peers = None
         if spec.shared and t.cost.learn:
             kinds.setdefault((t.base, bool(spec.derived and spec.derived[6])), []).append(t.cost)
-    for models in kinds.values():
-        Peers(models)
+    Peers(list(kinds.values()))
     return Layout(tables, by_idx, list(order), by_stream, adopting, touched_list)
 
 
