@@ -131,7 +131,7 @@ class JobFinished:
     outcome) the one the earlier attempt committed; None when not known (the Scheduler then takes
     the job's own for a commit and none, "", for a no-op: its windows count as on an old SQL).
     `cold`: the table's first committed job in this Spark session (its Delta snapshot read for the
-    first time, its code not yet compiled): its duration may lower E(n), never raise it (§2.4).
+    first time, its code not yet compiled): it teaches E(n) only if it ran within it (§2.4).
     """
 
     job_id: int
