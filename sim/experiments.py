@@ -402,9 +402,14 @@ def _per_point(result: SweepResult) -> list[str]:
     return [*out, ""]
 
 
+def _header(xs: list[float]) -> list[str]:
+    """The head of a workload × U table."""
+    return ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs)]
+
+
 def _ratio_table(ratios: dict[str, dict[float, tuple[float, str]]], xs: list[float]) -> list[str]:
     """Workload × U: one line's lateness over the best paper configuration's."""
-    return ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs),
+    return [*_header(xs),
             *(f"| {wl} | " + " | ".join(f"{row[x][0]:.3f}" if x in row else "" for x in xs) + " |"
               for wl, row in ratios.items())]
 
@@ -418,7 +423,7 @@ def _summary_beyond(result: SweepResult) -> str:
     for label in _extra_lines(exp):  # beside the default's: each line beyond the paper's, not judged
         lines += ["", f"{label} / best paper configuration (shown, not judged):", "",
                   *_ratio_table(beyond_ratios(result.all_curves(), label), xs)]
-    best = ["| workload | " + " | ".join(f"U={x:g}" for x in xs) + " |", "|---|" + "---|" * len(xs)]
+    best = _header(xs)
     for wl, row in ratios.items():
         c = result.curves(wl)
         best.append(f"| {wl} | " + " | ".join(
