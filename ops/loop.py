@@ -61,7 +61,7 @@ from ops.metrics import LOOP_STEPS, FreshetMetrics, SnapshotHolder, register_met
 from ops.notify import sd_notify
 from ops.reload import Parts, Prepared, Reloader
 from ops.workers import JobResult, TrackWorkers
-from sim.trace import Arrival, JobRecord, TraceWriter
+from sim.trace import LIVE_SOURCE, Arrival, JobRecord, TraceWriter
 from warehouse.config import FreshetConfig
 from warehouse.errors import FreshetError, PartitionRefused
 from warehouse.events import (
@@ -87,7 +87,7 @@ SNAPSHOT_SHARE = 0.1  # at most this share of the loop's time goes to stats() (1
 LIVENESS_EVERY = 5.0  # seconds between calls of `alive()` (the Spark driver JVM, ops.liveness)
 GIVE_WAY = 0.5  # seconds a reload's preparation waits at most for a turn of the loop to end
 RELOAD_ROUNDS = 3  # preparations of one reload at most, when jobs of the tables it adds keep committing
-TRACE_HEADER = {"source": "freshet run", "clock": "epoch seconds"}
+TRACE_HEADER = {"source": LIVE_SOURCE, "clock": "epoch seconds"}
 
 
 def open_trace(path: str, rotate: int | None) -> TraceWriter:

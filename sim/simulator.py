@@ -206,14 +206,18 @@ class Simulation:
         self.writer = writer
         self.measured = trace.durations if (trace is not None and use_measured) else None
         self.costs = true_costs(config)
+        self.cold: set[tuple[str, float, float]] = set()  # windows whose recorded job was cold (JobFinished.cold)
         if trace is not None and use_measured:
             # a table whose config states no `cost`: jobs the replay runs that the trace did not
-            # record take what the table's recorded jobs say E(n) is on that machine, not the
-            # `sim` defaults (a daemon's trace on a loaded machine)
-            unstated = [t.name for t in config.tables if t.cost is None]
+            # record take what the table's recorded jobs say E(n) is on that machine, or with none
+            # what its settled peers' say (cost.Peers, as in the daemon), not the `sim` defaults
+            unstated: dict[tuple[bool, bool], list[str]] = {}
+            for t in config.tables:
+                if t.peer_kind is not None:
+                    unstated.setdefault(t.peer_kind, []).append(t.name)
             if unstated:  # (a replay's config states every cost: sim.autotune.replay_config)
-                fitted = trace.fitted_costs(self.costs)
-                self.costs.update({name: fitted[name] for name in unstated if name in fitted})
+                self.costs.update(trace.fitted_costs(self.costs, unstated.values()))
+            self.cold = {(j.table, j.start, j.end) for j in trace.jobs if j.cold}
         self.rngs = {t.name: random.Random(f"{seed}/duration/{t.name}") for t in config.tables}
         # a stateful table folds its base sources' late rows with its next increment (lake.stateful):
         # the late event time loaded into each base table is added to the next such job's n
@@ -362,7 +366,9 @@ class Simulation:
         elif self.writer is not None:  # the trace holds update jobs
             self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
                                       duration=duration, rows=rows, track=job.track, work=job.n))
-        self._handle(JobFinished.build(job_id=job.job_id, duration=duration, rows=rows), self.env._now)  # (no property)
+        cold = bool(self.cold) and (job.table, job.start, job.end) in self.cold
+        self._handle(JobFinished.build(job_id=job.job_id, duration=duration, rows=rows, cold=cold),
+                     self.env._now)  # (no property)
         if self._drain:
             self._drained()
 
@@ -517,10 +523,11 @@ class _Track:
         self.sim._ended(self.job, self.duration)
 
 
-def prepare(config: FreshetConfig, seed: int) -> FreshetConfig:
-    """The Scheduler as §4.1 runs it: estimates are the true E(n) (no learning); its Random policy
-    seeded from the run's seed."""
-    sc = config.scheduler.model_copy(update={"learn_costs": False, "seed": seed})
+def prepare(config: FreshetConfig, seed: int, learn: bool = False) -> FreshetConfig:
+    """The Scheduler as §4.1 runs it: estimates are the true E(n) (no learning) unless `learn` (the
+    replay of a daemon's trace: the config's `learn_costs`); its Random policy seeded from the run's
+    seed."""
+    sc = config.scheduler.model_copy(update={"learn_costs": learn and config.scheduler.learn_costs, "seed": seed})
     return config.model_copy(update={"scheduler": sc})
 
 
@@ -539,7 +546,9 @@ def simulate(
     cfg = prepare(config, seed)
     if events is None and until is None and trace is None:
         events = cfg.sim.events
-    sim = Simulation(cfg, seed=seed, trace=trace, writer=writer)
+    # a daemon's trace: its twin learns α, β from the durations the daemon learned them from (§2.4)
+    sim = Simulation(prepare(config, seed, learn=True) if trace is not None and trace.live else cfg,
+                     seed=seed, trace=trace, writer=writer)
     hook = tuner(sim, trace) if tuner is not None else None
     run = sim.run(events=events, until=until)
     ideal_sim = Simulation(ideal_config(cfg), seed=seed, trace=trace, use_measured=False)
@@ -549,7 +558,7 @@ def simulate(
         extra["rollout"] = {"decisions": ro.decisions, "overrides": ro.overrides, "fallbacks": ro.fallbacks}
     if hook is not None:
         extra["autotune"] = hook.summary()
-    return SimResult(config=cfg, seed=seed, run=run, ideal=ideal, extra=extra)
+    return SimResult(config=sim.cfg, seed=seed, run=run, ideal=ideal, extra=extra)
 
 
 def horizon_for(cfg: FreshetConfig, events: int) -> float:

@@ -7,12 +7,14 @@ One JSON object per line; blank lines and lines starting with `#` are skipped.
 - **job** — an update job finished: `{"time": 141.0, "table": "t0", "start": 100.0, "end": 130.0,
   "duration": 10.8}`; optional `"rows"`, `"work"` (n of E(n), `StartJob.n`: for a base job its
   rows at the stream's typical rate, warehouse.cost.RowRate; default `end − start`), `"track"`,
-  `"status"` (`"ok"` default; other values are ignored on replay).
+  `"status"` (`"ok"` default; other values are ignored on replay), `"cold"` (the table's first
+  job on a fresh JVM, `JobFinished.cold`).
 - **action** — an operator action the engine took (warehouse.events: Suspend, Resume, Refresh,
   Backfill, CancelBackfill): `{"time": 150.0, "action": "suspend", "table": "t0"}`; a backfill or
   its cancel adds `"start"`, `"end"` and `"reason"` (the label its recompute jobs carry). A replay
   hands each to the engine at its time, like arrivals.
-- **header** (optional, first line) — `{"freshet_trace": 1, ...}` with any metadata.
+- **header** (optional, first line) — `{"freshet_trace": 1, ...}` with any metadata; a daemon's
+  says `"source": "freshet run"`, and its replay learns costs as the daemon did (sim.simulator).
 
 `time` is when the event happened, on any clock (epoch seconds from the daemon, simulated seconds
 from `freshet sim run --write-trace`); `start`/`end` are event times of the data, on the same clock.
@@ -35,9 +37,10 @@ from warehouse.events import ACTION_EVENTS, Backfill, CancelBackfill, OperatorAc
 
 log = logging.getLogger("freshet")
 
-__all__ = ["ActionRecord", "Arrival", "JobRecord", "Trace", "TraceWriter", "read_trace"]
+__all__ = ["LIVE_SOURCE", "ActionRecord", "Arrival", "JobRecord", "Trace", "TraceWriter", "read_trace"]
 
 TRACE_VERSION = 1
+LIVE_SOURCE = "freshet run"  # the header's `source` in a daemon's trace (ops.loop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,22 +130,30 @@ class ActionRecord:
 @dataclass
 class Trace:
     """A parsed trace: arrivals per stream (in time order), measured durations by window and the
-    operator actions (in time order)."""
+    operator actions (in time order). `live`: a daemon wrote it (`"source": "freshet run"`), so its
+    durations are the ones the daemon's cost models learned from (§2.4)."""
 
     arrivals: dict[str, list[Arrival]]
     durations: dict[tuple[str, float, float], float]
     jobs: list[JobRecord]
     actions: list[ActionRecord] = field(default_factory=list)
+    live: bool = False
 
-    def fitted_costs(self, priors: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    def fitted_costs(self, priors: dict[str, tuple[float, float]],
+                     kinds: Iterable[Iterable[str]] = ()) -> dict[str, tuple[float, float]]:
         """(α, β) per table with recorded jobs: the cost model (§2.4) fitted to their measured
-        durations, starting from `priors`."""
-        from warehouse.cost import CostModel
+        durations in order, starting from `priors`. The tables of each group of `kinds` lean on
+        their settled peers as the daemon's do (cost.Peers), and have an estimate without a job."""
+        from warehouse.cost import CostModel, Peers
 
         models: dict[str, CostModel] = {}
+        Peers([[models.setdefault(t, CostModel(*priors[t])) for t in group] for group in kinds])
         for j in self.jobs:
             if j.status == "ok" and j.table in priors:
-                models.setdefault(j.table, CostModel(*priors[j.table])).observe(j.work, j.duration, j.cold)
+                m = models.get(j.table)
+                if m is None:
+                    m = models[j.table] = CostModel(*priors[j.table])
+                m.observe(j.work, j.duration, j.cold)
         return {t: (m.alpha, m.beta) for t, m in models.items()}
 
     @property
@@ -180,6 +191,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
     actions: list[ActionRecord] = []
     problems: list[str] = []
     counts: dict[str, int] = {}
+    live = False
     for lineno, line in enumerate(lines, 1):
         text = line.strip()
         if not text or text.startswith("#"):
@@ -197,6 +209,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
             if "freshet_trace" in obj:
                 if obj["freshet_trace"] != TRACE_VERSION:
                     problems.append(f"{where}: unsupported trace version {obj['freshet_trace']!r}")
+                live = obj.get("source") == LIVE_SOURCE
             elif "stream" in obj:
                 stream = str(obj["stream"])
                 n = counts.get(stream, 0)
@@ -233,7 +246,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
     if problems:
         raise ConfigError(problems, source=source)
     actions.sort(key=lambda a: a.time)
-    return Trace(arrivals=arrivals, durations=durations, jobs=jobs, actions=actions)
+    return Trace(arrivals=arrivals, durations=durations, jobs=jobs, actions=actions, live=live)
 
 
 def _action(obj: dict[str, Any], where: str) -> ActionRecord:

@@ -82,6 +82,42 @@ def test_trace_file_appends_and_replays(tmp_path):
     assert trace.fitted_costs({"t": (1.0, 0.01)})["t"] == pytest.approx((1.0, 0.01))
 
 
+def test_the_replay_of_a_daemons_trace_learns_costs_as_the_daemon_did(tmp_path):
+    """A daemon's trace (`source: freshet run`) is replayed by a Scheduler that learns α, β from its
+    measured durations, a cold first job left out (§2.4), and a table with no recorded job is given
+    its settled peers' medians (cost.Peers), not the config's default; a trace of no daemon is
+    replayed with the true costs (§4.1)."""
+    from sim.simulator import Simulation, prepare, simulate
+    from warehouse.config import parse_config
+
+    cfg = parse_config({"streams": [{"name": f"s{t}", "period": 10} for t in "abc"],
+                        "tables": [{"name": t, "stream": f"s{t}"} for t in "abc"],
+                        "scheduler": {"tracks": 1}})
+    for live in (True, False):
+        path = tmp_path / f"{live}.jsonl"
+        tr = TraceWriter.append_to(path, {"source": "freshet run" if live else "a test"})
+        for k in range(10):
+            for t in "abc":
+                tr.arrival(Arrival(time=10.0 * k + 10.5, stream=f"s{t}", partition=f"p{k}", start=10.0 * k,
+                                   end=10.0 * k + 10.0, rows=100))
+            for t in "ab":  # c never ran in the daemon
+                tr.job(JobRecord(time=10.0 * k + 11.0, table=t, start=10.0 * k, end=10.0 * k + 10.0,
+                                 duration=6.0 if k == 0 else 0.3, rows=100, track=0, work=10.0, cold=k == 0))
+        tr.close()
+        trace = read_trace(path)
+        assert trace.live is live
+        res = simulate(cfg, trace=trace, until=110.0)
+        assert res.config.scheduler.learn_costs is live
+    fitted = trace.fitted_costs({t: (1.0, 0.1) for t in "abc"}, [["a", "b", "c"]])
+    e = {t: a + b * 10.0 for t, (a, b) in fitted.items()}
+    assert e["a"] == pytest.approx(0.3, rel=0.05) and e["c"] == pytest.approx(e["a"])  # the default: 2.0
+    assert "c" not in trace.fitted_costs({t: (1.0, 0.1) for t in "abc"})  # alone, no job: no estimate
+    sim = Simulation(prepare(cfg, 0, learn=True), trace=read_trace(tmp_path / "True.jsonl"))
+    sim.run(until=110.0)
+    learned = {t: sim.sched._tables[t].cost.estimate(10.0) for t in "abc"}
+    assert learned["a"] == pytest.approx(0.3, rel=0.05) and 0.2 < learned["c"] < 0.4  # (the default: 2.0)
+
+
 def test_run_rejects_bad_arguments(tmp_path):
     import argparse
 

@@ -178,6 +178,12 @@ class TableConfig(Strict):
     def is_stateful(self) -> bool:
         return self.kind == "stateful"
 
+    @property
+    def peer_kind(self) -> tuple[bool, bool] | None:
+        """(base, stateful): the kind of table whose settled cost models this one's prior follows
+        (cost.Peers); None when its `cost` is stated."""
+        return None if self.cost is not None else (self.is_base, self.is_stateful)
+
 
 Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo", "aoi-quadratic", "rollout"]
 RolloutBase = Literal["max-benefit", "aoi-quadratic", "edf-p", "edf", "fifo", "auto"]
