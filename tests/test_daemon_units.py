@@ -108,11 +108,12 @@ def test_the_replay_of_a_daemons_trace_learns_costs_as_the_daemon_did(tmp_path):
         assert trace.live is live
         res = simulate(cfg, trace=trace, until=110.0)
         assert res.config.scheduler.learn_costs is live
+    trace = read_trace(tmp_path / "True.jsonl")
     fitted = trace.fitted_costs({t: (1.0, 0.1) for t in "abc"}, [["a", "b", "c"]])
     e = {t: a + b * 10.0 for t, (a, b) in fitted.items()}
     assert e["a"] == pytest.approx(0.3, rel=0.05) and e["c"] == pytest.approx(e["a"])  # the default: 2.0
     assert "c" not in trace.fitted_costs({t: (1.0, 0.1) for t in "abc"})  # alone, no job: no estimate
-    sim = Simulation(prepare(cfg, 0, learn=True), trace=read_trace(tmp_path / "True.jsonl"))
+    sim = Simulation(prepare(cfg, 0, learn=True), trace=trace)
     sim.run(until=110.0)
     learned = {t: sim.sched._tables[t].cost.estimate(10.0) for t in "abc"}
     assert learned["a"] == pytest.approx(0.3, rel=0.05) and 0.2 < learned["c"] < 0.4  # (the default: 2.0)
