@@ -543,12 +543,12 @@ def simulate(
 ) -> SimResult:
     """Run the workload, then its ideal over the same horizon; return both (§4.1). `tuner` (e.g.
     sim.selftune.attach) is attached to the run, not the ideal; its `summary()` goes in `extra`."""
-    cfg = prepare(config, seed)
+    cfg = prepare(config, seed)  # (the ideal's: the true costs)
     if events is None and until is None and trace is None:
         events = cfg.sim.events
     # a daemon's trace: its twin learns α, β from the durations the daemon learned them from (§2.4)
-    sim = Simulation(prepare(config, seed, learn=True) if trace is not None and trace.live else cfg,
-                     seed=seed, trace=trace, writer=writer)
+    live = trace is not None and trace.live
+    sim = Simulation(prepare(config, seed, learn=True) if live else cfg, seed=seed, trace=trace, writer=writer)
     hook = tuner(sim, trace) if tuner is not None else None
     run = sim.run(events=events, until=until)
     ideal_sim = Simulation(ideal_config(cfg), seed=seed, trace=trace, use_measured=False)

@@ -50,7 +50,7 @@ class Spec(NamedTuple):
     alpha: float  # the cost prior (§2.4): a new table's CostModel starts from it
     beta: float
     learn: bool  # scheduler.learn_costs
-    shared: tuple[bool, bool] | None  # on the config's default prior: its kind, whose settled peers' medians it takes (cost.Peers)
+    peer_kind: tuple[bool, bool] | None  # TableConfig.peer_kind: on the default prior, the kind whose settled models it leans on
     sources: tuple[str, ...]
     dependents: tuple[str, ...]
     # derived: (sql or the stateful increment, its sources' time columns, refresh_mode, lookback,
@@ -144,7 +144,7 @@ def blueprint(config: FreshetConfig, costs: Mapping[str, tuple[float, float]] | 
             base=tc.is_base, priority=tc.priority, period=periods[name],
             lateness=streams[tc.stream].lateness if tc.stream else 0.0, granularity=tc.granularity,
             target=tc.target_staleness, stream=tc.stream, alpha=prior.alpha, beta=prior.beta, learn=sc.learn_costs,
-            shared=tc.peer_kind,
+            peer_kind=tc.peer_kind,
             sources=dag.sources[name], dependents=dag.dependents[name], derived=derived,
             policy=(policy.optimize_every, policy.vacuum_every, policy.vacuum_retain))
     inherited = inherit({n: s.priority for n, s in specs.items()}, dag.dependents, dag.order, sc.inheritance, sc.inheritance_k)

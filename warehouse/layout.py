@@ -66,8 +66,8 @@ def lay_out(bp: Blueprint, was: Blueprint | None, old: dict[str, Table], old_str
     for t in by_idx:
         spec = bp.specs[t.name]
         t.cost.peers = None
-        if spec.shared is not None and t.cost.learn:
-            kinds.setdefault(spec.shared, []).append(t.cost)
+        if spec.peer_kind is not None and t.cost.learn:
+            kinds.setdefault(spec.peer_kind, []).append(t.cost)
     Peers(list(kinds.values()))
     return Layout(tables, by_idx, list(order), by_stream, adopting, touched_list)
 
