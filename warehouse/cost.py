@@ -19,11 +19,14 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from policies.bulk import BULK_FACTOR
+
 __all__ = ["CostModel", "Peers", "RowRate"]
 
 
 _LOG_BOUND = 460.0  # |log rows per second| at most this: e^±460 ≈ 10^±200, squares stay finite
 _BOUND = 1e100  # n and durations beyond this (seconds) count as this: sums of squares stay finite
+UNMEASURED = 2 * BULK_FACTOR  # an unmeasured β's estimate, at most this many typical jobs: bulk (`estimate`)
 
 
 @dataclass(slots=True)
@@ -71,14 +74,20 @@ class CostModel:
     _snd: float = 0.0
     _sl: float = 0.0  # decayed Σ log(1 + n)
     _scale: float = 1.0  # typical n, so the prior on β has the same weight as on α
+    _cap: float = math.inf  # the most E(n) says while β is unmeasured (`spans`): see `estimate`
     peers: Peers | None = None  # tables on the same default prior (Peers), None: its prior is its own
 
     def __post_init__(self) -> None:
         self._alpha0, self._beta0 = self.alpha, self.beta
 
     def estimate(self, n: float) -> float:
-        """E(n) in seconds."""
-        return self.alpha + self.beta * (0.0 if n < 0.0 else n)  # max(n, 0.0) without the call
+        """E(n) in seconds. While β is unmeasured (jobs of about one size, `spans`), at most
+        UNMEASURED × the cost of a typical job: a β that never showed itself, extrapolated to a
+        burst 1,000× the usual rows, put a 5-s load at an hour, and Max-Benefit's p·ΔF/E left the
+        table stale until the warehouse was idle. Capped, it is a bulk load (policies.bulk: one
+        at a time), ranked by a cost it may have, and what it takes measures β."""
+        e = self.alpha + self.beta * (0.0 if n < 0.0 else n)  # max(n, 0.0) without the call
+        return e if e < self._cap else self._cap
 
     def observe(self, n: float, duration: float, cold: bool = False) -> None:
         """Fold in one job that loaded freshness delta n and ran for `duration` seconds. A `cold`
@@ -102,12 +111,22 @@ class CostModel:
         self._snd = self._snd * d + n * duration
         self._sl = self._sl * d + math.log1p(n)
         self.n_obs += 1
+        spanned = self.spans
         # typical n: a geometric mean, so that a few bulk loads (n 10,000× the usual) do not make
         # the prior a pseudo-job of that size whose β0·n swamps what the jobs measured
         self._scale = max(math.expm1(self._sl / self._w), 1e-9)
         self._solve()
         if self.peers is not None:
-            self.peers.observed(self)
+            self.peers.observed(self, news=self.spans and not spanned)
+
+    @property
+    def spans(self) -> bool:
+        """Has β been measured: settled, over jobs whose n varied by as much as a typical n (a
+        bulk load among ordinary ones)? Jobs of about the same n say nothing of β (`_solve`)."""
+        if self.n_obs < self.settled:
+            return False
+        n_bar = self._sn / self._w
+        return self._snn / self._w - n_bar * n_bar >= self._scale * self._scale
 
     def reprior(self, alpha: float, beta: float) -> None:
         """The prior is now (α, β) (`Peers`): E(n) is it until a job is seen, then leans on it."""
@@ -145,12 +164,14 @@ class CostModel:
             alpha = 0.0
             beta = max(self._snd / self._snn, 0.0) if self._snn > 1e-12 else beta
         self.alpha, self.beta = alpha, beta
+        self._cap = math.inf if self.spans else UNMEASURED * (alpha + beta * self._scale)
 
 
 class Peers:
     """The cost models on the config's default prior, by kind of table (base, derived, stateful):
     each one's prior is the median α and β of the settled models of its kind (`settled` jobs or
-    more) — an untried table's estimate, what a table with few jobs leans on (β is its prior until
+    more; β of those that measured it, `spans`, if any did: one table's burst tells every table
+    of its kind what rows cost) — an untried table's estimate, what a table with few jobs leans on (β is its prior until
     the third job) — or, while none of its kind is settled, of every settled model. The default
     (α = 1 s, β = 0.1) was several times a live 200-row append, and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β
     kept a table still near it below every settled table of its priority: it was not chosen, so
@@ -168,23 +189,25 @@ class Peers:
             for m in models:
                 m.peers = self
 
-    def observed(self, m: CostModel) -> None:
-        """`m` saw a job: the priors again when it has just settled, else once every M/4 jobs of
-        the M models (a median over 1,000 is ~90 µs, the re-solves ~1 µs each)."""
+    def observed(self, m: CostModel, news: bool = False) -> None:
+        """`m` saw a job: the priors again when it has just settled or measured β (`news`), else
+        once every M/4 jobs of the M models (a median over 1,000 is ~90 µs, the re-solves ~1 µs
+        each)."""
         self._since += 1
-        if m.n_obs != m.settled and 4 * self._since < self.size:
+        if not news and m.n_obs != m.settled and 4 * self._since < self.size:
             return
         self._since = 0
         settled = [[x for x in models if x.n_obs >= x.settled] for models in self.kinds]
         every = [x for own in settled for x in own]
         if not every:
             return
-        fallback = _medians(every)
-        for models, own in zip(self.kinds, settled, strict=True):
-            alpha, beta = _medians(own) if own else fallback
+        priors = [_medians(own or every) for own in settled]  # (all before any model is re-solved)
+        for models, (alpha, beta) in zip(self.kinds, priors, strict=True):
             for x in models:
                 x.reprior(alpha, beta)
 
 
 def _medians(models: list[CostModel]) -> tuple[float, float]:
-    return statistics.median(x.alpha for x in models), statistics.median(x.beta for x in models)
+    """The median α, and the median β of those that measured theirs (`spans`), if any do."""
+    measured = [x for x in models if x.spans] or models
+    return statistics.median(x.alpha for x in models), statistics.median(x.beta for x in measured)
