@@ -213,10 +213,12 @@ def test_the_twin_predicts_before_the_run_from_earlier_costs(tmp_path: Path) -> 
     assert set(fitted) == set(every) and set(by_kind) == {"base-calm", "base-burst", "rollup", "join"}
     a, b = predict(big, cheap), predict(big, dear)
     assert a["tables_with_own_costs"] == 4 and a["cores"] is None  # the measured costs hold the contention
+    assert a["kinds_from_every_table"] == ["stateful"]  # none in the earlier run: every table's medians
     assert 0 < a["predicted_weighted_staleness"] < b["predicted_weighted_staleness"]
     # sharing cores on top of them slows the jobs again (what made the 60-table predictions 42 % too stale)
     assert predict(big, dear, cores=1)["predicted_weighted_staleness"] > b["predicted_weighted_staleness"]
-    assert "no job of kind join" in predict(big, earlier(tmp_path / "nojoin", 1.0, every[:3]))["error"]
+    nojoin = predict(big, earlier(tmp_path / "nojoin", 1.0, every[:3]))
+    assert nojoin["kinds_from_every_table"] == ["join", "stateful"] and nojoin["predicted_weighted_staleness"] > 0
 
 
 def test_order_is_a_seeded_shuffle() -> None:
@@ -289,7 +291,10 @@ def test_a_larger_warehouse_is_drawn_from_todays_mix() -> None:
     assert {(s.period, s.priority, s.rate, s.bursts) for s in big.streams} <= mix
     calm = {s.table for s in big.streams if not s.bursts}
     assert all(set(d.sources) <= calm for d in big.derived if d.shape == "join")
-    assert {d.shape for d in big.derived[3:]} == {"join", "rollup"} and len({d.name for d in big.derived}) == 12
+    assert [d.shape for d in big.derived[3:7]] == ["stateful", "rollup", "join", "rollup"]
+    assert sum(d.stateful for d in big.derived) == 3 and len({d.name for d in big.derived}) == 12
+    state = next(t for t in parse_config(big.freshet_config("/tmp/w", "/tmp/l")).tables if t.is_stateful)
+    assert state.key == ["key"] and set(state.fold) == {"n", "total", "ts"}
     assert column_problems(parse_config(big.freshet_config("/tmp/w", "/tmp/l"))) == []  # valid, its SQL too
     burst = (10.0, 30.0)
     rows = {n: generate(3, 60.0, burst, 100.0 * spec.build(n).burst_scale(), tables=n).rows_offered(*burst)
@@ -380,6 +385,28 @@ def test_output_check_on_hand_computed_windows(tmp_path: Path) -> None:
     assert honest["d_join"]["checked_windows"] == 1 and honest["d_join"]["mismatched_windows"] == 0
     assert ss["d_join"]["mismatched_windows"] == 1 and ss["d_join"]["windows"] == [40]
     assert honest["d_agg"]["status"] == "no table" and view["d_join"]["status"] == "no table"
+
+
+def test_output_check_of_a_stateful_table_key_by_key(tmp_path: Path) -> None:
+    """A state is checked as of the newest time it holds (T+70 here): key 0 has 2 rows (1.0 + 2.0,
+    newest T+60) and key 1 one (T+70); the row at T+130 is not folded yet. A state that counted
+    key 0's rows once, or holds key 1 twice, differs."""
+    from scripts.live.check import check_table
+
+    d = next(x for x in spec.build(60).derived if x.stateful)
+    src = [(T + 10, 0, 1.0), (T + 60, 0, 2.0), (T + 70, 1, 3.0), (T + 130, 0, 4.0)]
+    states = {"honest": [(0, 2, 3.0, T + 60), (1, 1, 3.0, T + 70)],
+              "once": [(0, 1, 3.0, T + 60), (1, 1, 3.0, T + 70)],
+              "twice": [(0, 2, 3.0, T + 60), (1, 1, 3.0, T + 70), (1, 1, 3.0, T + 70)]}
+    got = {}
+    for name, rows in states.items():
+        _write(tmp_path / name / d.sources[0], src, ("ts", "key", "value"))
+        _write(tmp_path / name / d.name, [(t, k, n, v) for k, n, v, t in rows], ("ts", "key", "n", "total"))
+        got[name] = check_table(tmp_path / name, d, start=T)
+    assert got["honest"]["checked_keys"] == 2 and got["honest"]["mismatched_windows"] == 0
+    assert got["honest"]["complete_until"] == 70 and got["honest"]["incomplete_windows_held"] == 0
+    assert got["once"]["mismatched_keys"] == 1 and got["once"]["windows"] == [70]
+    assert got["twice"]["mismatched_keys"] == 1 and got["twice"]["mismatched_windows"] == 1
 
 
 def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -522,19 +549,23 @@ def test_output_check_agrees_with_spark_sql(spark, tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
-    """freshet and cron on a 30 s trace (10 s warm-up): the JSON has the issue's layout, every contestant's
-    tables are Delta tables under its root, and the figures agree with the per-table ones."""
+def test_two_contestants_on_a_short_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """freshet and cron on a 30 s trace (10 s warm-up) of 20 tables (today's 15, four more streams
+    and a stateful table over b00): the JSON has the issue's layout, every contestant's tables are
+    Delta tables under its root, the figures agree with the per-table ones, and the state equals
+    its aggregate key by key."""
     out = tmp_path / "bench"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    wh = spec.build(20)
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
+                           "--tables", "20",
                            "--shape", "10,5,5,10,20", "--out", str(out), "--json", str(out / "r.json"),
                            "--allow-load", "--settle", "0", "--align", "1", "--min-free-gb", "0.5"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())
     assert r["window"] == [10.0, 30.0] and r["time_column"] == "ts"
-    assert r["priorities"] == spec.DEFAULT.priorities()
+    assert r["priorities"] == wh.priorities() and [d.name for d in wh.derived if d.stateful] == ["d_state_003"]
     assert [c["name"] for c in r["contestants"]] == ["freshet", "cron"]
     never = sum(r["priorities"].values()) * (10.0 + 30.0) / 2  # Σp·S averaged if nothing were ever loaded
     summary = {c["name"]: {"status": c["status"], "error": c["error"], "load": c["load_average"],
@@ -554,8 +585,9 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
         assert c["settings"]["spark"]["spark.scheduler.mode"] == "FAIR" and "flagged" in c["load_average"]
         assert all(v["status"] in ("checked", "empty", "no table") and v["mismatched_windows"] == 0
                    for v in c["check"].values()), c["check"]
-        assert all(c["check"][d.name]["status"] == "checked" for d in spec.DEFAULT.derived
+        assert all(c["check"][d.name]["status"] == "checked" for d in wh.derived
                    if c["tables"][d.name]["commits"] >= 1), c["check"]  # a derived table with rows is checked
+        assert c["tables"]["d_state_003"]["commits"] >= 1 and c["check"]["d_state_003"]["checked_keys"] >= 8, summary
         assert c["weighted_staleness_complete"] == pytest.approx(c["weighted_staleness"], rel=1e-6)
         assert 0 < c["starvation"]["seconds"] <= 20.0 and c["cpu_seconds_per_row"] > 0
     # freshness from the log = the newest event time in the data (delta-rs, independently)
@@ -569,6 +601,7 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path) -> None:
     # --reuse: the same run measured again from its kept Delta tables gives the same figures
     from scripts import bench_live
 
+    monkeypatch.setenv("BENCH_TABLES", "15")  # (main sets it to the trace's 20: undone after the test)
     assert bench_live.main(["--only", "", "--reuse", str(out / "r.json"), "--trace", str(out / "trace.json"),
                             "--out", str(out), "--json", str(out / "again.json")]) == 0
     again = json.loads((out / "again.json").read_text())

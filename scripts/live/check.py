@@ -7,7 +7,8 @@ Computed independently of every contestant's Spark: the tables are read with del
 the granularity) and at most what the derived table itself claims (its newest `ts`). The roll-ups'
 windows are their buckets, `(start, end]` labelled by the end as the spec says; the join's are the
 10-second buckets `(start, end]` of the left row's time (a reporting grid: the join has no
-granularity). A roll-up is also checked against the other convention, `[start, end)` (Structured
+granularity). A stateful table is one window: its state, key by key, against the aggregate of its
+source up to the newest time it holds. A roll-up is also checked against the other convention, `[start, end)` (Structured
 Streaming's `window()`), as a secondary figure; rows the derived table holds for windows its
 sources do not cover yet (an incomplete window committed) are counted apart.
 """
@@ -126,6 +127,35 @@ def _by_window(rows: list[tuple], grid_us: int) -> dict[int, list[tuple]]:
     return out
 
 
+def _state_mismatches(src: Any, mine: Any, upto_us: int) -> tuple[int, list[int]]:
+    """(keys checked, keys that differ): the state against `SELECT key, count(*), sum(value),
+    max(ts) FROM src WHERE ts <= upto GROUP BY key` — one row per key, the same count, sum and time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    want: dict[int, list] = {}
+    for batch in src.to_batches(columns=["ts", "key", "value"]):
+        if not batch.num_rows:
+            continue
+        us = _us(batch.column(0))
+        t = pa.table({"us": us, "k": batch.column(1), "v": batch.column(2)}).filter(pc.less_equal(pa.array(us), upto_us))
+        agg = t.group_by("k").aggregate([("v", "count"), ("v", "sum"), ("us", "max")]).to_pydict()
+        for k, n, v, m in zip(agg["k"], agg["v_count"], agg["v_sum"], agg["us_max"], strict=True):
+            cell = want.setdefault(int(k), [0, 0.0, m])
+            cell[0] += int(n)
+            cell[1] += float(v or 0.0)
+            cell[2] = max(cell[2], m)
+    got: dict[int, list[tuple]] = defaultdict(list)
+    t = mine.to_table(columns=["key", "n", "total", "ts"])
+    for k, n, v, m in zip(t.column("key").to_pylist(), t.column("n").to_pylist(), t.column("total").to_pylist(),
+                          _us(t.column("ts")), strict=True):
+        got[int(k)].append((int(n), float(v), int(m)))
+    keys = sorted(set(want) | set(got))
+    bad = [k for k in keys if k not in want or len(got[k]) != 1 or got[k][0][0] != want[k][0]
+           or not _same_total(got[k][0][1], want[k][1]) or got[k][0][2] != want[k][2]]
+    return len(keys), bad
+
+
 def check_table(root: Path, d: Derived, start: float | None = None) -> dict[str, Any]:
     """The check of one derived table under `root` (see the module's docstring). Windows are
     reported as their end in seconds from `start` (epoch seconds when `start` is None)."""
@@ -144,6 +174,12 @@ def check_table(root: Path, d: Derived, start: float | None = None) -> dict[str,
     rel = (lambda us: round(us / _US - start, 3)) if start is not None else (lambda us: us / _US)  # noqa: E731
     out: dict[str, Any] = {"status": "checked", "convention": "(start, end]",
                            "complete_until": rel(limit), "sources_until": rel(edge)}
+    if d.stateful:  # one state, as of the newest time it folded: checked key by key
+        keys, bad_keys = _state_mismatches(srcs[d.sources[0]], mine, own)
+        out.update(convention="state as of its newest ts", complete_until=rel(own), checked_windows=1,
+                   mismatched_windows=int(bool(bad_keys)), windows=[rel(own)] if bad_keys else [],
+                   checked_keys=keys, mismatched_keys=len(bad_keys), incomplete_windows_held=int(own > edge))
+        return out
     if d.granularity:
         right, left = _rollup_expected(srcs[d.sources[0]], grid)
         actual = _rollup_actual(mine)

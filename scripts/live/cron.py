@@ -122,7 +122,8 @@ def derived_job(t: TableConfig, executor: Executor, job_id: int) -> StartJob | N
     start = own.freshness if own.freshness is not None else min(s.origin for s in srcs if s.origin is not None)
     if end <= start:
         return None
-    return StartJob(job_id=job_id, table=t.name, track=0, kind="derived", start=start, end=end,
+    return StartJob(job_id=job_id, table=t.name, track=0, kind="stateful" if t.is_stateful else "derived",
+                    start=start, end=end,
                     new_freshness=end, new_safe_freshness=end, sources=tuple(t.sources))
 
 

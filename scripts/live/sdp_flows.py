@@ -3,7 +3,8 @@
 `scripts/live/pipelines.py` copies this file into the pipeline's `transformations/` folder; the
 `spark-pipelines` runner imports it. The base tables are streaming tables reading each stream's
 landing folder with the file source; the derived tables are materialized views with the same
-queries as Freshet's SQL (bucketed roll-ups, the band join), recomputed by every pipeline update
+queries as Freshet's SQL (bucketed roll-ups, the band join; a stateful table's state as one
+aggregate by key over its whole source), recomputed by every pipeline update
 (the open-source runner has no incremental refresh of materialized views). Streaming tables
 for them were tried first: a streaming flow with `withWatermark` on another dataset of the
 pipeline fails to register over Spark Connect (`[TABLE_OR_VIEW_NOT_FOUND] The table or view
@@ -58,11 +59,20 @@ def _join(name: str, left: str, right: str) -> None:
                         F.to_date(F.col("a.ts")).alias("date")))
 
 
+def _state(name: str, source: str) -> None:
+    @dp.materialized_view(name=name)
+    def _s():
+        return (spark.read.table(source).groupBy("key")
+                .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"), F.max("ts").alias("ts")))
+
+
 SPEC = from_env()
 for _s in SPEC.streams:
     _base(_s.name, _s.table)
 for _d in SPEC.derived:
-    if _d.shape == "join":
+    if _d.stateful:
+        _state(_d.name, _d.sources[0])
+    elif _d.shape == "join":
         _join(_d.name, *_d.sources)
     else:
         _rollup(_d.name, _d.sources[0], _d.granularity)

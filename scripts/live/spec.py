@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-__all__ = ["DEFAULT", "HOT_STREAMS", "KEYS", "SCHEMA", "SPARK_CONF", "SPEC_SEED", "TRACE_KINDS", "Derived", "Spec",
-           "Stream", "build", "bursting", "from_env"]
+__all__ = ["DEFAULT", "HOT_STREAMS", "KEYS", "SCHEMA", "SPARK_CONF", "SPEC_SEED", "STATE_FOLD", "TRACE_KINDS", "Derived",
+           "Spec", "Stream", "build", "bursting", "from_env"]
 
 SCHEMA = {"ts": "timestamp", "key": "int", "value": "double"}  # every stream; tables add `date`
 KEYS = 16  # distinct `key` values: the join's fan-out is rows(b02 in 30 s) / KEYS
@@ -50,13 +50,15 @@ class Derived:
     granularity: float | None  # a roll-up's bucket length; None for a band join
     lookback: float
     target: float
-    sql: str
+    sql: str  # a stateful table's increment
+    stateful: bool = False
 
     @property
     def shape(self) -> str:
-        """`rollup` (`granularity`-second buckets of one source) or `join` (each row of
-        `sources[0]` with the rows of `sources[1]` of its key in the `lookback` before it)."""
-        return "join" if self.granularity is None else "rollup"
+        """`rollup` (`granularity`-second buckets of one source), `join` (each row of
+        `sources[0]` with the rows of `sources[1]` of its key in the `lookback` before it) or
+        `stateful` (per key of one source: its rows, their sum, its newest time — `STATE_FOLD`)."""
+        return "stateful" if self.stateful else "join" if self.granularity is None else "rollup"
 
 
 # Today's twelve streams (period s, priority, rows/s, bursts): the mix every warehouse size draws from.
@@ -77,9 +79,19 @@ def _band(a: str, b: str) -> str:
             "WHERE a.ts > :window_start AND a.ts <= :window_end")
 
 
-# The three derived shapes in today's order: (name, priority, granularity, target); their sources
-# are today's for the first three tables, drawn from the seed for the others (`build`).
-_SHAPES = (("d_rollup", 40.0, 60.0, 120.0), ("d_join", 50.0, None, 60.0), ("d_agg", 20.0, 30.0, 90.0))
+def _state(src: str) -> str:
+    """The increment of a stateful table (docs/warehouse.md § Stateful tables): one row per key."""
+    return (f"SELECT key, count(*) AS n, sum(value) AS total, max(ts) AS ts FROM {src} "
+            "WHERE ts > :window_start AND ts <= :window_end GROUP BY key")
+
+
+STATE_FOLD = {"n": "count", "total": "sum", "ts": "max"}  # the state: SELECT key, count(*), sum(value), max(ts) GROUP BY key
+
+# The derived shapes: (name, priority, granularity, target); today's three first, their sources
+# today's; beyond them the four in turn (the stateful one since the warehouse had one, Scale in
+# docs/benchmarks.md), their sources drawn from the seed (`build`).
+_SHAPES = (("d_rollup", 40.0, 60.0, 120.0), ("d_join", 50.0, None, 60.0), ("d_agg", 20.0, 30.0, 90.0),
+           ("d_state", 30.0, None, 90.0))
 SPEC_SEED = 20261128  # fixed before the first scale run (docs/benchmarks.md § Scale)
 
 
@@ -141,7 +153,11 @@ class Spec:
                   for s in self.streams),
                 *({"name": d.name, "sources": list(d.sources), "priority": d.priority, "sql": d.sql,
                    "target_staleness": d.target, "lookback": d.lookback,
-                   **({"granularity": d.granularity} if d.granularity else {})} for d in self.derived),
+                   **({"granularity": d.granularity} if d.granularity else {})}
+                  for d in self.derived if not d.stateful),
+                *({"name": d.name, "kind": "stateful", "sources": list(d.sources), "priority": d.priority,
+                   "target_staleness": d.target, "key": ["key"], "increment": d.sql, "fold": dict(STATE_FOLD)}
+                  for d in self.derived if d.stateful),
             ],
             "scheduler": {"tracks": tracks, "policy": policy, "partitioner": partitioner},
             "spark": {"master": master, "conf": dict(SPARK_CONF)},
@@ -165,14 +181,16 @@ def build(tables: int = 15, seed: int = SPEC_SEED) -> Spec:
     calm = [s.table for s in streams if not s.bursts]
     derived: list[Derived] = []
     for i in range(n_derived):
-        name, prio, g, target = _SHAPES[i % 3]
+        name, prio, g, target = _SHAPES[i if i < 3 else i % 4]
+        stateful = name == "d_state"
+        join = g is None and not stateful
         if i < 3:  # today's three
             sources = {0: ("b04",), 1: ("b01", "b02"), 2: ("b03",)}[i]
         else:
             name = f"{name}_{i:03d}"
-            sources = tuple(rng.sample(calm, 2)) if g is None else (rng.choice(streams).table,)
-        sql = _band(*sources) if g is None else _bucket(int(g), sources[0])
-        derived.append(Derived(name, sources, prio, g, 30.0 if g is None else 0.0, target, sql))
+            sources = tuple(rng.sample(calm, 2)) if join else (rng.choice(streams).table,)
+        sql = _band(*sources) if join else _state(sources[0]) if stateful else _bucket(int(g), sources[0])  # type: ignore[arg-type]
+        derived.append(Derived(name, sources, prio, g, 30.0 if join else 0.0, target, sql, stateful))
     return Spec(streams, tuple(derived))
 
 

@@ -11,7 +11,10 @@ Structured Streaming — one Spark application, one streaming query per table.
   `d_rollup` / `d_agg` — `window(ts, 1 minute | 30 seconds)` aggregations with a watermark, in
   append mode (a bucket is written once the watermark passes its end; the bucket's end is its
   `ts`); `d_join` — a stream-stream inner join of `b01` with the `b02` rows of the same key in the
-  30 s before each `b01` row, both sides with watermarks so the join state is bounded.
+  30 s before each `b01` row, both sides with watermarks so the join state is bounded;
+  `d_state_*` — a streaming aggregation by key (count, sum, newest `ts`) in update mode, each
+  micro-batch's updated keys upserted into the Delta table with a `MERGE` in `foreachBatch` (Delta's
+  documented upsert from a streaming aggregation).
 - **Settings a user would pick**: `trigger(processingTime="2 seconds")` for every query (the
   default trigger, "as fast as possible", re-lists every source about every 10 ms when idle —
   15 queries doing that starve 2 cores); watermark delay = the streams' declared lateness (0 s:
@@ -111,6 +114,24 @@ def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
         finally:
             sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
+    def upsert(df, table: str):  # noqa: ANN001, ANN202
+        p, path = plan(table), str(root / table)
+        spark.createDataFrame([], "key int, n bigint, total double, ts timestamp").write.format("delta").mode(
+            "ignore").save(path)
+
+        def merge(batch, _batch_id: int) -> None:  # noqa: ANN001 — the keys updated, with their totals
+            batch.createOrReplaceTempView(f"updates_{table}")
+            batch.sparkSession.sql(f"MERGE INTO delta.`{path}` t USING updates_{table} s ON t.key = s.key "
+                                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+
+        sc.setLocalProperty("spark.scheduler.pool", p.pool)  # type: ignore[arg-type]
+        try:
+            return (df.writeStream.outputMode("update").foreachBatch(merge)
+                    .option("checkpointLocation", str(ckpt / table)).trigger(processingTime=p.trigger)
+                    .queryName(table).start())
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
     def delta(table: str, delay: float):  # noqa: ANN202
         return spark.readStream.format("delta").load(str(root / table)).withWatermark("ts", f"{delay:g} seconds")
 
@@ -124,6 +145,12 @@ def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
         queries.append(sink(reader.parquet(str(landing / s.name / "*")), s.table))
     lag = {s.table: lateness[s.name] for s in spec.streams}
     for d in spec.derived:
+        if d.stateful:
+            (src_table,) = d.sources
+            state = (delta(src_table, lag[src_table]).groupBy("key")
+                     .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"), F.max("ts").alias("ts")))
+            queries.append(upsert(state, d.name))
+            continue
         if d.shape == "join":
             left, right = d.sources
             a = delta(left, lag[left]).alias("a")
