@@ -302,13 +302,17 @@ def test_an_unmeasured_slope_is_not_extrapolated_to_a_burst():
 
 def test_one_tables_burst_tells_its_peers_what_rows_cost():
     """Peers: β is the median of the models that measured theirs (`spans`), so the first burst
-    loaded teaches every table of its kind, not the median of slopes no job showed."""
-    base = [CostModel(1.0, 0.1) for _ in range(4)]
+    loaded teaches every table of its kind — at once, not at the next of the re-medians every M/4
+    jobs — not the median of slopes no job showed."""
+    base = [CostModel(1.0, 0.1) for _ in range(40)]
     Peers([base])
     for m in base:
         for d in (1.0, 1.5, 2.0):
             m.observe(20, d)
     before = base[3].alpha + base[3].beta * 96_374
+    peers = base[0].peers
+    assert peers is not None
+    peers._since = 0  # (the next re-median by count is 10 jobs away)
     base[0].observe(96_374, 5.0)  # one table's first burst: 5 s for 5,000× the rows
     assert base[0].spans and before > 500
     assert base[3].beta < 1e-3 and base[3].estimate(96_374) < 10  # seconds, not the hour it was

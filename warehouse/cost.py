@@ -103,6 +103,7 @@ class CostModel:
         if self.n_obs >= self.settled:
             pred = max(self.estimate(n), 1e-9)
             duration = min(duration, pred * self.clip)
+        spanned = self.spans  # (before this job: whether it is the one that measured β)
         d = self.decay
         self._w = self._w * d + 1.0
         self._sn = self._sn * d + n
@@ -111,7 +112,6 @@ class CostModel:
         self._snd = self._snd * d + n * duration
         self._sl = self._sl * d + math.log1p(n)
         self.n_obs += 1
-        spanned = self.spans
         # typical n: a geometric mean, so that a few bulk loads (n 10,000× the usual) do not make
         # the prior a pseudo-job of that size whose β0·n swamps what the jobs measured
         self._scale = max(math.expm1(self._sl / self._w), 1e-9)
@@ -170,9 +170,9 @@ class CostModel:
 class Peers:
     """The cost models on the config's default prior, by kind of table (base, derived, stateful):
     each one's prior is the median α and β of the settled models of its kind (`settled` jobs or
-    more; β of those that measured it, `spans`, if any did: one table's burst tells every table
-    of its kind what rows cost) — an untried table's estimate, what a table with few jobs leans on (β is its prior until
-    the third job) — or, while none of its kind is settled, of every settled model. The default
+    more; β of those that measured it, `spans`, if any did: one table's burst tells every table of
+    its kind what rows cost) — an untried table's estimate, what a table with few jobs leans on (β
+    is its prior until the third job) — or, while none of its kind is settled, of every settled model. The default
     (α = 1 s, β = 0.1) was several times a live 200-row append, and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β
     kept a table still near it below every settled table of its priority: it was not chosen, so
     nothing corrected it (240 tables: priority-60 tables ran first 170 s into a 190-s run, or once at
