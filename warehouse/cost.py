@@ -19,14 +19,11 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from policies.bulk import BULK_FACTOR
-
 __all__ = ["CostModel", "Peers", "RowRate"]
 
 
 _LOG_BOUND = 460.0  # |log rows per second| at most this: e^±460 ≈ 10^±200, squares stay finite
 _BOUND = 1e100  # n and durations beyond this (seconds) count as this: sums of squares stay finite
-UNMEASURED = 2 * BULK_FACTOR  # an unmeasured β's estimate, at most this many typical jobs: bulk (`estimate`)
 
 
 @dataclass(slots=True)
@@ -74,20 +71,14 @@ class CostModel:
     _snd: float = 0.0
     _sl: float = 0.0  # decayed Σ log(1 + n)
     _scale: float = 1.0  # typical n, so the prior on β has the same weight as on α
-    _cap: float = math.inf  # the most E(n) says while β is unmeasured (`spans`): see `estimate`
     peers: Peers | None = None  # tables on the same default prior (Peers), None: its prior is its own
 
     def __post_init__(self) -> None:
         self._alpha0, self._beta0 = self.alpha, self.beta
 
     def estimate(self, n: float) -> float:
-        """E(n) in seconds. While β is unmeasured (jobs of about one size, `spans`), at most
-        UNMEASURED × the cost of a typical job: a β that never showed itself, extrapolated to a
-        burst 1,000× the usual rows, put a 5-s load at an hour, and Max-Benefit's p·ΔF/E left the
-        table stale until the warehouse was idle. Capped, it is a bulk load (policies.bulk: one
-        at a time), ranked by a cost it may have, and what it takes measures β."""
-        e = self.alpha + self.beta * (0.0 if n < 0.0 else n)  # max(n, 0.0) without the call
-        return e if e < self._cap else self._cap
+        """E(n) in seconds."""
+        return self.alpha + self.beta * (0.0 if n < 0.0 else n)  # max(n, 0.0) without the call
 
     def observe(self, n: float, duration: float, cold: bool = False) -> None:
         """Fold in one job that loaded freshness delta n and ran for `duration` seconds. A `cold`
@@ -164,7 +155,6 @@ class CostModel:
             alpha = 0.0
             beta = max(self._snd / self._snn, 0.0) if self._snn > 1e-12 else beta
         self.alpha, self.beta = alpha, beta
-        self._cap = math.inf if self.spans else UNMEASURED * (alpha + beta * self._scale)
 
 
 class Peers:
