@@ -281,27 +281,6 @@ def test_a_kind_with_no_settled_table_leans_on_every_settled_one():
     assert base[2].estimate(60) < 2.0
 
 
-def test_one_tables_burst_tells_its_peers_what_rows_cost():
-    """Live, 60 tables at 99a0f98: a priority-10 table's backlog of three 2,000,000-row partitions
-    (n = 96,374 s) was estimated at 3,698 s from its peers' β (0.04: the median of slopes through
-    jobs of one size, noise) and loaded last, while four tables had loaded such bursts in 2.9-6.0 s.
-    Peers: β is the median of the models that measured theirs (`spans`), so the first burst loaded
-    teaches every table of its kind — at once, not at the next re-median of every M/4 jobs."""
-    base = [CostModel(1.0, 0.1) for _ in range(40)]
-    Peers([base])
-    for m in base:
-        for d in (1.0, 1.5, 2.0):
-            m.observe(20, d)
-    before = base[3].alpha + base[3].beta * 96_374
-    peers = base[0].peers
-    assert peers is not None
-    peers._since = 0  # (the next re-median by count is 10 jobs away)
-    base[0].observe(96_374, 5.0)  # one table's first burst: 5 s for 5,000× the rows
-    assert base[0].spans and before > 500
-    assert base[3].beta < 1e-3 and base[3].estimate(96_374) < 10  # seconds, not the hour it was
-    assert base[3].estimate(20) == pytest.approx(1.5, rel=0.2)  # its ordinary job as it was
-
-
 def test_cost_model_a_few_bulk_loads_do_not_erase_alpha():
     """Live: five jobs of n = 20 s (0.4–0.9 s), then bulk loads of
     n ≈ 10^5 s (4–14 s). With the prior's weight scaled by the mean n (23,000), β0 = 0.1 was a

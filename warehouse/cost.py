@@ -94,7 +94,6 @@ class CostModel:
         if self.n_obs >= self.settled:
             pred = max(self.estimate(n), 1e-9)
             duration = min(duration, pred * self.clip)
-        spanned = self.spans  # (before this job: whether it is the one that measured β)
         d = self.decay
         self._w = self._w * d + 1.0
         self._sn = self._sn * d + n
@@ -108,16 +107,7 @@ class CostModel:
         self._scale = max(math.expm1(self._sl / self._w), 1e-9)
         self._solve()
         if self.peers is not None:
-            self.peers.observed(self, news=self.spans and not spanned)
-
-    @property
-    def spans(self) -> bool:
-        """Has β been measured: settled, over jobs whose n varied by as much as a typical n (a
-        bulk load among ordinary ones)? Jobs of about the same n say nothing of β (`_solve`)."""
-        if self.n_obs < self.settled:
-            return False
-        n_bar = self._sn / self._w
-        return self._snn / self._w - n_bar * n_bar >= self._scale * self._scale
+            self.peers.observed(self)
 
     def reprior(self, alpha: float, beta: float) -> None:
         """The prior is now (α, β) (`Peers`): E(n) is it until a job is seen, then leans on it."""
@@ -160,9 +150,8 @@ class CostModel:
 class Peers:
     """The cost models on the config's default prior, by kind of table (base, derived, stateful):
     each one's prior is the median α and β of the settled models of its kind (`settled` jobs or
-    more; β of those that measured it, `spans`, if any did: one table's burst tells every table of
-    its kind what rows cost) — an untried table's estimate, what a table with few jobs leans on (β
-    is its prior until the third job) — or, while none of its kind is settled, of every settled model. The default
+    more) — an untried table's estimate, what a table with few jobs leans on (β is its prior until
+    the third job) — or, while none of its kind is settled, of every settled model. The default
     (α = 1 s, β = 0.1) was several times a live 200-row append, and Max-Benefit's p·ΔF/E(ΔF) ≤ p/β
     kept a table still near it below every settled table of its priority: it was not chosen, so
     nothing corrected it (240 tables: priority-60 tables ran first 170 s into a 190-s run, or once at
@@ -179,25 +168,23 @@ class Peers:
             for m in models:
                 m.peers = self
 
-    def observed(self, m: CostModel, news: bool = False) -> None:
-        """`m` saw a job: the priors again when it has just settled or measured β (`news`), else
-        once every M/4 jobs of the M models (a median over 1,000 is ~90 µs, the re-solves ~1 µs
-        each)."""
+    def observed(self, m: CostModel) -> None:
+        """`m` saw a job: the priors again when it has just settled, else once every M/4 jobs of
+        the M models (a median over 1,000 is ~90 µs, the re-solves ~1 µs each)."""
         self._since += 1
-        if not news and m.n_obs != m.settled and 4 * self._since < self.size:
+        if m.n_obs != m.settled and 4 * self._since < self.size:
             return
         self._since = 0
         settled = [[x for x in models if x.n_obs >= x.settled] for models in self.kinds]
         every = [x for own in settled for x in own]
         if not every:
             return
-        priors = [_medians(own or every) for own in settled]  # (all before any model is re-solved)
-        for models, (alpha, beta) in zip(self.kinds, priors, strict=True):
+        fallback = _medians(every)
+        for models, own in zip(self.kinds, settled, strict=True):
+            alpha, beta = _medians(own) if own else fallback
             for x in models:
                 x.reprior(alpha, beta)
 
 
 def _medians(models: list[CostModel]) -> tuple[float, float]:
-    """The median α, and the median β of those that measured theirs (`spans`), if any do."""
-    measured = [x for x in models if x.spans] or models
-    return statistics.median(x.alpha for x in models), statistics.median(x.beta for x in measured)
+    return statistics.median(x.alpha for x in models), statistics.median(x.beta for x in models)
