@@ -24,7 +24,7 @@ from pyspark import pipelines as dp
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from scripts.live.spec import SCHEMA, from_env
+from scripts.live.spec import SCHEMA, from_env, state_of
 
 spark = SparkSession.active()
 LANDING = os.environ["BENCH_LANDING"]
@@ -62,8 +62,7 @@ def _join(name: str, left: str, right: str) -> None:
 def _state(name: str, source: str) -> None:
     @dp.materialized_view(name=name)
     def _s():
-        return (spark.read.table(source).groupBy("key")
-                .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"), F.max("ts").alias("ts")))
+        return state_of(spark.read.table(source))
 
 
 SPEC = from_env()

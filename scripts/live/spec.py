@@ -19,7 +19,7 @@ from functools import cache
 from typing import Any
 
 __all__ = ["DEFAULT", "HOT_STREAMS", "KEYS", "SCHEMA", "SPARK_CONF", "SPEC_SEED", "STATE_FOLD", "TRACE_KINDS", "Derived",
-           "Spec", "Stream", "build", "bursting", "from_env"]
+           "Spec", "Stream", "build", "bursting", "from_env", "state_of"]
 
 SCHEMA = {"ts": "timestamp", "key": "int", "value": "double"}  # every stream; tables add `date`
 KEYS = 16  # distinct `key` values: the join's fan-out is rows(b02 in 30 s) / KEYS
@@ -86,6 +86,14 @@ def _state(src: str) -> str:
 
 
 STATE_FOLD = {"n": "count", "total": "sum", "ts": "max"}  # the state: SELECT key, count(*), sum(value), max(ts) GROUP BY key
+
+
+def state_of(df: Any) -> Any:
+    """A stateful table's state as a peer computes it with the DataFrame API (a stream or a whole
+    source): `STATE_FOLD`'s aggregate by key."""
+    from pyspark.sql import functions as F
+
+    return df.groupBy("key").agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"), F.max("ts").alias("ts"))
 
 # The derived shapes: (name, priority, granularity, target); today's three first, their sources
 # today's; beyond them the four in turn (the stateful one since the warehouse had one, Scale in

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scripts.live.spec import from_env
+from scripts.live.spec import from_env, state_of
 from warehouse.config import FreshetConfig, load_config
 from warehouse.lake.delta import spark_schema_ddl
 
@@ -147,9 +147,7 @@ def start_queries(spark: SparkSession, config: FreshetConfig, ckpt: Path,
     for d in spec.derived:
         if d.stateful:
             (src_table,) = d.sources
-            state = (delta(src_table, lag[src_table]).groupBy("key")
-                     .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"), F.max("ts").alias("ts")))
-            queries.append(upsert(state, d.name))
+            queries.append(upsert(state_of(delta(src_table, lag[src_table])), d.name))
             continue
         if d.shape == "join":
             left, right = d.sources
