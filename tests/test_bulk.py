@@ -198,3 +198,34 @@ def test_validate_shows_the_bulk_limit_in_force() -> None:
         d = describe(cfg)
         assert d["plan"]["bulk_limit"] == limit
         assert says in _text(d)
+
+
+def test_a_burst_is_bulk_even_as_a_tables_first_partition():
+    """Live, 15 tables, trace 11 at 2fdf4ba: b09's first partition was a burst, 33.5 M rows over its
+    120-s period, so its row rate was learned from it and the job looked like one ordinary period
+    (E 0.7 s); b03's 8 M-row burst was costed 0.4 s by a β fitted to one size. Neither was bulk, both
+    started at once with two tiny loads beside them, and those took 19-20 s on the two cores while
+    b00 (p = 100) waited 21 s for a track. At 1 µs a row beyond the sizes a table has run, both are
+    bulk (33 s and 8 s), and on local[2] one runs at a time."""
+    streams = [{"name": n, "period": p} for n, p in (("s00", 10), ("s03", 20), ("s09", 120))]
+    tables = [{"name": f"b{n[1:]}", "stream": n, "priority": p} for n, p in (("s00", 100), ("s03", 10), ("s09", 2))]
+    cfg = config(streams, tables, tracks=4, learn_costs=True, bulk_cost="auto")
+    cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"master": "local[2]"})})
+    s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
+    for k in range(1, 5):  # four ordinary periods of b00 and b03: 200 and 1,000 rows a partition
+        now = 20.0 * k
+        for stream, lo, hi, rows in (("s00", now - 20, now - 10, 200), ("s00", now - 10, now, 200),
+                                     ("s03", now - 20, now, 1000)):
+            ev = PartitionArrived(stream=stream, partition_id=f"{stream}-{hi:g}", start=lo, end=hi, rows=rows)
+            for j in s.handle(ev, now):
+                s.handle(JobFinished(job_id=j.job_id, duration=0.4, rows=rows), now + 0.5)
+    now = 81.0
+    burst = [j for stream, rows, lo, hi in (("s09", 33_480_330, 0.0, 120.0), ("s03", 8_000_000, 80.0, 100.0))
+             for j in s.handle(PartitionArrived(stream=stream, partition_id=f"{stream}-burst", start=lo, end=hi,
+                                                rows=rows), now)]
+    assert [j.bulk for j in burst] == [True]  # one bulk load at a time on two cores
+    waiting = {t.name: t for t in s.stats(now).tables}
+    assert len(s.running) == 1
+    (first,) = burst
+    assert first.estimate == pytest.approx((33_480_330 if first.table == "b09" else 8_000_000) * 1e-6, rel=0.3)
+    assert waiting["b03" if first.table == "b09" else "b09"].state != "running"

@@ -403,3 +403,33 @@ def test_a_refused_job_is_known_not_committed_an_unknown_outcome_may_be(refused)
     s.handle(JobFailed(job_id=jd.job_id, reason="no", refused=refused), 153)
     derived = s._tables["j"].derived
     assert (derived.unsure is None) is refused
+
+
+def test_beyond_the_sizes_a_table_has_run_a_load_costs_per_row():
+    """Live, 60 tables at 99a0f98: b03 (p = 10, a 20-s stream of ~1,000 rows) had only run one-partition
+    jobs; its backlog of three 2,000,000-row burst partitions (n ≈ 96,000 s at its typical rate) was
+    estimated at 3,698 s by a β fitted to jobs of one size, and it waited for an idle warehouse while
+    four tables loaded such bursts in 2.9–6.0 s. Beyond the largest n a table has run, E(n) goes on
+    at `row` seconds a row: here 1 µs × 50 rows/s × (96,000 − m)."""
+    rate = RowRate()
+    rate.observe(1000, 20.0)  # 50 rows a second
+    m = CostModel(1.0, 0.1, row=1e-6, rate=rate)
+    assert m.estimate(20.0) == pytest.approx(1.0 + 1e-6 * 50 * 20)  # untried: α and a cost per row
+    for n, d in ((20.0, 0.6), (22.0, 1.4), (19.0, 0.5), (21.0, 0.4)):  # one size: β is noise
+        m.observe(n, d)
+    assert m._top == pytest.approx(22.0, rel=0.1)
+    top = m._top
+    burst = 6_000_000 / 50  # three burst partitions at the typical rate: n = 120,000
+    assert m.estimate(burst) == pytest.approx(m.alpha + m.beta * top + 1e-6 * 50 * (burst - top))
+    assert 5.0 < m.estimate(burst) < 12.0
+    extrapolated = CostModel(1.0, 0.1)  # the same jobs, β carried out to the burst: the old estimate
+    for n, d in ((20.0, 0.6), (22.0, 1.4), (19.0, 0.5), (21.0, 0.4)):
+        extrapolated.observe(n, d)
+    assert extrapolated.estimate(burst) > 100 * m.estimate(burst)
+    m.observe(burst, 6.0)  # the burst ran: its own line now covers that size
+    assert m._top == burst and m.estimate(burst) == pytest.approx(m.alpha + m.beta * burst)
+    for _ in range(400):  # and forgets it as its jobs do (0.97^400: its weight is gone)
+        m.observe(20.0, 0.5)
+    assert m._top < 30.0
+    derived = CostModel(1.0, 0.1, rate=rate)  # no cost per row (a derived table, row_cost 0): β, as before
+    assert derived.estimate(burst) == 1.0 + 0.1 * burst

@@ -50,6 +50,7 @@ class Spec(NamedTuple):
     alpha: float  # the cost prior (§2.4): a new table's CostModel starts from it
     beta: float
     learn: bool  # scheduler.learn_costs
+    row: float  # a learning base table's seconds per row beyond the sizes it has run (scheduler.row_cost); 0: none
     peer_kind: tuple[bool, bool] | None  # TableConfig.peer_kind: on the default prior, the kind whose settled models it leans on
     sources: tuple[str, ...]
     dependents: tuple[str, ...]
@@ -144,6 +145,7 @@ def blueprint(config: FreshetConfig, costs: Mapping[str, tuple[float, float]] | 
             base=tc.is_base, priority=tc.priority, period=periods[name],
             lateness=streams[tc.stream].lateness if tc.stream else 0.0, granularity=tc.granularity,
             target=tc.target_staleness, stream=tc.stream, alpha=prior.alpha, beta=prior.beta, learn=sc.learn_costs,
+            row=sc.row_cost if tc.is_base and sc.learn_costs else 0.0,
             peer_kind=tc.peer_kind,
             sources=dag.sources[name], dependents=dag.dependents[name], derived=derived,
             policy=(policy.optimize_every, policy.vacuum_every, policy.vacuum_retain))

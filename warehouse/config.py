@@ -230,6 +230,10 @@ class SchedulerConfig(Strict):
     chop: Annotated[float, Field(ge=1.0)] | Literal["auto"] | None = Field(
         "auto", description="c: at most c·P_i of ΔF per job (§3.4); null = off; auto: chop only when it pays")
     learn_costs: bool = Field(True, description="re-estimate α, β from observed durations (§2.4)")
+    row_cost: float = Field(1e-6, ge=0, description="seconds per row a base load costs beyond the sizes its table "
+                                                    "has run — a first load, a burst — while its jobs' sizes have "
+                                                    "not measured β (warehouse.cost; with learn_costs); about a "
+                                                    "narrow row on one core; 0: extrapolate β")
     bulk_limit: int | Literal["auto"] | None = Field(
         "auto", description="at most this many bulk jobs run at once (policies.bulk); auto: the cores less one "
                             "(`spark.cores`, the N of `local[N]`, or this machine's for `local[*]`), uncapped where "

@@ -11,6 +11,12 @@ per-job overhead, not a per-second cost).
 n is event time at the stream's typical rate of rows (`RowRate`): a base job that loads ten seconds
 of a burst with 100× the rows is n = 1,000 s, not 10 s, so a bulk load is not mistaken for a short
 job. Where a stream reports no rows (the simulator's generated workloads), n = ΔF.
+
+Beyond the sizes a base table has run (a first load, a burst of 10,000× its usual rows), its own β
+is an extrapolation from jobs of about one size — noise, 0 or many times too big — so there E(n)
+goes on at a cost per row instead (`CostModel.row`, `scheduler.row_cost`): E(n) = α + β·m +
+row·rate·(n − m), m the largest n it has run (decaying toward its typical n as its jobs do). Where
+its jobs' sizes did vary (their spread at least their typical n), β is measured and carries on.
 """
 
 from __future__ import annotations
@@ -72,12 +78,20 @@ class CostModel:
     _sl: float = 0.0  # decayed Σ log(1 + n)
     _scale: float = 1.0  # typical n, so the prior on β has the same weight as on α
     peers: Peers | None = None  # tables on the same default prior (Peers), None: its prior is its own
+    row: float = 0.0  # seconds per row beyond the sizes it has run (base tables; 0: off)
+    rate: RowRate | None = None  # its stream's typical rows per second (shared, as Table.rate)
+    _top: float = 0.0  # the largest n it has run, decaying toward the typical n
+    _measured: bool = False  # its jobs' sizes varied enough to measure β (their spread ≥ the typical n)
 
     def __post_init__(self) -> None:
         self._alpha0, self._beta0 = self.alpha, self.beta
 
     def estimate(self, n: float) -> float:
-        """E(n) in seconds."""
+        """E(n) in seconds: α + β·n up to the largest n it has run, and beyond it where its jobs'
+        sizes measured β; a cost per row beyond it where they did not."""
+        if n > self._top and not self._measured and self.row and (r := self.rate) is not None and r.rate is not None:
+            top = self._top
+            return self.alpha + self.beta * top + self.row * r.rate * (n - top)
         return self.alpha + self.beta * (0.0 if n < 0.0 else n)  # max(n, 0.0) without the call
 
     def observe(self, n: float, duration: float, cold: bool = False) -> None:
@@ -104,7 +118,11 @@ class CostModel:
         self.n_obs += 1
         # typical n: a geometric mean, so that a few bulk loads (n 10,000× the usual) do not make
         # the prior a pseudo-job of that size whose β0·n swamps what the jobs measured
-        self._scale = max(math.expm1(self._sl / self._w), 1e-9)
+        self._scale = scale = max(math.expm1(self._sl / self._w), 1e-9)
+        top = scale + (self._top - scale) * d  # the range its β was measured over fades as its jobs do
+        self._top = n if n > top else top
+        mean = self._sn / self._w
+        self._measured = self._snn / self._w - mean * mean >= scale * scale
         self._solve()
         if self.peers is not None:
             self.peers.observed(self)

@@ -61,7 +61,8 @@ def lay_out(bp: Blueprint, was: Blueprint | None, old: dict[str, Table], old_str
                      for s, names in bp.readers.items()}
     for t in touched_list:  # each shares its stream's row rate (`rates`, kept across reconfigures)
         if t.stream is not None:
-            t.rate = rates.setdefault(t.stream, RowRate())
+            t.rate = t.cost.rate = rates.setdefault(t.stream, RowRate())
+            t.cost.row = bp.specs[t.name].row
     kinds: dict[tuple[bool, bool], list[CostModel]] = {}  # base, derived, stateful: each kind its peers
     for t in by_idx:
         spec = bp.specs[t.name]
