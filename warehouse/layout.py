@@ -62,7 +62,6 @@ def lay_out(bp: Blueprint, was: Blueprint | None, old: dict[str, Table], old_str
     for t in touched_list:  # each shares its stream's row rate (`rates`, kept across reconfigures)
         if t.stream is not None:
             t.rate = t.cost.rate = rates.setdefault(t.stream, RowRate())
-            t.cost.row = bp.specs[t.name].row
     kinds: dict[tuple[bool, bool], list[CostModel]] = {}  # base, derived, stateful: each kind its peers
     for t in by_idx:
         spec = bp.specs[t.name]
@@ -111,7 +110,7 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
                 granularity=spec.granularity,
                 target=spec.target,
                 stream=spec.stream,
-                cost=CostModel(spec.alpha, spec.beta, learn=spec.learn),
+                cost=CostModel(spec.alpha, spec.beta, learn=spec.learn, row=spec.row),
                 meter=StalenessMeter(target=spec.target),
                 log=Backlog(dict(rec.slices) if rec else {}) if spec.base else None,
                 mode=was.mode if was is not None else Mode.ACTIVE,  # an operator's word outlives a reload
@@ -128,7 +127,7 @@ def build_tables(bp: Blueprint, changes: Changes | None, old: dict[str, Table], 
             t.lateness = spec.lateness
             t.granularity, t.target, t.stream = spec.granularity, spec.target, spec.stream
             t.meter.target = spec.target
-            t.cost.learn = spec.learn
+            t.cost.learn, t.cost.row = spec.learn, spec.row
         touched.add(t)
         if spec.derived is not None:  # refresh mode, skew bound and SQL version (warehouse.derived)
             sql, tcols, refresh_mode, lookback, max_skew, rebuild, stateful = spec.derived
