@@ -7,7 +7,7 @@ import pytest
 from policies.chopping import AUTO_C, Pace, chop_pays
 from policies.reservation import Upcoming, ValueRanking, hold_for
 from tests.helpers_engine import config
-from warehouse.events import JobFailed, JobFinished, PartitionArrived, Tick
+from warehouse.events import JobFailed, JobFinished, PartitionArrived, Reconfigure, Tick
 from warehouse.scheduler import Scheduler
 
 
@@ -262,3 +262,42 @@ def test_a_held_track_asks_for_a_wakeup_at_the_expected_release():
     assert s.next_wakeup() == 20
     (lo,) = s.handle(Tick(), 20.5)  # hi's partition did not come: nothing is expected any more
     assert lo.table == "lo"
+
+
+# ---- the overdue queue: an aging bound (scheduler.overdue_periods) ----------------------------------
+@pytest.mark.parametrize("overdue", [None, 2.0])
+def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
+    """One track, Max-Benefit: `h` (priority 100) is pending again whenever a job ends, so `l`
+    (priority 1, period 10) never ranks first. With `overdue_periods: 2` its job, released at t = 1,
+    starts at the first decision from t = 21 on (1 + 2·10), and `h` has every other decision."""
+    streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
+    tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
+    s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=overdue), now=0, initial_freshness=0.0)
+    (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
+    assert s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=10), 1) == []
+    starts = []
+    for k in range(40):
+        now = 2.0 + k
+        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
+        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+        starts.append((now, job.table))
+    low = [now for now, table in starts if table == "tl"]
+    if overdue is None:
+        assert low == []  # starved for as long as `h` is pending
+    else:
+        assert low == [21.0]
+        assert all(table == "th" for now, table in starts if now != 21.0)
+
+
+def test_the_overdue_queue_is_rebuilt_by_a_reload():
+    """A reload that turns the bound on gives the jobs already waiting their place by their release
+    (not the reload's time); a reload that turns it off empties the queue."""
+    streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
+    tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
+    s = Scheduler(config(streams, tables, policy="max-benefit"), now=0, initial_freshness=0.0)
+    s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
+    s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=10), 1)
+    s.handle(Reconfigure(config=config(streams, tables, policy="max-benefit", overdue_periods=3.0)), 5)
+    assert s._queues.overdue == [(31.0, s._tables["tl"].queue.seq, "tl")]  # 1 + 3·10
+    s.handle(Reconfigure(config=config(streams, tables, policy="max-benefit")), 6)
+    assert s._queues.overdue == []

@@ -149,6 +149,9 @@ class Copies:
         c._queues = queues = ReadyQueues(c._valid)
         queues.queued, queues.urgent = list(q.queued), dict(q.urgent)
         queues.heaps = [list(h) for h in self._heaps]
+        mine = {t.name for t in copies}
+        queues.overdue = [e for e in q.overdue if e[2] in mine]
+        heapq.heapify(queues.overdue)
         c._last_plan_event = math.inf  # no repartition in the copy
 
 

@@ -19,6 +19,7 @@ mapped in the package docstring (`warehouse`).
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import random
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -90,6 +91,7 @@ class Scheduler:
         # re-add its table, and the returning table that takes the job over must recompute them
         self._read_old: dict[int, list[Change]] = {}
         self._orphans: set[int] = set()  # running jobs whose table a reload removed
+        self._aged: set[int] = set()  # running jobs started as overdue (`_overdue_first`)
         self._next_job_id = first_job  # a restarted daemon's: above the ids its Delta log records
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
@@ -137,6 +139,11 @@ class Scheduler:
                 self._transition(t, "drain")
         ahead = bp.ahead
         self._plan_tables(ahead)  # counts and queues what is pending
+        self._lanes = max(1, sc.tracks // 4)  # at most this many overdue jobs at once
+        g = sc.overdue_periods  # the overdue queue, again: a table's period (or the setting) may have changed
+        self._queues.overdue = [] if g is None else [(t.queue.release + g * t.period, t.queue.seq, t.name)
+                                                      for t in self._by_idx if t.state in QUEUED]
+        heapq.heapify(self._queues.overdue)
         if ahead is not None and moved(ahead, ((t.name, t.cost) for t in self._by_idx)):  # a job finished since
             self._plan_dirty = True  # redone as after a drift (§3.2)
         touched = lay.touched
@@ -323,6 +330,7 @@ class Scheduler:
         self._bulk.ended(job_id)
         self._read_old.pop(job_id, None)
         self._orphans.discard(job_id)
+        self._aged.discard(job_id)
         t = self._tables.get(job.table)
         return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
@@ -454,6 +462,8 @@ class Scheduler:
             t.jobs.released += 1
             self._released += 1
             self._queues.queued[q.group] += 1
+            if (g := self.config.scheduler.overdue_periods) is not None:
+                self._queues.push_overdue((now + g * t.period, q.seq, t.name))
             self._push(t)
         elif was in QUEUED:
             self._push(t)
@@ -505,6 +515,8 @@ class Scheduler:
         out: list[StartJob] = []
         if self._queues.urgent:
             self._refresh_first(now, available, out)
+        if available and (h := self._queues.overdue) and h[0][0] <= now and len(self._aged) < self._lanes:
+            self._overdue_first(now, available, out)
         if available and any(self._queues.queued):
             self._round(now, available, out)
         if available and self._due:
@@ -519,6 +531,22 @@ class Scheduler:
                 continue
             out.append(self._start(t, track, now))
             available.discard(track)
+
+    def _overdue_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
+        """The jobs that have waited `overdue_periods` of their table's period, next (warehouse.queues
+        picks them, the longest overdue first); a bulk one only within the bulk limit (it keeps its place)."""
+        wait = []
+        for entry, t, track in self._queues.overdue_first(now, self._tables, self.plan, available):
+            if self._bulk_waits(t):
+                wait.append(entry)
+                continue
+            out.append(job := self._start(t, track, now))
+            self._aged.add(job.job_id)
+            available.discard(track)
+            if len(self._aged) >= self._lanes:
+                break
+        for entry in wait:
+            self._queues.push_overdue(entry)
 
     def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Due maintenance (warehouse.upkeep) on tracks no update job took this round, best first

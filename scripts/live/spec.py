@@ -149,7 +149,9 @@ class Spec:
                        policy: str = "auto", partitioner: str = "auto", listen: str = "127.0.0.1:9464",
                        trace: str | None = None) -> dict[str, Any]:
         """The warehouse as a Freshet config (docs/warehouse.md): Freshet's defaults apart from the
-        tracks (the benchmark's concurrency), the policy/partitioner (the ablation) and Spark."""
+        tracks (the benchmark's concurrency), the policy/partitioner (the ablation), Spark, and the
+        aging bound the benchmark's starvation target asks for (`overdue_periods`, opt-in:
+        docs/operations.md)."""
         return {
             "version": 1,
             "warehouse": {"root": root, "landing": landing, **({"trace": trace} if trace else {})},
@@ -167,7 +169,8 @@ class Spec:
                    "target_staleness": d.target, "key": ["key"], "increment": d.sql, "fold": dict(STATE_FOLD)}
                   for d in self.derived if d.stateful),
             ],
-            "scheduler": {"tracks": tracks, "policy": policy, "partitioner": partitioner},
+            "scheduler": {"tracks": tracks, "policy": policy, "partitioner": partitioner,
+                          "overdue_periods": OVERDUE_PERIODS},
             "spark": {"master": master, "conf": dict(SPARK_CONF)},
         }
 
@@ -227,4 +230,7 @@ def bursting(stream: Stream, kind: str = "bulk") -> bool:
 
 # The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
 # get too: warehouse.lake.session.DEFAULT_CONF).
+# Freshet's aging bound (scheduler.overdue_periods): a job waiting 3 of its table's periods goes
+# first, one at a time on 4 tracks — the starvation target (3 periods plus the burst) in the config
+OVERDUE_PERIODS = 3.0
 SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
