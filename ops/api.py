@@ -130,7 +130,7 @@ def table_view(t: TableStats, snap_now: float, now: float, actions: dict[str, An
         "running_partitions": t.running_partitions,
         "running_job": t.running_job, "running_track": t.running_track,
         "last_result": t.last_result, "consecutive_failures": t.consecutive_failures,
-        "jobs_released": t.jobs_released, "jobs_completed": t.jobs_completed, "jobs_failed": t.jobs_failed,
+        "jobs_released": t.jobs_released, "jobs_overdue": t.jobs_overdue, "jobs_completed": t.jobs_completed, "jobs_failed": t.jobs_failed,
         "alpha": t.alpha, "beta": t.beta, "home_tracks": list(t.home_tracks),
         "weighted_staleness": e.weighted_staleness_area,
         "suspended": t.suspended, "refresh_requested": t.refresh_requested,

@@ -204,8 +204,8 @@ class SchedulerLoop:
             log.info("job started", extra={
                 "table": job.table, "job": job.job_id, "track": job.track, "kind": job.kind,
                 "window_start": iso(job.start, "seconds"), "window_end": iso(job.end, "seconds"),
-                "partitions": len(job.partitions), "estimate": job.estimate,
-                "freshness": iso(job.new_freshness, "seconds")})
+                "partitions": len(job.partitions), "estimate": job.estimate, "bulk": job.bulk,
+                "overdue": job.overdue, "freshness": iso(job.new_freshness, "seconds")})
             self._dispatched[job.job_id] = job.table
             self.lineage.started(job, time.time())  # never blocks: a bounded queue (ops.lineage)
             self.workers.submit(job)

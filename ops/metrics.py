@@ -179,6 +179,8 @@ class SnapshotCollector(Collector):
         fails = _gauge("freshet_table_consecutive_failures", "failed jobs in a row (0 after a success)",
                        ["table"])
         released = _counter("freshet_jobs_released", "update jobs released (§2.1 release)", ["table"])
+        overdue = _counter("freshet_jobs_overdue", "released jobs started as overdue, before the basic algorithm's "
+                           "order (scheduler.overdue_periods)", ["table"])
         completed = _counter("freshet_jobs_completed", "update jobs that ended, by status", ["table", "status"])
         loaded_delta = _counter("freshet_table_loaded_delta_seconds",
                                 "sum of freshness deltas loaded by completed jobs", ["table"])
@@ -243,6 +245,7 @@ class SnapshotCollector(Collector):
                 state.add_metric([t.name, s], 1.0 if t.state == s else 0.0)
             fails.add_metric(n, t.consecutive_failures)
             released.add_metric(n, t.jobs_released)
+            overdue.add_metric(n, t.jobs_overdue)
             completed.add_metric([t.name, "ok"], t.jobs_completed)
             completed.add_metric([t.name, "failed"], t.jobs_failed)
             loaded_delta.add_metric(n, t.delta_f_total)
@@ -269,7 +272,7 @@ class SnapshotCollector(Collector):
                 late_unfolded.add_metric(n, t.late_rows_unfolded)
 
         yield from (staleness, fresh, safe, arrived, target, within, observed, within_ratio, prio, iprio,
-                    backlog, pend_delta, pend_parts, run_parts, state, fails, released, completed, loaded_delta,
+                    backlog, pend_delta, pend_parts, run_parts, state, fails, released, overdue, completed, loaded_delta,
                     alpha, beta, tws, suspended, files, reclaimed, since_opt, last_maint, maint_jobs,
                     recomputed, old_sql, rc_pending, late_unfolded)
 

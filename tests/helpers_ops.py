@@ -30,7 +30,7 @@ def make_table(name: str, **kw: Any) -> TableStats:
     base: dict[str, Any] = dict(
         name=name, kind="base", state="idle", priority=1.0, inherited_priority=1.0, period=60.0,
         freshness=None, safe_freshness=None, arrived=None, staleness=None, weighted_staleness=0.0,
-        backlog=0.0, pending_delta=0.0, pending_partitions=0, running_partitions=0, running_job=None, running_track=None, jobs_released=0,
+        backlog=0.0, pending_delta=0.0, pending_partitions=0, running_partitions=0, running_job=None, running_track=None, jobs_released=0, jobs_overdue=0,
         jobs_completed=0, jobs_failed=0, consecutive_failures=0, delta_f_total=0.0, alpha=1.0, beta=0.1,
         last_result=None, target_staleness=None, time_within_target=0.0, observed_time=0.0, home_tracks=(0,),
     )

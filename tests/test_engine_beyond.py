@@ -281,12 +281,16 @@ def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
         s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
         (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
         starts.append((now, job.table))
+        assert job.overdue == (job.table == "tl")
     low = [now for now, table in starts if table == "tl"]
+    counted = {t.name: t.jobs_overdue for t in s.stats(42).tables}
     if overdue is None:
         assert low == []  # starved for as long as `h` is pending
+        assert counted == {"th": 0, "tl": 0}
     else:
         assert low == [21.0]
         assert all(table == "th" for now, table in starts if now != 21.0)
+        assert counted == {"th": 0, "tl": 1}  # (freshet_jobs_overdue_total)
 
 
 def test_the_overdue_queue_is_rebuilt_by_a_reload():

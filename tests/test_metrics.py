@@ -32,7 +32,7 @@ def scrape(registry: CollectorRegistry) -> dict[str, dict[tuple, float]]:
 def snapshot() -> object:
     cpu_raw = make_table(
         "cpu_raw", freshness=T0 - 30, safe_freshness=T0 - 90, arrived=T0 - 10, staleness=30.0, priority=2.0,
-        inherited_priority=10.0, state="running", running_job=4, running_track=0, jobs_released=5,
+        inherited_priority=10.0, state="running", running_job=4, running_track=0, jobs_released=5, jobs_overdue=2,
         jobs_completed=3, jobs_failed=1, alpha=2.5, beta=0.02, target_staleness=60.0, time_within_target=100.0,
         observed_time=200.0, weighted_staleness=1000.0, pending_delta=20.0, pending_partitions=2)
     cpu_5min = make_table("cpu_5min", kind="derived", priority=10.0, inherited_priority=10.0, state="pending")
@@ -95,6 +95,7 @@ def test_counters_priorities_costs_tracks(setup):
     assert s["freshet_table_priority"][raw] == 2.0
     assert s["freshet_table_inherited_priority"][raw] == 10.0
     assert s["freshet_jobs_released_total"][raw] == 5
+    assert s["freshet_jobs_overdue_total"][raw] == 2
     assert s["freshet_jobs_completed_total"][(("status", "ok"), ("table", "cpu_raw"))] == 3
     assert s["freshet_jobs_completed_total"][(("status", "failed"), ("table", "cpu_raw"))] == 1
     assert s["freshet_cost_alpha_seconds"][raw] == 2.5

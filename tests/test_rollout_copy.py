@@ -73,9 +73,9 @@ class Checked:
         return name
 
 
-def _config(n: int, tracks: int, **rollout: Any):
+def _config(n: int, tracks: int, overdue: float | None = None, **rollout: Any):
     """`conftest.saturated_config` under rollout with these settings."""
-    return saturated_config(n, tracks, 11, policy="rollout", rollout=rollout)
+    return saturated_config(n, tracks, 11, policy="rollout", rollout=rollout, overdue_periods=overdue)
 
 
 def _drive(s: Scheduler, periods: list[float], events: int) -> list[StartJob]:
@@ -106,13 +106,14 @@ def _drive(s: Scheduler, periods: list[float], events: int) -> list[StartJob]:
     return out
 
 
-@pytest.mark.parametrize("n", [20, 80])
+@pytest.mark.parametrize(("n", "overdue"), [(20, None), (80, None), (80, 2.0)])
 def test_a_decision_leaves_the_schedulers_whole_state_as_it_was_and_the_same_state_gives_the_same_pick(
-        n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        n: int, overdue: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """20 tables: the whole Scheduler copied; 80 (above LOCAL_ABOVE): local look-aheads. At every
-    decision, the Scheduler pickled whole (tables, backlogs and their partitions, queues, board,
-    timers, maintenance, counters, the random generator) is the same bytes before and after, and
-    the decision asked again gives the same pick and scores. Time slices and back-offs ran."""
+    decision, the Scheduler pickled whole (tables, backlogs and their partitions, queues — the
+    overdue queue too, where it is on — board, timers, maintenance, counters, the random
+    generator) is the same bytes before and after, and the decision asked again gives the same
+    pick and scores. Time slices and back-offs ran."""
     seen = {"local": 0, "all": 0}
     whole = ro.involved
 
@@ -122,13 +123,14 @@ def test_a_decision_leaves_the_schedulers_whole_state_as_it_was_and_the_same_sta
         return out
 
     monkeypatch.setattr(ro, "involved", counted)
-    cfg, periods = _config(n, 3, horizon=120.0, budget_events=300)
+    cfg, periods = _config(n, 3, overdue, horizon=120.0, budget_events=300)
     s = Scheduler(cfg, now=0.0, initial_freshness=0.0)
     s._first = checked = Checked(s._first)  # type: ignore[arg-type,assignment]
     jobs = _drive(s, periods, 500)
     stats = s.stats(0.0).rollout
     assert stats is not None and checked.checked >= stats.decisions > 20 and stats.fallbacks < stats.decisions
     assert any(j.time_slice for j in jobs) and s._failed > 0
+    assert any(j.overdue for j in jobs) == (overdue is not None)
     if n > ro.LOCAL_ABOVE:
         assert seen["local"] > seen["all"]
     else:

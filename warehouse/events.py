@@ -273,7 +273,8 @@ class StartJob:
     E(n) (§2.4, warehouse.cost.RowRate) where it is not the event time `end − start` (a base job
     whose rows differ from the stream's typical rate); read it as `n`. `priority`: the table's
     inherited priority Ip (§3.3) when the job started; `bulk`: its estimate is over the bulk
-    threshold (policies.bulk) — both choose its fair-scheduler pool.
+    threshold (policies.bulk) — both choose its fair-scheduler pool; `overdue`: it started before
+    the basic algorithm's order, having waited `scheduler.overdue_periods` (warehouse.queues).
     """
 
     job_id: int
@@ -296,6 +297,7 @@ class StartJob:
     work: float | None = None
     priority: float = 0.0
     bulk: bool = False
+    overdue: bool = False
 
     def __deepcopy__(self, memo: dict) -> StartJob:
         return self  # immutable: a copy of the Scheduler shares it (warehouse.rollout)

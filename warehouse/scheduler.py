@@ -540,8 +540,9 @@ class Scheduler:
             if self._bulk_waits(t):
                 wait.append(entry)
                 continue
-            out.append(job := self._start(t, track, now))
+            out.append(job := self._start(t, track, now, overdue=True))
             self._aged.add(job.job_id)
+            t.jobs.overdue += 1
             available.discard(track)
             if len(self._aged) >= self._lanes:
                 break
@@ -610,7 +611,7 @@ class Scheduler:
         self._transition(t, "hold")
         self._hold_until = until if self._hold_until is None or self._hold_until <= now else min(self._hold_until, until)
 
-    def _start(self, t: Table, track: int, now: float) -> StartJob:
+    def _start(self, t: Table, track: int, now: float, *, overdue: bool = False) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
         ranks first (warehouse.nextjob), else its update job."""
         derived, q = t.derived, t.queue
@@ -634,13 +635,14 @@ class Scheduler:
             if job.full and t.derived is not None and t.derived.unsure is None:  # it rewrites every window, as a recompute
                 t.derived.rewriting = (now, job.start, job.end)  # (not a retry that may be a no-op, Derived.unsure)
         self._race = q.rand if q.rand > self._race else self._race  # (max, without the call)
-        return self._occupy(t, job, track, now)
+        return self._occupy(t, job, track, now, overdue)
 
-    def _occupy(self, t: Table, job: StartJob, track: int, now: float) -> StartJob:
-        """`job` (numbered `_next_job_id`) runs on `track` from `now`; marked and counted bulk if it is (warehouse.bulk)."""
+    def _occupy(self, t: Table, job: StartJob, track: int, now: float, overdue: bool = False) -> StartJob:
+        """`job` (numbered `_next_job_id`) runs on `track` from `now`; marked and counted bulk if it is
+        (warehouse.bulk); marked overdue if the overdue queue started it."""
         self._next_job_id += 1
-        if self._bulk.started(job.job_id, job.estimate):
-            job = dataclasses.replace(job, bulk=True)
+        if (bulk := self._bulk.started(job.job_id, job.estimate)) or overdue:
+            job = dataclasses.replace(job, bulk=bulk, overdue=overdue)
         self._board.occupy(job, now)
         return job
 

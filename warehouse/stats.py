@@ -40,6 +40,7 @@ class TableStats:
     running_job: int | None
     running_track: int | None
     jobs_released: int
+    jobs_overdue: int  # released jobs started as overdue (scheduler.overdue_periods)
     jobs_completed: int
     jobs_failed: int
     consecutive_failures: int
@@ -151,7 +152,7 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
         len(log.pending) + len(log.running) if log is not None else 0,
         len(log.running) if log is not None else 0,
         job.job_id if job else None, job.track if job else None,
-        counts.released, counts.completed, counts.failed, counts.consecutive_failures, counts.delta_f_total,
+        counts.released, counts.overdue, counts.completed, counts.failed, counts.consecutive_failures, counts.delta_f_total,
         t.cost.alpha, t.cost.beta,
         counts.last_result if counts.last_result is not None or t.freshness is None or not recovered
         else "ok (recovered)",
@@ -161,7 +162,7 @@ def table_stats(t: Table, now: float, job: StartJob | None, home: tuple[int, ...
 
 _ROW = ("name", "kind", "state", "priority", "inherited_priority", "period", "freshness", "safe_freshness", "arrived",
         "staleness", "weighted_staleness", "backlog", "pending_delta", "pending_partitions", "running_partitions",
-        "running_job", "running_track", "jobs_released", "jobs_completed", "jobs_failed", "consecutive_failures",
+        "running_job", "running_track", "jobs_released", "jobs_overdue", "jobs_completed", "jobs_failed", "consecutive_failures",
         "delta_f_total", "alpha", "beta", "last_result", "target_staleness", "time_within_target", "observed_time",
         "home_tracks", "origin", "suspended", "refresh_requested", "upkeep", "refresh_mode", "sql_version",
         "windows_old_sql", "recompute_pending", "windows_recomputed", "recompute_jobs", "late_rows_unfolded")

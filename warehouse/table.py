@@ -155,11 +155,12 @@ class QueuePlace:
 
 @dataclass(slots=True)
 class JobCounts:
-    """What a table's jobs did (the snapshot's `jobs_*`): released (§3.1), completed, failed, the
+    """What a table's jobs did (the snapshot's `jobs_*`): released (§3.1), started as overdue, completed, failed, the
     freshness they gained (Σ ΔF), the last result; the failures in a row and when the retry after
     them is due (`backoff_until`, warehouse.backoff)."""
 
     released: int = 0
+    overdue: int = 0  # of which started as overdue (scheduler.overdue_periods, warehouse.queues)
     completed: int = 0
     failed: int = 0
     delta_f_total: float = 0.0
