@@ -15,6 +15,7 @@ from policies.bulk import bulk_limit
 from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.dag import Dag
 from warehouse.errors import ConfigError
+from warehouse.queues import overdue_lanes
 from warehouse.scheduler import Scheduler
 from warehouse.sqlcheck import column_problems
 
@@ -116,6 +117,10 @@ def _text(d: dict[str, Any]) -> str:
     why = "" if asked != "auto" else " (auto)" if limit is not None else " (auto: the cores are unknown, say spark.cores)"
     lines.append(f"  bulk jobs at once: {'no limit' if limit is None else limit}{why};"
                  f" a job estimated over {over} is bulk (docs/operations.md §9)")
+    g = s["overdue_periods"]
+    lines.append("  overdue jobs: off (the basic algorithm alone orders the jobs)" if g is None else
+                 f"  overdue jobs: a job waiting {g:g} of its table's periods goes first, at most "
+                 f"{overdue_lanes(p['tracks'])} at once (docs/operations.md §10)")
     if p["note"]:
         lines.append(f"  note: {p['note']}")
     return "\n".join(lines)

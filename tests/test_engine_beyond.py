@@ -293,6 +293,16 @@ def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
         assert counted == {"th": 0, "tl": 1}  # (freshet_jobs_overdue_total)
 
 
+def test_validate_says_whether_overdue_jobs_go_first() -> None:
+    from ops.validate import _text, describe
+
+    streams = [{"name": "h", "period": 10}]
+    tables = [{"name": "th", "stream": "h"}]
+    assert "overdue jobs: off" in _text(describe(config(streams, tables, tracks=4)))
+    says = _text(describe(config(streams, tables, tracks=8, overdue_periods=3)))
+    assert "overdue jobs: a job waiting 3 of its table's periods goes first, at most 2 at once" in says
+
+
 def test_the_overdue_queue_is_rebuilt_by_a_reload():
     """A reload that turns the bound on gives the jobs already waiting their place by their release
     (not the reload's time); a reload that turns it off empties the queue."""

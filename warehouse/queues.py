@@ -20,7 +20,13 @@ from collections.abc import Callable, Iterator
 from tracks.plan import TrackPlan
 from warehouse.table import QUEUED, Table
 
-__all__ = ["ReadyQueues"]
+__all__ = ["ReadyQueues", "overdue_lanes"]
+
+
+def overdue_lanes(tracks: int) -> int:
+    """At most this many overdue jobs run at once: a quarter of the tracks, at least one — so an
+    overload with many overdue tables does not turn the scheduler into FIFO."""
+    return max(1, tracks // 4)
 
 Entry = tuple  # (*key, version, table index): flat, so a heap compares one tuple, not a key tuple inside
 

@@ -44,7 +44,7 @@ from warehouse.lifecycle import TRANSITIONS, WORK_WAITS
 from warehouse.lookahead import LOOKAHEAD, FirstPick, first_pick, hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
-from warehouse.queues import ReadyQueues
+from warehouse.queues import ReadyQueues, overdue_lanes
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     QUEUED,
@@ -139,7 +139,7 @@ class Scheduler:
                 self._transition(t, "drain")
         ahead = bp.ahead
         self._plan_tables(ahead)  # counts and queues what is pending
-        self._lanes = max(1, sc.tracks // 4)  # at most this many overdue jobs at once
+        self._lanes = overdue_lanes(sc.tracks)
         g = sc.overdue_periods  # the overdue queue, again: a table's period (or the setting) may have changed
         self._queues.overdue = [] if g is None else [(t.queue.release + g * t.period, t.queue.seq, t.name)
                                                       for t in self._by_idx if t.state in QUEUED]
