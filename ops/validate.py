@@ -15,7 +15,7 @@ from policies.bulk import bulk_limit
 from warehouse.config import FreshetConfig, load_config, with_cores
 from warehouse.dag import Dag
 from warehouse.errors import ConfigError
-from warehouse.queues import overdue_lanes
+from warehouse.overdue import overdue_lanes
 from warehouse.scheduler import Scheduler
 from warehouse.sqlcheck import column_problems
 

@@ -312,6 +312,6 @@ def test_the_overdue_queue_is_rebuilt_by_a_reload():
     s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
     s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=10), 1)
     s.handle(Reconfigure(config=config(streams, tables, policy="max-benefit", overdue_periods=3.0)), 5)
-    assert s._queues.overdue == [(31.0, s._tables["tl"].queue.seq, "tl")]  # 1 + 3·10
+    assert s._overdue.heap == [(31.0, s._tables["tl"].queue.seq, "tl")]  # 1 + 3·10
     s.handle(Reconfigure(config=config(streams, tables, policy="max-benefit")), 6)
-    assert s._queues.overdue == []
+    assert s._overdue.heap == []

@@ -274,7 +274,7 @@ class StartJob:
     whose rows differ from the stream's typical rate); read it as `n`. `priority`: the table's
     inherited priority Ip (§3.3) when the job started; `bulk`: its estimate is over the bulk
     threshold (policies.bulk) — both choose its fair-scheduler pool; `overdue`: it started before
-    the basic algorithm's order, having waited `scheduler.overdue_periods` (warehouse.queues).
+    the basic algorithm's order, having waited `scheduler.overdue_periods` (warehouse.overdue).
     """
 
     job_id: int

@@ -2,7 +2,8 @@
 can be in and every move between them. `Scheduler._transition` applies
 it; a move not in it raises `SchedulerMisuse` and changes nothing.
 
-A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`:
+A table is in one job state, one operator mode and one maintenance state; all move only by `TRANSITIONS`
+(`transit` moves a mode or maintenance state and keeps the index of the tables it marks):
 
     idle ──work──▶ pending ──start──▶ running ──finish──▶ idle (──work──▶ pending …)
                       │ ──slice──▶ slicing (a time slice of one partition, §3.4)
@@ -21,9 +22,10 @@ A table is in one job state, one operator mode and one maintenance state; all mo
 
 from __future__ import annotations
 
-from warehouse.table import BUSY, QUEUED, JobState, MaintenanceState, Mode
+from warehouse.errors import SchedulerMisuse
+from warehouse.table import BUSY, QUEUED, JobState, MaintenanceState, Mode, Table
 
-__all__ = ["TRANSITIONS", "WORK_WAITS"]
+__all__ = ["TRANSITIONS", "WORK_WAITS", "transit"]
 
 TRANSITIONS: dict[tuple[JobState | Mode | MaintenanceState, str], JobState | Mode | MaintenanceState] = {
     # the job (§3.1)
@@ -64,3 +66,17 @@ TRANSITIONS: dict[tuple[JobState | Mode | MaintenanceState, str], JobState | Mod
 WORK_WAITS = frozenset(s for s in JobState if TRANSITIONS.get((s, "work")) is s and s not in QUEUED)  # work waits
 # every other state is idle or queued, and work leaves a queued job where it is (the Scheduler re-keys it only)
 assert all(s is JobState.IDLE or s in QUEUED and TRANSITIONS[(s, "work")] is s for s in JobState if s not in WORK_WAITS)
+
+
+def transit(t: Table, was: Mode | MaintenanceState, kind: str, marked: Mode | MaintenanceState,
+         index: dict[str, None]) -> Mode | MaintenanceState:
+    """t's mode or maintenance state after `kind` (TRANSITIONS); `index` keeps the tables `marked`,
+    in order (the Scheduler's urgent queue and due maintenance)."""
+    new = TRANSITIONS.get((was, kind))
+    if new is None:
+        raise SchedulerMisuse(f"table {t.name!r} is {was.value} and cannot take '{kind}'")
+    if new is marked:
+        index[t.name] = None
+    else:
+        index.pop(t.name, None)
+    return new  # type: ignore[return-value]

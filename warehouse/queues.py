@@ -6,10 +6,7 @@ table's version is the one it was pushed with (the caller's `valid`). A round me
 heads in key order, so a decision costs O(log n) per started job, not a sort of the queue; stale
 entries are compacted away when they outnumber the live ones, so memory stays flat. Beside them,
 the operator's urgent queue (ops.actions refresh): tables whose next job goes first, in the order
-asked; and the overdue queue (`scheduler.overdue_periods`): released jobs by the time they have
-waited that many of their table's periods, served before the basic algorithm's order, the longest
-overdue first — an aging bound, beyond the paper, so that in an overload no table waits for ever
-behind more valuable ones. Pure: no clock, no I/O; knows nothing of the Scheduler.
+asked. Pure: no clock, no I/O; knows nothing of the Scheduler.
 """
 
 from __future__ import annotations
@@ -20,13 +17,14 @@ from collections.abc import Callable, Iterator
 from tracks.plan import TrackPlan
 from warehouse.table import QUEUED, Table
 
-__all__ = ["ReadyQueues", "overdue_lanes"]
+__all__ = ["ReadyQueues", "now_track"]
 
 
-def overdue_lanes(tracks: int) -> int:
-    """At most this many overdue jobs run at once: a quarter of the tracks, at least one — so an
-    overload with many overdue tables does not turn the scheduler into FIFO."""
-    return max(1, tracks // 4)
+def now_track(plan: TrackPlan, name: str, available: set[int], waiting: Callable[[int], bool]) -> int:
+    """The track a job that goes first ("now": a refresh, an overdue job) takes: one of its table's
+    own tracks (the plan), else any free one."""
+    track = plan.place(name, available, waiting)
+    return track if track is not None else min(available)
 
 Entry = tuple  # (*key, version, table index): flat, so a heap compares one tuple, not a key tuple inside
 
@@ -34,14 +32,13 @@ Entry = tuple  # (*key, version, table index): flat, so a heap compares one tupl
 class ReadyQueues:
     """Heaps and counts of queued jobs per group, and the urgent queue."""
 
-    __slots__ = ("heaps", "overdue", "queued", "urgent", "valid")
+    __slots__ = ("heaps", "queued", "urgent", "valid")
 
     def __init__(self, valid: Callable[[Entry, int], bool]) -> None:
         self.valid = valid  # does an entry of group g still stand?
         self.heaps: list[list[Entry]] = []
         self.queued: list[int] = []  # released jobs per group (valid entries)
         self.urgent: dict[str, None] = {}  # tables whose next job an operator asked for now, in order
-        self.overdue: list[tuple[float, int, str]] = []  # (when overdue, release seq, table): a heap
 
     def reset(self, groups: int) -> None:
         """A new track plan: empty queues for `groups` groups (the caller pushes what is pending)."""
@@ -100,30 +97,7 @@ class ReadyQueues:
                 continue
             if t.state not in QUEUED:
                 continue  # running (its next job goes first) or waiting for its sources
-            track = plan.place(name, available, self.waiting)
-            if track is None:
-                track = min(available)  # "now": any free track
-            yield t, track
-
-    def push_overdue(self, entry: tuple[float, int, str]) -> None:
-        """(when overdue, release seq, table): a released job's place in the overdue queue."""
-        heapq.heappush(self.overdue, entry)
-
-    def overdue_first(self, now: float, tables: dict[str, Table], plan: TrackPlan,
-                      available: set[int]) -> Iterator[tuple[tuple[float, int, str], Table, int]]:
-        """The released jobs overdue at `now`, the longest overdue first: each entry, queued table and
-        the track its job takes, its own tracks first (the plan), else any free one. An entry leaves
-        the heap as it is yielded (the caller pushes back one whose job must still wait); one whose
-        release has been served (its table started, drained or gone) is dropped. The caller starts
-        each job and takes its track from `available` before it asks for the next."""
-        h = self.overdue
-        while h and h[0][0] <= now and available:
-            entry = heapq.heappop(h)
-            t = tables.get(entry[2])
-            if t is None or t.removed or t.state not in QUEUED or t.queue.seq != entry[1]:
-                continue
-            track = plan.place(t.name, available, self.waiting)
-            yield entry, t, (track if track is not None else min(available))
+            yield t, now_track(plan, name, available, self.waiting)
 
     def serve(self, plan: TrackPlan, available: set[int], names: list[str],
               take: Callable[[Entry, int], bool]) -> None:

@@ -42,7 +42,7 @@ __all__ = ["Copies"]
 # passed by reference: functions, enum members, the frozen events, profiles, shapes and rows, config models
 _BY_REFERENCE = (types.FunctionType, enum.Enum, PartitionArrived, StartJob, BaseModel, JobProfile, JobShape,
                  UpkeepStats)
-_BY_TABLE = frozenset({"_tables", "_by_idx", "_by_stream", "_rates", "_queues", "_upkeep"})  # a local copy rebuilds these
+_BY_TABLE = frozenset({"_tables", "_by_idx", "_by_stream", "_rates", "_queues", "_upkeep", "_overdue"})  # a local copy rebuilds these
 _SHARED_LISTS = frozenset({"_names"})  # (a list is pickled by value whatever `shared` says: set after the load)
 _SHARED: list[Any] = []  # the objects passed by reference, while one copy is loaded
 
@@ -149,9 +149,7 @@ class Copies:
         c._queues = queues = ReadyQueues(c._valid)
         queues.queued, queues.urgent = list(q.queued), dict(q.urgent)
         queues.heaps = [list(h) for h in self._heaps]
-        mine = {t.name for t in copies}
-        queues.overdue = [e for e in q.overdue if e[2] in mine]
-        heapq.heapify(queues.overdue)
+        c._overdue = s._overdue.only({t.name for t in copies})
         c._last_plan_event = math.inf  # no repartition in the copy
 
 

@@ -19,7 +19,6 @@ mapped in the package docstring (`warehouse`).
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import random
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -40,11 +39,12 @@ from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
 from warehouse.jobs import recompute_job, update_job, upkeep_estimate, upkeep_job, upkeep_ranked
 from warehouse.layout import Change, adopt, lay_out
-from warehouse.lifecycle import TRANSITIONS, WORK_WAITS
+from warehouse.lifecycle import TRANSITIONS, WORK_WAITS, transit
 from warehouse.lookahead import LOOKAHEAD, FirstPick, first_pick, hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
-from warehouse.queues import ReadyQueues, overdue_lanes
+from warehouse.overdue import Overdue
+from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     QUEUED,
@@ -91,7 +91,6 @@ class Scheduler:
         # re-add its table, and the returning table that takes the job over must recompute them
         self._read_old: dict[int, list[Change]] = {}
         self._orphans: set[int] = set()  # running jobs whose table a reload removed
-        self._aged: set[int] = set()  # running jobs started as overdue (`_overdue_first`)
         self._next_job_id = first_job  # a restarted daemon's: above the ids its Delta log records
         self._seq = 0
         self._race = 0.0  # the Random policy's clock: the key of the last job it started
@@ -105,6 +104,7 @@ class Scheduler:
         self._upkeep = Upkeep()  # maintenance counts and clocks (Nova, SIGMOD 2011 §2.4)
         self._due: dict[str, None] = {}  # the tables in MaintenanceState.DUE, in the order they fell due
         self._queues = ReadyQueues(self._valid)  # released jobs by track-plan group; the urgent ones
+        self._overdue = Overdue()  # the aging bound (scheduler.overdue_periods): jobs waiting too long
         self._bp: Blueprint | None = None  # the blueprint the tables were laid out from (warehouse.blueprint)
         self._handlers = {  # data, jobs, the clock and the config; the orders (warehouse.orders)
             PartitionArrived: self._arrived, JobFinished: self._finished, JobFailed: self._failed_job,
@@ -139,11 +139,7 @@ class Scheduler:
                 self._transition(t, "drain")
         ahead = bp.ahead
         self._plan_tables(ahead)  # counts and queues what is pending
-        self._lanes = overdue_lanes(sc.tracks)
-        g = sc.overdue_periods  # the overdue queue, again: a table's period (or the setting) may have changed
-        self._queues.overdue = [] if g is None else [(t.queue.release + g * t.period, t.queue.seq, t.name)
-                                                      for t in self._by_idx if t.state in QUEUED]
-        heapq.heapify(self._queues.overdue)
+        self._overdue.configure(sc.overdue_periods, sc.tracks, self._by_idx)
         if ahead is not None and moved(ahead, ((t.name, t.cost) for t in self._by_idx)):  # a job finished since
             self._plan_dirty = True  # redone as after a drift (§3.2)
         touched = lay.touched
@@ -260,23 +256,10 @@ class Scheduler:
                 self._mode(t, move)
 
     def _mode(self, t: Table, kind: str) -> None:
-        t.mode = self._move(t, t.mode, kind, Mode.URGENT, self._queues.urgent)  # type: ignore[assignment]
+        t.mode = transit(t, t.mode, kind, Mode.URGENT, self._queues.urgent)  # type: ignore[assignment]
 
     def _maintenance(self, t: Table, kind: str) -> None:
-        t.maintenance = self._move(t, t.maintenance, kind, MaintenanceState.DUE, self._due)  # type: ignore[assignment]
-
-    @staticmethod
-    def _move(t: Table, was: Mode | MaintenanceState, kind: str, marked: Mode | MaintenanceState,
-              index: dict[str, None]) -> Mode | MaintenanceState:
-        """t's mode or maintenance state after `kind` (TRANSITIONS); `index` keeps the tables `marked`, in order."""
-        new = TRANSITIONS.get((was, kind))
-        if new is None:
-            raise SchedulerMisuse(f"table {t.name!r} is {was.value} and cannot take '{kind}'")
-        if new is marked:
-            index[t.name] = None
-        else:
-            index.pop(t.name, None)
-        return new  # type: ignore[return-value]
+        t.maintenance = transit(t, t.maintenance, kind, MaintenanceState.DUE, self._due)  # type: ignore[assignment]
 
     def drained(self) -> bool:
         """No update job runs, waits for a track or backs off (maintenance aside): all that arrived
@@ -330,7 +313,7 @@ class Scheduler:
         self._bulk.ended(job_id)
         self._read_old.pop(job_id, None)
         self._orphans.discard(job_id)
-        self._aged.discard(job_id)
+        self._overdue.ended(job_id)
         t = self._tables.get(job.table)
         return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
@@ -462,8 +445,8 @@ class Scheduler:
             t.jobs.released += 1
             self._released += 1
             self._queues.queued[q.group] += 1
-            if (g := self.config.scheduler.overdue_periods) is not None:
-                self._queues.push_overdue((now + g * t.period, q.seq, t.name))
+            if self._overdue.periods is not None:
+                self._overdue.released(t, now)
             self._push(t)
         elif was in QUEUED:
             self._push(t)
@@ -515,7 +498,7 @@ class Scheduler:
         out: list[StartJob] = []
         if self._queues.urgent:
             self._refresh_first(now, available, out)
-        if available and (h := self._queues.overdue) and h[0][0] <= now and len(self._aged) < self._lanes:
+        if available and self._overdue.heap and self._overdue.due(now):  # (the usual case: empty, no call)
             self._overdue_first(now, available, out)
         if available and any(self._queues.queued):
             self._round(now, available, out)
@@ -533,21 +516,12 @@ class Scheduler:
             available.discard(track)
 
     def _overdue_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """The jobs that have waited `overdue_periods` of their table's period, next (warehouse.queues
-        picks them, the longest overdue first); a bulk one only within the bulk limit (it keeps its place)."""
-        wait = []
-        for entry, t, track in self._queues.overdue_first(now, self._tables, self.plan, available):
-            if self._bulk_waits(t):
-                wait.append(entry)
-                continue
+        """The jobs that have waited `overdue_periods` of their table's period, next (warehouse.overdue)."""
+        def start(t: Table, track: int) -> StartJob:
             out.append(job := self._start(t, track, now, overdue=True))
-            self._aged.add(job.job_id)
-            t.jobs.overdue += 1
-            available.discard(track)
-            if len(self._aged) >= self._lanes:
-                break
-        for entry in wait:
-            self._queues.push_overdue(entry)
+            return job
+
+        self._overdue.serve(now, self._tables, self.plan, available, self._queues.waiting, self._bulk_waits, start)
 
     def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Due maintenance (warehouse.upkeep) on tracks no update job took this round, best first

@@ -160,7 +160,7 @@ class JobCounts:
     them is due (`backoff_until`, warehouse.backoff)."""
 
     released: int = 0
-    overdue: int = 0  # of which started as overdue (scheduler.overdue_periods, warehouse.queues)
+    overdue: int = 0  # of which started as overdue (scheduler.overdue_periods, warehouse.overdue)
     completed: int = 0
     failed: int = 0
     delta_f_total: float = 0.0

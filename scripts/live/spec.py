@@ -228,9 +228,10 @@ def bursting(stream: Stream, kind: str = "bulk") -> bool:
     return stream.bursts or (kind == "hot" and stream.name in HOT_STREAMS)
 
 
-# The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
-# get too: warehouse.lake.session.DEFAULT_CONF).
 # Freshet's aging bound (scheduler.overdue_periods): a job waiting 3 of its table's periods goes
 # first, one at a time on 4 tracks — the starvation target (3 periods plus the burst) in the config
 OVERDUE_PERIODS = 3.0
+
+# The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
+# get too: warehouse.lake.session.DEFAULT_CONF).
 SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
