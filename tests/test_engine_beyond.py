@@ -293,6 +293,30 @@ def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
         assert counted == {"th": 0, "tl": 1}  # (freshet_jobs_overdue_total)
 
 
+@pytest.mark.parametrize("chop", [None, "auto", 5.0])
+def test_an_overdue_job_loads_one_period_and_the_rest_is_released_anew(chop):
+    """`l` (period 10) has a backlog of three partitions, (0, 30], when its job goes overdue at
+    t = 21 (released at 1, `overdue_periods: 2`): the overdue job loads (0, 10] only, whatever the
+    chopping (warehouse.overdue.OVERDUE_CHOP); the rest is released when it ends, at 22, and its
+    next job, (10, 20], goes overdue at 42 — not at once, and not before."""
+    streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
+    tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
+    s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=2.0, chop=chop), now=0,
+                  initial_freshness=0.0)
+    (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
+    for i in range(3):
+        assert s.handle(PartitionArrived(stream="l", partition_id=f"l{i}", start=10 * i, end=10 * (i + 1)), 1) == []
+    low = []
+    for k in range(45):
+        now = 2.0 + k
+        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
+        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+        if job.table == "tl":
+            assert job.overdue and job.chopped
+            low.append((now, job.start, job.end, len(job.arrivals)))
+    assert low == [(21.0, 0.0, 10.0, 1), (42.0, 10.0, 20.0, 1)]
+
+
 def test_validate_says_whether_overdue_jobs_go_first() -> None:
     from ops.validate import _text, describe
 

@@ -21,6 +21,11 @@ from warehouse.table import JobShape, Table
 __all__ = ["JobShape", "NextJob"]
 
 
+def _capped(c: float | None, cap: float | None) -> float | None:
+    """c, at most `cap` (None: no chopping, no cap)."""
+    return c if cap is None or (c is not None and c <= cap) else cap
+
+
 _shape = tuple.__new__  # JobShape(…) without its Python-level __new__: it is built on every decision's path
 
 
@@ -38,11 +43,12 @@ class NextJob:
         self.ranking = ValueRanking(())  # the tables by regular marginal benefit (§3.1), on each (re)partition
         self.tracks = 1  # N, on each (re)partition
 
-    def shape(self, t: Table) -> JobShape:
+    def shape(self, t: Table, cap: float | None = None) -> JobShape:
         """The shape of the update job t would run now, chopped (§3.4); with `chop: auto` a
         partition longer than the chop bound is loaded in time slices (`policies.chopping.time_slice`); a full refresh starts at the
         origin. A fixed c's shape holds while the table's version and its stream's rate do: the
-        one the Scheduler kept when it queued the job (`QueuePlace.shape`) is read, never written here."""
+        one the Scheduler kept when it queued the job (`QueuePlace.shape`) is read, never written here.
+        `cap`: c at most this (an overdue job, warehouse.overdue.OVERDUE_CHOP)."""
         if t.log is not None:  # warehouse.backlog: O(log n) however long the backlog
             assert t.rate is not None
             if self.auto:
@@ -50,8 +56,10 @@ class NextJob:
             else:
                 c = self.chop
                 q = t.queue
-                if q.shape is not None and q.shape_version == q.version and q.keyed_rate == t.rate.rate:
+                if cap is None and q.shape is not None and q.shape_version == q.version and q.keyed_rate == t.rate.rate:
                     return q.shape
+            if cap is not None:
+                c = _capped(c, cap)
             start, end, new_f, count, sliced = t.log.shape(t.freshness, t.period, c, self.auto)  # type: ignore[arg-type]
             n = end - start if t.rate.rate is None else t.log.work(t.rate, count, start, end)  # (no rows: ΔF)
             return _shape(JobShape, (start, end, new_f, count, sliced, n))
@@ -66,7 +74,7 @@ class NextJob:
         if t.derived.unsure is not None:  # the retry of a failed job covers what it did: a no-op iff it committed
             end = min(t.derived.edge, t.derived.unsure[1])
         else:
-            end = chop_window(start, t.derived.edge, t.period, self.chop_c(t), t.granularity)
+            end = chop_window(start, t.derived.edge, t.period, _capped(self.chop_c(t), cap), t.granularity)
         return _shape(JobShape, (start, end, end, 0, False, end - start))
 
     def chop_c(self, t: Table) -> float | None:
@@ -87,11 +95,12 @@ class NextJob:
         return chop_pays(self.pace, load, benefit, rank.best, t.cost.alpha, t.cost.beta * t.period, rank.load_above,
                          self.tracks)
 
-    def candidate(self, t: Table) -> tuple[Candidate, bool]:
-        """(t's next job, is it the recompute job?): its update job, or — when it ranks first —
-        its recompute job (warehouse.recompute: §3.1's benefit with ΔF = the range made right)."""
+    def candidate(self, t: Table, cap: float | None = None) -> tuple[Candidate, bool]:
+        """(t's next job, is it the recompute job?): its update job (chopped at `cap`, as `shape`),
+        or — when it ranks first — its recompute job (warehouse.recompute: §3.1's benefit with ΔF =
+        the range made right)."""
         derived = t.derived
-        upd = self.update(t) if derived is None or derived.has_update(
+        upd = self.update(t, cap) if derived is None or derived.has_update(
             t.freshness if t.freshness is not None else t.origin) else None
         if upd is not None and (derived is None or derived.full_refresh or derived.unsure is not None):
             return upd, False  # a full update rewrites every window anyway; a retry says what is committed first
@@ -113,9 +122,9 @@ class NextJob:
             return rec, True
         return upd, False
 
-    def update(self, t: Table) -> Candidate:
+    def update(self, t: Table, cap: float | None = None) -> Candidate:
         """t's update job as the basic algorithm sees it: ΔF over E(n) (§3.1)."""
-        delta_f, cost = self._update(t)
+        delta_f, cost = self._update(t, self.shape(t, cap) if cap is not None else None)
         q = t.queue
         return Candidate(table=t.name, priority=t.inherited_priority, delta_f=delta_f, cost=cost,
                          release=q.release, period=t.period, seq=q.seq, rand=q.rand)

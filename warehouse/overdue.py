@@ -2,7 +2,9 @@
 has waited that many of its table's periods since its release (§3.1 r_i) starts before the basic
 algorithm's order, the longest overdue first — so in an overload no table waits for ever behind
 more valuable ones (docs/operations.md §10). At most `overdue_lanes` such jobs run at once, so an
-overload with many overdue tables does not turn the scheduler into FIFO.
+overload with many overdue tables does not turn the scheduler into FIFO. An overdue job loads at
+most `OVERDUE_CHOP` of its table's periods of ΔF (§3.4's chopping): enough to end the table's wait,
+not its whole backlog — the rest waits in the basic algorithm's order, released anew.
 
 Pure: no clock, no I/O; the Scheduler hands it the time, its tables and how to start a job.
 """
@@ -17,7 +19,9 @@ from warehouse.events import StartJob
 from warehouse.queues import now_track
 from warehouse.table import QUEUED, Table
 
-__all__ = ["Overdue", "overdue_lanes"]
+__all__ = ["OVERDUE_CHOP", "Overdue", "overdue_lanes"]
+
+OVERDUE_CHOP = 1.0  # c of an overdue job: one period of ΔF (a burst's backlog is many)
 
 
 def overdue_lanes(tracks: int) -> int:

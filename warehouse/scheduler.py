@@ -43,7 +43,7 @@ from warehouse.lifecycle import TRANSITIONS, WORK_WAITS, transit
 from warehouse.lookahead import LOOKAHEAD, FirstPick, first_pick, hold_until, lookahead_first
 from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
-from warehouse.overdue import Overdue
+from warehouse.overdue import OVERDUE_CHOP, Overdue
 from warehouse.queues import ReadyQueues
 from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
@@ -521,7 +521,8 @@ class Scheduler:
             out.append(job := self._start(t, track, now, overdue=True))
             return job
 
-        self._overdue.serve(now, self._tables, self.plan, available, self._queues.waiting, self._bulk_waits, start)
+        self._overdue.serve(now, self._tables, self.plan, available, self._queues.waiting,
+                            lambda t: self._bulk_waits(t, OVERDUE_CHOP), start)
 
     def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Due maintenance (warehouse.upkeep) on tracks no update job took this round, best first
@@ -587,10 +588,10 @@ class Scheduler:
 
     def _start(self, t: Table, track: int, now: float, *, overdue: bool = False) -> StartJob:
         """Start t's next job on `track` (warehouse.jobs builds it): its recompute job where that
-        ranks first (warehouse.nextjob), else its update job."""
-        derived, q = t.derived, t.queue
+        ranks first (warehouse.nextjob), else its update job (an overdue one chopped at OVERDUE_CHOP)."""
+        derived, q, cap = t.derived, t.queue, OVERDUE_CHOP if overdue else None
         if (derived is not None and t.freshness is not None and derived.recompute.has_work()
-                and self._nextjob.candidate(t)[1]):
+                and self._nextjob.candidate(t, cap)[1]):
             plan = self._nextjob.recompute(t)
             assert plan is not None
             self._transition(t, "recompute")
@@ -599,7 +600,7 @@ class Scheduler:
             job = recompute_job(t, plan.piece, plan.overwrite, self._next_job_id, track)
             derived.rewriting = (now, job.start, job.end)  # (a backfill asked at this instant is served by it)
         else:
-            shape = self._nextjob.shape(t)
+            shape = self._nextjob.shape(t, cap)
             self._transition(t, "slice" if shape.time_slice and t.base else "start")
             if t.mode is Mode.URGENT:
                 self._mode(t, "served")
@@ -620,9 +621,9 @@ class Scheduler:
         self._board.occupy(job, now)
         return job
 
-    def _bulk_waits(self, t: Table) -> bool:
+    def _bulk_waits(self, t: Table, cap: float | None = None) -> bool:
         """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit (warehouse.bulk)."""
-        return self._bulk.cap is not None and self._bulk.full(self._nextjob.candidate(t)[0].cost)
+        return self._bulk.cap is not None and self._bulk.full(self._nextjob.candidate(t, cap)[0].cost)
 
     # ---- observation -----------------------------------------------------------------------------
     def refresh_mode(self, table: str) -> tuple[str, str]:
