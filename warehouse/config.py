@@ -236,8 +236,9 @@ class SchedulerConfig(Strict):
                                                     "narrow row on one core; 0: extrapolate β")
     overdue_periods: float | None = Field(
         None, gt=0, description="a released job that has waited this many of its table's periods goes before the "
-                                "basic algorithm's order, the longest overdue first (warehouse.overdue: an aging "
-                                "bound against starvation in overload, beyond the paper); null: never")
+                                "basic algorithm's order, the longest overdue first, loading one period of its "
+                                "backlog (warehouse.overdue: an aging bound against starvation in overload, beyond "
+                                "the paper); null: never")
     bulk_limit: int | Literal["auto"] | None = Field(
         "auto", description="at most this many bulk jobs run at once (policies.bulk); auto: the cores less one "
                             "(`spark.cores`, the N of `local[N]`, or this machine's for `local[*]`), uncapped where "
