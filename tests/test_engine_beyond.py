@@ -317,6 +317,27 @@ def test_an_overdue_job_loads_one_period_and_the_rest_is_released_anew(chop):
     assert low == [(21.0, 0.0, 10.0, 1), (42.0, 10.0, 20.0, 1)]
 
 
+def test_an_overdue_derived_job_computes_one_period_of_its_window():
+    """`tl` loads (0, 30] at t = 2; `dl` over it (priority 1) is released when that commits, at 3,
+    and never ranks above `th`. At 23 (3 + 2·10) it is overdue and computes (0, 10] only, not the
+    (0, 30] its sources allow (warehouse.overdue.OVERDUE_CHOP through the derived window's chop)."""
+    streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
+    tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 100},
+              {"name": "dl", "sources": ["tl"], "priority": 1}]
+    s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=2.0), now=0, initial_freshness=0.0)
+    (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
+    for i in range(3):
+        s.handle(PartitionArrived(stream="l", partition_id=f"l{i}", start=10 * i, end=10 * (i + 1)), 1)
+    seen = []
+    for k in range(30):
+        now = 2.0 + k
+        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
+        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+        if job.table != "th":
+            seen.append((now, job.table, job.start, job.end, job.overdue, job.chopped))
+    assert seen == [(2.0, "tl", 0.0, 30.0, False, False), (23.0, "dl", 0.0, 10.0, True, True)]
+
+
 def test_validate_says_whether_overdue_jobs_go_first() -> None:
     from ops.validate import _text, describe
 
