@@ -15,7 +15,6 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from tracks.plan import TrackPlan
-from warehouse.events import StartJob
 from warehouse.queues import now_track
 from warehouse.table import QUEUED, Table
 
@@ -31,16 +30,15 @@ def overdue_lanes(tracks: int) -> int:
 
 class Overdue:
     """`periods` (None: off); `heap`: (when overdue, release seq, table), an entry standing while
-    the table's job is queued with that `QueuePlace.seq`; `running`: the ids of the jobs it started
-    that still run; `lanes`: how many may."""
+    the table's job is queued with that `QueuePlace.seq`; `lanes`: how many overdue jobs may run
+    (which run is the track board's: `StartJob.overdue`)."""
 
-    __slots__ = ("heap", "lanes", "periods", "running")
+    __slots__ = ("heap", "lanes", "periods")
 
     def __init__(self) -> None:
         self.periods: float | None = None
         self.lanes = 1
         self.heap: list[tuple[float, int, str]] = []
-        self.running: set[int] = set()
 
     def configure(self, periods: float | None, tracks: int, tables: Iterable[Table]) -> None:
         """A (re)load: each waiting job's deadline again, from its release and the new period."""
@@ -53,19 +51,16 @@ class Overdue:
         """t's job was released at `now` (the caller asks only while `periods` is set)."""
         heapq.heappush(self.heap, (now + self.periods * t.period, t.queue.seq, t.name))  # type: ignore[operator]
 
-    def due(self, now: float) -> bool:
-        """A job may be overdue at `now` and a lane is free."""
-        return bool(self.heap) and self.heap[0][0] <= now and len(self.running) < self.lanes
-
-    def serve(self, now: float, tables: dict[str, Table], plan: TrackPlan, available: set[int],
+    def serve(self, now: float, running: int, tables: dict[str, Table], plan: TrackPlan, available: set[int],
               waiting: Callable[[int], bool], bulk_waits: Callable[[Table], bool],
-              start: Callable[[Table, int], StartJob]) -> None:
+              start: Callable[[Table, int], object]) -> None:
         """The overdue jobs, the longest overdue first, while a lane and a track are free: each on
         the table's own tracks (the plan), else any free one; a bulk one that must wait for the bulk
         limit keeps its place. An entry whose release was served (its table started, drained or
-        gone) is dropped. `start(t, track)` starts t's job; its track is taken from `available` here."""
+        gone) is dropped. `running`: the overdue jobs running now; `start(t, track)` starts t's job;
+        its track is taken from `available` here."""
         h, wait = self.heap, []
-        while h and h[0][0] <= now and available and len(self.running) < self.lanes:
+        while h and h[0][0] <= now and available and running < self.lanes:
             entry = heapq.heappop(h)
             t = tables.get(entry[2])
             if t is None or t.removed or t.state not in QUEUED or t.queue.seq != entry[1]:
@@ -74,19 +69,17 @@ class Overdue:
                 wait.append(entry)
                 continue
             track = now_track(plan, t.name, available, waiting)
-            self.running.add(start(t, track).job_id)
+            start(t, track)
+            running += 1
             t.jobs.overdue += 1
             available.discard(track)
         for entry in wait:
             heapq.heappush(h, entry)
 
-    def ended(self, job_id: int) -> None:
-        self.running.discard(job_id)
-
     def only(self, names: set[str]) -> Overdue:
         """A copy holding the entries of these tables only (a rollout copy of some tables)."""
         c = Overdue()
-        c.periods, c.lanes, c.running = self.periods, self.lanes, set(self.running)
+        c.periods, c.lanes = self.periods, self.lanes
         c.heap = [e for e in self.heap if e[2] in names]
         heapq.heapify(c.heap)
         return c

@@ -313,7 +313,6 @@ class Scheduler:
         self._bulk.ended(job_id)
         self._read_old.pop(job_id, None)
         self._orphans.discard(job_id)
-        self._overdue.ended(job_id)
         t = self._tables.get(job.table)
         return job, (t if t is not None and not t.removed else None)  # None: removed by a reconfigure
 
@@ -498,7 +497,7 @@ class Scheduler:
         out: list[StartJob] = []
         if self._queues.urgent:
             self._refresh_first(now, available, out)
-        if available and self._overdue.heap and self._overdue.due(now):  # (the usual case: empty, no call)
+        if available and (h := self._overdue.heap) and h[0][0] <= now:  # (the usual case: empty, no call)
             self._overdue_first(now, available, out)
         if available and any(self._queues.queued):
             self._round(now, available, out)
@@ -517,12 +516,10 @@ class Scheduler:
 
     def _overdue_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """The jobs that have waited `overdue_periods` of their table's period, next (warehouse.overdue)."""
-        def start(t: Table, track: int) -> StartJob:
-            out.append(job := self._start(t, track, now, overdue=True))
-            return job
-
-        self._overdue.serve(now, self._tables, self.plan, available, self._queues.waiting,
-                            lambda t: self._bulk_waits(t, OVERDUE_CHOP), start)
+        running = sum(j.overdue for j in self._board.jobs.values())  # (the board's: StartJob.overdue)
+        self._overdue.serve(now, running, self._tables, self.plan, available, self._queues.waiting,
+                            lambda t: self._bulk_waits(t, OVERDUE_CHOP),
+                            lambda t, track: out.append(self._start(t, track, now, overdue=True)))
 
     def _maintain(self, now: float, available: set[int], out: list[StartJob]) -> None:
         """Due maintenance (warehouse.upkeep) on tracks no update job took this round, best first
