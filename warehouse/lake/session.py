@@ -72,12 +72,6 @@ STATIC_CONF: dict[str, str] = {
     # every task of the jobs started before it (Spark's FIFO default). The pools are declared in
     # `spark.scheduler.allocation.file` (`fair_pools`).
     "spark.scheduler.mode": "FAIR",
-    # Local paths without Hadoop's checksummed file system: it writes a `.<name>.crc` beside every
-    # file and renames both, and without Hadoop's native library each create runs a `chmod` and
-    # each rename a `readlink` as a child process (~6 ms of CPU each; 12 a second in the 60-table
-    # benchmark). Delta's own `<version>.crc` is unaffected; a table written before reads the same.
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
 
 
