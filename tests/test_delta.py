@@ -410,6 +410,33 @@ def test_a_warm_snapshot_spares_the_next_job_spark_work(spark, tmp_path: Path) -
     assert ex.warmer.idle(60) and ex.warmer.warmed == 2
 
 
+def test_local_tables_are_written_without_hadoop_checksum_files(spark, tmp_path: Path) -> None:
+    """lake.session: a commit writes no `.<name>.crc` sidecar beside its Parquet and log files
+    (each was one more create and rename and a `chmod` child process); Delta's own `<version>.crc`
+    is still written, the local file system keeps its type (S3A's upload buffer casts it to
+    `LocalFileSystem`), and the table reads back whole."""
+    cfg = make_config(tmp_path)
+    write_minutes(cfg, "m", 0, 2)
+    arrivals = sorted(Intake(cfg).scan(), key=lambda a: a.partition_id)
+    ex = Executor(cfg, spark)
+    for i, a in enumerate(arrivals):
+        assert ex.run(base_job(i + 1, [a], T0 + i * MINUTE, T0 + (i + 1) * MINUTE)).committed
+    assert ex.warmer.idle(60)
+    root = Path(table_path(cfg, "m_raw"))
+    files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+    assert [f for f in files if f.endswith(".parquet")], files
+    assert not [f for f in files if Path(f).name.startswith(".") and f.endswith(".crc")], files
+    assert "_delta_log/00000000000000000001.crc" in files, files
+    jvm = spark.sparkContext._jvm
+    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
+    kinds, cls = [], local.getClass()
+    while cls is not None:  # ProxyLocalFileSystem (Spark's Hive jars) is a LocalFileSystem too
+        kinds.append(cls.getName())
+        cls = cls.getSuperclass()
+    assert "org.apache.hadoop.fs.LocalFileSystem" in kinds, kinds
+    assert sorted(table_rows(spark, cfg, "m_raw", ["id"])) == expected_base("m", range(2), ["id"])
+
+
 def test_job_ids_do_not_repeat_in_the_commits_after_a_restart(spark, tmp_path: Path) -> None:
     """A restarted daemon (`ops.reload.start_parts`) numbers its jobs above every `job_id` its Delta
     logs record, so the ids in the commits' metadata never repeat across restarts (read back by

@@ -72,6 +72,11 @@ STATIC_CONF: dict[str, str] = {
     # every task of the jobs started before it (Spark's FIFO default). The pools are declared in
     # `spark.scheduler.allocation.file` (`fair_pools`).
     "spark.scheduler.mode": "FAIR",
+    # Delta's log commits (FileContext) through Hadoop's raw local file system: no `.<name>.crc`
+    # sidecar to write and rename, each a `chmod`/`readlink` child process without Hadoop's native
+    # library (docs/warehouse.md §2). The FileSystem API keeps its type (S3A's upload buffer casts
+    # it); `_local` turns its checksum files off instead.
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
 
 
@@ -476,6 +481,9 @@ def _local(cfg: SparkConfig) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(conf.get("freshet.logLevel", "WARN"))
+    # no checksum file beside each Parquet file: the cached local file system every task gets
+    jvm, hadoop = spark.sparkContext._jvm, spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    jvm.org.apache.hadoop.fs.FileSystem.getLocal(hadoop).setWriteChecksum(False)
     if fetched:
         _record_jars(cache, package)
     return spark
