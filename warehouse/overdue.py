@@ -53,7 +53,7 @@ class Overdue:
 
     def serve(self, now: float, running: int, tables: dict[str, Table], plan: TrackPlan, available: set[int],
               waiting: Callable[[int], bool], bulk_waits: Callable[[Table], bool],
-              start: Callable[[Table, int], object]) -> None:
+              start: Callable[[Table, int], None]) -> None:
         """The overdue jobs, the longest overdue first, while a lane and a track are free: each on
         the table's own tracks (the plan), else any free one; a bulk one that must wait for the bulk
         limit keeps its place. An entry whose release was served (its table started, drained or

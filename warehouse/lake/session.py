@@ -481,9 +481,11 @@ def _local(cfg: SparkConfig) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(conf.get("freshet.logLevel", "WARN"))
-    # no checksum file beside each Parquet file: the cached local file system every task gets
+    # no checksum file beside each Parquet file, on the cached `file:` file system every task gets;
+    # `FileSystem.get`, not `getLocal`: no cast, so a `fs.file.impl` of the user's own is left as it is
+    # (`setWriteChecksum` is a no-op but on a checksummed file system)
     jvm, hadoop = spark.sparkContext._jvm, spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    jvm.org.apache.hadoop.fs.FileSystem.getLocal(hadoop).setWriteChecksum(False)
+    jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), hadoop).setWriteChecksum(False)
     if fetched:
         _record_jars(cache, package)
     return spark
