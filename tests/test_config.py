@@ -37,7 +37,7 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["5x", "-1s", "", "m5", True, -3])
+@pytest.mark.parametrize("bad", ["5x", "-1s", "", "m5", True, -3, float("inf"), float("nan"), 1e308, "9" * 40 + "d"])
 def test_bad_durations(bad):
     with pytest.raises(ValueError, match="bad duration"):
         parse_duration(bad)
@@ -82,6 +82,15 @@ def test_valid_config_round_trip():
          "remove the stream"),
         (_with(streams=[{"name": "s", "period": "1m", "max_future_skew": "soon"}], tables=[{"name": "a", "stream": "s"}]),
          "streams[s].max_future_skew: bad duration 'soon'"),
+        # found by the hostile-config property test: each once reached the planner as inf or NaN
+        (_with(streams=[{"name": "router_cpu", "period": float("inf")}]), "streams[router_cpu].period: bad duration"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "cost": {"alpha": float("nan")}}]),
+         "tables[a].cost.alpha: bad duration"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "cost": {"beta": float("inf")}}]), "tables[a].cost.beta"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "cost": {"beta": 1e308}}]),
+         "tables[a].cost.beta: Input should be less than or equal to 1000000"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "priority": 1e308}]), "tables[a].priority"),
+        (_with(scheduler={"k": float("inf")}), "scheduler.k"),
     ],
 )
 def test_errors_name_the_field_and_problem(data, message):

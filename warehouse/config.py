@@ -87,7 +87,7 @@ class CostPrior(Strict):
     """Prior for E(n) = α + β·n (§2.4); refined online from observed durations."""
 
     alpha: Duration = Field(1.0, description="α: fixed start-up cost of a job, seconds")
-    beta: float = Field(0.1, ge=0, description="β: seconds of work per second of data")
+    beta: float = Field(0.1, ge=0, le=1e6, description="β: seconds of work per second of data")
 
 
 class Maintenance(Strict):
@@ -137,7 +137,7 @@ class TableConfig(Strict):
     stream: Name | None = Field(None, description="base tables: the stream that feeds it")
     sources: list[Name] = Field(default_factory=list, description="derived tables: the tables its SQL reads")
     sql: str | None = Field(None, description="derived tables: Spark SQL over the sources, by name")
-    priority: float = Field(1.0, gt=0, description="p_i, the user priority (§2.3)")
+    priority: float = Field(1.0, gt=0, le=1e6, description="p_i, the user priority (§2.3)")
     cost: CostPrior | None = Field(None, description="prior for E(n); default from `sim`")
     granularity: Duration | None = Field(None, description="derived: window end floored to this")
     lookback: Duration = Field(0.0, description="derived: read sources this far before the window (band joins)")

@@ -11,22 +11,24 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 __all__ = ["Duration", "Name", "Strict", "parse_duration"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+MAX_DURATION = 100 * 365 * 86400.0  # a century: anything longer is a typo, and sums of it stay finite
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 
 
 def parse_duration(value: Any) -> float:
-    """`90s`, `5m`, `1h`, `1d`, `250ms`, or a bare number → seconds (float, ≥ 0)."""
-    if isinstance(value, bool):
-        raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"bad duration {value!r}: must not be negative")
-        return float(value)
-    if isinstance(value, str):
+    """`90s`, `5m`, `1h`, `1d`, `250ms`, or a bare number → seconds (float, 0 to a century)."""
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
         m = _DURATION.match(value)
         if m:
-            return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-    raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
+            seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if seconds is None:
+        raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
+    if not 0 <= seconds <= MAX_DURATION:  # also refuses NaN
+        raise ValueError(f"bad duration {value!r}: must be from 0 to 100 years")
+    return seconds
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -36,4 +38,4 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
 class Strict(BaseModel):
     """A config section: unknown keys are refused, the model is frozen."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
