@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from policies.bulk import BULK_FACTOR
-from warehouse.config_base import Duration, Name, Strict, parse_duration
+from warehouse.config_base import Duration, Name, Slope, Strict, parse_duration
 from warehouse.config_sim import SimConfig
 from warehouse.config_storage import S3Settings, WarehousePaths
 from warehouse.errors import ConfigError
@@ -87,7 +87,7 @@ class CostPrior(Strict):
     """Prior for E(n) = α + β·n (§2.4); refined online from observed durations."""
 
     alpha: Duration = Field(1.0, description="α: fixed start-up cost of a job, seconds")
-    beta: float = Field(0.1, ge=0, le=1e6, description="β: seconds of work per second of data")
+    beta: Slope = Field(0.1, description="β: seconds of work per second of data")
 
 
 class Maintenance(Strict):

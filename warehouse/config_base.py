@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-__all__ = ["Duration", "Name", "Strict", "parse_duration"]
+__all__ = ["Duration", "Name", "Slope", "Strict", "parse_duration"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 MAX_DURATION = 100 * 365 * 86400.0  # a century: anything longer is a typo, and sums of it stay finite
@@ -19,7 +20,10 @@ def parse_duration(value: Any) -> float:
     """`90s`, `5m`, `1h`, `1d`, `250ms`, or a bare number → seconds (float, 0 to a century)."""
     seconds: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond a float's range
+            seconds = math.inf
     elif isinstance(value, str):
         m = _DURATION.match(value)
         if m:
@@ -33,6 +37,7 @@ def parse_duration(value: Any) -> float:
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)]
+Slope = Annotated[float, Field(ge=0, le=1e6)]  # β of E(n) = α + β·n (§2.4): finite, so a plan's sums stay finite
 
 
 class Strict(BaseModel):

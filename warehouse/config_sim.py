@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from warehouse.config_base import Duration, Name, Strict
+from warehouse.config_base import Duration, Name, Slope, Strict
 
 __all__ = ["Burst", "SimConfig", "Slowdown"]
 
@@ -32,7 +32,7 @@ class SimConfig(Strict):
     """Simulator defaults (§4.1): tables without `cost` use α, β; b draws E uniformly in [bE, (1+b)E]."""
 
     alpha: Duration = Field(1.0)
-    beta: float = Field(0.1, ge=0, le=1e6)
+    beta: Slope = 0.1
     b: float = Field(0.5, ge=0)
     jitter: float = Field(0.0, ge=0, description="arrival jitter as a fraction of the period")
     delay: Duration = Field(0.0, description="data in a partition lags its arrival by this much")
