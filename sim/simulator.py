@@ -178,6 +178,15 @@ class SimResult:
         }
 
 
+def longest_gap(marks: list[float], t0: float, t1: float) -> float:
+    """The longest time within [t0, t1] a table went without a job that made it fresher: the
+    largest gap between successive `marks` (sorted times of such jobs), the window's ends counting
+    as boundaries — a starvation, as the live benchmark measures it from the Delta log."""
+    inside = [m for m in marks if t0 < m < t1]
+    edges = [t0, *inside, t1]
+    return max(b - a for a, b in zip(edges, edges[1:], strict=False))
+
+
 def _r(x: float) -> float:
     return float(f"{x:.10g}")
 
@@ -245,6 +254,8 @@ class Simulation:
         self.maintenance = 0
         self.maintenance_busy = 0.0
         self.rows: dict[str, int] = {}
+        self.advanced: dict[str, list[float]] = {}  # table → when a job made it fresher (longest_gap)
+        self._newest: dict[str, float] = {}  # table → the freshness its last such job reached
         self.started: dict[int, tuple[float, float]] = {}
         self.tracks: dict[int, _Track] = {}  # each track's job timer (one job at a time per track)
         # cores shared by the running jobs (sim.cores); not over measured durations, which hold it
@@ -363,9 +374,14 @@ class Simulation:
         if job.kind in MAINTENANCE_KINDS:
             self.maintenance += 1
             self.maintenance_busy += duration
-        elif self.writer is not None:  # the trace holds update jobs
-            self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
-                                      duration=duration, rows=rows, track=job.track, work=job.n))
+        else:
+            marks = self.advanced.setdefault(job.table, [])
+            if not marks or job.new_freshness > self._newest[job.table]:
+                marks.append(self.env._now)
+                self._newest[job.table] = job.new_freshness
+            if self.writer is not None:  # the trace holds update jobs
+                self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
+                                          duration=duration, rows=rows, track=job.track, work=job.n))
         cold = bool(self.cold) and (job.table, job.start, job.end) in self.cold
         self._handle(JobFinished.build(job_id=job.job_id, duration=duration, rows=rows, cold=cold),
                      self.env._now)  # (no property)
@@ -426,6 +442,7 @@ class Simulation:
                 "weighted_staleness": _r(t.weighted_staleness),
                 "jobs": t.jobs_completed,
                 "mean_delta_f": _r(t.delta_f_total / t.jobs_completed) if t.jobs_completed else 0.0,
+                "longest_gap": _r(longest_gap(self.advanced.get(t.name, []), self.origin, horizon)),
             }
             if t.recompute_jobs:  # late data (sim.late): recompute jobs competed for the tracks
                 per_table[t.name]["recompute_jobs"] = t.recompute_jobs

@@ -208,6 +208,15 @@ def test_a_hand_written_trace_replays_measured_durations(capsys, tmp_path):
     expect = 14 ** 2 / 2 + (4 * 13 + 13 ** 2 / 2)
     assert out["events"] == 4 and out["horizon"] == pytest.approx(27.0)
     assert out["weighted_staleness"] == pytest.approx(expect)
+    assert out["per_table"]["t"]["longest_gap"] == pytest.approx(14.0)  # 990 → 1004 without a fresher load
+
+
+def test_the_longest_gap_counts_the_windows_ends_and_only_what_is_inside() -> None:
+    from sim.simulator import longest_gap
+
+    assert longest_gap([], 0.0, 10.0) == 10.0  # never fresher: the whole window
+    assert longest_gap([3.0, 7.0], 0.0, 10.0) == 4.0
+    assert longest_gap([-5.0, 2.0, 9.0, 30.0], 0.0, 10.0) == 7.0  # marks outside the window ignored
 
 
 def test_bad_traces_are_reported_by_line(tmp_path):
