@@ -119,7 +119,7 @@ def _text(d: dict[str, Any]) -> str:
                  f" a job estimated over {over} is bulk (docs/operations.md §9)")
     g = s["overdue_periods"]
     lines.append("  overdue jobs: off (the basic algorithm alone orders the jobs)" if g is None else
-                 f"  overdue jobs: a job waiting {g:g} of its table's periods goes first, at most "
+                 f"  overdue jobs: a table {g:g} of its periods without getting fresher goes first, at most "
                  f"{overdue_lanes(p['tracks'])} at once, each loading one period (docs/operations.md §10)")
     if p["note"]:
         lines.append(f"  note: {p['note']}")

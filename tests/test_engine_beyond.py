@@ -268,8 +268,9 @@ def test_a_held_track_asks_for_a_wakeup_at_the_expected_release():
 @pytest.mark.parametrize("overdue", [None, 2.0])
 def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
     """One track, Max-Benefit: `h` (priority 100) is pending again whenever a job ends, so `l`
-    (priority 1, period 10) never ranks first. With `overdue_periods: 2` its job, released at t = 1,
-    starts at the first decision from t = 21 on (1 + 2·10), and `h` has every other decision."""
+    (priority 1, period 10) never ranks first. With `overdue_periods: 2` its job (released at t = 1;
+    the table fresh since 0) starts at the first decision from t = 20 on (0 + 2·10), and `h` has
+    every other decision."""
     streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
     tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
     s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=overdue), now=0, initial_freshness=0.0)
@@ -288,17 +289,18 @@ def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
         assert low == []  # starved for as long as `h` is pending
         assert counted == {"th": 0, "tl": 0}
     else:
-        assert low == [21.0]
-        assert all(table == "th" for now, table in starts if now != 21.0)
+        assert low == [20.0]
+        assert all(table == "th" for now, table in starts if now != 20.0)
         assert counted == {"th": 0, "tl": 1}  # (freshet_jobs_overdue_total)
 
 
 @pytest.mark.parametrize("chop", [None, "auto", 5.0])
 def test_an_overdue_job_loads_one_period_and_the_rest_is_released_anew(chop):
     """`l` (period 10) has a backlog of three partitions, (0, 30], when its job goes overdue at
-    t = 21 (released at 1, `overdue_periods: 2`): the overdue job loads (0, 10] only, whatever the
-    chopping (warehouse.overdue.OVERDUE_CHOP); the rest is released when it ends, at 22, and its
-    next job, (10, 20], goes overdue at 42 — not at once, and not before."""
+    t = 20 (fresh since 0, `overdue_periods: 2`): the overdue job loads (0, 10] only, whatever the
+    chopping (warehouse.overdue.OVERDUE_CHOP); the rest is released when it ends, at 21, and its
+    next job, (10, 20], goes overdue at 41, two periods after that load — not at once, and not
+    before."""
     streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
     tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
     s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=2.0, chop=chop), now=0,
@@ -314,13 +316,15 @@ def test_an_overdue_job_loads_one_period_and_the_rest_is_released_anew(chop):
         if job.table == "tl":
             assert job.overdue and job.chopped
             low.append((now, job.start, job.end, len(job.arrivals)))
-    assert low == [(21.0, 0.0, 10.0, 1), (42.0, 10.0, 20.0, 1)]
+    assert low == [(20.0, 0.0, 10.0, 1), (41.0, 10.0, 20.0, 1)]
 
 
 def test_an_overdue_derived_job_computes_one_period_of_its_window():
     """`tl` loads (0, 30] at t = 2; `dl` over it (priority 1) is released when that commits, at 3,
-    and never ranks above `th`. At 23 (3 + 2·10) it is overdue and computes (0, 10] only, not the
-    (0, 30] its sources allow (warehouse.overdue.OVERDUE_CHOP through the derived window's chop)."""
+    and never ranks above `th`. At 20 it is overdue — two periods since its freshness last changed
+    (0), not since its release (that would be 23): the wait for its source counts — and computes
+    (0, 10] only, not the (0, 30] its sources allow (warehouse.overdue.OVERDUE_CHOP through the
+    derived window's chop)."""
     streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
     tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 100},
               {"name": "dl", "sources": ["tl"], "priority": 1}]
@@ -335,7 +339,7 @@ def test_an_overdue_derived_job_computes_one_period_of_its_window():
         (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
         if job.table != "th":
             seen.append((now, job.table, job.start, job.end, job.overdue, job.chopped))
-    assert seen == [(2.0, "tl", 0.0, 30.0, False, False), (23.0, "dl", 0.0, 10.0, True, True)]
+    assert seen == [(2.0, "tl", 0.0, 30.0, False, False), (20.0, "dl", 0.0, 10.0, True, True)]
 
 
 def test_validate_says_whether_overdue_jobs_go_first() -> None:
@@ -345,18 +349,18 @@ def test_validate_says_whether_overdue_jobs_go_first() -> None:
     tables = [{"name": "th", "stream": "h"}]
     assert "overdue jobs: off" in _text(describe(config(streams, tables, tracks=4)))
     says = _text(describe(config(streams, tables, tracks=8, overdue_periods=3)))
-    assert "overdue jobs: a job waiting 3 of its table's periods goes first, at most 2 at once" in says
+    assert "overdue jobs: a table 3 of its periods without getting fresher goes first, at most 4 at once" in says
 
 
 def test_the_overdue_queue_is_rebuilt_by_a_reload():
-    """A reload that turns the bound on gives the jobs already waiting their place by their release
-    (not the reload's time); a reload that turns it off empties the queue."""
+    """A reload that turns the bound on gives the jobs already waiting their place by their tables'
+    wait (fresh since 0; not the reload's time); a reload that turns it off empties the queue."""
     streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
     tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
     s = Scheduler(config(streams, tables, policy="max-benefit"), now=0, initial_freshness=0.0)
     s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
     s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=10), 1)
     s.handle(Reconfigure(config=config(streams, tables, policy="max-benefit", overdue_periods=3.0)), 5)
-    assert s._overdue.heap == [(31.0, s._tables["tl"].queue.seq, "tl")]  # 1 + 3·10
+    assert s._overdue.heap == [(30.0, s._tables["tl"].queue.seq, "tl")]  # 0 + 3·10
     s.handle(Reconfigure(config=config(streams, tables, policy="max-benefit")), 6)
     assert s._overdue.heap == []

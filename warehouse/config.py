@@ -235,10 +235,10 @@ class SchedulerConfig(Strict):
                                                     "not measured β (warehouse.cost; with learn_costs); about a "
                                                     "narrow row on one core; 0: extrapolate β")
     overdue_periods: float | None = Field(
-        None, gt=0, description="a released job that has waited this many of its table's periods goes before the "
-                                "basic algorithm's order, the longest overdue first, loading one period of its "
-                                "backlog (warehouse.overdue: an aging bound against starvation in overload, beyond "
-                                "the paper); null: never")
+        None, gt=0, description="a released job whose table has gone this many of its periods without getting "
+                                "fresher goes before the basic algorithm's order, the longest overdue first, on at "
+                                "most half the tracks, loading one period of its backlog (warehouse.overdue: an aging "
+                                "bound against starvation in overload, beyond the paper); null: never")
     bulk_limit: int | Literal["auto"] | None = Field(
         "auto", description="at most this many bulk jobs run at once (policies.bulk); auto: the cores less one "
                             "(`spark.cores`, the N of `local[N]`, or this machine's for `local[*]`), uncapped where "

@@ -1,10 +1,13 @@
-"""The overdue queue (`scheduler.overdue_periods`): an aging bound, beyond the paper. A job that
-has waited that many of its table's periods since its release (§3.1 r_i) starts before the basic
-algorithm's order, the longest overdue first — so in an overload no table waits for ever behind
-more valuable ones (docs/operations.md §10). At most `overdue_lanes` such jobs run at once, so an
-overload with many overdue tables does not turn the scheduler into FIFO. An overdue job loads at
-most `OVERDUE_CHOP` of its table's periods of ΔF (§3.4's chopping): enough to end the table's wait,
-not its whole backlog — the rest waits in the basic algorithm's order, released anew.
+"""The overdue queue (`scheduler.overdue_periods`): an aging bound, beyond the paper. A queued job
+whose table has gone that many of its periods without getting fresher — since its freshness last
+changed, or, never loaded, since the job's release (§3.1 r_i) — starts before the basic algorithm's
+order, the longest overdue first — so in an overload no table waits for ever behind more valuable
+ones (docs/operations.md §10). Counted from the last change, not the release: a derived table that
+waited for its sources is that much nearer its bound when its job is released. At most
+`overdue_lanes` such jobs run at once, so an overload with many overdue tables does not turn the
+scheduler into FIFO. An overdue job loads at most `OVERDUE_CHOP` of its table's periods of ΔF
+(§3.4's chopping): enough to end the table's wait, not its whole backlog — the rest waits in the
+basic algorithm's order, released anew.
 
 Pure: no clock, no I/O; the Scheduler hands it the time, its tables and how to start a job.
 """
@@ -24,8 +27,14 @@ OVERDUE_CHOP = 1.0  # c of an overdue job: one period of ΔF (a burst's backlog 
 
 
 def overdue_lanes(tracks: int) -> int:
-    """At most this many overdue jobs run at once: a quarter of the tracks, at least one."""
-    return max(1, tracks // 4)
+    """At most this many overdue jobs run at once: half the tracks, at least one."""
+    return max(1, tracks // 2)
+
+
+def _since(t: Table, release: float) -> float:
+    """Since when t has gone without getting fresher: its freshness's last change (the staleness
+    meter's), else — never loaded — its job's release."""
+    return min(t.meter.since, release) if t.meter.freshness is not None else release
 
 
 class Overdue:
@@ -41,15 +50,15 @@ class Overdue:
         self.heap: list[tuple[float, int, str]] = []
 
     def configure(self, periods: float | None, tracks: int, tables: Iterable[Table]) -> None:
-        """A (re)load: each waiting job's deadline again, from its release and the new period."""
+        """A (re)load: each waiting job's deadline again, from its table's wait and the new period."""
         self.periods, self.lanes = periods, overdue_lanes(tracks)
-        self.heap = [] if periods is None else [(t.queue.release + periods * t.period, t.queue.seq, t.name)
+        self.heap = [] if periods is None else [(_since(t, t.queue.release) + periods * t.period, t.queue.seq, t.name)
                                                 for t in tables if t.state in QUEUED]
         heapq.heapify(self.heap)
 
     def released(self, t: Table, now: float) -> None:
         """t's job was released at `now` (the caller asks only while `periods` is set)."""
-        heapq.heappush(self.heap, (now + self.periods * t.period, t.queue.seq, t.name))  # type: ignore[operator]
+        heapq.heappush(self.heap, (_since(t, now) + self.periods * t.period, t.queue.seq, t.name))  # type: ignore[operator]
 
     def serve(self, now: float, running: int, tables: dict[str, Table], plan: TrackPlan, available: set[int],
               waiting: Callable[[int], bool], bulk_waits: Callable[[Table], bool],

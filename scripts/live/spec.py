@@ -228,9 +228,12 @@ def bursting(stream: Stream, kind: str = "bulk") -> bool:
     return stream.bursts or (kind == "hot" and stream.name in HOT_STREAMS)
 
 
-# Freshet's aging bound (scheduler.overdue_periods): a job waiting 3 of its table's periods goes
-# first, one at a time on 4 tracks — the starvation target (3 periods plus the burst) in the config
-OVERDUE_PERIODS = 3.0
+# Freshet's aging bound (scheduler.overdue_periods): a table 5 of its periods without getting fresher
+# goes first, at most two at a time on 4 tracks — the starvation target (3 periods plus the burst's
+# 60 s: 9 periods of a 10-s stream, the tables the quick shape's window can starve) in the config,
+# with room for the wait in the overdue queue. Chosen in the twin over the 60- and 240-table traces
+# of b366746 (docs/benchmarks.md § Scale: the aging bound at 240 tables).
+OVERDUE_PERIODS = 5.0
 
 # The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
 # get too: warehouse.lake.session.DEFAULT_CONF).
