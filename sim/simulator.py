@@ -255,7 +255,6 @@ class Simulation:
         self.maintenance_busy = 0.0
         self.rows: dict[str, int] = {}
         self.advanced: dict[str, list[float]] = {}  # table → when a job made it fresher (longest_gap)
-        self._newest: dict[str, float] = {}  # table → the freshness its last such job reached
         self.started: dict[int, tuple[float, float]] = {}
         self.tracks: dict[int, _Track] = {}  # each track's job timer (one job at a time per track)
         # cores shared by the running jobs (sim.cores); not over measured durations, which hold it
@@ -375,10 +374,8 @@ class Simulation:
             self.maintenance += 1
             self.maintenance_busy += duration
         else:
-            marks = self.advanced.setdefault(job.table, [])
-            if not marks or job.new_freshness > self._newest[job.table]:
-                marks.append(self.env._now)
-                self._newest[job.table] = job.new_freshness
+            if job.delta_f > 0:  # it made its table fresher (a recompute rewrites windows below F)
+                self.advanced.setdefault(job.table, []).append(self.env._now)
             if self.writer is not None:  # the trace holds update jobs
                 self.writer.job(JobRecord(time=self.env.now, table=job.table, start=job.start, end=job.end,
                                           duration=duration, rows=rows, track=job.track, work=job.n))
