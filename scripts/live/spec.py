@@ -232,7 +232,7 @@ def bursting(stream: Stream, kind: str = "bulk") -> bool:
 # goes first, at most two at a time on 4 tracks — the starvation target (3 periods plus the burst's
 # 60 s: 9 periods of a 10-s stream, the tables the quick shape's window can starve) in the config,
 # with room for the wait in the overdue queue. Chosen in the twin over the 60- and 240-table traces
-# of b366746 (docs/benchmarks.md § Scale: the aging bound at 240 tables).
+# of b366746 (docs/benchmarks.md § Results: the aging bound counted from the last fresher commit).
 OVERDUE_PERIODS = 5.0
 
 # The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
