@@ -342,6 +342,66 @@ def test_an_overdue_derived_job_computes_one_period_of_its_window():
     assert seen == [(2.0, "tl", 0.0, 30.0, False, False), (20.0, "dl", 0.0, 10.0, True, True)]
 
 
+def _pending_high(s: Scheduler, job, until: int, watch: str, arrivals=()):
+    """Drive one track where `th` is pending again whenever a job ends; (now, job) of `watch`'s
+    jobs. `arrivals`: (time, event) handed over at that time."""
+    seen, extra = [], dict(arrivals)
+    for k in range(until):
+        now = 2.0 + k
+        if now in extra:
+            s.handle(extra[now], now)
+        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
+        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+        if job.table == watch:
+            seen.append((now, job))
+    return seen
+
+
+def test_a_derived_table_is_overdue_in_units_of_its_granularity():
+    """`dg` (granularity 60 over a 10-s stream) can get fresher once a minute: overdue after 2 of
+    its minutes without getting fresher (at 120), not 2 of its stream's periods (20)."""
+    streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
+    tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 100},
+              {"name": "dg", "sources": ["tl"], "priority": 1, "granularity": 60}]
+    s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=2.0), now=0, initial_freshness=0.0)
+    (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
+    s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=60), 1)
+    seen = _pending_high(s, job, 125, "dg")
+    assert [(now, j.overdue) for now, j in seen] == [(120.0, True)]
+
+
+def test_a_base_table_after_its_streams_pause_is_not_overdue_at_once():
+    """`tl`'s stream is silent until 50: its wait begins at most a period before its data came
+    (40), so it is overdue at 60 (40 + 2·10), not at once for the 50 s without a load."""
+    streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
+    tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
+    s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=2.0), now=0, initial_freshness=0.0)
+    (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
+    late = PartitionArrived(stream="l", partition_id="l0", start=40, end=50)
+    seen = _pending_high(s, job, 70, "tl", arrivals=[(50.0, late)])
+    assert [(now, j.overdue) for now, j in seen] == [(60.0, True)]
+
+
+def test_a_retry_or_a_recompute_waits_from_its_release():
+    """The overdue deadline (warehouse.overdue.deadline) of a derived table with an update to make
+    counts from its freshness's last change; after a failure, or with nothing but windows to
+    recompute, from the release."""
+    from warehouse.overdue import deadline
+
+    streams = [{"name": "l", "period": 10}]
+    tables = [{"name": "tl", "stream": "l"}, {"name": "dl", "sources": ["tl"]}]
+    s = Scheduler(config(streams, tables, overdue_periods=2.0), now=0, initial_freshness=0.0)
+    (job,) = s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=30), 1)
+    s.handle(JobFinished(job_id=job.job_id, duration=1), 2)  # tl fresh to 30: dl has an update
+    dl = s._tables["dl"]
+    assert deadline(dl, 2.0, 2.0) == 0.0 + 20  # fresh since 0: the wait for tl counts
+    dl.jobs.consecutive_failures = 1
+    assert deadline(dl, 2.0, 2.0) == 2.0 + 20
+    dl.jobs.consecutive_failures = 0
+    dl.freshness = 30.0  # (as if computed to the edge: only a recompute could be left)
+    assert deadline(dl, 2.0, 2.0) == 2.0 + 20
+
+
 def test_validate_says_whether_overdue_jobs_go_first() -> None:
     from ops.validate import _text, describe
 

@@ -274,7 +274,8 @@ class StartJob:
     whose rows differ from the stream's typical rate); read it as `n`. `priority`: the table's
     inherited priority Ip (§3.3) when the job started; `bulk`: its estimate is over the bulk
     threshold (policies.bulk) — both choose its fair-scheduler pool; `overdue`: it started before
-    the basic algorithm's order, having waited `scheduler.overdue_periods` (warehouse.overdue).
+    the basic algorithm's order, its table `scheduler.overdue_periods` of its periods without getting
+    fresher (warehouse.overdue).
     """
 
     job_id: int

@@ -1,9 +1,8 @@
 """The overdue queue (`scheduler.overdue_periods`): an aging bound, beyond the paper. A queued job
-whose table has gone that many of its periods without getting fresher — since its freshness last
-changed, or, never loaded, since the job's release (§3.1 r_i) — starts before the basic algorithm's
-order, the longest overdue first — so in an overload no table waits for ever behind more valuable
-ones (docs/operations.md §10). Counted from the last change, not the release: a derived table that
-waited for its sources is that much nearer its bound when its job is released. At most
+whose table has gone that many of its periods without getting fresher (`deadline`: counted from
+its freshness's last change, not only from the job's release, §3.1 r_i) starts before the basic
+algorithm's order, the longest overdue first — so in an overload no table waits for ever behind
+more valuable ones (docs/operations.md §10). At most
 `overdue_lanes` such jobs run at once, so an overload with many overdue tables does not turn the
 scheduler into FIFO. An overdue job loads at most `OVERDUE_CHOP` of its table's periods of ΔF
 (§3.4's chopping): enough to end the table's wait, not its whole backlog — the rest waits in the
@@ -21,7 +20,7 @@ from tracks.plan import TrackPlan
 from warehouse.queues import now_track
 from warehouse.table import QUEUED, Table
 
-__all__ = ["OVERDUE_CHOP", "Overdue", "overdue_lanes"]
+__all__ = ["OVERDUE_CHOP", "Overdue", "deadline", "overdue_lanes"]
 
 OVERDUE_CHOP = 1.0  # c of an overdue job: one period of ΔF (a burst's backlog is many)
 
@@ -31,10 +30,21 @@ def overdue_lanes(tracks: int) -> int:
     return max(1, tracks // 2)
 
 
-def _since(t: Table, release: float) -> float:
-    """Since when t has gone without getting fresher: its freshness's last change (the staleness
-    meter's), else — never loaded — its job's release."""
-    return min(t.meter.since, release) if t.meter.freshness is not None else release
+def deadline(t: Table, release: float, periods: float) -> float:
+    """When t's job, released at `release`, is overdue: `periods` units after t's wait began, a
+    unit being t's period (or its granularity, when longer: it cannot get fresher more often).
+    The wait begins at the last change of t's freshness (the staleness meter's), so a derived
+    table's wait for its sources' loads counts — for a base table at most a unit before the
+    release (a stream's pause is no wait). A job that only recomputes, a retry after a failure, a
+    table never loaded: from the release."""
+    unit = max(t.period, t.granularity or 0.0)
+    since = release
+    if t.freshness is not None and t.jobs.consecutive_failures == 0:
+        if t.derived is None:
+            since = max(min(t.meter.since, release), release - unit)
+        elif t.derived.has_update(t.freshness):
+            since = min(t.meter.since, release)
+    return since + periods * unit
 
 
 class Overdue:
@@ -52,13 +62,13 @@ class Overdue:
     def configure(self, periods: float | None, tracks: int, tables: Iterable[Table]) -> None:
         """A (re)load: each waiting job's deadline again, from its table's wait and the new period."""
         self.periods, self.lanes = periods, overdue_lanes(tracks)
-        self.heap = [] if periods is None else [(_since(t, t.queue.release) + periods * t.period, t.queue.seq, t.name)
+        self.heap = [] if periods is None else [(deadline(t, t.queue.release, periods), t.queue.seq, t.name)
                                                 for t in tables if t.state in QUEUED]
         heapq.heapify(self.heap)
 
     def released(self, t: Table, now: float) -> None:
         """t's job was released at `now` (the caller asks only while `periods` is set)."""
-        heapq.heappush(self.heap, (_since(t, now) + self.periods * t.period, t.queue.seq, t.name))  # type: ignore[operator]
+        heapq.heappush(self.heap, (deadline(t, now, self.periods), t.queue.seq, t.name))  # type: ignore[arg-type]
 
     def serve(self, now: float, running: int, tables: dict[str, Table], plan: TrackPlan, available: set[int],
               waiting: Callable[[int], bool], bulk_waits: Callable[[Table], bool],

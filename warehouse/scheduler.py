@@ -515,7 +515,7 @@ class Scheduler:
             available.discard(track)
 
     def _overdue_first(self, now: float, available: set[int], out: list[StartJob]) -> None:
-        """The jobs that have waited `overdue_periods` of their table's period, next (warehouse.overdue)."""
+        """The jobs of tables `overdue_periods` of their periods without getting fresher, next (warehouse.overdue)."""
         running = sum(j.overdue for j in self._board.jobs.values())  # (the board's: StartJob.overdue)
         self._overdue.serve(now, running, self._tables, self.plan, available, self._queues.waiting,
                             lambda t: self._bulk_waits(t, OVERDUE_CHOP),
