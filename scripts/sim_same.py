@@ -90,7 +90,7 @@ def main() -> int:
             same = same_report(got[0][0], got[1][0]) and got[0][1] == got[1][1]
             bad += not same
             print(f"{'same' if same else 'DIFFERENT':<9} {name}", flush=True)
-        print(f"{len(todo) - bad}/{len(todo)} runs identical (trace byte for byte, report but for {sorted(ADDED)}) "
+        print(f"{len(todo) - bad}/{len(todo)} runs identical (trace byte for byte, report but for {sorted(ADDED | ADDED_PER_TABLE)}) "
               f"against {a.against}")
     return 1 if bad else 0
 

@@ -48,6 +48,7 @@ from sim.workload import periods, true_costs, utilization
 from warehouse.config import FreshetConfig, SimConfig, StreamConfig
 from warehouse.errors import ConfigError, FreshetError
 from warehouse.events import Event, JobFinished, PartitionArrived, StartJob, Tick
+from warehouse.freshness import longest_gap
 from warehouse.scheduler import Recovered, Scheduler
 from warehouse.upkeep import MAINTENANCE_KINDS
 
@@ -176,15 +177,6 @@ class SimResult:
             "per_table": self.run.per_table,
             **{k: v for k, v in self.extra.items() if k != "origin"},
         }
-
-
-def longest_gap(marks: list[float], t0: float, t1: float) -> float:
-    """The longest time within [t0, t1] a table went without a job that made it fresher: the
-    largest gap between successive `marks` (sorted times of such jobs), the window's ends counting
-    as boundaries — a starvation, as the live benchmark measures it from the Delta log."""
-    inside = [m for m in marks if t0 < m < t1]
-    edges = [t0, *inside, t1]
-    return max(b - a for a, b in zip(edges, edges[1:], strict=False))
 
 
 def _r(x: float) -> float:

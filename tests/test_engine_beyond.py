@@ -265,6 +265,21 @@ def test_a_held_track_asks_for_a_wakeup_at_the_expected_release():
 
 
 # ---- the overdue queue: an aging bound (scheduler.overdue_periods) ----------------------------------
+def _behind_th(s: Scheduler, job, steps: int, arrivals=()):
+    """One track where `th` (stream `h`) is pending again whenever a job ends: at 2, 3, … a
+    partition of `h` arrives and the running job ends; (now, job started). `arrivals`: (time,
+    event) handed over first at that time."""
+    started, extra = [], dict(arrivals)
+    for k in range(steps):
+        now = 2.0 + k
+        if now in extra:
+            s.handle(extra[now], now)
+        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
+        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
+        started.append((now, job))
+    return started
+
+
 @pytest.mark.parametrize("overdue", [None, 2.0])
 def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
     """One track, Max-Benefit: `h` (priority 100) is pending again whenever a job ends, so `l`
@@ -277,12 +292,9 @@ def test_an_overdue_job_goes_before_more_valuable_ones_and_only_then(overdue):
     (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
     assert s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=10), 1) == []
     starts = []
-    for k in range(40):
-        now = 2.0 + k
-        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
-        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
-        starts.append((now, job.table))
-        assert job.overdue == (job.table == "tl")
+    for now, j in _behind_th(s, job, 40):
+        starts.append((now, j.table))
+        assert j.overdue == (j.table == "tl")
     low = [now for now, table in starts if table == "tl"]
     counted = {t.name: t.jobs_overdue for t in s.stats(42).tables}
     if overdue is None:
@@ -309,13 +321,10 @@ def test_an_overdue_job_loads_one_period_and_the_rest_is_released_anew(chop):
     for i in range(3):
         assert s.handle(PartitionArrived(stream="l", partition_id=f"l{i}", start=10 * i, end=10 * (i + 1)), 1) == []
     low = []
-    for k in range(45):
-        now = 2.0 + k
-        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
-        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
-        if job.table == "tl":
-            assert job.overdue and job.chopped
-            low.append((now, job.start, job.end, len(job.arrivals)))
+    for now, j in _behind_th(s, job, 45):
+        if j.table == "tl":
+            assert j.overdue and j.chopped
+            low.append((now, j.start, j.end, len(j.arrivals)))
     assert low == [(20.0, 0.0, 10.0, 1), (41.0, 10.0, 20.0, 1)]
 
 
@@ -333,28 +342,10 @@ def test_an_overdue_derived_job_computes_one_period_of_its_window():
     for i in range(3):
         s.handle(PartitionArrived(stream="l", partition_id=f"l{i}", start=10 * i, end=10 * (i + 1)), 1)
     seen = []
-    for k in range(30):
-        now = 2.0 + k
-        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
-        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
-        if job.table != "th":
-            seen.append((now, job.table, job.start, job.end, job.overdue, job.chopped))
+    for now, j in _behind_th(s, job, 30):
+        if j.table != "th":
+            seen.append((now, j.table, j.start, j.end, j.overdue, j.chopped))
     assert seen == [(2.0, "tl", 0.0, 30.0, False, False), (20.0, "dl", 0.0, 10.0, True, True)]
-
-
-def _pending_high(s: Scheduler, job, until: int, watch: str, arrivals=()):
-    """Drive one track where `th` is pending again whenever a job ends; (now, job) of `watch`'s
-    jobs. `arrivals`: (time, event) handed over at that time."""
-    seen, extra = [], dict(arrivals)
-    for k in range(until):
-        now = 2.0 + k
-        if now in extra:
-            s.handle(extra[now], now)
-        s.handle(PartitionArrived(stream="h", partition_id=f"h{k + 1}", start=1 + k, end=2 + k), now)
-        (job,) = s.handle(JobFinished(job_id=job.job_id, duration=1), now)
-        if job.table == watch:
-            seen.append((now, job))
-    return seen
 
 
 def test_a_derived_table_is_overdue_in_units_of_its_granularity():
@@ -366,8 +357,8 @@ def test_a_derived_table_is_overdue_in_units_of_its_granularity():
     s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=2.0), now=0, initial_freshness=0.0)
     (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
     s.handle(PartitionArrived(stream="l", partition_id="l0", start=0, end=60), 1)
-    seen = _pending_high(s, job, 125, "dg")
-    assert [(now, j.overdue) for now, j in seen] == [(120.0, True)]
+    seen = [(now, j.overdue) for now, j in _behind_th(s, job, 125) if j.table == "dg"]
+    assert seen == [(120.0, True)]
 
 
 def test_a_base_table_after_its_streams_pause_is_not_overdue_at_once():
@@ -378,8 +369,8 @@ def test_a_base_table_after_its_streams_pause_is_not_overdue_at_once():
     s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=2.0), now=0, initial_freshness=0.0)
     (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
     late = PartitionArrived(stream="l", partition_id="l0", start=40, end=50)
-    seen = _pending_high(s, job, 70, "tl", arrivals=[(50.0, late)])
-    assert [(now, j.overdue) for now, j in seen] == [(60.0, True)]
+    seen = [(now, j.overdue) for now, j in _behind_th(s, job, 70, arrivals=[(50.0, late)]) if j.table == "tl"]
+    assert seen == [(60.0, True)]
 
 
 def test_a_retry_or_a_recompute_waits_from_its_release():

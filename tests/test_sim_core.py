@@ -212,7 +212,7 @@ def test_a_hand_written_trace_replays_measured_durations(capsys, tmp_path):
 
 
 def test_the_longest_gap_counts_the_windows_ends_and_only_what_is_inside() -> None:
-    from sim.simulator import longest_gap
+    from warehouse.freshness import longest_gap
 
     assert longest_gap([], 0.0, 10.0) == 10.0  # never fresher: the whole window
     assert longest_gap([3.0, 7.0], 0.0, 10.0) == 4.0

@@ -11,7 +11,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["WHOLE", "StalenessMeter", "floor_to", "safe_freshness", "staleness_area", "time_within_target", "trailing_edge"]
+__all__ = ["WHOLE", "StalenessMeter", "floor_to", "longest_gap", "safe_freshness", "staleness_area", "time_within_target",
+           "trailing_edge"]
 
 
 def floor_to(t: float, granularity: float | None) -> float:
@@ -61,6 +62,13 @@ def time_within_target(t0: float, t1: float, f: float, target: float | None) -> 
     if target is None:
         return 0.0
     return min(max(f + target - t0, 0.0), t1 - t0)  # S ≤ target ⇔ τ ≤ f + target
+
+
+def longest_gap(marks: Iterable[float], t0: float, t1: float) -> float:
+    """The longest time within [t0, t1] without a mark (sorted times a table got fresher), the
+    window's ends counting as marks: a starvation (docs/operations.md §10)."""
+    edges = [t0, *(m for m in marks if t0 < m < t1), t1]
+    return max(b - a for a, b in zip(edges, edges[1:], strict=False))
 
 
 @dataclass(slots=True)

@@ -2,11 +2,10 @@
 whose table has gone that many of its periods without getting fresher (`deadline`: counted from
 its freshness's last change, not only from the job's release, §3.1 r_i) starts before the basic
 algorithm's order, the longest overdue first — so in an overload no table waits for ever behind
-more valuable ones (docs/operations.md §10). At most
-`overdue_lanes` such jobs run at once, so an overload with many overdue tables does not turn the
-scheduler into FIFO. An overdue job loads at most `OVERDUE_CHOP` of its table's periods of ΔF
-(§3.4's chopping): enough to end the table's wait, not its whole backlog — the rest waits in the
-basic algorithm's order, released anew.
+more valuable ones (docs/operations.md §10). At most `overdue_lanes` such jobs run at once, so an
+overload with many overdue tables does not turn the scheduler into FIFO. An overdue job loads at
+most `OVERDUE_CHOP` of its table's periods of ΔF (§3.4's chopping): enough to end the table's
+wait, not its whole backlog — the rest waits in the basic algorithm's order, released anew.
 
 Pure: no clock, no I/O; the Scheduler hands it the time, its tables and how to start a job.
 """

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warehouse.freshness import StalenessMeter
+from warehouse.freshness import StalenessMeter, longest_gap
 
 __all__ = ["Commit", "ProcessMonitor", "TableFigures", "commits", "complete_windows", "staleness", "starvation",
            "weighted"]
@@ -141,14 +141,12 @@ def starvation(log: list[Commit], t0: float, t1: float) -> float:
     (added rows newer than any committed before): the largest gap between successive such
     commits, the window's ends counting as boundaries. A commit of no rows, or of older data (a
     materialized view recomputed over the same sources), does not end a starvation."""
-    marks, newest = [t0], -math.inf
+    marks, newest = [], -math.inf
     for c in sorted(log, key=lambda c: (c.time, c.version)):
         if c.max_event is not None and c.max_event > newest:
             newest = c.max_event
-            if t0 < c.time < t1:
-                marks.append(c.time)
-    marks.append(t1)
-    return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+            marks.append(c.time)
+    return longest_gap(marks, t0, t1)
 
 
 def complete_windows(log: list[Commit], sources: list[list[Commit]], granularity: float | None) -> list[Commit]:
