@@ -22,7 +22,8 @@ first `--skip` rounds left out (JIT and first reads).
 `--live SECONDS` instead tries it as a new user would: the same config under `freshet run`, for
 each tree in turn, fed in real time (a partition of each stream every 5 s, written by this script
 into the landing zone), and prints the median duration of each table's jobs from the daemon's own
-log (`job finished`), the first 30 s left out.
+log (`job finished`), the first 30 s left out; `--without-fold` runs it on the streams, the
+roll-up and the band join alone.
 """
 
 from __future__ import annotations
@@ -57,24 +58,26 @@ FOLD_SQL = ("SELECT k, count(*) AS n, sum(v) AS v_sum, max(ts) AS ts FROM m_raw 
             "WHERE ts > :window_start AND ts <= :window_end GROUP BY k")
 
 
-def config_dict(base: Path) -> dict[str, Any]:
-    """The small config (the same for both trees)."""
+def config_dict(base: Path, fold: bool = True) -> dict[str, Any]:
+    """The small config (the same for both trees); without the fold with `fold=False`."""
     schema_m = {"ts": "timestamp", "k": "string", "v": "double", "id": "long"}
     schema_a = {"ts": "timestamp", "k": "string", "sev": "int", "id": "long"}
     cost = {"alpha": 1, "beta": 0.01}
+    tables: list[dict[str, Any]] = [
+        {"name": "m_raw", "stream": "m", "priority": 1, "cost": cost},
+        {"name": "a_raw", "stream": "a", "priority": 10, "cost": cost},
+        {"name": "m_roll", "sources": ["m_raw"], "granularity": "5s", "sql": ROLL_SQL, "cost": cost},
+        {"name": "a_m", "sources": ["a_raw", "m_raw"], "granularity": "5s", "lookback": "2m",
+         "sql": BAND_SQL, "priority": 5, "cost": cost},
+    ]
+    if fold:
+        tables.append({"name": "m_state", "kind": "stateful", "sources": ["m_raw"], "key": ["k"],
+                       "increment": FOLD_SQL, "fold": {"n": "count", "v_sum": "sum", "ts": "max"}, "cost": cost})
     return {
         "warehouse": {"root": str(base / "data"), "landing": str(base / "landing")},
         "streams": [{"name": "m", "period": "5s", "lateness": 0, "schema": schema_m},
                     {"name": "a", "period": "5s", "lateness": 0, "schema": schema_a}],
-        "tables": [
-            {"name": "m_raw", "stream": "m", "priority": 1, "cost": cost},
-            {"name": "a_raw", "stream": "a", "priority": 10, "cost": cost},
-            {"name": "m_roll", "sources": ["m_raw"], "granularity": "5s", "sql": ROLL_SQL, "cost": cost},
-            {"name": "a_m", "sources": ["a_raw", "m_raw"], "granularity": "5s", "lookback": "2m",
-             "sql": BAND_SQL, "priority": 5, "cost": cost},
-            {"name": "m_state", "kind": "stateful", "sources": ["m_raw"], "key": ["k"], "increment": FOLD_SQL,
-             "fold": {"n": "count", "v_sum": "sum", "ts": "max"}, "cost": cost},
-        ],
+        "tables": tables,
         "scheduler": {"tracks": 2},
         "spark": {"master": "local[2]", "conf": SPARK_CONF},
     }
@@ -221,9 +224,9 @@ def worker(code: str, rounds: int) -> int:
 
 
 # ---- live: the daemon itself, fed in real time -------------------------------------------------------
-def live(code: Path, seconds: float, warmup: float = 30.0) -> dict[str, Any]:
-    """Run `freshet run` of the tree at `code` on the small config for `seconds`, a partition of
-    each stream every 5 s; each table's job durations from its log."""
+def live(code: Path, seconds: float, warmup: float = 30.0, fold: bool = True) -> dict[str, Any]:
+    """Run `freshet run` of the tree at `code` on the small config (`fold=False`: without the fold)
+    for `seconds`, a partition of each stream every 5 s; each table's job durations from its log."""
     import signal
     import socket
 
@@ -233,7 +236,7 @@ def live(code: Path, seconds: float, warmup: float = 30.0) -> dict[str, Any]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     base = Path(tempfile.mkdtemp(prefix="freshet-fixedcost-live-"))
-    cfg_dict = config_dict(base)
+    cfg_dict = config_dict(base, fold)
     cfg_dict["listen"] = f"127.0.0.1:{port}"
     (base / "freshet.yaml").write_text(yaml.safe_dump(cfg_dict))
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(code)}
@@ -375,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop after the round that passes this many seconds (default 420)")
     ap.add_argument("--names", action="store_true", help="print the stage names of the last round")
     ap.add_argument("--live", type=float, metavar="SECONDS", help="run the daemon on each tree, fed in real time")
+    ap.add_argument("--without-fold", action="store_true",
+                    help="--live on the streams, the roll-up and the band join only (no stateful table)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--feed", help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=float, default=60.0, help=argparse.SUPPRESS)
@@ -444,16 +449,18 @@ def main_live(args: argparse.Namespace) -> int:
     try:
         for s in wanted:
             load = Path("/proc/loadavg").read_text().split()[:3]
-            out[s] = {"loadavg_start": load, "tables": live(trees[s], args.live)}
+            out[s] = {"loadavg_start": load, "tables": live(trees[s], args.live, fold=not args.without_fold)}
             print(f"{names[s]}: load average {' '.join(load)} at the start", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(trees["before"], ignore_errors=True)
-    print(f"the daemon fed in real time for {args.live:g} s a tree (the first 30 s left out): median job duration")
+    shape = "without the fold" if args.without_fold else "every table"
+    print(f"the daemon fed in real time for {args.live:g} s a tree, {shape} (the first 30 s left out): "
+          "median job duration")
     for s in wanted:
         print(f"  {names[s]} (load {' '.join(out[s]['loadavg_start'])}): " + ", ".join(
             f"{t} {f['median_s']:.2f} s ({f['jobs']} jobs)" for t, f in out[s]["tables"].items()))
     if args.json:
-        Path(args.json).write_text(json.dumps({"names": names, **out}, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"names": names, "fold": not args.without_fold, **out}, indent=1) + "\n")
     return 0
 
 
