@@ -390,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         return feed(args.feed, args.seconds)
     if args.live:
         return main_live(args)
+    if args.without_fold:
+        ap.error("--without-fold shapes the --live run: give --live SECONDS with it")
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     trees = {"before": _tree(args.before), "after": ROOT}
     names = {"before": args.before, "after": _head()}

@@ -52,7 +52,7 @@ from warehouse.freshness import longest_gap
 from warehouse.scheduler import Recovered, Scheduler
 from warehouse.upkeep import MAINTENANCE_KINDS
 
-__all__ = ["RunStats", "SimResult", "Simulation", "generated_arrivals", "ideal_config", "simulate"]
+__all__ = ["RunStats", "SimResult", "Simulation", "generated_arrivals", "ideal_config", "simulate", "workload"]
 
 
 def generated_arrivals(stream: StreamConfig, sim: SimConfig, seed: int, origin: float = 0.0) -> Iterator[Arrival]:
@@ -537,6 +537,14 @@ def prepare(config: FreshetConfig, seed: int, learn: bool = False) -> FreshetCon
     return config.model_copy(update={"scheduler": sc})
 
 
+def workload(config: FreshetConfig, *, seed: int = 0, trace: Trace | None = None,
+             writer: TraceWriter | None = None) -> Simulation:
+    """The run `simulate` makes, without its ideal: over a daemon's trace the twin learns α, β from
+    the durations the daemon learned them from (§2.4), otherwise the estimates are the true E(n)."""
+    return Simulation(prepare(config, seed, learn=trace is not None and trace.live), seed=seed, trace=trace,
+                      writer=writer)
+
+
 def simulate(
     config: FreshetConfig,
     *,
@@ -552,9 +560,7 @@ def simulate(
     cfg = prepare(config, seed)  # (the ideal's: the true costs)
     if events is None and until is None and trace is None:
         events = cfg.sim.events
-    # a daemon's trace: its twin learns α, β from the durations the daemon learned them from (§2.4)
-    live = trace is not None and trace.live
-    sim = Simulation(prepare(config, seed, learn=True) if live else cfg, seed=seed, trace=trace, writer=writer)
+    sim = workload(config, seed=seed, trace=trace, writer=writer)
     hook = tuner(sim, trace) if tuner is not None else None
     run = sim.run(events=events, until=until)
     ideal_sim = Simulation(ideal_config(cfg), seed=seed, trace=trace, use_measured=False)

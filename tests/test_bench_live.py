@@ -221,6 +221,41 @@ def test_the_twin_predicts_before_the_run_from_earlier_costs(tmp_path: Path) -> 
     assert nojoin["kinds_from_every_table"] == ["join", "stateful"] and nojoin["predicted_weighted_staleness"] > 0
 
 
+def test_screen_replays_the_freshet_run_as_the_twin_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """scripts/live/screen.py on a run's directory: as run, the twin's figure from `simulate` and the
+    starved tables from its per-table longest gap (the window is the whole replay); a variant
+    with one track is staler; a setting the scheduler does not have is an error naming it."""
+    import yaml
+
+    from scripts.live import screen
+    from sim.simulator import simulate
+    from sim.trace import TraceWriter, read_trace
+    from warehouse.config import load_config
+
+    d = tmp_path / "seed-1" / "freshet"
+    d.mkdir(parents=True)
+    (d / "freshet.yaml").write_text(yaml.safe_dump(spec.DEFAULT.freshet_config(str(d / "warehouse"), "/l")))
+    config = load_config(d / "freshet.yaml")
+    with (d / "freshet.trace").open("w") as fh:
+        simulate(config, until=300.0, writer=TraceWriter(fh))
+    trace = read_trace(d / "freshet.trace")
+    t0 = trace.origin
+    twin = simulate(config, trace=trace, until=t0 + 200.0).to_json()
+    periods = {t.name: 2.0 + i for i, t in enumerate(config.tables)}
+    run = {"seed": 1, "window": [0.0, 200.0], "burst": [80.0, 90.0], "periods": periods,
+           "contestants": [{"name": "freshet", "root": str(d / "warehouse"), "start": t0}]}
+    as_run = screen.screen(run, {})
+    assert as_run["weighted_staleness"] == pytest.approx(twin["average_weighted_staleness"], abs=0.01)
+    want = {t: v["longest_gap"] for t, v in twin["per_table"].items() if v["longest_gap"] > 3 * periods[t] + 10.0}
+    assert want and set(want) != set(periods)  # the test holds both kinds of table
+    assert as_run["starved_beyond_target"] == pytest.approx(want, abs=0.1)
+    assert screen.screen(run, {"tracks": 1})["weighted_staleness"] > as_run["weighted_staleness"]
+    path = tmp_path / "summary-seed1.json"
+    path.write_text(json.dumps(run))
+    assert screen.main([str(path), "--set", '{"trakcs": 1}']) == 2
+    assert "trakcs" in capsys.readouterr().err
+
+
 def test_order_is_a_seeded_shuffle() -> None:
     from scripts.bench_live import CONTESTANTS, order
 
