@@ -254,6 +254,11 @@ def test_screen_replays_the_freshet_run_as_the_twin_does(tmp_path: Path, capsys:
     path.write_text(json.dumps(run))
     assert screen.main([str(path), "--set", '{"trakcs": 1}']) == 2
     assert "trakcs" in capsys.readouterr().err
+    (d / "freshet.trace").unlink()  # the run's directory cleaned up: named before anything is printed
+    with pytest.raises(SystemExit):
+        screen.main([str(path)])
+    out, err = capsys.readouterr()
+    assert not out and "freshet.trace is missing" in err
 
 
 def test_order_is_a_seeded_shuffle() -> None:

@@ -44,6 +44,19 @@ def _freshet_dir(run: dict[str, Any]) -> tuple[Path, float]:
     return d, float(entry["start"])
 
 
+def _run(path: Path) -> dict[str, Any]:
+    """A per-seed JSON, its `freshet` run's directory still there."""
+    try:
+        run = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    if not isinstance(run, dict) or not isinstance(run.get("contestants"), list):
+        raise ValueError(f"{path}: not a per-seed JSON of bench_live.py (a summary over seeds names its per-seed "
+                         "files in `runs`)")
+    _freshet_dir(run)
+    return run
+
+
 def screen(run: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]:
     """One per-seed run replayed with `variant` over its scheduler settings: the twin's average
     weighted staleness over the replay (reference.twin's `predicted_weighted_staleness` when the
@@ -80,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(v, dict):
             ap.error(f"--set {text}: not a JSON object of scheduler settings")
         variants.append(v)
-    runs = [json.loads(p.read_text()) for p in args.runs]
+    try:
+        runs = [_run(p) for p in args.runs]
+    except ValueError as e:
+        ap.error(str(e))
     print("| variant | Σp·S per trace | sum | starved per trace |")
     print("|---|---|---|---|")
     for v in variants:
