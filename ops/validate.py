@@ -117,9 +117,10 @@ def _text(d: dict[str, Any]) -> str:
     why = "" if asked != "auto" else " (auto)" if limit is not None else " (auto: the cores are unknown, say spark.cores)"
     lines.append(f"  bulk jobs at once: {'no limit' if limit is None else limit}{why};"
                  f" a job estimated over {over} is bulk (docs/operations.md §9)")
-    g = s["overdue_periods"]
+    g, slack = s["overdue_periods"], s["overdue_slack"]
+    plus = f" and {slack:g} s" if slack else ""
     lines.append("  overdue jobs: off (the basic algorithm alone orders the jobs)" if g is None else
-                 f"  overdue jobs: a table {g:g} of its periods without getting fresher goes first, at most "
+                 f"  overdue jobs: a table {g:g} of its periods{plus} without getting fresher goes first, at most "
                  f"{overdue_lanes(p['tracks'])} at once, each loading one period (docs/operations.md §10)")
     if p["note"]:
         lines.append(f"  note: {p['note']}")

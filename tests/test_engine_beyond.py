@@ -373,6 +373,20 @@ def test_a_base_table_after_its_streams_pause_is_not_overdue_at_once():
     assert seen == [(60.0, True)]
 
 
+def test_overdue_slack_adds_seconds_to_the_periods():
+    """`overdue_periods: 1, overdue_slack: 15s` is overdue 10 + 15 s after the wait began: `tl`'s
+    data from 40 (its stream silent before), overdue at 65, not at 50 as with the periods alone."""
+    streams = [{"name": "h", "period": 10}, {"name": "l", "period": 10}]
+    tables = [{"name": "th", "stream": "h", "priority": 100}, {"name": "tl", "stream": "l", "priority": 1}]
+    for slack, due in ((0.0, 50.0), (15.0, 65.0)):
+        s = Scheduler(config(streams, tables, policy="max-benefit", overdue_periods=1.0, overdue_slack=slack), now=0,
+                      initial_freshness=0.0)
+        (job,) = s.handle(PartitionArrived(stream="h", partition_id="h0", start=0, end=1), 1)
+        late = PartitionArrived(stream="l", partition_id="l0", start=40, end=50)
+        seen = [(now, j.overdue) for now, j in _behind_th(s, job, 80, arrivals=[(50.0, late)]) if j.table == "tl"]
+        assert seen == [(due, True)]
+
+
 def test_a_retry_or_a_recompute_waits_from_its_release():
     """The overdue deadline (warehouse.overdue.deadline) of a derived table with an update to make
     counts from its freshness's last change; after a failure, or with nothing but windows to
@@ -391,6 +405,7 @@ def test_a_retry_or_a_recompute_waits_from_its_release():
     dl.jobs.consecutive_failures = 0
     dl.freshness = 30.0  # (as if computed to the edge: only a recompute could be left)
     assert deadline(dl, 2.0, 2.0) == 2.0 + 20
+    assert deadline(dl, 2.0, 2.0, 35.0) == 2.0 + 20 + 35  # overdue_slack: seconds on top of the periods
 
 
 def test_validate_says_whether_overdue_jobs_go_first() -> None:
@@ -401,6 +416,8 @@ def test_validate_says_whether_overdue_jobs_go_first() -> None:
     assert "overdue jobs: off" in _text(describe(config(streams, tables, tracks=4)))
     says = _text(describe(config(streams, tables, tracks=8, overdue_periods=3)))
     assert "overdue jobs: a table 3 of its periods without getting fresher goes first, at most 4 at once" in says
+    says = _text(describe(config(streams, tables, tracks=8, overdue_periods=3, overdue_slack="35s")))
+    assert "a table 3 of its periods and 35 s without getting fresher goes first" in says
 
 
 def test_the_overdue_queue_is_rebuilt_by_a_reload():

@@ -239,6 +239,10 @@ class SchedulerConfig(Strict):
                                 "fresher goes before the basic algorithm's order, the longest overdue first, on at "
                                 "most half the tracks, loading one period of its backlog (warehouse.overdue: an aging "
                                 "bound against starvation in overload, beyond the paper); null: never")
+    overdue_slack: Duration = Field(
+        0.0, ge=0, description="seconds added to the overdue deadline: a table is overdue after `overdue_periods` of "
+                               "its periods plus this (a staleness target of 3 periods plus a burst: "
+                               "`overdue_periods: 3, overdue_slack: 35s`)")
     bulk_limit: int | Literal["auto"] | None = Field(
         "auto", description="at most this many bulk jobs run at once (policies.bulk); auto: the cores less one "
                             "(`spark.cores`, the N of `local[N]`, or this machine's for `local[*]`), uncapped where "

@@ -29,9 +29,10 @@ def overdue_lanes(tracks: int) -> int:
     return max(1, tracks // 2)
 
 
-def deadline(t: Table, release: float, periods: float) -> float:
-    """When t's job, released at `release`, is overdue: `periods` units after t's wait began, a
-    unit being t's period (or its granularity, when longer: it cannot get fresher more often).
+def deadline(t: Table, release: float, periods: float, slack: float = 0.0) -> float:
+    """When t's job, released at `release`, is overdue: `periods` units and `slack` seconds after
+    t's wait began, a unit being t's period (or its granularity, when longer: it cannot get fresher
+    more often).
     The wait begins at the last change of t's freshness (the staleness meter's), so a derived
     table's wait for its sources' loads counts — for a base table at most a unit before the
     release (a stream's pause is no wait). A job that only recomputes, a retry after a failure, a
@@ -43,31 +44,32 @@ def deadline(t: Table, release: float, periods: float) -> float:
             since = max(min(t.meter.since, release), release - unit)
         elif t.derived.has_update(t.freshness):
             since = min(t.meter.since, release)
-    return since + periods * unit
+    return since + periods * unit + slack
 
 
 class Overdue:
-    """`periods` (None: off); `heap`: (when overdue, release seq, table), an entry standing while
+    """`periods` (None: off) and `slack`; `heap`: (when overdue, release seq, table), an entry standing while
     the table's job is queued with that `QueuePlace.seq`; `lanes`: how many overdue jobs may run
     (which run is the track board's: `StartJob.overdue`)."""
 
-    __slots__ = ("heap", "lanes", "periods")
+    __slots__ = ("heap", "lanes", "periods", "slack")
 
     def __init__(self) -> None:
         self.periods: float | None = None
+        self.slack = 0.0
         self.lanes = 1
         self.heap: list[tuple[float, int, str]] = []
 
-    def configure(self, periods: float | None, tracks: int, tables: Iterable[Table]) -> None:
+    def configure(self, periods: float | None, slack: float, tracks: int, tables: Iterable[Table]) -> None:
         """A (re)load: each waiting job's deadline again, from its table's wait and the new period."""
-        self.periods, self.lanes = periods, overdue_lanes(tracks)
-        self.heap = [] if periods is None else [(deadline(t, t.queue.release, periods), t.queue.seq, t.name)
+        self.periods, self.slack, self.lanes = periods, slack, overdue_lanes(tracks)
+        self.heap = [] if periods is None else [(deadline(t, t.queue.release, periods, slack), t.queue.seq, t.name)
                                                 for t in tables if t.state in QUEUED]
         heapq.heapify(self.heap)
 
     def released(self, t: Table, now: float) -> None:
         """t's job was released at `now` (the caller asks only while `periods` is set)."""
-        heapq.heappush(self.heap, (deadline(t, now, self.periods), t.queue.seq, t.name))  # type: ignore[arg-type]
+        heapq.heappush(self.heap, (deadline(t, now, self.periods, self.slack), t.queue.seq, t.name))  # type: ignore[arg-type]
 
     def serve(self, now: float, running: int, tables: dict[str, Table], plan: TrackPlan, available: set[int],
               waiting: Callable[[int], bool], bulk_waits: Callable[[Table], bool],
@@ -97,7 +99,7 @@ class Overdue:
     def only(self, names: set[str]) -> Overdue:
         """A copy holding the entries of these tables only (a rollout copy of some tables)."""
         c = Overdue()
-        c.periods, c.lanes = self.periods, self.lanes
+        c.periods, c.slack, c.lanes = self.periods, self.slack, self.lanes
         c.heap = [e for e in self.heap if e[2] in names]
         heapq.heapify(c.heap)
         return c

@@ -139,7 +139,7 @@ class Scheduler:
                 self._transition(t, "drain")
         ahead = bp.ahead
         self._plan_tables(ahead)  # counts and queues what is pending
-        self._overdue.configure(sc.overdue_periods, sc.tracks, self._by_idx)
+        self._overdue.configure(sc.overdue_periods, sc.overdue_slack, sc.tracks, self._by_idx)
         if ahead is not None and moved(ahead, ((t.name, t.cost) for t in self._by_idx)):  # a job finished since
             self._plan_dirty = True  # redone as after a drift (§3.2)
         touched = lay.touched
