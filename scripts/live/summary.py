@@ -21,9 +21,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STARVE_PERIODS", "T975", "interval", "summarise", "t975"]
+__all__ = ["STARVE_PERIODS", "T975", "interval", "starve_target", "summarise", "t975"]
 
 STARVE_PERIODS = 3  # no table without a commit longer than 3 of its periods plus the burst
+
+
+def starve_target(run: dict[str, Any], period: float) -> float:
+    """The longest a table of this period may go without a fresher commit in a per-seed run:
+    3 of its periods plus the run's burst."""
+    burst = (run["burst"][1] - run["burst"][0]) if run.get("burst") else 0.0
+    return STARVE_PERIODS * period + burst
 
 # Student's t, 0.975 quantile, for 1 … 30 degrees of freedom (the two-sided 95 % interval);
 # the seeds are few, so the normal quantile (1.96) would understate the interval badly.
@@ -105,10 +112,9 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                          "starvation_periods": max(x.get("starvation_periods", 0.0) for x in rows)}
         starved: dict[str, float] = {}  # table → its worst starvation beyond 3 periods + the burst
         for r, c in ((r, b[n]) for r, b in zip(runs, by, strict=True) if n in b and _ok(b[n])):
-            burst = (r["burst"][1] - r["burst"][0]) if r.get("burst") else 0.0
             for t, x in c["tables"].items():
                 gone = x.get("starvation_seconds", 0.0)
-                if x.get("period") and gone > STARVE_PERIODS * x["period"] + burst:
+                if x.get("period") and gone > starve_target(r, x["period"]):
                     starved[t] = max(starved.get(t, 0.0), gone)
         mism: dict[str, int] = {}
         for c in ok:
