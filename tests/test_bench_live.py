@@ -497,7 +497,8 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
 
 
 def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A threshold below any load average: no contestant starts, exit status 3, the reason in the JSON."""
+    """A threshold below any load average: no contestant starts, exit status 3, the reason in the JSON.
+    No free space asked for, so the load check is the one that refuses on a machine with a small disk."""
     from scripts import bench_live
     from scripts.live import footing
 
@@ -508,7 +509,7 @@ def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(footing, "others_cores", lambda: 0.0)
     out = tmp_path / "b"
     assert bench_live.main(["--only", "cron", "--shape", "4,2,2,4,10", "--out", str(out), "--json", str(out / "r.json"),
-                            "--load-threshold", "-1", "--settle", "0"]) == 3
+                            "--load-threshold", "-1", "--min-free-gb", "0", "--settle", "0"]) == 3
     r = json.loads((out / "r.json").read_text())
     assert "above the threshold -1" in r["refused"] and r["contestants"] == []
 
