@@ -170,7 +170,7 @@ class Spec:
                   for d in self.derived if d.stateful),
             ],
             "scheduler": {"tracks": tracks, "policy": policy, "partitioner": partitioner,
-                          "overdue_periods": OVERDUE_PERIODS, "overdue_slack": f"{OVERDUE_SLACK:g}s"},
+                          "overdue_periods": OVERDUE_PERIODS},
             "spark": {"master": master, "conf": dict(SPARK_CONF)},
         }
 
@@ -228,14 +228,14 @@ def bursting(stream: Stream, kind: str = "bulk") -> bool:
     return stream.bursts or (kind == "hot" and stream.name in HOT_STREAMS)
 
 
-# Freshet's aging bound (scheduler.overdue_periods, overdue_slack): a table 3 of its periods and 35 s
-# without getting fresher goes first, at most two at a time on 4 tracks — the starvation target (3
-# periods plus the burst's 60 s: the tables the quick shape's window can starve) less 25 s for the
-# wait in the overdue queue. Until 2026-11-30 it was 5 periods and no slack; the twin over the
-# 240-table traces of b8c72e5 and b366746 gave 3 + 35 s −5.8 % and −2.2 % Σp·S, none starved, and
-# level at 60 (docs/benchmarks.md § Scale, `python -m scripts.live.screen`).
-OVERDUE_PERIODS = 3.0
-OVERDUE_SLACK = 35.0
+# Freshet's aging bound (scheduler.overdue_periods): a table 5 of its periods without getting fresher
+# goes first, at most two at a time on 4 tracks — the starvation target (3 periods plus the burst's
+# 60 s: 9 periods of a 10-s stream, the tables the quick shape's window can starve) in the config,
+# with room for the wait in the overdue queue. Chosen in the twin over the 60- and 240-table traces
+# of b366746 (docs/benchmarks.md § Results: the aging bound counted from the last fresher commit).
+# 3 periods + 35 s (overdue_slack), better in the twin on a faster machine's traces, starved 20
+# tables live at 240 on a slower machine (c90ed91); 5 starved 0–1 a trace in the twin of that run.
+OVERDUE_PERIODS = 5.0
 
 # The Spark settings every contestant runs with (plus Freshet's session defaults, which the peers
 # get too: warehouse.lake.session.DEFAULT_CONF).
