@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STARVE_PERIODS", "T975", "interval", "starve_target", "summarise", "t975"]
+__all__ = ["T975", "interval", "starve_target", "summarise", "t975"]
 
 STARVE_PERIODS = 3  # no table without a commit longer than 3 of its periods plus the burst
 
