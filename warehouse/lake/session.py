@@ -90,6 +90,9 @@ SESSION_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.stats.collect": "true",
     "spark.sql.parquet.compression.codec": "snappy",
+    # Delta's VACUUM lists a table's files in this many tasks, whatever the table's size; Spark's
+    # default (10,000) made VACUUM of a 4-file table take 53 s on two cores, 4.7-5.3 s with 8-32.
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "32",
 }
 
 DEFAULT_CONF: dict[str, str] = {**STATIC_CONF, **SESSION_CONF}
