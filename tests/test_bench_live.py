@@ -591,26 +591,27 @@ def test_output_check_agrees_with_spark_sql(spark, tmp_path: Path) -> None:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_two_contestants_on_a_short_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """freshet and cron on a 40 s trace (10 s warm-up) of 20 tables (today's 15, four more streams
+    """freshet and cron on a 60 s trace (10 s warm-up) of 20 tables (today's 15, four more streams
     and a stateful table over b00): the JSON has the issue's layout, every contestant's tables are
     Delta tables under its root, the figures agree with the per-table ones, and the state equals
     its aggregate key by key wherever it was written. (At 30 s, on a slow machine beside another
     test, a cold b00 job took 11–14 s and the stateful job never started; at 40 s Freshet's first
-    stateful job was still running at the end, after 13 s.)"""
+    stateful job was still running at the end, after 13 s, and in another run neither contestant's
+    had ended by then: each was the next job or running at the trace's end.)"""
     out = tmp_path / "bench"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     wh = spec.build(20)
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_live.py"), "--only", "freshet,cron",
                            "--tables", "20",
-                           "--shape", "10,5,5,20,20", "--out", str(out), "--json", str(out / "r.json"),
+                           "--shape", "10,5,5,40,20", "--out", str(out), "--json", str(out / "r.json"),
                            "--allow-load", "--settle", "0", "--align", "1", "--min-free-gb", "0.5"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads((out / "r.json").read_text())
-    assert r["window"] == [10.0, 40.0] and r["time_column"] == "ts"
+    assert r["window"] == [10.0, 60.0] and r["time_column"] == "ts"
     assert r["priorities"] == wh.priorities() and [d.name for d in wh.derived if d.stateful] == ["d_state_003"]
     assert [c["name"] for c in r["contestants"]] == ["freshet", "cron"]
-    never = sum(r["priorities"].values()) * (10.0 + 40.0) / 2  # Σp·S averaged if nothing were ever loaded
+    never = sum(r["priorities"].values()) * (10.0 + 60.0) / 2  # Σp·S averaged if nothing were ever loaded
     summary = {c["name"]: {"status": c["status"], "error": c["error"], "load": c["load_average"],
                            "commits": {t: v["commits"] for t, v in c["tables"].items()}} for c in r["contestants"]}
     for c in r["contestants"]:
@@ -633,7 +634,7 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path, monkeypatch: pytest.Mo
         if c["tables"]["d_state_003"]["commits"] >= 1:  # a state that was written equals its aggregate
             assert c["check"]["d_state_003"]["checked_keys"] >= 8 and c["check"]["d_state_003"]["mismatched_keys"] == 0
         assert c["weighted_staleness_complete"] == pytest.approx(c["weighted_staleness"], rel=1e-6)
-        assert 0 < c["starvation"]["seconds"] <= 30.0 and c["cpu_seconds_per_row"] > 0
+        assert 0 < c["starvation"]["seconds"] <= 50.0 and c["cpu_seconds_per_row"] > 0
     # a stateful update's first run is its slowest (13 s on a slow machine beside another test):
     # one contestant at least has written the state within the window
     assert any(c["tables"]["d_state_003"]["commits"] >= 1 for c in r["contestants"]), summary
