@@ -4,12 +4,15 @@
   the HTTP and Prometheus shells are tested without the engine or Spark;
 * `run_until_idle`: the landing zone loaded through the Scheduler and the real executor until
   nothing is left to do — a driver of the engine for Spark tests and `scripts/bench_delta.py`
-  (the daemon's scheduler loop, `ops.loop`, is the one in production).
+  (the daemon's scheduler loop, `ops.loop`, is the one in production);
+* `job_group`: a block's Spark jobs in a job group of their own, to count them afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
     from warehouse.lake.executor import Executor
     from warehouse.landing.intake import Intake
 
-__all__ = ["RunReport", "make_stats", "make_table", "run_until_idle"]
+__all__ = ["RunReport", "job_group", "make_stats", "make_table", "run_until_idle"]
 
 
 def make_table(name: str, **kw: Any) -> TableStats:
@@ -142,3 +145,15 @@ def run_until_idle(
                 todo += scheduler.handle(event, time.time())
     report.wall = time.time() - t0
     return report, scheduler
+
+
+@contextlib.contextmanager
+def job_group(spark: SparkSession, name: str) -> Iterator[Callable[[], list[int]]]:
+    """The block's Spark jobs (this thread's) in job group `name`; yields what gives their ids,
+    to call after the block (after a snapshot warm-up it leaves behind, when that must count)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(name, name)
+    try:
+        yield lambda: list(sc.statusTracker().getJobIdsForGroup(name))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]

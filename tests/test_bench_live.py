@@ -611,7 +611,8 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path, monkeypatch: pytest.Mo
     assert r["window"] == [10.0, 60.0] and r["time_column"] == "ts"
     assert r["priorities"] == wh.priorities() and [d.name for d in wh.derived if d.stateful] == ["d_state_003"]
     assert [c["name"] for c in r["contestants"]] == ["freshet", "cron"]
-    never = sum(r["priorities"].values()) * (10.0 + 60.0) / 2  # Σp·S averaged if nothing were ever loaded
+    start, end = r["window"]
+    never = sum(r["priorities"].values()) * (start + end) / 2  # Σp·S averaged if nothing were ever loaded
     summary = {c["name"]: {"status": c["status"], "error": c["error"], "load": c["load_average"],
                            "commits": {t: v["commits"] for t, v in c["tables"].items()}} for c in r["contestants"]}
     for c in r["contestants"]:
@@ -634,7 +635,7 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path, monkeypatch: pytest.Mo
         if c["tables"]["d_state_003"]["commits"] >= 1:  # a state that was written equals its aggregate
             assert c["check"]["d_state_003"]["checked_keys"] >= 8 and c["check"]["d_state_003"]["mismatched_keys"] == 0
         assert c["weighted_staleness_complete"] == pytest.approx(c["weighted_staleness"], rel=1e-6)
-        assert 0 < c["starvation"]["seconds"] <= 50.0 and c["cpu_seconds_per_row"] > 0
+        assert 0 < c["starvation"]["seconds"] <= end - start and c["cpu_seconds_per_row"] > 0
     # a stateful update's first run is its slowest (13 s on a slow machine beside another test):
     # one contestant at least has written the state within the window
     assert any(c["tables"]["d_state_003"]["commits"] >= 1 for c in r["contestants"]), summary

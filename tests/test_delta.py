@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import MINUTE, T0, make_config, rows_for, warehouse_dict, write_minutes
 
-from tests.helpers_ops import run_until_idle
+from tests.helpers_ops import job_group, run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
 from warehouse.lake.delta import append_idempotent, ms, table_path, utc
@@ -379,16 +379,12 @@ def test_a_warm_snapshot_spares_the_next_job_spark_work(spark, tmp_path: Path) -
     cfg = make_config(tmp_path)
     write_minutes(cfg, "m", 0, 4)
     arrivals = sorted(Intake(cfg).scan(), key=lambda a: a.partition_id)
-    tracker, sc = spark.sparkContext.statusTracker(), spark.sparkContext
 
     def spark_jobs(ex: Executor, job: StartJob) -> int:
-        sc.setJobGroup(f"warm-{job.job_id}", "warm test")
-        try:
+        with job_group(spark, f"warm-{job.job_id}") as jobs:
             assert ex.run(job).committed
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
         assert ex.warmer.idle(60)
-        return len(tracker.getJobIdsForGroup(f"warm-{job.job_id}"))
+        return len(jobs())
 
     class Off(SnapshotWarmer):
         def warm(self, path: str, pool: str | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import MINUTE, T0, make_config, write_minutes
 
+from tests.helpers_ops import job_group
 from warehouse.events import StartJob
 from warehouse.lake.delta import read_delta, table_path, utc, window_filter
 from warehouse.lake.executor import Executor
@@ -114,21 +115,16 @@ def test_a_band_join_update_runs_no_delta_scan(spark, tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     write_minutes(cfg, "m", 0, 5)
     write_minutes(cfg, "a", 0, 5)
-    sc = spark.sparkContext
-    tracker = sc.statusTracker()
     ex = Executor(cfg, spark)
     job_id = _load(ex, Intake(cfg).scan(), range(5))
     assert ex.warmer.idle(60)
     counts = []
     for i in (1, 2, 3):
         job_id += 1
-        sc.setJobGroup(f"files-{job_id}", "files test")
-        try:
+        with job_group(spark, f"files-{job_id}") as jobs:
             assert ex.run(_job(job_id, "a_m", "derived", i)).committed
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
         assert ex.warmer.idle(60)
-        counts.append(len(tracker.getJobIdsForGroup(f"files-{job_id}")))
+        counts.append(len(jobs()))
     assert max(counts[1:]) <= 3, counts  # the first job creates the table: one job more
     mine = _rows(read_delta(spark, table_path(cfg, "a_m"), None).drop("date"))
     delta_cfg = make_config(tmp_path / "delta")

@@ -14,13 +14,14 @@ import pytest
 from conftest import MINUTE, T0, warehouse_dict, write_minutes
 from test_delta import expected_base, table_rows
 
-from tests.helpers_ops import run_until_idle
+from tests.helpers_ops import job_group, run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import StartJob
 from warehouse.lake import maintain
 from warehouse.lake.delta import table_path
 from warehouse.lake.executor import Executor
 from warehouse.lake.recovery import SparkLog, recover
+from warehouse.lake.session import LISTING_TASKS, SESSION_CONF
 from warehouse.landing.intake import Intake
 from warehouse.scheduler import Scheduler
 
@@ -93,18 +94,14 @@ def test_optimize_compacts_vacuum_respects_retention_and_recovery_reads_across_t
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
               "('delta.deletedFileRetentionDuration' = 'interval 1 seconds')")
     time.sleep(1.2)
-    sc = spark.sparkContext
-    sc.setJobGroup("test-vacuum", "the second VACUUM")
-    try:
+    with job_group(spark, "test-vacuum") as jobs:
         ev = ex.execute(vac)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
     assert ev.bytes_reclaimed > 0 and ev.files == 2 and parquet_files(path) == 2
-    # its file listing in a few tasks, not Spark's default 10,000 (53 s for this table on two cores)
-    tracker = sc.statusTracker()
-    stages = [s for j in tracker.getJobIdsForGroup("test-vacuum") for s in tracker.getJobInfo(j).stageIds]
-    tasks = [tracker.getStageInfo(s).numTasks for s in stages]
-    assert stages and max(tasks) <= 32, tasks
+    # its file listing in the session's tasks, and they are few: not Spark's default 10,000 (53 s
+    # for this table on two cores)
+    tracker = spark.sparkContext.statusTracker()
+    tasks = [tracker.getStageInfo(s).numTasks for j in jobs() for s in tracker.getJobInfo(j).stageIds]
+    assert tasks and max(tasks) <= int(SESSION_CONF[LISTING_TASKS]) <= 100, tasks
     assert table_rows(spark, cfg, "m_raw", COLS) == expected_base("m", range(3), COLS)
     after = recover(cfg).tables["m_raw"]
     assert (after.freshness, after.txn_version, after.partitions) == (local.freshness, local.txn_version,

@@ -5,6 +5,7 @@ every base row."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import MINUTE, T0, warehouse_dict, write_minutes
 
-from tests.helpers_ops import run_until_idle
+from tests.helpers_ops import job_group, run_until_idle
 from warehouse.config import parse_config
 from warehouse.events import Backfill, StartJob, Tick
 from warehouse.lake.delta import ms, table_path
@@ -270,7 +271,6 @@ def test_an_on_time_fold_runs_no_delta_scan_and_no_change_feed_read(spark, tmp_p
     write_minutes(cfg, "m", 1, 4, n=6)  # minute 0 comes late, below F
     arrivals = {a.partition_id: a for a in Intake(cfg).scan()}
     ex = Executor(cfg, spark)
-    sc = spark.sparkContext
     feeds: list[tuple[int, int]] = []  # (since, version) of each change-feed read
     real = stateful._late
 
@@ -284,16 +284,12 @@ def test_an_on_time_fold_runs_no_delta_scan_and_no_change_feed_read(spark, tmp_p
     def run(job: StartJob) -> int:
         """Run `job` (a fold: in a job group of its own); its Spark jobs, the warm-up it leaves
         behind done."""
-        group = f"fold-{job.job_id}"
-        if job.table == "state":
-            sc.setJobGroup(group, "stateful fold test")
-        try:
+        group = job_group(spark, f"fold-{job.job_id}") if job.table == "state" else contextlib.nullcontext(list)
+        with group as jobs:
             out = ex.run(job)
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
         assert out.committed, out.note
         assert ex.warmer.idle(60)
-        return len(sc.statusTracker().getJobIdsForGroup(group))
+        return len(jobs())
 
     counts = []
     for i in (1, 2, 3):

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BULK_SPLIT_BYTES",
     "DEFAULT_CONF",
+    "LISTING_TASKS",
     "SESSION_CONF",
     "STATIC_CONF",
     "delta_package",
@@ -80,6 +81,8 @@ STATIC_CONF: dict[str, str] = {
 }
 
 
+LISTING_TASKS = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
 # Runtime SQL settings of the daemon's session, locally and over Spark Connect. Measured with
 # scripts/bench_delta.py (docs/warehouse.md §7): Freshet's appends are small, and Spark 4's
 # defaults are sized for big jobs.
@@ -92,7 +95,7 @@ SESSION_CONF: dict[str, str] = {
     "spark.sql.parquet.compression.codec": "snappy",
     # Delta's VACUUM lists a table's files in this many tasks, whatever the table's size; Spark's
     # default (10,000) made VACUUM of a 4-file table take 53 s on two cores, 4.7-5.3 s with 8-32.
-    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "32",
+    LISTING_TASKS: "32",
 }
 
 DEFAULT_CONF: dict[str, str] = {**STATIC_CONF, **SESSION_CONF}
