@@ -14,7 +14,7 @@ T = TypeVar("T", bound=Any)
 __all__ = ["ALPHA_SHARE", "AUTO_C", "INVERSION", "OVERLOAD", "SLOW", "Pace", "chop_count", "chop_pays", "chop_window", "time_slice"]
 
 AUTO_C = 3.0  # the paper's c (§4.7), used while chopping pays
-SLOW = 1.5  # recent observed/estimated durations this many times the long-run ratio: a transient slowdown
+SLOW = 1.5  # recent observed/estimated durations above this: a transient slowdown
 INVERSION = 2.0  # a job this many times less valuable per second than the best table's: an inversion
 OVERLOAD = 1.05  # offered load clearly above capacity (its estimate is noisy by a few percent)
 ALPHA_SHARE = 0.01  # otherwise a job is still chopped where a longer one would save under 1% in α
@@ -48,9 +48,11 @@ def chop_window(start: float, edge: float, period: float, c: float | None, granu
 
 class Pace:
     """How fast jobs run compared with the cost model (§2.4). `now`: observed / estimated duration
-    as an exponentially weighted mean over the last few completions — 1 when the model predicts
-    well, S while a slowdown of factor S lasts. `long`: Σ observed / Σ estimated over many
-    completions (time spent per unit of estimated work, the mean slowdown m of §4.1)."""
+    as an exponentially weighted mean over the last few completions of tables whose cost model has
+    settled (`settled`: CostModel.has_settled) — 1 when the model predicts well, S while a slowdown
+    of factor S lasts; a prior's error is the model's, not a slowdown (240 tables on two cores ran
+    2-5× their prior all run, most tables a job or two each). `long`: Σ observed / Σ estimated over
+    many completions, all of them (time spent per unit of estimated work, the mean slowdown m of §4.1)."""
 
     __slots__ = ("now", "_observed", "_estimated")
 
@@ -66,10 +68,11 @@ class Pace:
     def long(self) -> float:
         return self._observed / self._estimated if self._estimated > 0 else 1.0
 
-    def observe(self, duration: float, estimate: float) -> None:
+    def observe(self, duration: float, estimate: float, settled: bool = True) -> None:
         if estimate > 0 and duration >= 0:
             ratio = duration / estimate  # (an estimate near zero: at most MAX_RATIO, never inf)
-            self.now += self.NOW_WEIGHT * ((ratio if ratio < self.MAX_RATIO else self.MAX_RATIO) - self.now)
+            if settled:
+                self.now += self.NOW_WEIGHT * ((ratio if ratio < self.MAX_RATIO else self.MAX_RATIO) - self.now)
             self._observed += self.LONG_WEIGHT * (duration - self._observed)
             self._estimated += self.LONG_WEIGHT * (estimate - self._estimated)
 
@@ -82,13 +85,11 @@ def chop_pays(
 
     A chopped job pays α_i once more for the rest of its backlog. Chop to c·P_i, the paper's c:
 
-    1. During a transient slowdown (`pace.now` > SLOW·`pace.long`, the §3.4 "transient overload"):
-       a job's pace is set when it starts, so a long job started while slow stays slow after the
-       slowdown ends; short pieces stop paying the slowdown when it stops. Against the long-run
-       pace m, not against the model: on a machine where every job runs 3× its prior (a slow
-       machine, costs not yet learned) nothing is transient, and chopping every job to c there
-       paid α ever more often in sustained overload (240 tables on two cores: pace.now 2-5
-       throughout, each job chopped).
+    1. During a transient slowdown (`pace.now` > SLOW, the §3.4 "transient overload"): a job's pace
+       is set when it starts, so a long job started while slow stays slow after the slowdown ends;
+       short pieces stop paying the slowdown when it stops. (`pace.now` leaves out the jobs of cost
+       models still at their prior: counted, a slow machine's untried tables kept it at 2-5 all run
+       and every job was chopped, paying α ever more often in a sustained overload.)
     2. While capacity is spare (the offered load U_tot·m/N, m from observed durations, below
        OVERLOAD): splitting a backlog ΔF into a first piece x and the rest lands x earlier by
        β_i·(ΔF − x) and the rest later by α_i (plus whatever runs in between, which gains as much),
@@ -106,7 +107,7 @@ def chop_pays(
     α, c = α_i / (ALPHA_SHARE·β_i·P_i) periods (at least AUTO_C): a slowdown that begins with a
     longer job would hold the track for its whole length, and is seen only when jobs finish.
     """
-    if pace.now > SLOW * pace.long:
+    if pace.now > SLOW:
         return AUTO_C
     if load < OVERLOAD:
         return max(AUTO_C, alpha / beta_period) if beta_period > 0 else AUTO_C  # a piece pays its α: β·c·P > α

@@ -86,6 +86,11 @@ class CostModel:
     def __post_init__(self) -> None:
         self._alpha0, self._beta0 = self.alpha, self.beta
 
+    @property
+    def has_settled(self) -> bool:
+        """Its E(n) is more than a prior: it is not learned (stated and kept), or has seen `settled` jobs."""
+        return not self.learn or self.n_obs >= self.settled
+
     def estimate(self, n: float) -> float:
         """E(n) in seconds: α + β·n up to the largest n it has run, and beyond it where its jobs'
         sizes measured β; a cost per row beyond it where they did not."""

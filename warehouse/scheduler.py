@@ -337,7 +337,7 @@ class Scheduler:
             self._recomputed(t, job, ev, now)
             return
         if ev.committed:  # a no-op's duration says nothing about E(n) (§2.4)
-            self._pace.observe(ev.duration, job.estimate)
+            self._pace.observe(ev.duration, job.estimate, t.cost.has_settled)
             if self._upkeep.committed(t.name, now) is not None:  # its maintenance is due now
                 self._maintenance(t, "due")
         late = t.derived is not None and t.derived.stateful and t.derived.taken  # a stateful job folded late rows too
