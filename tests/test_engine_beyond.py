@@ -122,7 +122,7 @@ def test_the_pace_now_counts_the_jobs_of_settled_cost_models_only():
 
 def test_a_machine_slower_than_the_prior_is_no_transient_slowdown():
     # twelve tables, two jobs each, every one three times its prior estimate: a slow machine whose
-    # costs are not learned yet (240 tables on two cores ran 2-5x the prior all run long, and
+    # costs are not learned yet (240 tables on two cores ran 2-5x the prior all run, and
     # chop auto, taking that for a slowdown, chopped every job to c periods)
     streams = [{"name": f"s{i}", "period": 10} for i in range(12)]
     tables = [{"name": f"t{i}", "stream": f"s{i}", "cost": {"alpha": 1, "beta": 0.1}} for i in range(12)]
