@@ -68,7 +68,7 @@ class Pace:
     def long(self) -> float:
         return self._observed / self._estimated if self._estimated > 0 else 1.0
 
-    def observe(self, duration: float, estimate: float, settled: bool = True) -> None:
+    def observe(self, duration: float, estimate: float, settled: bool) -> None:
         if estimate > 0 and duration >= 0:
             ratio = duration / estimate  # (an estimate near zero: at most MAX_RATIO, never inf)
             if settled:
@@ -87,9 +87,8 @@ def chop_pays(
 
     1. During a transient slowdown (`pace.now` > SLOW, the §3.4 "transient overload"): a job's pace
        is set when it starts, so a long job started while slow stays slow after the slowdown ends;
-       short pieces stop paying the slowdown when it stops. (`pace.now` leaves out the jobs of cost
-       models still at their prior: counted, a slow machine's untried tables kept it at 2-5 all run
-       and every job was chopped, paying α ever more often in a sustained overload.)
+       short pieces stop paying the slowdown when it stops (`pace.now` counts settled cost models
+       only: a prior's error is no slowdown, `Pace`).
     2. While capacity is spare (the offered load U_tot·m/N, m from observed durations, below
        OVERLOAD): splitting a backlog ΔF into a first piece x and the rest lands x earlier by
        β_i·(ΔF − x) and the rest later by α_i (plus whatever runs in between, which gains as much),

@@ -116,7 +116,7 @@ def test_the_pace_now_counts_the_jobs_of_settled_cost_models_only():
     p = Pace()
     p.observe(3.0, 1.0, settled=False)  # a prior's error: the long-run pace m, not `now`
     assert (p.now, p.long) == (1.0, 3.0)
-    p.observe(3.0, 1.0)
+    p.observe(3.0, 1.0, settled=True)
     assert p.now == 1.5
 
 

@@ -73,7 +73,7 @@ def test_learned_costs_and_row_rates_stay_finite_whatever_a_job_reports() -> Non
         assert r.rate is not None and 0 < r.rate < math.inf and math.isfinite(r.work(10, 1.0))
     pace = Pace()
     for _ in range(3):
-        pace.observe(1e300, 1e-300)
+        pace.observe(1e300, 1e-300, settled=True)
     assert math.isfinite(pace.now)
     with pytest.raises(SchedulerMisuse, match="2\\^63"):
         PartitionArrived(stream="s", partition_id="p", start=0, end=1, rows=10**400)
