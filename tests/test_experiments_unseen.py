@@ -10,7 +10,7 @@ import math
 import pytest
 
 from sim.experiments import DEFAULT_LABEL, PAPER_LINES, SweepResult, run_experiment, summary, write_outputs
-from sim.unseen import EXPERIMENTS, ROLLOUT_LINE, UNSEEN, UNSEEN_NEW
+from sim.unseen import EXPERIMENTS, ROLLOUT_LINE, UNSEEN, UNSEEN_MORE, UNSEEN_NEW
 from sim.workload import config_of, utilization
 from warehouse.sqltext import refresh_plan
 
@@ -21,15 +21,18 @@ def test_every_unseen_experiment_shows_rollout_and_the_new_families_are_their_ow
         assert labels == [*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout"], exp.name
     assert ROLLOUT_LINE.scheduler == {"policy": "rollout"}  # its defaults: horizon, credit, k
     assert [w.name for w in UNSEEN_NEW.workloads] == ["drift", "fanout"]
-    older = {w.name for e in EXPERIMENTS.values() if e is not UNSEEN_NEW for w in e.workloads}
+    assert [w.name for w in UNSEEN_MORE.workloads] == ["skew", "tiers"]
+    older = {w.name for e in EXPERIMENTS.values() if e not in (UNSEEN_NEW, UNSEEN_MORE) for w in e.workloads}
     assert older == {"classes", "dag", "hetero", "phases", "phases-long", "shifts", "batch"}
     assert (UNSEEN_NEW.xs, UNSEEN_NEW.events, UNSEEN_NEW.seeds) == (UNSEEN.xs, UNSEEN.events, UNSEEN.seeds)
-    for wl in UNSEEN_NEW.workloads:
-        for line in UNSEEN_NEW.lines:
-            for x in UNSEEN_NEW.xs:
-                cfg = config_of(UNSEEN_NEW.config(line, x, wl))
-                assert utilization(cfg) == pytest.approx(x)
-                assert cfg.scheduler.policy == line.scheduler.get("policy", "auto")
+    assert (UNSEEN_MORE.xs, UNSEEN_MORE.events, UNSEEN_MORE.seeds) == (UNSEEN.xs, 5_000, UNSEEN.seeds)
+    for exp in (UNSEEN_NEW, UNSEEN_MORE):
+        for wl in exp.workloads:
+            for line in exp.lines:
+                for x in exp.xs:
+                    cfg = config_of(exp.config(line, x, wl))
+                    assert utilization(cfg) == pytest.approx(x)
+                    assert cfg.scheduler.policy == line.scheduler.get("policy", "auto")
     fan = config_of(UNSEEN_NEW.config(ROLLOUT_LINE, 1.0, UNSEEN_NEW.workloads[1]))
     readers = [t for t in fan.tables if t.sources == ["raw"]]
     assert len(readers) == 9 and {t.priority for t in readers} == {50.0, 5.0, 0.5}
