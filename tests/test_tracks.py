@@ -118,6 +118,24 @@ def test_auto_is_proportional_unless_the_long_jobs_are_the_valuable_ones():
     assert one.partitioner == "proportional" and len(one.groups) == 1  # one cluster on all tracks: Global
 
 
+def test_auto_is_global_when_the_long_jobs_cannot_take_every_track():
+    # `drift`'s shape: seven shorter tables (2-min and 10-min feeds) and two costly half-hourly ones
+    # worth about as much per second of work; Proportional would confine the two to 0.8 of a track
+    def jobs(n_long: int, p_long: float) -> list[JobProfile]:
+        short = [JobProfile(f"a{i}", 120, 6.5, 10 * 120 / 6.5) for i in range(4)]
+        mid = [JobProfile(f"e{i}", 600, 70, 2 * 600 / 70) for i in range(3)]
+        long = [JobProfile(f"b{i}", 1800, 210, p_long * 1800 / 210) for i in range(n_long)]
+        return short + mid + long
+
+    plan = make_plan("auto", jobs(2, 20), 3, k=10)
+    assert plan.partitioner == "global" and "fewer long-job tables than tracks" in plan.note
+    assert make_plan("proportional", jobs(2, 20), 3, k=10).home[-1] == (0,)  # what auto no longer does
+    assert make_plan("auto", jobs(3, 20), 3, k=10).partitioner == "proportional"  # three can take every track
+    assert make_plan("auto", jobs(2, 20), 3, k=1).partitioner == "proportional"  # k = 1: six long-ish tables
+    assert make_plan("auto", jobs(2, 5), 3, k=10).partitioner == "proportional"  # worth under half: capped
+    assert make_plan("auto", jobs(2, 20), 4, k=10).partitioner == "global"
+
+
 def test_auto_lends_a_long_cluster_an_idle_short_track_keeping_enough_free():
     # two clusters of equal load on 4 tracks: the long jobs' home is tracks 0-1, the short's 2-3
     jobs = [JobProfile(f"s{i}", 100, 11, 10.0) for i in range(4)] + [

@@ -33,7 +33,7 @@ LONG_MORE_VALUABLE = 2.0  # auto: Global when the longest cluster's jobs are wor
 
 def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     """Proportional (§3.2.3, all + aggressive by default) unless the longest-job cluster is the
-    valuable one.
+    valuable one, or its jobs cannot take every track.
 
     Proportional keeps short jobs from waiting behind long ones by giving the long-job clusters
     only their share of the tracks. That is what Max-Benefit wants while the short jobs are at
@@ -41,6 +41,13 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     case. When the long jobs are worth LONG_MORE_VALUABLE times more than every shorter cluster,
     confining them to their share starves the tables that matter (docs/experiments.md, "Fig. 9's
     question, answered on other mixes"), so a single Global queue lets Max-Benefit give them any track.
+
+    The wait Proportional prevents needs long jobs on every track, and a table runs one job at a
+    time: when fewer tables than tracks lie outside the shortest-job cluster, a short job always
+    finds a track no long job holds. There the split only caps the long jobs at their share of the
+    load, which sheds an overload by cluster instead of by value; unless the longest cluster is worth
+    less than 1/LONG_MORE_VALUABLE of a shorter one, Global lets Max-Benefit shed it by value
+    (docs/experiments.md, "The auto partitioner and a few long tables").
 
     The Proportional plan of `auto` lends (step f, `ProportionalPlan.lend`): a cluster whose load
     outgrows its share — a class busy for hours while another is quiet — may take an idle track of
@@ -51,9 +58,15 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
         return prop  # one cluster: Proportional with all tracks is Global
     by_name = {p.table: p for p in profiles}
     worth = [sum(by_name[t].benefit for t in g) / len(g) for g in prop.groups]
-    if worth[-1] > LONG_MORE_VALUABLE * max(worth[:-1]):  # groups are by increasing E_i(P_i)
+    best_shorter = max(worth[:-1])  # groups are by increasing E_i(P_i)
+    note = ""
+    if worth[-1] > LONG_MORE_VALUABLE * best_shorter:
+        note = "auto: the longest-job cluster is the most valuable, so one global queue"
+    elif sum(len(g) for g in prop.groups[1:]) < n and LONG_MORE_VALUABLE * worth[-1] >= best_shorter:
+        note = "auto: fewer long-job tables than tracks, so one global queue"
+    if note:
         plan = plan_global(profiles, n, **kw)  # type: ignore[arg-type]
-        plan.note = "auto: the longest-job cluster is the most valuable, so one global queue"
+        plan.note = note
         return plan
     prop.lend = True
     prop.note = prop.note or "auto: Proportional, the short jobs are at least as valuable as the long ones"
