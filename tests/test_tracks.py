@@ -128,10 +128,10 @@ def test_auto_is_global_when_the_long_jobs_cannot_take_every_track():
         return short + mid + long
 
     plan = make_plan("auto", jobs(2, 20), 3, k=10)
-    assert plan.partitioner == "global" and "fewer long-job tables than tracks" in plan.note
+    assert plan.partitioner == "global" and "fewer tables than tracks outside the shortest" in plan.note
     assert make_plan("proportional", jobs(2, 20), 3, k=10).home[-1] == (0,)  # what auto no longer does
     assert make_plan("auto", jobs(3, 20), 3, k=10).partitioner == "proportional"  # three can take every track
-    assert make_plan("auto", jobs(2, 20), 3, k=1).partitioner == "proportional"  # k = 1: six long-ish tables
+    assert make_plan("auto", jobs(2, 20), 3, k=1).partitioner == "proportional"  # k = 1: clusters of 4, 3, 2: five outside
     assert make_plan("auto", jobs(2, 5), 3, k=10).partitioner == "proportional"  # worth under half: capped
     assert make_plan("auto", jobs(2, 20), 4, k=10).partitioner == "global"
 

@@ -28,12 +28,13 @@ __all__ = [
     "promotable",
 ]
 
-LONG_MORE_VALUABLE = 2.0  # auto: Global when the longest cluster's jobs are worth this much more
+LONG_MORE_VALUABLE = 2.0  # auto: Global when the longest cluster's jobs are worth this much more than
+# every shorter cluster's, or (few long tables) at least 1/LONG_MORE_VALUABLE of every shorter cluster's
 
 
 def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     """Proportional (§3.2.3, all + aggressive by default) unless the longest-job cluster is the
-    valuable one, or its jobs cannot take every track.
+    valuable one, or the longer jobs cannot take every track and are not of little value.
 
     Proportional keeps short jobs from waiting behind long ones by giving the long-job clusters
     only their share of the tracks. That is what Max-Benefit wants while the short jobs are at
@@ -43,10 +44,10 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     question, answered on other mixes"), so a single Global queue lets Max-Benefit give them any track.
 
     The wait Proportional prevents needs long jobs on every track, and a table runs one job at a
-    time: when fewer tables than tracks lie outside the shortest-job cluster, a short job always
-    finds a track no long job holds. There the split only caps the long jobs at their share of the
-    load, which sheds an overload by cluster instead of by value; unless the longest cluster is worth
-    less than 1/LONG_MORE_VALUABLE of a shorter one, Global lets Max-Benefit shed it by value
+    time: when fewer tables than tracks lie outside the shortest-job cluster, at least one track is
+    always free of their jobs. There the split only caps the long jobs at their share of the load,
+    which sheds an overload by cluster instead of by value; when the longest cluster is worth at
+    least 1/LONG_MORE_VALUABLE of every shorter one, Global lets Max-Benefit shed it by value
     (docs/experiments.md, "The auto partitioner and a few long tables").
 
     The Proportional plan of `auto` lends (step f, `ProportionalPlan.lend`): a cluster whose load
@@ -63,7 +64,7 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     if worth[-1] > LONG_MORE_VALUABLE * best_shorter:
         note = "auto: the longest-job cluster is the most valuable, so one global queue"
     elif sum(len(g) for g in prop.groups[1:]) < n and LONG_MORE_VALUABLE * worth[-1] >= best_shorter:
-        note = "auto: fewer long-job tables than tracks, so one global queue"
+        note = "auto: fewer tables than tracks outside the shortest-job cluster, so one global queue"
     if note:
         plan = plan_global(profiles, n, **kw)  # type: ignore[arg-type]
         plan.note = note
