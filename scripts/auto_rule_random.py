@@ -8,23 +8,27 @@ where the branch fires".
     python scripts/auto_rule_random.py compare old.jsonl new.jsonl [old2.jsonl new2.jsonl ...]
 
 `run` imports the engine from PYTHONPATH (a `git worktree` of the commit before the rule, then this
-tree), so the two rules run side by side on the same workloads, seeds and horizons.
+tree), so the two rules run side by side on the same workloads, seeds and horizons; it runs them as
+an experiment (sim.experiments.run_experiment: relative lateness against the ideal run, as every
+`freshet sim experiment` point), each workload written as a YAML file beside OUT.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
 import statistics
 import sys
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
-FIRES = "fewer tables than tracks outside the shortest-job cluster"
-XS, SEEDS, EVENTS = (0.8, 1.0, 1.2), (1, 2), 2_000
+import yaml
+
+XS, SEEDS, EVENTS = (0.8, 1.0, 1.2), 2, 2_000
 
 
 def draw(rng: random.Random) -> dict[str, Any]:
@@ -55,16 +59,25 @@ def draw(rng: random.Random) -> dict[str, Any]:
     return {"streams": streams, "tables": tables, "scheduler": {"tracks": n}, "sim": sim}
 
 
-def _one(task: tuple[int, dict[str, Any], float, int]) -> list[Any]:
-    from sim.simulator import Simulation, horizon_for, ideal_config, prepare
-    from sim.workload import config_of, with_utilization
+def run(workloads: list[dict[str, Any]], out: Path, workers: int) -> None:
+    """`auto` without the tuner on each workload at XS, SEEDS seeds: [workload, U, seed, relative
+    lateness] per line of `out`."""
+    from sim.experiments import Line, Workload, run_experiment
+    from sim.unseen import UNSEEN
 
-    i, data, x, seed = task
-    cfg = prepare(config_of(with_utilization({**data, "scheduler": {**data["scheduler"], "autotune": "off"}}, x)), seed)
-    until = horizon_for(cfg, EVENTS)
-    run = Simulation(cfg, seed=seed).run(until=until).weighted_staleness
-    ideal = Simulation(ideal_config(cfg), seed=seed).run(until=until).weighted_staleness
-    return [i, x, seed, run / ideal]
+    files = out.with_suffix(".workloads")
+    files.mkdir(exist_ok=True)
+    wls = []
+    for i, data in enumerate(workloads):
+        path = files / f"w{i:03d}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        wls.append(Workload(f"w{i:03d}", path=str(path)))
+    exp = dataclasses.replace(UNSEEN, name="auto-rule-random", lines=(Line("auto", {"autotune": "off"}),),
+                              workloads=tuple(wls), xs=XS, events=EVENTS, seeds=SEEDS, verdict=None)
+    res = run_experiment(exp, workers=workers)
+    with out.open("w") as f:
+        for r in sorted(res.rows, key=lambda r: (r["workload"], r["utilization"], r["seed"])):
+            f.write(json.dumps([int(r["workload"][1:]), r["utilization"], r["seed"], r["relative_lateness"]]) + "\n")
 
 
 def _means(paths: list[str]) -> dict[tuple[int, int, float], float]:
@@ -87,31 +100,30 @@ def main() -> int:
     a.add_argument("--out", required=True)
     b = sub.add_parser("run")
     b.add_argument("workloads")
-    b.add_argument("--out", required=True)
+    b.add_argument("--out", type=Path, required=True)
     b.add_argument("--workers", type=int, default=2)
     c = sub.add_parser("compare")
     c.add_argument("pairs", nargs="+", help="the old rule's and the new rule's runs, a pair per draw")
     args = ap.parse_args()
     if args.cmd == "draw":
+        from tracks.plan import FEW_LONG_TABLES
         from warehouse.blueprint import blueprint
         from warehouse.config import parse_config
 
         rng, kept, tries = random.Random(args.seed), [], 0
         while len(kept) < args.count:
             tries += 1
+            if tries > 100 * args.count:
+                ap.error(f"the rule fired on {len(kept)} of {tries - 1} draws: is it in this tree?")
             data = draw(rng)
-            if FIRES in blueprint(parse_config(data), costs={}).ahead.plan.note:  # type: ignore[union-attr]
+            if blueprint(parse_config(data), costs={}).ahead.plan.note == FEW_LONG_TABLES:  # type: ignore[union-attr]
                 kept.append(data)
         print(f"{len(kept)} of {tries} draws fire the rule", file=sys.stderr)
         with open(args.out, "w") as f:
             json.dump(kept, f)
     elif args.cmd == "run":
         with open(args.workloads) as f:
-            wls = json.load(f)
-        tasks = [(i, w, x, s) for i, w in enumerate(wls) for x in XS for s in SEEDS]
-        with ProcessPoolExecutor(args.workers) as ex, open(args.out, "w") as out:
-            for row in ex.map(_one, tasks):
-                out.write(json.dumps(row) + "\n")
+            run(json.load(f), args.out, args.workers)
     else:
         if len(args.pairs) % 2:
             ap.error("compare takes pairs: OLD NEW [OLD NEW ...]")

@@ -13,6 +13,7 @@ from tracks.proportional import ProportionalPlan, cluster, plan_proportional
 
 __all__ = [
     "EPS",
+    "FEW_LONG_TABLES",
     "LONG_MORE_VALUABLE",
     "PARTITIONERS",
     "EdfPartitionedPlan",
@@ -30,6 +31,7 @@ __all__ = [
 
 LONG_MORE_VALUABLE = 2.0  # auto: Global when the longest cluster's jobs are worth this much more than
 # every shorter cluster's, or (few long tables) at least 1/LONG_MORE_VALUABLE of every shorter cluster's
+FEW_LONG_TABLES = "auto: fewer tables than tracks outside the shortest-job cluster, so one global queue"
 
 
 def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
@@ -64,7 +66,7 @@ def plan_auto(profiles: Sequence[JobProfile], n: int, **kw: object) -> Plan:
     if worth[-1] > LONG_MORE_VALUABLE * best_shorter:
         note = "auto: the longest-job cluster is the most valuable, so one global queue"
     elif sum(len(g) for g in prop.groups[1:]) < n and LONG_MORE_VALUABLE * worth[-1] >= best_shorter:
-        note = "auto: fewer tables than tracks outside the shortest-job cluster, so one global queue"
+        note = FEW_LONG_TABLES
     if note:
         plan = plan_global(profiles, n, **kw)  # type: ignore[arg-type]
         plan.note = note
