@@ -4,7 +4,7 @@
 # Debian ships no helm; Go is on the machine (helm v3.22 needs Go >= 1.26). About 2 minutes and
 # 0.5 GB of module cache the first time; afterwards this returns at once.
 #
-#   bash scripts/fetch_helm.sh            # build if missing (called by scripts/system_deps.sh)
+#   bash scripts/fetch_helm.sh            # build if missing (`make test`, scripts/system_deps.sh)
 #   bash scripts/fetch_helm.sh --path     # print where the binary is (or will be), build nothing
 #
 # $FRESHET_HELM_DIR (default ~/.cache/freshet/helm) holds one directory per version.

@@ -8,8 +8,9 @@
 # scripts/fetch_helm.sh).
 #
 # Missing ones are installed with apt-get when this can (root, or sudo without a password);
-# otherwise it stops at once with one line naming the exact command to run. Called by the
-# Makefile's `test` target; it changes nothing when everything is there.
+# otherwise it stops at once with one line naming the exact command to run. `make system-deps` runs
+# it; `make test` runs it with `--no-helm` (the packages only) and builds helm beside the venv and
+# the jars. It changes nothing when everything is there.
 set -euo pipefail
 
 PY="${PY:-python3}"
@@ -36,8 +37,8 @@ if have "$PY" && ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then need+
 
 here="${BASH_SOURCE[0]%/*}"  # not dirname: in the tests PATH holds nothing but stubs
 [[ $here == "${BASH_SOURCE[0]}" ]] && here=.
-fetch_helm() { "$BASH" "$here/fetch_helm.sh"; }
-[[ ${#need[@]} -eq 0 ]] && { fetch_helm; exit; }
+fetch_helm() { [[ ${1:-} == --no-helm ]] || "$BASH" "$here/fetch_helm.sh"; }
+[[ ${#need[@]} -eq 0 ]] && { fetch_helm "$@"; exit; }
 
 install="apt-get install -y --no-install-recommends ${need[*]}"
 if ! have apt-get; then
@@ -57,4 +58,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 # shellcheck disable=SC2086
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
-fetch_helm
+fetch_helm "$@"

@@ -453,7 +453,8 @@ def _stub(d: Path, name: str, body: str) -> None:
 
 
 def _deps(tmp_path: Path, *, missing: tuple[str, ...] = (), java: str = "17.0.15", uid: int = 1000,
-          sudo_ok: bool = False, venv: bool = True) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+          sudo_ok: bool = False, venv: bool = True,
+          args: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """Run scripts/system_deps.sh with PATH = stubs only: the machine's real tools are invisible.
 
     helm is in its cache (FRESHET_HELM_DIR) unless "helm" is `missing`; then a stub `go` builds a
@@ -483,7 +484,7 @@ def _deps(tmp_path: Path, *, missing: tuple[str, ...] = (), java: str = "17.0.15
         if "go" not in missing:
             _stub(bin_, "go", rec + f'\necho "GOFLAGS=$GOFLAGS" >> {log}'
                   + '\nprintf \'#!/bin/sh\\necho v3\\n\' > "$GOBIN/helm"; chmod +x "$GOBIN/helm"')
-    r = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "system_deps.sh")], env=env,
+    r = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "system_deps.sh"), *args], env=env,
                        capture_output=True, text=True, timeout=60)
     return r, log.read_text().splitlines() if log.exists() else []
 
@@ -530,6 +531,13 @@ def test_system_deps_build_helm_from_the_go_module_proxy_once(tmp_path):
     assert again.returncode == 0 and again.stderr == "" and len((tmp_path / "calls").read_text().splitlines()) == 2
 
 
+def test_system_deps_no_helm_installs_the_packages_and_builds_nothing(tmp_path):
+    r, calls = _deps(tmp_path, missing=("helm", "prometheus"), uid=0, args=("--no-helm",))
+    assert r.returncode == 0, r.stderr
+    assert calls == ["apt-get update -qq", "apt-get install -y -qq --no-install-recommends prometheus"]
+    assert not (tmp_path / "helm").exists() and "helm" not in r.stderr
+
+
 def test_system_deps_without_go_say_what_helm_needs(tmp_path):
     r, calls = _deps(tmp_path, missing=("helm", "go"))
     assert r.returncode == 1 and calls == []
@@ -541,5 +549,6 @@ def test_make_test_installs_system_deps_and_ci_only_calls_it():
     r = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     out = r.stdout
     assert "scripts/system_deps.sh" in out and out.index("system_deps.sh") < out.index("pytest")
+    assert out.index("fetch_helm.sh") < out.index("pytest")  # helm is built, beside the venv
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     assert ci[-1] == "exec make test" and not any("apt-get" in ln for ln in ci)
