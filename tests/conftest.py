@@ -57,22 +57,29 @@ def examples(n: int) -> int:
 @pytest.fixture(autouse=True)
 def _spark_class_archive(request: pytest.FixtureRequest) -> None:
     """Before this process's first Spark test, its JVMs get Spark's classes from a shared archive
-    (tests/helpers_cds.py: trained once per machine, ~25 s; then ~6 s less per JVM start)."""
+    (tests/helpers_cds.py: trained once per machine, ~25 s; then ~6 s less per JVM start). A test
+    whose xdist group was lost fails, naming why."""
     if request.node.get_closest_marker("spark"):
         from tests.helpers_cds import use
 
         use()
+    if getattr(request.config.option, "loadgroup", False) and request.node.get_closest_marker("xdist_group") \
+            and "@" not in request.node.nodeid:  # xdist reads the group from the node id it wrote
+        pytest.fail("--dist loadgroup lost this test's group, so the workers share it out: xdist read the "
+                    f"tests before they were marked, or pytest {pytest.__version__} ignores xdist's node id "
+                    "(9.2: pytest-dev/pytest-xdist#1386)")
 
 
+@pytest.hookimpl(tryfirst=True)  # this conftest is loaded before xdist's worker: ahead of its hook
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With `-n 2 --dist loadgroup` (make test) the Spark tests that share this process's
-    SparkSession (the `spark` fixture) run in one worker, one after another; those whose Spark
-    runs in a daemon or program they start run in the other worker, one after another too (a
-    module's daemon fixture is shared by its tests), beside the tests without Spark."""
+    """With `-n 2 --dist loadgroup` (make test) the Spark tests that share the SparkSession (the
+    `spark` fixture) run in one worker, one after another, so one JVM serves them all; the rest,
+    those that start a daemon or program with its own Spark among them, spread over both workers.
+    (Until the hook ran first, xdist read the tests before they were marked and every worker
+    started a SparkSession of its own; `_spark_class_archive` fails a test whose group was lost.)"""
     for item in items:
-        if item.get_closest_marker("spark"):
-            shared = "spark" in getattr(item, "fixturenames", ())
-            item.add_marker(pytest.mark.xdist_group("spark" if shared else "spark-subprocess"))
+        if item.get_closest_marker("spark") and "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 SPARK_CONF = {

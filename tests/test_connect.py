@@ -38,6 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import connect_server  # noqa: E402
 
+# three phases of STEP minutes of both streams (good data up to END), m_5m's trailing edge at
+# ROLLUP_END: enough for each phase to hold jobs to kill (it was 6, 18 and 15: 140 s of a busy suite)
+STEP = 4
+END = 3 * STEP
+ROLLUP_END = END // 5 * 5
+
 
 def wait_for(what: str, fn: Callable[[], Any], timeout: float = 300.0, every: float = 1.0) -> Any:
     return _wait_for(what, fn, timeout, every)  # a Connect server under load is slower to answer
@@ -159,29 +165,30 @@ def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_
     daemon = Daemon(tmp_path, cfg_path, int(raw["listen"].rsplit(":", 1)[1]))
 
     # 1. good partitions and bad ones, the daemon over Connect
-    write_minutes(cfg, "m", 0, 6)
-    write_minutes(cfg, "a", 0, 6)
-    write_bad(cfg, "m", "bad-m", 6)
+    write_minutes(cfg, "m", 0, STEP)
+    write_minutes(cfg, "a", 0, STEP)
+    write_bad(cfg, "m", "bad-m", STEP)
     daemon.start()
     try:
-        wait_for("the base tables over Connect", lambda: daemon.freshness("m_raw") >= T0 + 6 * MINUTE
-                 and daemon.freshness("a_raw") >= T0 + 6 * MINUTE, timeout=600)
+        wait_for("the base tables over Connect", lambda: daemon.freshness("m_raw") >= T0 + STEP * MINUTE
+                 and daemon.freshness("a_raw") >= T0 + STEP * MINUTE, timeout=600)
         assert (Path(cfg.warehouse.landing) / "_quarantine" / "m" / "bad-m" / "reason").read_text().startswith("rows")
 
         # 2. more data; the daemon is SIGKILLed while it loads, then restarted (recovery through Spark)
-        write_minutes(cfg, "m", 6, 6)
-        write_minutes(cfg, "a", 6, 6)
-        wait_for("a job on the new data", lambda: daemon.freshness("m_raw") > T0 + 6 * MINUTE
-                 or daemon.freshness("a_raw") > T0 + 6 * MINUTE or daemon.freshness("m_5m") > 0, timeout=600, every=0.2)
+        write_minutes(cfg, "m", STEP, STEP)
+        write_minutes(cfg, "a", STEP, STEP)
+        wait_for("a job on the new data", lambda: daemon.freshness("m_raw") > T0 + STEP * MINUTE
+                 or daemon.freshness("a_raw") > T0 + STEP * MINUTE or daemon.freshness("m_5m") > 0, timeout=600,
+                 every=0.2)
         daemon.stop(signal.SIGKILL, timeout=30)
         daemon.start()
         wait_for("the restarted daemon to be ready", lambda: daemon.ready().status_code == 200, timeout=600)
         assert "recovered table" in daemon.log()
 
         # 3. the Connect server dies under the running daemon and comes back on the same port
-        write_minutes(cfg, "m", 12, 6)
-        write_minutes(cfg, "a", 12, 6)
-        write_bad(cfg, "a", "bad-a", 18)
+        write_minutes(cfg, "m", 2 * STEP, STEP)
+        write_minutes(cfg, "a", 2 * STEP, STEP)
+        write_bad(cfg, "a", "bad-a", END)
         server.kill()
         r = wait_for("/readyz to report the lost connection", lambda: (r := daemon.ready()).status_code == 503 and r,
                      timeout=120)
@@ -191,8 +198,9 @@ def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_
         assert daemon.metric("freshet_spark_connection_lost_total") >= 1
         assert daemon.metric("freshet_spark_connected") == 1
 
-        # 4. everything arrives: base tables at T0+18m, derived ones at their trailing edge
-        want = {"m_raw": T0 + 18 * MINUTE, "a_raw": T0 + 18 * MINUTE, "m_5m": T0 + 15 * MINUTE, "a_m": T0 + 18 * MINUTE}
+        # 4. everything arrives: base tables at T0+END, derived ones at their trailing edge
+        want = {"m_raw": T0 + END * MINUTE, "a_raw": T0 + END * MINUTE, "m_5m": T0 + ROLLUP_END * MINUTE,
+                "a_m": T0 + END * MINUTE}
         try:
             wait_for("all tables loaded", lambda: all(daemon.freshness(t) == f for t, f in want.items()), timeout=900)
         except AssertionError as err:  # what the daemon was doing, for the one who reads the failure
@@ -220,7 +228,7 @@ def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_
 
         for stream, table, cols in (("m", "m_raw", ["id", "k", "v"]), ("a", "a_raw", ["id", "k", "sev"])):
             want = []
-            for i in range(18):
+            for i in range(END):
                 c = rows_for(stream, T0 + i * MINUTE, T0 + (i + 1) * MINUTE, 0)
                 want += list(zip(*(c[k] for k in cols), strict=True))
             got = rows(table, cols)
@@ -228,7 +236,7 @@ def test_daemon_over_spark_connect_survives_kills_and_loses_nothing(server, tmp_
             assert got == sorted(want), f"{table}: rows lost or foreign rows loaded"
         for name in ("m_5m", "a_m"):
             tc = cfg.table(name)
-            upto = T0 + (15 if name == "m_5m" else 18) * MINUTE
+            upto = T0 + (ROLLUP_END if name == "m_5m" else END) * MINUTE
             with job_session(spark) as session:  # a clone of our session, released after
                 for src in tc.sources:
                     session.read.format("delta").load(table_path(cfg, src)).createOrReplaceTempView(src)

@@ -108,7 +108,7 @@ def test_beyond_compares_the_default_with_the_best_paper_configuration(tmp_path)
 
     assert {w.name for w in BEYOND.workloads} >= {"table2", "fig4-S3", "fig7", "fig9", "fig11"}
     exp = dataclasses.replace(BEYOND, workloads=BEYOND.workloads[:2])
-    res = run_experiment(exp, events=1000, seeds=1, workers=2, xs=(0.9,))
+    res = run_experiment(exp, events=600, seeds=1, workers=2, xs=(0.9,))
     assert {r["workload"] for r in res.rows} == {w.name for w in exp.workloads}
     assert {r["line"] for r in res.rows} == {ln.label for ln in PAPER_LINES} | {DEFAULT_LABEL, "rollout"}
     ratios = beyond_ratios(res.all_curves())
