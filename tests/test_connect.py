@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import connect_server  # noqa: E402
 
-# three phases of STEP minutes of both streams (good data up to END), m_5m's trailing edge at
-# ROLLUP_END: enough for each phase to hold jobs to kill (it was 6, 18 and 15: 140 s of a busy suite)
+# three phases of STEP minutes of both streams (good data up to END; m_5m's trailing edge at
+# ROLLUP_END), each with jobs under way when the daemon or the server is killed
 STEP = 4
 END = 3 * STEP
 ROLLUP_END = END // 5 * 5
