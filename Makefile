@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= examples/netmon.yaml
 
-.PHONY: setup system-deps run test test-setup helm lint bench clean connect-server
+.PHONY: setup system-deps system-packages run test test-setup helm lint bench clean connect-server
 
 # uv (from PyPI) installs the project in the venv: 44 s on a fresh 2-core machine, against 89 s
 # for pip (measured side by side without caches at 47cf05e)
@@ -19,21 +19,22 @@ setup: $(BIN)/freshet
 run: setup
 	$(BIN)/freshet run --config $(CONFIG) --demo
 
-# promtool/prometheus, systemd-analyze, Java 17: installed when missing and possible, else one line
-# naming the apt-get command (scripts/system_deps.sh)
-system-deps:
-	@PY=$(PY) bash scripts/system_deps.sh
+# promtool/prometheus, systemd-analyze, Java 17, Chromium: installed when missing and possible, else
+# one line naming the apt-get command (scripts/system_deps.sh); helm: built once (scripts/fetch_helm.sh)
+system-deps: system-packages helm
 
-# The packages first (the venv needs python3-venv), then helm's build (CPU) beside the venv and
-# the jars (mostly network): on a fresh machine helm alone takes about 2 minutes.
-test:
+system-packages:
 	@PY=$(PY) bash scripts/system_deps.sh --no-helm
-	@$(MAKE) --no-print-directory -j2 helm test-setup
-	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
 helm:
 	@bash scripts/fetch_helm.sh
+
+# The packages first (the venv needs python3-venv), then helm's build (CPU) beside the venv and
+# the jars (mostly network): on a fresh machine helm alone takes about 2 minutes.
+test: system-packages
+	@$(MAKE) --no-print-directory -j2 helm test-setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
 test-setup: setup
 	$(BIN)/python scripts/fetch_jars.py

@@ -8,12 +8,17 @@
 # scripts/fetch_helm.sh).
 #
 # Missing ones are installed with apt-get when this can (root, or sudo without a password);
-# otherwise it stops at once with one line naming the exact command to run. `make system-deps` runs
-# it; `make test` runs it with `--no-helm` (the packages only) and builds helm beside the venv and
-# the jars. It changes nothing when everything is there.
+# otherwise it stops at once with one line naming the exact command to run. `--no-helm`: the
+# packages only (the Makefile builds helm as a target of its own, beside the venv in `make test`).
+# It changes nothing when everything is there.
 set -euo pipefail
 
 PY="${PY:-python3}"
+case "${1:-}" in
+  "") helm=yes ;;
+  --no-helm) helm=no ;;
+  *) echo "usage: scripts/system_deps.sh [--no-helm]" >&2; exit 2 ;;
+esac
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -37,8 +42,8 @@ if have "$PY" && ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then need+
 
 here="${BASH_SOURCE[0]%/*}"  # not dirname: in the tests PATH holds nothing but stubs
 [[ $here == "${BASH_SOURCE[0]}" ]] && here=.
-fetch_helm() { [[ ${1:-} == --no-helm ]] || "$BASH" "$here/fetch_helm.sh"; }
-[[ ${#need[@]} -eq 0 ]] && { fetch_helm "$@"; exit; }
+fetch_helm() { [[ $helm == no ]] || "$BASH" "$here/fetch_helm.sh"; }
+[[ ${#need[@]} -eq 0 ]] && { fetch_helm; exit; }
 
 install="apt-get install -y --no-install-recommends ${need[*]}"
 if ! have apt-get; then
@@ -58,4 +63,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 # shellcheck disable=SC2086
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
-fetch_helm "$@"
+fetch_helm

@@ -57,14 +57,19 @@ def examples(n: int) -> int:
 @pytest.fixture(autouse=True)
 def _spark_class_archive(request: pytest.FixtureRequest) -> None:
     """Before this process's first Spark test, its JVMs get Spark's classes from a shared archive
-    (tests/helpers_cds.py: trained once per machine, ~25 s; then ~6 s less per JVM start). A test
-    whose xdist group was lost fails, naming why."""
+    (tests/helpers_cds.py: trained once per machine, ~25 s; then ~6 s less per JVM start)."""
     if request.node.get_closest_marker("spark"):
         from tests.helpers_cds import use
 
         use()
+
+
+@pytest.fixture(autouse=True)
+def _xdist_group_kept(request: pytest.FixtureRequest) -> None:
+    """Under `--dist loadgroup` xdist reads a test's group from the node id it wrote (`…@spark`):
+    a grouped test without one would be shared out over the workers unseen, so it fails instead."""
     if getattr(request.config.option, "loadgroup", False) and request.node.get_closest_marker("xdist_group") \
-            and "@" not in request.node.nodeid:  # xdist reads the group from the node id it wrote
+            and "@" not in request.node.nodeid:
         pytest.fail("--dist loadgroup lost this test's group, so the workers share it out: xdist read the "
                     f"tests before they were marked, or pytest {pytest.__version__} ignores xdist's node id "
                     "(9.2: pytest-dev/pytest-xdist#1386)")
@@ -74,9 +79,7 @@ def _spark_class_archive(request: pytest.FixtureRequest) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With `-n 2 --dist loadgroup` (make test) the Spark tests that share the SparkSession (the
     `spark` fixture) run in one worker, one after another, so one JVM serves them all; the rest,
-    those that start a daemon or program with its own Spark among them, spread over both workers.
-    (Until the hook ran first, xdist read the tests before they were marked and every worker
-    started a SparkSession of its own; `_spark_class_archive` fails a test whose group was lost.)"""
+    those that start a daemon or program with its own Spark among them, spread over both workers."""
     for item in items:
         if item.get_closest_marker("spark") and "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark"))

@@ -536,6 +536,9 @@ def test_system_deps_no_helm_installs_the_packages_and_builds_nothing(tmp_path):
     assert r.returncode == 0, r.stderr
     assert calls == ["apt-get update -qq", "apt-get install -y -qq --no-install-recommends prometheus"]
     assert not (tmp_path / "helm").exists() and "helm" not in r.stderr
+    bad = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "system_deps.sh"), "--no-hlem"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "usage: scripts/system_deps.sh [--no-helm]" in bad.stderr
 
 
 def test_system_deps_without_go_say_what_helm_needs(tmp_path):

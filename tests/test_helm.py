@@ -2,7 +2,7 @@
 Kubernetes schema validation as the kustomize manifests (tests/test_deploy.py).
 
 helm is built from the Go module proxy into ~/.cache/freshet/helm by scripts/fetch_helm.sh (run by
-`make test` through scripts/system_deps.sh); a missing binary fails these tests, naming that script.
+`make test`, beside the venv); a missing binary fails these tests, naming that script.
 """
 
 from __future__ import annotations
