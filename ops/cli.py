@@ -28,11 +28,15 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand with its help; the arguments of `command` alone, whose module is the only
+    one imported (`freshet validate` pays neither the daemon's nor the simulator's imports)."""
     parser = argparse.ArgumentParser(prog="freshet", description="Update scheduler for streaming data warehouses")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_) in _COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
+        if name != command:
+            continue
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
@@ -48,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)  # the parser has no option of its own but -h
+    args = build_parser(command).parse_args(argv)
     if getattr(args, "_missing", None):
         print(f"freshet {args.command}: not available in this build ({args._missing} missing)", file=sys.stderr)
         return 2

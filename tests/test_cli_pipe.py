@@ -61,3 +61,18 @@ def test_freshet_status_finds_the_daemon_at_the_configs_listen(tmp_path: Path, m
     assert daemon_url("http://h:1/", str(path)) == "http://h:1"
     assert daemon_url(None, None, {"FRESHET_URL": "http://e:2"}) == "http://e:2"
     assert daemon_url(None, None, {}) == "http://127.0.0.1:9464"
+
+
+def test_a_command_imports_its_own_module_alone() -> None:
+    """`freshet validate` (or status, sim) imports neither the daemon's web stack nor Spark: the
+    parser imports only the chosen command's module (2.2 s to 1.4 s for validate here), and the
+    help still lists every command."""
+    probe = ("import sys; from ops.cli import main; rc = main(['validate', '--config', 'examples/netmon.yaml']); "
+             "print('RESULT', rc, sorted(m for m in ('ops.daemon', 'ops.run', 'fastapi', 'pyspark', 'sim.cli') "
+             "if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines()[-1] == "RESULT 0 []", out.stdout[-2000:] + out.stderr[-2000:]
+    helped = subprocess.run([sys.executable, "-m", "ops.cli", "--help"], env=env, cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert helped.returncode == 0 and all(c in helped.stdout for c in ("validate", "run", "status", "sim", "refresh"))
