@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.helpers_cluster import spark_cluster  # noqa: F401 — a fixture: the process's standalone cluster
+from tests.helpers_s3 import s3, s3_server  # noqa: F401 — fixtures: a bucket per test on the process's moto server
 from warehouse.config import FreshetConfig, SparkConfig, parse_config
 
 # The tests' JVMs live seconds to minutes on small data: a C1-only JIT and the serial collector cut

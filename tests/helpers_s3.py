@@ -4,11 +4,13 @@ process on a free port and stopped at the end, the way the tests start Prometheu
 moto implements the S3 REST API — buckets, multipart uploads, listing, and conditional PutObject
 (`If-None-Match: *`, `If-Match: <ETag>`) — in memory: what the S3A connector, delta-rs and a lease
 written with conditional requests need. `S3Server.client()` is a boto3 client on it;
-`storage_options()` are delta-rs's options for reading the same bucket.
+`storage_options()` are delta-rs's options for reading the same bucket. One server serves a pytest
+process (`s3_server`, in tests/conftest.py), a bucket of its own each test (`s3`).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -106,11 +108,26 @@ def stop_s3(server: S3Server) -> None:
         server.proc.wait(10)
 
 
-@pytest.fixture
-def s3(tmp_path: Path) -> Iterator[S3Server]:
-    """A moto S3 server with the bucket `freshet-test`, for one test."""
-    server = start_s3(tmp_path / "moto.log")
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """This pytest process's moto server, started once (2.3-3.2 s each here, where every test
+    used to start its own); each test gets a bucket of its own on it (`s3`)."""
+    server = start_s3(tmp_path_factory.mktemp("moto") / "moto.log")
     try:
         yield server
     finally:
         stop_s3(server)
+
+
+_buckets = itertools.count(1)
+
+
+@pytest.fixture
+def s3(s3_server: S3Server) -> S3Server:
+    """A new, empty bucket `freshet-test-<n>` on the process's moto server, for one test (a test
+    that stops its endpoint starts a server of its own: `start_s3`)."""
+    if s3_server.proc.poll() is not None:
+        raise AssertionError(f"the shared moto server exited with {s3_server.proc.returncode}")
+    bucket = f"{BUCKET}-{next(_buckets)}"
+    s3_server.client().create_bucket(Bucket=bucket)
+    return S3Server(s3_server.endpoint, bucket, s3_server.proc)

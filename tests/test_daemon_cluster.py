@@ -1,7 +1,7 @@
 """`freshet run` against a real Spark standalone cluster on loopback — the path a user takes when
 one machine is not enough (`spark.master: spark://host:7077`, ops/README.md).
 
-A master and a worker are started with the pyspark distribution's `spark-class`; the daemon runs
+A master and a worker (tests/helpers_cluster.py, shared with tests/test_reliability_executor.py); the daemon runs
 the demo config with `--demo` and the tables fill, with the work done by the cluster's executor.
 Then the driver JVM is killed: the daemon must exit non-zero so its supervisor restarts it.
 """
@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -20,77 +19,19 @@ import pyspark
 import pytest
 import yaml
 
+from tests.helpers_live import free_port, wait_for
 from warehouse.config import load_config
 from warehouse.lake.recovery import recover
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("cluster")]  # one cluster (helpers_cluster)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_HOME = Path(pyspark.__file__).parent
 
 
-def _port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(what, fn, timeout):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except (httpx.HTTPError, OSError, ValueError, KeyError) as e:
-            last = e
-        time.sleep(1.0)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("spark-cluster")
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_LOG_DIR": str(tmp), "SPARK_WORKER_DIR": str(tmp / "work"), "PYSPARK_PYTHON": sys.executable}
-    spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    port, ui = _port(), _port()
-    logs = []
-    procs = []
-    try:
-        mlog = (tmp / "master.log").open("w")
-        logs.append(mlog)
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(ui)], env=env, stdout=mlog, stderr=subprocess.STDOUT))
-        master = f"spark://127.0.0.1:{port}"
-        wlog = (tmp / "worker.log").open("w")
-        logs.append(wlog)
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1", "--cores", "2",
-             "--memory", "2g", "--webui-port", str(_port())], env=env, stdout=wlog, stderr=subprocess.STDOUT))
-        state_url = f"http://127.0.0.1:{ui}/json/"
-        _wait("a worker to register with the master",
-              lambda: httpx.get(state_url, timeout=5).json()["aliveworkers"] >= 1, timeout=120)
-        yield master, state_url, env
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in logs:
-            f.close()
-
-
-def test_daemon_on_a_standalone_cluster_fills_the_tables(cluster, tmp_path):
-    master, state_url, env = cluster
-    port = _port()
+def test_daemon_on_a_standalone_cluster_fills_the_tables(spark_cluster, tmp_path):
+    master, state_url, env = spark_cluster
+    port = free_port()
     raw = yaml.safe_load((ROOT / "examples" / "netmon.yaml").read_text())
     raw["warehouse"] = {"root": str(tmp_path / "data"), "landing": str(tmp_path / "landing")}
     raw["listen"] = f"127.0.0.1:{port}"
@@ -110,7 +51,7 @@ def test_daemon_on_a_standalone_cluster_fills_the_tables(cluster, tmp_path):
             tables = {t["name"]: t for t in httpx.get(f"{url}/v1/tables", timeout=5).json()["tables"]}
             return all(tables[n]["freshness"] is not None for n in ("cpu_raw", "alerts_raw", "syslog_raw"))
 
-        _wait("the base tables to fill on the cluster", filled, timeout=300)
+        wait_for("the base tables to fill on the cluster", filled, timeout=300, every=1.0)
         # the work ran on the cluster: the master lists the daemon as a running application
         # with cores (its executor) granted
         apps = httpx.get(state_url, timeout=5).json()["activeapps"]

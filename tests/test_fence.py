@@ -21,7 +21,7 @@ from conftest import MINUTE, T0, make_config, write_minutes
 from ops.lease import LEASE_FILE, Lease
 from ops.lease_base import machine
 from ops.lease_s3 import LEASE_KEY, S3Lease
-from tests.helpers_s3 import S3Server, s3  # noqa: F401 — the fixture
+from tests.helpers_s3 import S3Server
 from warehouse.events import JobFailed, JobFinished, PartitionArrived, StartJob
 from warehouse.lake.delta import table_path
 from warehouse.lake.executor import Executor
@@ -124,7 +124,7 @@ def test_the_file_lease_fence_shuts_at_three_quarters_of_the_timeout(tmp_path: P
     assert json.loads(path.read_text())["owner"] == "elsewhere:1:x"  # released nothing it does not hold
 
 
-def test_the_s3_lease_signs_with_its_own_epoch_and_is_fenced_by_its_renewals(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+def test_the_s3_lease_signs_with_its_own_epoch_and_is_fenced_by_its_renewals(s3: S3Server, tmp_path: Path) -> None:
     """The executor's writes carry the object lease's owner and epoch (2: taken after a release);
     once its last renewal is older than timeout − margin, the write is refused."""
     key = f"wh/{LEASE_KEY}"
@@ -155,7 +155,7 @@ def test_the_s3_lease_signs_with_its_own_epoch_and_is_fenced_by_its_renewals(s3:
 
 # ---------------------------------------------------------------- jobs on Spark and Delta
 @pytest.mark.spark
-def test_every_commit_names_its_leader(spark, s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+def test_every_commit_names_its_leader(spark, s3: S3Server, tmp_path: Path) -> None:
     """A base append and a derived window, run by an executor holding a real object lease taken
     after a crashed holder's (epoch 2): each commit's `userMetadata` names that owner and epoch,
     and recovery reads the log as before."""

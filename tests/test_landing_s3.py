@@ -10,7 +10,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from conftest import MINUTE, T0, warehouse_dict, write_minutes
 from test_intake import BAD_MANIFESTS, rewrite_manifest
 
-from tests.helpers_s3 import CREDENTIALS, S3Server, start_s3, stop_s3, upload
+from tests.helpers_s3 import CREDENTIALS, S3Server, upload
 from warehouse.config import FreshetConfig, parse_config
 from warehouse.events import StartJob
 from warehouse.landing import store_s3
@@ -30,11 +29,11 @@ NOW = T0 + 86400.0  # the intake's clock: a day after the partitions
 
 
 @pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """One moto server for the module; each test works under its own prefix."""
-    server = start_s3(tmp_path_factory.mktemp("moto") / "moto.log")
-    yield server
-    stop_s3(server)
+def moto(s3_server: S3Server) -> S3Server:
+    """A bucket for the module on the process's moto server; each test works under its own prefix."""
+    bucket = "freshet-landing"
+    s3_server.client().create_bucket(Bucket=bucket)
+    return S3Server(s3_server.endpoint, bucket, s3_server.proc)
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ from ops.lease import Lease, LeaseHeld, open_lease, take_lease
 from ops.lease_base import machine
 from ops.lease_s3 import LEASE_KEY, S3Lease
 from tests.helpers_live import free_port, wait_for
-from tests.helpers_s3 import CREDENTIALS, S3Server, s3, stop_s3  # noqa: F401 — the fixture
+from tests.helpers_s3 import CREDENTIALS, S3Server, start_s3, stop_s3
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = f"wh/{LEASE_KEY}"
@@ -57,7 +57,7 @@ def dead_pid() -> int:
     return p.pid
 
 
-def test_take_renew_release_and_take_again(s3: S3Server) -> None:  # noqa: F811
+def test_take_renew_release_and_take_again(s3: S3Server) -> None:
     first = lease(s3, timeout=LIVE, listen="127.0.0.1:9464")
     first.acquire()
     record = held(s3)
@@ -79,7 +79,7 @@ def test_take_renew_release_and_take_again(s3: S3Server) -> None:  # noqa: F811
     second.release()
 
 
-def test_a_second_taker_is_refused_while_the_holder_renews(s3: S3Server) -> None:  # noqa: F811
+def test_a_second_taker_is_refused_while_the_holder_renews(s3: S3Server) -> None:
     first = lease(s3, timeout=LIVE, listen="127.0.0.1:9464")
     first.acquire()
     lost: list[str] = []
@@ -99,7 +99,7 @@ def test_a_second_taker_is_refused_while_the_holder_renews(s3: S3Server) -> None
         first.release()
 
 
-def test_a_silent_holder_is_taken_over_after_the_timeout_on_the_takers_clock(s3: S3Server) -> None:  # noqa: F811
+def test_a_silent_holder_is_taken_over_after_the_timeout_on_the_takers_clock(s3: S3Server) -> None:
     """The holder's own `written` wall clock says "just now" (a clock an hour ahead): only the
     ETag staying unchanged for the timeout counts."""
     put_foreign(s3, written=time.time() + 3600)
@@ -123,7 +123,7 @@ class Racer(S3Lease):
         return changed
 
 
-def test_of_two_successors_racing_exactly_one_wins(s3: S3Server) -> None:  # noqa: F811
+def test_of_two_successors_racing_exactly_one_wins(s3: S3Server) -> None:
     put_foreign(s3)
     racers = [Racer(s3.client(), s3.bucket, KEY, timeout=TIMEOUT) for _ in range(2)]
     outcome: dict[str, str] = {}
@@ -150,7 +150,7 @@ def test_of_two_successors_racing_exactly_one_wins(s3: S3Server) -> None:  # noq
     won[0].release()
 
 
-def test_a_holder_overwritten_by_a_successor_is_told_and_writes_nothing(s3: S3Server) -> None:  # noqa: F811
+def test_a_holder_overwritten_by_a_successor_is_told_and_writes_nothing(s3: S3Server) -> None:
     first = lease(s3)
     first.acquire()
     put_foreign(s3, epoch=2)  # a successor's conditional write landed (the holder had stalled)
@@ -162,22 +162,26 @@ def test_a_holder_overwritten_by_a_successor_is_told_and_writes_nothing(s3: S3Se
     assert held(s3)["owner"] == "elsewhere:1:x"  # neither renewed nor released over the successor
 
 
-def test_a_holder_cut_off_from_the_endpoint_stops_before_a_successor_may_take_over(s3: S3Server) -> None:  # noqa: F811
-    first = lease(s3)
-    first.acquire()
-    errors: list[Exception] = []
-    lost: list[tuple[float, str]] = []
-    first.start(lambda m: lost.append((time.monotonic(), m)), errors.append)
-    stop_s3(s3)  # the endpoint is gone
-    wait_for("the holder gives up", lambda: bool(lost), timeout=10, every=0.02)
-    at, message = lost[0]
-    assert errors  # each failed renewal was reported, then retried
-    assert "no renewal" in message and not first.fresh()
-    # the successor counts the timeout from when it saw the last write, sent at renewed_at or later
-    assert TIMEOUT - first.margin <= at - first.renewed_at < TIMEOUT
+def test_a_holder_cut_off_from_the_endpoint_stops_before_a_successor_may_take_over(tmp_path: Path) -> None:
+    s3 = start_s3(tmp_path / "moto.log")  # a server of its own: this test stops it
+    try:
+        first = lease(s3)
+        first.acquire()
+        errors: list[Exception] = []
+        lost: list[tuple[float, str]] = []
+        first.start(lambda m: lost.append((time.monotonic(), m)), errors.append)
+        stop_s3(s3)  # the endpoint is gone
+        wait_for("the holder gives up", lambda: bool(lost), timeout=10, every=0.02)
+        at, message = lost[0]
+        assert errors  # each failed renewal was reported, then retried
+        assert "no renewal" in message and not first.fresh()
+        # the successor counts the timeout from when it saw the last write, sent at renewed_at or later
+        assert TIMEOUT - first.margin <= at - first.renewed_at < TIMEOUT
+    finally:
+        stop_s3(s3)  # (again, if an assertion came first)
 
 
-def test_a_crashed_owner_on_this_machine_is_taken_over_at_once(s3: S3Server) -> None:  # noqa: F811
+def test_a_crashed_owner_on_this_machine_is_taken_over_at_once(s3: S3Server) -> None:
     put_foreign(s3, host=socket.gethostname(), machine=machine(), pid=dead_pid())
     successor = lease(s3, timeout=30)
     began = time.monotonic()
@@ -186,7 +190,7 @@ def test_a_crashed_owner_on_this_machine_is_taken_over_at_once(s3: S3Server) -> 
     successor.release()
 
 
-def test_same_host_name_on_another_machine_is_not_taken_over_at_once(s3: S3Server) -> None:  # noqa: F811
+def test_same_host_name_on_another_machine_is_not_taken_over_at_once(s3: S3Server) -> None:
     """Two containers both named like this host: a pid recorded there means nothing here."""
     put_foreign(s3, host=socket.gethostname(), machine="another-boot/pid:[1]", pid=dead_pid())
     successor = lease(s3)
@@ -204,7 +208,7 @@ def s3a_config(tmp: Path, server: S3Server, landing: str, timeout: float = TIMEO
     return data
 
 
-def test_two_daemons_on_one_bucket_from_two_landing_zones_take_one_lease(s3: S3Server, tmp_path: Path,  # noqa: F811
+def test_two_daemons_on_one_bucket_from_two_landing_zones_take_one_lease(s3: S3Server, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Two hosts share the bucket, each with its own landing directory: before, each took a lease
     file in its landing zone and both started."""
@@ -226,7 +230,7 @@ def test_two_daemons_on_one_bucket_from_two_landing_zones_take_one_lease(s3: S3S
         first.release()
 
 
-def test_freshet_run_on_a_held_bucket_refuses_naming_the_holder(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+def test_freshet_run_on_a_held_bucket_refuses_naming_the_holder(s3: S3Server, tmp_path: Path) -> None:
     first = lease(s3, timeout=LIVE, listen="10.1.2.3:9464")
     first.acquire()
     first.start(lambda m: None)
@@ -276,7 +280,7 @@ def standing_by(proc: subprocess.Popen, url: str, log: Path) -> bool:
         return False
 
 
-def test_a_standby_daemon_waits_then_takes_over_within_the_timeout(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+def test_a_standby_daemon_waits_then_takes_over_within_the_timeout(s3: S3Server, tmp_path: Path) -> None:
     timeout = LIVE
     holder = lease(s3, timeout=timeout, listen="10.1.2.3:9464")
     holder.acquire()
@@ -306,7 +310,7 @@ def test_a_standby_daemon_waits_then_takes_over_within_the_timeout(s3: S3Server,
         holder.release()
 
 
-def test_a_standby_daemon_stops_at_once_on_sigterm(s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
+def test_a_standby_daemon_stops_at_once_on_sigterm(s3: S3Server, tmp_path: Path) -> None:
     holder = lease(s3, timeout=30, listen="10.1.2.3:9464")
     holder.acquire()
     holder.start(lambda m: None)

@@ -2,7 +2,8 @@
 relaunches it (and retries its tasks) or the job fails and Freshet retries it after its back-off;
 the daemon serves throughout and every partition is loaded exactly once.
 
-The cluster (a master and a worker on loopback) is `tests/test_daemon_cluster.py`'s fixture.
+The cluster (a master and a worker on loopback) is tests/helpers_cluster.py's, shared with
+tests/test_daemon_cluster.py.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ import httpx
 import pytest
 import yaml
 from conftest import MINUTE, T0, make_config, warehouse_dict, write_minutes
-from test_daemon_cluster import cluster  # noqa: F401 — the module-scoped standalone cluster fixture
 
 from tests.helpers_live import free_port, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("cluster")]  # one cluster (helpers_cluster)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +40,8 @@ def executors() -> list[int]:
     return out
 
 
-def test_an_executor_killed_mid_run_loses_nothing_and_loads_nothing_twice(cluster, tmp_path):  # noqa: F811
-    master, _state_url, env = cluster
+def test_an_executor_killed_mid_run_loses_nothing_and_loads_nothing_twice(spark_cluster, tmp_path):
+    master, _state_url, env = spark_cluster
     data = warehouse_dict(tmp_path, tracks=1)
     data["spark"] = {"master": master, "conf": {
         "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1", "spark.executor.memory": "1g",

@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers_live import free_port, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("faults")]  # one daemon (`site`)
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_SQL = ("SELECT ts, n, reflect('java.lang.Thread', 'sleep', CAST(5000 AS BIGINT)) AS slept "

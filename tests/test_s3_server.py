@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.helpers_s3 import S3Server, s3  # noqa: F401 — the fixture
+from tests.helpers_s3 import S3Server
 
 
 def _status(err: ClientError) -> tuple[int, str]:
     return err.response["ResponseMetadata"]["HTTPStatusCode"], err.response["Error"]["Code"]
 
 
-def test_create_if_absent_refuses_the_second_writer(s3: S3Server) -> None:  # noqa: F811
+def test_create_if_absent_refuses_the_second_writer(s3: S3Server) -> None:
     c = s3.client()
     c.put_object(Bucket=s3.bucket, Key="_freshet/lease", Body=b"daemon-a", IfNoneMatch="*")
     with pytest.raises(ClientError) as exc:
@@ -23,7 +23,7 @@ def test_create_if_absent_refuses_the_second_writer(s3: S3Server) -> None:  # no
     assert c.get_object(Bucket=s3.bucket, Key="_freshet/lease")["Body"].read() == b"daemon-a"
 
 
-def test_replace_if_unchanged_refuses_a_stale_etag(s3: S3Server) -> None:  # noqa: F811
+def test_replace_if_unchanged_refuses_a_stale_etag(s3: S3Server) -> None:
     c = s3.client()
     first = c.put_object(Bucket=s3.bucket, Key="_freshet/lease", Body=b"a, renewed 0", IfNoneMatch="*")["ETag"]
     second = c.put_object(Bucket=s3.bucket, Key="_freshet/lease", Body=b"a, renewed 1", IfMatch=first)["ETag"]

@@ -24,7 +24,7 @@ import yaml
 from conftest import BUCKET_SQL, MINUTE, SPARK_CONF, T0, parse_config, rows_for, write_minutes
 
 from tests.helpers_live import free_port, wait_for
-from tests.helpers_s3 import CREDENTIALS, S3Server, s3, upload  # noqa: F401 — the fixture
+from tests.helpers_s3 import CREDENTIALS, S3Server, upload
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -57,7 +57,7 @@ def _expected_5m(minutes: int) -> set[tuple[float, str, int, float]]:
     return {(ts, k, len(vs), round(sum(vs), 6)) for (ts, k), vs in groups.items()}
 
 
-def test_a_daemon_killed_mid_run_on_s3_loses_nothing_and_loads_nothing_twice(s3: S3Server,  # noqa: F811
+def test_a_daemon_killed_mid_run_on_s3_loses_nothing_and_loads_nothing_twice(s3: S3Server,
                                                                               tmp_path: Path) -> None:
     data = _config(tmp_path, s3)
     path = tmp_path / "freshet.yaml"
@@ -138,7 +138,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.parametrize("root", ["local", "bucket"])
-def test_a_landing_zone_on_a_bucket_is_loaded_once(s3: S3Server, tmp_path: Path, root: str) -> None:  # noqa: F811
+def test_a_landing_zone_on_a_bucket_is_loaded_once(s3: S3Server, tmp_path: Path, root: str) -> None:
     """The daemon with `warehouse.landing: s3a://freshet-test/landing`, the tables on a local root
     (S3A set up for the landing zone alone) or in the same bucket (the daemon's own files in
     `warehouse.state`): the base job reads each partition's files from the bucket through S3A,
