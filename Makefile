@@ -36,9 +36,12 @@ test: system-packages
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
+# the jars, then the tests' class-data archive for Spark's JVMs (tests/helpers_cds.py), made here
+# beside helm's build rather than by the first Spark test while the other pytest worker waits
 test-setup: setup
 	$(BIN)/python scripts/fetch_jars.py
 	$(BIN)/python scripts/fetch_jars.py --s3a
+	$(BIN)/python -m tests.helpers_cds
 
 # A Spark Connect server with Delta on this machine, for `spark: {remote: "sc://127.0.0.1:15002"}`
 # (ops/README.md). Foreground; Ctrl-C stops it. CONNECT_ARGS="--port 15003 --master local[2]" etc.

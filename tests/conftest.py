@@ -14,20 +14,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.helpers_cds import JVM_OPTS
 from tests.helpers_cluster import spark_cluster  # noqa: F401 — a fixture: the process's standalone cluster
 from tests.helpers_s3 import s3, s3_server  # noqa: F401 — fixtures: a bucket per test on the process's moto server
 from warehouse.config import FreshetConfig, SparkConfig, parse_config
 
-# The tests' JVMs live seconds to minutes on small data: a C1-only JIT and the serial collector cut
-# their start on a 2-core machine (a SparkSession's start and first Delta write and read: 16.8-18.6 s
-# -> 13.6-16.1 s, three runs each, at 551bee1). spark-submit passes SPARK_SUBMIT_OPTS to the driver
-# JVM; every JVM the tests start inherits it (the session's, the daemons', the Connect server's).
-# The daemon outside the tests is unchanged. A C1-only JVM reserves 48 MB for compiled code, not
-# the 240 MB of the tiered default: a Connect server that recovers four tables filled it in 25 s,
-# after which its JIT is off and every new method-handle adapter fails ("Out of space in CodeCache
-# for adapters", a NoSuchMethodException at each such call site, for the JVM's life), and a daemon
-# over it never caught up (test_connect, 900 s). So the tests reserve the default's size.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m")
+# The tests' JVMs: a C1-only JIT, the serial collector (tests/helpers_cds.py's JVM_OPTS says why)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS)
 
 # The property and model tests (tests/test_properties.py, tests/test_model.py) run a few hundred
 # examples each in `make test`; `HYPOTHESIS_PROFILE=long` runs 5,000 each (`HYPOTHESIS_EXAMPLES=N`:

@@ -3,10 +3,12 @@
 Every daemon, Connect server and script a test starts is a new driver JVM, and most of its start is
 loading Spark's and Delta's classes: a session's start and first Delta write and read took
 14.1-15.6 s here, 8.8-9.0 s with this archive (three runs each, 28 Nov 2026). The archive is made once
-per machine by one training JVM (`python -m tests.helpers_cds`: a session, Delta writes, a join, a
-MERGE; ~25 s) and kept under ~/.cache/freshet/cds, keyed by the JDK, PySpark and Delta jars.
+per machine by one training JVM (a session, Delta writes, a join, a MERGE; ~25 s) and kept under
+~/.cache/freshet/cds, keyed by the JDK, PySpark and Delta jars.
 The JVMs get it through SPARK_SUBMIT_OPTS (tests/conftest.py). A JVM whose class path differs
-ignores it silently (`-Xshare:auto`, CDS logging off): slower, never wrong.
+ignores it silently (`-Xshare:auto`, CDS logging off): slower, never wrong. `make test` makes it
+before pytest, beside helm's build (`python -m tests.helpers_cds`); else the first Spark test
+does, while any other worker that needs it waits.
 """
 
 from __future__ import annotations
@@ -20,11 +22,22 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["archive", "use"]
+__all__ = ["JVM_OPTS", "archive", "use"]
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "freshet" / "cds"
 QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+# The tests' JVMs live seconds to minutes on small data: a C1-only JIT and the serial collector cut
+# their start on a 2-core machine (a SparkSession's start and first Delta write and read: 16.8-18.6 s
+# -> 13.6-16.1 s, three runs each, at 551bee1). spark-submit passes SPARK_SUBMIT_OPTS to the driver
+# JVM; every JVM the tests start inherits it (the session's, the daemons', the Connect server's).
+# The daemon outside the tests is unchanged. A C1-only JVM reserves 48 MB for compiled code, not
+# the 240 MB of the tiered default: a Connect server that recovers four tables filled it in 25 s,
+# after which its JIT is off and every new method-handle adapter fails ("Out of space in CodeCache
+# for adapters", a NoSuchMethodException at each such call site, for the JVM's life), and a daemon
+# over it never caught up (test_connect, 900 s). So the tests reserve the default's size.
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 
 def _key() -> str:
@@ -61,7 +74,7 @@ def _trained(base_opts: str, path: Path) -> Path | None:
     env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{base_opts} -XX:ArchiveClassesAtExit={tmp} {QUIET}",
            "PYTHONPATH": str(ROOT)}
     try:
-        subprocess.run([sys.executable, "-m", "tests.helpers_cds"], env=env, cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "tests.helpers_cds", "--train"], env=env, cwd=ROOT,
                        capture_output=True, timeout=300, check=True)
     except (OSError, subprocess.SubprocessError):
         tmp.unlink(missing_ok=True)
@@ -110,4 +123,8 @@ def _train() -> None:
 
 
 if __name__ == "__main__":
-    _train()
+    if sys.argv[1:] == ["--train"]:  # the training JVM's driver (`_trained`)
+        _train()
+    else:  # make the archive now (make test): the path, or why there is none
+        made = archive(os.environ.get("SPARK_SUBMIT_OPTS", JVM_OPTS))
+        print(f"class-data archive: {made}" if made else "class-data archive: none (the tests run without it)")
