@@ -234,6 +234,7 @@ def test_schemathesis_against_the_running_api(api) -> None:
     documented (schemathesis's own checks)."""
     import schemathesis
     from hypothesis import given as given_
+    from schemathesis.checks import positive_data_acceptance
 
     base = str(api.client.base_url).rstrip("/")
     schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
@@ -248,7 +249,12 @@ def test_schemathesis_against_the_running_api(api) -> None:
             response = case.call(base_url=base)
             if response.status_code >= 500:
                 failures.append(f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:200]}")
-            case.validate_response(response)
+            # a POST's input can be schema-valid and still wrong in ways no schema says (an end beyond
+            # the platform's time_t, end <= start, a file not in the landing zone): its documented
+            # answer is a 422 naming the field (tested above), so schemathesis's "schema-valid data is
+            # accepted" check (ST202) is not asked of it
+            case.validate_response(response, excluded_checks=[positive_data_acceptance] if case.method.upper() == "POST"
+                                   else [])
 
         run()
     assert not failures, failures
