@@ -54,6 +54,11 @@ class S3Server:
         """The config's `warehouse.s3` section for this server."""
         return {"endpoint": self.endpoint, "region": REGION, "path_style": True, "credentials": "env"}
 
+    def with_bucket(self, bucket: str) -> S3Server:
+        """The same server, with `bucket` created on it."""
+        self.client().create_bucket(Bucket=bucket)
+        return S3Server(self.endpoint, bucket, self.proc)
+
     def keys(self, prefix: str = "") -> list[str]:
         c, keys, token = self.client(), [], None
         while True:
@@ -110,8 +115,8 @@ def stop_s3(server: S3Server) -> None:
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """This pytest process's moto server, started once (2.3-3.2 s each here, where every test
-    used to start its own); each test gets a bucket of its own on it (`s3`)."""
+    """This pytest process's moto server, started once (a start is 2.3-3.2 s here); each test gets
+    a bucket of its own on it (`s3`)."""
     server = start_s3(tmp_path_factory.mktemp("moto") / "moto.log")
     try:
         yield server
@@ -128,6 +133,4 @@ def s3(s3_server: S3Server) -> S3Server:
     that stops its endpoint starts a server of its own: `start_s3`)."""
     if s3_server.proc.poll() is not None:
         raise AssertionError(f"the shared moto server exited with {s3_server.proc.returncode}")
-    bucket = f"{BUCKET}-{next(_buckets)}"
-    s3_server.client().create_bucket(Bucket=bucket)
-    return S3Server(s3_server.endpoint, bucket, s3_server.proc)
+    return s3_server.with_bucket(f"{BUCKET}-{next(_buckets)}")

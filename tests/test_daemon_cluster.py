@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import httpx
-import pyspark
 import pytest
 import yaml
 
@@ -26,7 +25,6 @@ from warehouse.lake.recovery import recover
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("cluster")]  # one cluster (helpers_cluster)
 
 ROOT = Path(__file__).resolve().parents[1]
-SPARK_HOME = Path(pyspark.__file__).parent
 
 
 def test_daemon_on_a_standalone_cluster_fills_the_tables(spark_cluster, tmp_path):

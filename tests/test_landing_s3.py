@@ -31,9 +31,7 @@ NOW = T0 + 86400.0  # the intake's clock: a day after the partitions
 @pytest.fixture(scope="module")
 def moto(s3_server: S3Server) -> S3Server:
     """A bucket for the module on the process's moto server; each test works under its own prefix."""
-    bucket = "freshet-landing"
-    s3_server.client().create_bucket(Bucket=bucket)
-    return S3Server(s3_server.endpoint, bucket, s3_server.proc)
+    return s3_server.with_bucket("freshet-landing")
 
 
 @pytest.fixture(autouse=True)
