@@ -29,7 +29,7 @@ from typing import Any
 from warehouse.config import FreshetConfig, TableConfig
 from warehouse.events import StartJob
 from warehouse.lake.delta import app_id, ms, next_txn_version
-from warehouse.lake.recovery import TableState, _replay
+from warehouse.lake.recovery import LogReplay, TableState
 from warehouse.sqltext import sql_version
 
 ROW_STEP = 5
@@ -81,7 +81,8 @@ class ModelLake:
         self.wins: dict[str, dict[int, Window]] = {}
         self.seq = 0  # one clock for commits, reads and reports (the reference's "after")
         self.touches: dict[str, list[tuple[int, float, float]]] = {}  # table → (seq, lo, hi) of changes
-        self._states: dict[str, TableState] = {}  # the replayed log, per table (dropped at each commit)
+        self._replays: dict[str, LogReplay] = {}  # each table's log, replayed as it is written
+        self._states: dict[str, TableState] = {}  # each table's replayed state (dropped at each commit)
 
     def tick(self) -> int:
         self.seq += 1
@@ -97,8 +98,8 @@ class ModelLake:
 
     def table_state(self, path: str, table: str) -> TableState:
         if table not in self._states:
-            c = self.commits.get(table)
-            self._states[table] = _replay(app_id(table), None, None, list(c)) if c else TableState()
+            r = self._replays.get(table)
+            self._states[table] = r.state() if r is not None else TableState()
         return dataclasses.replace(self._states[table])  # (copy() leaves out what recovery reads)
 
     def commit_metrics(self, path: str, table: str, txn_version: int) -> tuple[int | None, int | None]:
@@ -223,6 +224,7 @@ class ModelLake:
                    {"commitInfo": {"timestamp": int(at * 1000), "operation": "WRITE",
                                    "userMetadata": json.dumps(meta, sort_keys=True)}}]
         commits.append((len(commits), actions))
+        self._replays.setdefault(name, LogReplay(app_id(name))).add(len(commits) - 1, actions)
         self._states.pop(name, None)
         seq = self.tick()
         for lo, hi in plan.written:

@@ -6,11 +6,12 @@ commit, so a replay was quadratic in the commits — found by the month-long soa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
 
-from warehouse.lake.recovery import _replay
+from warehouse.lake.recovery import LogReplay, _replay
 from warehouse.recompute import VersionMap
 
 
@@ -62,3 +63,39 @@ def test_a_long_log_replays_in_linear_time() -> None:
     assert st.freshness == 10_000 * 60.0 and len(st.reads.items) == 10_000
     assert st.versions.tuples() == ((0.0, 10_000 * 60.0, "v1"),)
     assert cpu < 2.0, f"replaying 10,000 commits took {cpu:.1f} s of CPU"
+
+
+def test_a_log_replayed_commit_by_commit_is_the_log_replayed_whole() -> None:
+    """`LogReplay` (what the tests' modelled lake uses, so a month-long log is not replayed from its
+    start after every commit): its state after each commit equals `_replay` of the log up to it —
+    base loads with slices, derived updates, recomputes, stateful folds, OPTIMIZE and VACUUM
+    commits — and a state it gave earlier is not changed by the commits after it."""
+    rng = random.Random(3)
+    replay, log, kept = LogReplay("freshet/t"), [], []
+    for k in range(300):
+        end = (k + 1) * 60.0
+        meta = {"freshet": 1, "job_id": k, "freshness": end, "safe_freshness": end - 5, "partitions": {},
+                "window": [end - 60, end]}
+        kind = rng.choice(["base", "base", "derived", "recompute", "stateful", "optimize", "vacuum"])
+        if kind == "base":
+            meta |= {"kind": "base", "partitions": {f"p{k}": f"f{k}"}, "windows": {f"p{k}": [end - 60, end],
+                     f"p{k + 1}": [end, end + 60]}, "slices": {f"p{k + 1}": end + rng.choice([10, 30])}}
+        elif kind in ("derived", "recompute", "stateful"):
+            meta |= {"kind": kind, "sources": {"raw": k}, "sql_version": rng.choice("ab"), "read": {"raw": k}}
+            if kind == "recompute":
+                meta["window"] = [max(0.0, end - 600), end - 300]
+        actions: list[dict] = [{"commitInfo": {"timestamp": k * 1000, "operation": kind.upper()}}]
+        if kind not in ("optimize", "vacuum"):
+            txn = int(end * 1000) + (kind == "recompute")
+            actions = [{"txn": {"appId": "freshet/t", "version": txn}},
+                       {"commitInfo": {"timestamp": k * 1000, "operation": "WRITE",
+                                       "userMetadata": json.dumps({**meta, "txn": txn})}}]
+        elif kind == "vacuum":
+            actions[0]["commitInfo"]["operation"] = "VACUUM END"
+        log.append((k, actions))
+        replay.add(k, actions)
+        st = replay.state()
+        assert dataclasses.asdict(st) == dataclasses.asdict(_replay("freshet/t", None, None, log)), k
+        kept.append((k, dataclasses.asdict(st), st))
+    for k, before, st in kept[::37]:
+        assert dataclasses.asdict(st) == before, f"the state after commit {k} changed"

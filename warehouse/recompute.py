@@ -233,6 +233,12 @@ class VersionMap:
     def tuples(self) -> tuple[tuple[float, float, str], ...]:
         return tuple((a, b, v) for a, b, v in self.items)
 
+    def copy(self) -> VersionMap:
+        """A map that later `set`s of this one leave as it is (`set` replaces items, never changes one)."""
+        new = VersionMap()
+        new.items = list(self.items)
+        return new
+
 
 def _lo(item: list) -> float:
     return item[0]

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DeltaLog",
     "LocalLog",
+    "LogReplay",
     "RecoveryState",
     "SparkLog",
     "TableState",
@@ -90,7 +91,7 @@ class TableState:
         return TableState(self.freshness, self.safe_freshness, self.txn_version, self.delta_version,
                           dict(self.partitions), self.commits, self.origin, dict(self.windows), dict(self.slices),
                           self.commits_since_optimize, self.optimized_through, self.last_optimize,
-                          self.last_vacuum, self.first_commit, VersionMap(self.versions.tuples()),
+                          self.last_vacuum, self.first_commit, self.versions.copy(),
                           log_from=self.log_from, read=dict(self.read),
                           rebuild=None if self.rebuild is None else dict(self.rebuild),
                           shadow=None if self.shadow is None else dict(self.shadow), last_job_id=self.last_job_id)
@@ -236,16 +237,33 @@ def _freshet_meta(user_metadata: str | None) -> dict[str, Any] | None:
 
 def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             commits: Iterable[tuple[int, list[dict[str, Any]]]]) -> TableState:
-    """Fold the `txn` and `commitInfo` actions of each commit (in version order) into a state.
+    """The state of a log: its commits (in version order) after a checkpoint (`LogReplay`)."""
+    replay = LogReplay(app, cp_version, cp_txn)
+    for version, actions in commits:
+        replay.add(version, actions)
+    return replay.state()
+
+
+class LogReplay:
+    """Fold the `txn` and `commitInfo` actions of each commit, in version order, into a state: one
+    commit at a time, so a log that grows (the tests' modelled lake) is not replayed from its start.
 
     Commits of other writers (OPTIMIZE, VACUUM START/END, SET TBLPROPERTIES …) carry no Freshet
     txn or metadata: they move only the Delta version — and OPTIMIZE and VACUUM the maintenance
     history (`warehouse.upkeep`)."""
-    state = TableState(txn_version=cp_txn)
-    best_meta: dict[str, Any] | None = None
-    best_txn: int | None = None
-    loaded: float | None = None  # the freshness so far, for optimized_through
-    for version, actions in commits:
+
+    __slots__ = ("_app", "_best_meta", "_best_txn", "_cp_version", "_loaded", "_state")
+
+    def __init__(self, app: str, cp_version: int | None = None, cp_txn: int | None = None) -> None:
+        self._app, self._cp_version = app, cp_version
+        self._state = TableState(txn_version=cp_txn)
+        self._best_meta: dict[str, Any] | None = None
+        self._best_txn: int | None = None
+        self._loaded: float | None = None  # the freshness so far, for optimized_through
+
+    def add(self, version: int, actions: list[dict[str, Any]]) -> None:
+        """The next commit of the log."""
+        state, app = self._state, self._app
         if state.log_from is None:
             state.log_from = version
         txn_v: int | None = None
@@ -256,18 +274,19 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
             elif action.get("commitInfo"):
                 info = action["commitInfo"]
                 meta = _freshet_meta(info.get("userMetadata")) or meta
-                _maintenance(state, info, loaded)
+                _maintenance(state, info, self._loaded)
         if txn_v is not None:
             state.txn_version = txn_v if state.txn_version is None else max(state.txn_version, txn_v)
-            if best_txn is None or txn_v >= best_txn:
-                best_txn, best_meta = txn_v, meta
+            if self._best_txn is None or txn_v >= self._best_txn:
+                self._best_txn, self._best_meta = txn_v, meta
         if meta is not None:
             state.commits += 1
             if isinstance(job_id := meta.get("job_id"), int):
                 state.last_job_id = max(state.last_job_id or 0, job_id)
             state.commits_since_optimize += 1
             if meta.get("freshness") is not None:
-                loaded = float(meta["freshness"]) if loaded is None else max(loaded, float(meta["freshness"]))
+                f = float(meta["freshness"])
+                self._loaded = f if self._loaded is None else max(self._loaded, f)
             cuts = meta.get("slices") or {}
             sliced = dict(state.slices)  # how far time slices had loaded each partition before this commit
             state.record(meta.get("partitions") or {}, cuts)
@@ -292,20 +311,26 @@ def _replay(app: str, cp_version: int | None, cp_txn: int | None,
                     if isinstance(meta.get("sources"), dict):
                         state.reads.set(w0, float(window[1]), json.dumps(meta["sources"], sort_keys=True))
         state.delta_version = version
-    if state.delta_version is None:
-        state.delta_version = cp_version
-    if best_meta is not None and best_txn == state.txn_version:
-        state.freshness = float(best_meta["freshness"])
-        sources = best_meta.get("read", best_meta.get("sources"))
-        if best_meta.get("kind") == "stateful" and isinstance(sources, dict):  # its late rows: committed since
-            state.read = {k: int(v) for k, v in sources.items() if isinstance(v, int)}
-        sf = best_meta.get("safe_freshness")
-        state.safe_freshness = None if sf is None else float(sf)
-    elif state.txn_version is not None:
-        # The commit holding the metadata was cleaned up: the txn version *is* F in ms (±1 per
-        # late load), and F' falls back to F − lateness in the Scheduler.
-        state.freshness = state.txn_version / 1000.0
-    return state
+
+    def state(self) -> TableState:
+        """The log's state so far: a copy, which later commits leave as it is."""
+        state = self._state.copy()
+        state.written, state.reads = list(self._state.written), self._state.reads.copy()
+        if state.delta_version is None:
+            state.delta_version = self._cp_version
+        best_meta = self._best_meta
+        if best_meta is not None and self._best_txn == state.txn_version:
+            state.freshness = float(best_meta["freshness"])
+            sources = best_meta.get("read", best_meta.get("sources"))
+            if best_meta.get("kind") == "stateful" and isinstance(sources, dict):  # its late rows: committed since
+                state.read = {k: int(v) for k, v in sources.items() if isinstance(v, int)}
+            sf = best_meta.get("safe_freshness")
+            state.safe_freshness = None if sf is None else float(sf)
+        elif state.txn_version is not None:
+            # The commit holding the metadata was cleaned up: the txn version *is* F in ms (±1 per
+            # late load), and F' falls back to F − lateness in the Scheduler.
+            state.freshness = state.txn_version / 1000.0
+        return state
 
 
 def _maintenance(state: TableState, info: dict[str, Any], loaded: float | None) -> None:
