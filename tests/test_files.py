@@ -28,9 +28,10 @@ def _job(job_id: int, table: str, kind: str, i: int, arrivals: tuple[Any, ...] =
                     new_freshness=end, new_safe_freshness=end, arrivals=arrivals)
 
 
-def _load(ex: Executor, arrivals: list[Any], minutes: range, job_id: int = 0) -> int:
+def _load(ex: Executor, arrivals: list[Any], minutes: range, job_id: int = 0,
+          tables: tuple[tuple[str, str], ...] = (("m", "m_raw"), ("a", "a_raw"))) -> int:
     for i in minutes:
-        for stream, table in (("m", "m_raw"), ("a", "a_raw")):
+        for stream, table in tables:
             job_id += 1
             mine = tuple(a for a in arrivals if a.stream == stream and a.partition_id == f"{stream}-{i:04d}")
             assert ex.run(_job(job_id, table, "base", i, mine)).committed
@@ -53,9 +54,8 @@ def test_the_live_files_are_deltas_files_at_every_version_and_read_the_same_rows
     Delta's column order (the partition column included)."""
     cfg = make_config(tmp_path)
     write_minutes(cfg, "m", 0, 12)
-    write_minutes(cfg, "a", 0, 12)
     ex = Executor(cfg, spark)
-    _load(ex, Intake(cfg).scan(), range(12))
+    _load(ex, Intake(cfg).scan(), range(12), tables=(("m", "m_raw"),))  # (m_raw alone is read here)
     path = table_path(cfg, "m_raw")
     spark.sql(f"OPTIMIZE delta.`{path}`").collect()
     latest = ex.log.version(path)
