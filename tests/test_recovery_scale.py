@@ -84,14 +84,14 @@ def test_a_log_replayed_commit_by_commit_is_the_log_replayed_whole() -> None:
             meta |= {"kind": kind, "sources": {"raw": k}, "sql_version": rng.choice("ab"), "read": {"raw": k}}
             if kind == "recompute":
                 meta["window"] = [max(0.0, end - 600), end - 300]
-        actions: list[dict] = [{"commitInfo": {"timestamp": k * 1000, "operation": kind.upper()}}]
-        if kind not in ("optimize", "vacuum"):
+        if kind in ("optimize", "vacuum"):  # another writer's commit: no txn, no Freshet metadata
+            op = "OPTIMIZE" if kind == "optimize" else "VACUUM END"
+            actions: list[dict] = [{"commitInfo": {"timestamp": k * 1000, "operation": op}}]
+        else:
             txn = int(end * 1000) + (kind == "recompute")
             actions = [{"txn": {"appId": "freshet/t", "version": txn}},
                        {"commitInfo": {"timestamp": k * 1000, "operation": "WRITE",
                                        "userMetadata": json.dumps({**meta, "txn": txn})}}]
-        elif kind == "vacuum":
-            actions[0]["commitInfo"]["operation"] = "VACUUM END"
         log.append((k, actions))
         replay.add(k, actions)
         st = replay.state()
