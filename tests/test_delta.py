@@ -406,6 +406,34 @@ def test_a_warm_snapshot_spares_the_next_job_spark_work(spark, tmp_path: Path) -
     assert ex.warmer.idle(60) and ex.warmer.warmed == 2
 
 
+def test_a_job_of_a_shape_run_before_compiles_no_code_again(spark, tmp_path: Path) -> None:
+    """lake.session: Spark's cache of the classes it generates for queries holds more than the
+    code of a round of a warehouse's jobs. A base load run again after 150 other generated
+    classes compiles nothing; with Spark's default cache (100 classes) it compiled its code again,
+    Janino's work and then the JIT's (docs/benchmarks.md § Fixed cost)."""
+    from pyspark.sql import functions as F
+
+    cfg = make_config(tmp_path)
+    write_minutes(cfg, "m", 0, 3)
+    arrivals = sorted(Intake(cfg).scan(), key=lambda a: a.partition_id)
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    ex = Executor(cfg, spark)
+
+    def compiles(i: int) -> int:
+        before = compiled.getCount()
+        assert ex.run(base_job(i + 1, arrivals[i:i + 1], T0 + i * MINUTE, T0 + (i + 1) * MINUTE)).committed
+        assert ex.warmer.idle(60)  # the snapshot warm-up after the commit counts too
+        return compiled.getCount() - before
+
+    compiles(0)  # creates the table
+    compiles(1)  # the first append: its code, and the warm-up's, compiled and cached
+    for i in range(150):  # other queries' code: each Filter's literal makes a class of its own
+        spark.range(1).where(F.col("id") > i)._jdf.queryExecution().executedPlan().execute()
+    assert compiled.getCount() >= 150
+    assert compiles(2) == 0
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12
+
+
 def test_local_tables_are_written_without_hadoop_checksum_files(spark, tmp_path: Path) -> None:
     """lake.session: a commit writes no `.<name>.crc` sidecar beside its Parquet and log files
     (each was one more create and rename and a `chmod` child process); Delta's own `<version>.crc`
