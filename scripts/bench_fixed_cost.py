@@ -15,7 +15,9 @@ Two code trees run it, each in a worker process of its own (its own Spark driver
 rounds alternate between them (ABBA), so load and warm-up favour neither. Per kind of update it
 prints the median wall time, and the Spark jobs and stages of the update itself (its job group,
 counted with Spark's status tracker) and of the background work after it (the warm-ups), the
-first `--skip` rounds left out (JIT and first reads).
+CPU-seconds the worker (its Python and its Spark JVM) spent from the update's start until Spark was
+idle again, and the classes Spark compiled for generated code in that time (its `CodegenMetrics`),
+the first `--skip` rounds left out (JIT and first reads).
 
     .venv/bin/python scripts/bench_fixed_cost.py [--rounds 14] [--skip 3] [--before 98e438b] [--json OUT]
 
@@ -108,12 +110,21 @@ def _write(cfg: Any, stream: str, i: int, t0: float = T0) -> None:
 
 
 class Counter:
-    """Spark jobs and stages by job group, with Spark's status tracker (no UI needed)."""
+    """Spark jobs and stages by job group, with Spark's status tracker (no UI needed); the CPU time
+    of this process and its Spark JVM; the classes Spark compiled for generated code."""
 
     def __init__(self, sc: Any) -> None:
+        import psutil
+
         self.sc = sc
         self.tracker = sc.statusTracker()
         self.seen = set(self.tracker.getJobIdsForGroup(None))  # jobs of no group: background work
+        me = psutil.Process()
+        self.procs = [me, *(p for p in me.children(recursive=True) if p.name() == "java")]
+        self.compiled = sc._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def cpu(self) -> float:
+        return sum(p.cpu_times().user + p.cpu_times().system for p in self.procs)
 
     def idle(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
@@ -193,6 +204,7 @@ def worker(code: str, rounds: int) -> int:
                 job_id += 1
                 group = f"fc-{i}-{kind}"
                 sc.setJobGroup(group, group)
+                cpu, compiled = counter.cpu(), counter.compiled.getCount()
                 t = time.perf_counter()
                 outcome = ex.run(dataclasses.replace(j, job_id=job_id))
                 wall = time.perf_counter() - t
@@ -203,11 +215,13 @@ def worker(code: str, rounds: int) -> int:
                 ex.warmer.idle(120)
                 counter.idle()
                 out[kind] = {"wall": wall, **counter.group(group),
-                             "bg": {"wall": time.perf_counter() - t, **counter.background()}}
+                             "bg": {"wall": time.perf_counter() - t, **counter.background()},
+                             "cpu": counter.cpu() - cpu, "compiled": counter.compiled.getCount() - compiled}
             # the floor: the same 200 rows appended to a Delta table of their own, nothing else
             group = f"fc-{i}-floor"
             files = [f for a in arrivals if a.partition_id == f"m-{i:05d}" for f in a.files]
             sc.setJobGroup(group, group)
+            cpu, compiled = counter.cpu(), counter.compiled.getCount()
             t = time.perf_counter()
             spark.read.schema(ddl).parquet(*files).write.format("delta").mode("append").save(str(base / "floor"))
             wall = time.perf_counter() - t
@@ -215,7 +229,8 @@ def worker(code: str, rounds: int) -> int:
             t = time.perf_counter()
             counter.idle()
             out["floor"] = {"wall": wall, **counter.group(group),
-                            "bg": {"wall": time.perf_counter() - t, **counter.background()}}
+                            "bg": {"wall": time.perf_counter() - t, **counter.background()},
+                            "cpu": counter.cpu() - cpu, "compiled": counter.compiled.getCount() - compiled}
             print(MARK + json.dumps(out), flush=True)
         stop_spark()
         return 0
@@ -362,6 +377,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "bg_median_s": round(statistics.median(r["bg"]["wall"] for r in rows), 3),
             "bg_jobs": statistics.median(r["bg"]["jobs"] for r in rows),
             "bg_stages": statistics.median(r["bg"]["stages"] for r in rows),
+            "cpu_median_s": round(statistics.median(r["cpu"] for r in rows), 3),
+            "compiled": statistics.median(r["compiled"] for r in rows),
             "stage_names": rows[-1]["names"], "bg_stage_names": rows[-1]["bg"]["names"],
         }
     return out
@@ -426,14 +443,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fixed cost of one update, {done - args.skip} rounds (of {done}); "
           f"load average {' '.join(load0)} -> {' '.join(load1)}")
     head = f"{'update':10s}" + "".join(f" | {names[s] + ' median':>16s} {'jobs':>4s} {'stg':>4s} {'bg j/s':>7s} "
-                                       f"{'bg s':>6s}" for s in wanted)
+                                       f"{'bg s':>6s} {'cpu s':>6s} {'cls':>4s}" for s in wanted)
     print(head)
     for kind in ("base", "base a", "roll-up", "band join", "fold", "floor"):
         line = f"{kind:10s}"
         for s in wanted:
             f = figures[s][kind]
             line += (f" | {f['median_s']:15.3f}s {f['jobs']:4g} {f['stages']:4g} "
-                     f"{str(f['bg_jobs']) + '/' + str(f['bg_stages']):>7s} {f['bg_median_s']:6.2f}")
+                     f"{str(f['bg_jobs']) + '/' + str(f['bg_stages']):>7s} {f['bg_median_s']:6.2f} "
+                     f"{f['cpu_median_s']:6.2f} {f['compiled']:4g}")
         print(line)
     if args.names:
         for s in wanted:
