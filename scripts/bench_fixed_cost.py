@@ -123,8 +123,13 @@ class Counter:
         self.procs = [me, *(p for p in me.children(recursive=True) if p.name() == "java")]
         self.compiled = sc._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
 
-    def cpu(self) -> float:
-        return sum(p.cpu_times().user + p.cpu_times().system for p in self.procs)
+    def mark(self) -> tuple[float, int]:
+        return sum(p.cpu_times().user + p.cpu_times().system for p in self.procs), self.compiled.getCount()
+
+    def since(self, mark: tuple[float, int]) -> dict[str, float]:
+        """CPU-seconds and classes compiled since `mark`."""
+        cpu, compiled = self.mark()
+        return {"cpu": cpu - mark[0], "compiled": compiled - mark[1]}
 
     def idle(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
@@ -204,7 +209,7 @@ def worker(code: str, rounds: int) -> int:
                 job_id += 1
                 group = f"fc-{i}-{kind}"
                 sc.setJobGroup(group, group)
-                cpu, compiled = counter.cpu(), counter.compiled.getCount()
+                mark = counter.mark()
                 t = time.perf_counter()
                 outcome = ex.run(dataclasses.replace(j, job_id=job_id))
                 wall = time.perf_counter() - t
@@ -215,13 +220,12 @@ def worker(code: str, rounds: int) -> int:
                 ex.warmer.idle(120)
                 counter.idle()
                 out[kind] = {"wall": wall, **counter.group(group),
-                             "bg": {"wall": time.perf_counter() - t, **counter.background()},
-                             "cpu": counter.cpu() - cpu, "compiled": counter.compiled.getCount() - compiled}
+                             "bg": {"wall": time.perf_counter() - t, **counter.background()}, **counter.since(mark)}
             # the floor: the same 200 rows appended to a Delta table of their own, nothing else
             group = f"fc-{i}-floor"
             files = [f for a in arrivals if a.partition_id == f"m-{i:05d}" for f in a.files]
             sc.setJobGroup(group, group)
-            cpu, compiled = counter.cpu(), counter.compiled.getCount()
+            mark = counter.mark()
             t = time.perf_counter()
             spark.read.schema(ddl).parquet(*files).write.format("delta").mode("append").save(str(base / "floor"))
             wall = time.perf_counter() - t
@@ -229,8 +233,7 @@ def worker(code: str, rounds: int) -> int:
             t = time.perf_counter()
             counter.idle()
             out["floor"] = {"wall": wall, **counter.group(group),
-                            "bg": {"wall": time.perf_counter() - t, **counter.background()},
-                            "cpu": counter.cpu() - cpu, "compiled": counter.compiled.getCount() - compiled}
+                            "bg": {"wall": time.perf_counter() - t, **counter.background()}, **counter.since(mark)}
             print(MARK + json.dumps(out), flush=True)
         stop_spark()
         return 0

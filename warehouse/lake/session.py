@@ -81,8 +81,8 @@ STATIC_CONF: dict[str, str] = {
     # Spark keeps the classes it compiles for a query's generated code in one LRU cache, 100 by
     # default. One round of a few tables' jobs compiles more than that (a window's time bounds are
     # literals in the code, so each window's is new), and the cache evicts the code every job of
-    # the same shape shares: each job compiled it again, in Janino (25-85 ms a class here) and then
-    # in the JIT. Measured with scripts/bench_fixed_cost.py (docs/benchmarks.md § Fixed cost).
+    # the same shape shares: each job compiled it again, in Janino (5-85 ms a class on two cores) and
+    # then in the JIT. Measured with scripts/bench_fixed_cost.py (docs/benchmarks.md § Fixed cost).
     "spark.sql.codegen.cache.maxEntries": "4000",
 }
 
