@@ -78,11 +78,9 @@ STATIC_CONF: dict[str, str] = {
     # library (docs/warehouse.md §2). The FileSystem API keeps its type (S3A's upload buffer casts
     # it); `_local` turns its checksum files off instead.
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
-    # Spark keeps the classes it compiles for a query's generated code in one LRU cache, 100 by
-    # default. One round of a few tables' jobs compiles more than that (a window's time bounds are
-    # literals in the code, so each window's is new), and the cache evicts the code every job of
-    # the same shape shares: each job compiled it again, in Janino (5-85 ms a class on two cores) and
-    # then in the JIT. Measured with scripts/bench_fixed_cost.py (docs/benchmarks.md § Fixed cost).
+    # Spark's LRU cache of the classes it compiles for generated code, 100 by default: one round of
+    # a few tables' jobs compiled more (each window's time bounds are new literals), so every job
+    # compiled again the code its shape shares (docs/benchmarks.md § Fixed cost).
     "spark.sql.codegen.cache.maxEntries": "4000",
 }
 
