@@ -145,12 +145,13 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
                                                                                   monkeypatch) -> None:
     """The session schedules FAIR; a job's Spark work runs in the pool weighted by its table's
     inherited priority relative to the warehouse's least (policies.bulk: 50 / 1 → freshet-04-p64), a
-    bulk job in freshet-bulk; the thread's pool is reset after."""
+    bulk job in freshet-bulk; the thread's pool is reset after. A bulk job, and a job that is not
+    bulk but reads a big file, read with short splits."""
     import dataclasses
 
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     cfg = make_config(tmp_path)
-    write_minutes(cfg, "m", 0, 2)
+    write_minutes(cfg, "m", 0, 3)
     arrivals = Intake(cfg).scan()
     seen: list[str | None] = []
     splits: list[tuple[bool, str]] = []  # (read in the daemon's own session?, its split size)
@@ -174,18 +175,25 @@ def test_a_job_runs_in_the_pool_of_its_priority_and_a_bulk_job_in_the_bulk_pool(
     first = dataclasses.replace(base_job(1, arrivals[:1], T0, T0 + MINUTE), priority=50 * least)
     out = ex.run(first)
     assert out.committed and out.event().cold  # m_raw's first commit in this session: a cold start (§2.4)
-    bulk = dataclasses.replace(base_job(2, arrivals[1:], T0 + MINUTE, T0 + 2 * MINUTE), priority=50 * least,
+    bulk = dataclasses.replace(base_job(2, arrivals[1:2], T0 + MINUTE, T0 + 2 * MINUTE), priority=50 * least,
                                bulk=True)
     out = ex.run(bulk)
     assert out.committed and not out.event().cold
     assert seen == ["freshet-04-p64", "freshet-bulk"]
-    # a bulk job reads in a session of its own with short splits (lake.session.read_session); the
-    # daemon's session keeps Spark's default
+    # not bulk, but its one file holds BIG_FILE_ROWS rows (lowered to this partition's 4)
+    (big,) = arrivals[2:]
+    assert big.rows == 4 and len(big.files) == 1
+    monkeypatch.setattr(base_mod, "BIG_FILE_ROWS", big.rows)
+    out = ex.run(dataclasses.replace(base_job(3, [big], T0 + 2 * MINUTE, T0 + 3 * MINUTE), priority=50 * least))
+    assert out.committed and seen[-1] == "freshet-04-p64"
+    # a bulk job, and one reading a big file, read in a session of their own with short splits
+    # (lake.session.read_session); the daemon's session keeps Spark's default
     from warehouse.lake.session import BULK_SPLIT_BYTES
 
     shared = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    assert shared != BULK_SPLIT_BYTES and splits == [(True, shared), (False, BULK_SPLIT_BYTES)], splits
-    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 8  # both appended
+    assert shared != BULK_SPLIT_BYTES
+    assert splits == [(True, shared), (False, BULK_SPLIT_BYTES), (False, BULK_SPLIT_BYTES)], splits
+    assert len(table_rows(spark, cfg, "m_raw", ["id"])) == 12  # all three appended
     assert spark.sparkContext._jsc.sc().getPoolForName("freshet-04-p64").get().weight() == 64
     assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None
 

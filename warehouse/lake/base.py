@@ -7,8 +7,8 @@ Read top to bottom, `run_base` is the pipeline:
    a time slice cut (§3.4, policies.chopping.time_slice) only the rows after what earlier slices
    committed, up to the job's end; the new freshness F and safe freshness F′ (§2.2);
 2. **read** the partitions' files with the stream's schema (`lake.read`), in the job's read
-   session (a bulk job's has short splits, `lake.session.read_session`), and add the partition
-   column;
+   session (short splits for a bulk job or a big file: `lake.session.read_session`), and add the
+   partition column;
 3. **commit**: one idempotent append `(freshet/<table>, ms(F))` whose `userMetadata` names the
    partitions, their windows and fingerprints, and the writer (fenced first: `lake.commit`), found
    and kept by `lake.commit.finish`.
@@ -33,7 +33,7 @@ from warehouse.lake.delta import (
 )
 from warehouse.lake.outcome import JobOutcome
 from warehouse.lake.read import read_partitions
-from warehouse.lake.session import read_session
+from warehouse.lake.session import BIG_FILE_ROWS, read_session
 from warehouse.lake.stateful import change_feed
 
 if TYPE_CHECKING:
@@ -79,7 +79,8 @@ def run_base(lake: Lake, job: StartJob, tc: TableConfig, t0: float) -> JobOutcom
 
     tcol = time_column(lake.config, tc)
     path = table_path(lake.config, tc.name)
-    with read_session(lake.spark, job.bulk) as session:
+    big = any(p.rows >= BIG_FILE_ROWS * max(len(p.files), 1) for p in parts)  # a file of that many rows, on average
+    with read_session(lake.spark, job.bulk or big) as session:
         # 2. read: the whole partitions at once, each cut one from where the slices stopped
         df = (read_partitions(lake.config, session, tc.stream, [f for p in whole for f in p.files])
               if whole or not cut else None)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "BIG_FILE_ROWS",
     "BULK_SPLIT_BYTES",
     "DEFAULT_CONF",
     "LISTING_TASKS",
@@ -161,17 +162,21 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
             session.stop()
 
 
-# A bulk job (policies.bulk) reads its partitions in splits of this size (Spark's default: 128 MB):
-# a burst partition of 80–240 MB is read in 5–15 tasks of about a second rather than one or two
-# long ones, so the fair scheduler has task boundaries at which to hand a core to a valuable job.
+# A bulk job (policies.bulk), or one reading a file of BIG_FILE_ROWS rows or more, reads its
+# partitions in splits of this size (Spark's default: 128 MB): a burst partition of 80–240 MB is
+# read in 5–15 tasks of about a second rather than one or two long ones, so the fair scheduler has
+# task boundaries at which to hand a core to a valuable job. Which jobs are bulk is decided on
+# estimated costs, which contention inflates for small jobs too, so the threshold rises with the
+# load (a slow 2-core machine's 8-million-row partition was not bulk); the rows are not estimates.
 BULK_SPLIT_BYTES = str(16 * 1024 * 1024)
+BIG_FILE_ROWS = 1_000_000
 
 
 @contextlib.contextmanager
-def read_session(spark: SparkSession, bulk: bool) -> Iterator[SparkSession]:
-    """The session a base job reads and appends its partitions in: the daemon's own, or for a bulk
-    job a session of its own (`job_session`) whose file splits are BULK_SPLIT_BYTES."""
-    if not bulk:
+def read_session(spark: SparkSession, short: bool) -> Iterator[SparkSession]:
+    """The session a base job reads and appends its partitions in: the daemon's own, or with
+    `short` (bulk, or a big file) a session of its own (`job_session`) whose splits are BULK_SPLIT_BYTES."""
+    if not short:
         yield spark
         return
     with job_session(spark) as session:
