@@ -103,7 +103,7 @@ class Executor:
                                                for t in config.tables}
         self._reread: set[str] = set()  # tables whose next job plans from the log, not from memory
         self._lock = threading.Lock()
-        self.warmer = SnapshotWarmer(lambda: self.spark)  # lake.warm
+        self.warmer = SnapshotWarmer(lambda: self.spark, config.scheduler.tracks)  # lake.warm: a thread per track
         self._warm: set[str] = set()  # tables with a commit in this session: their next job is not cold
         # sources read at their pinned versions from files the log names, no Delta scan (lake.files)
         self.files: LiveFiles | None = LiveFiles() if isinstance(self.log, LocalLog) else None
