@@ -164,10 +164,11 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
 
 # A bulk job (policies.bulk), or one reading a file of BIG_FILE_ROWS rows or more, reads its
 # partitions in splits of this size (Spark's default: 128 MB): a burst partition of 80–240 MB is
-# read in 5–15 tasks of about a second rather than one or two long ones, so the fair scheduler has
-# task boundaries at which to hand a core to a valuable job. Which jobs are bulk is decided on
-# estimated costs, which contention inflates for small jobs too, so the threshold rises with the
-# load (a slow 2-core machine's 8-million-row partition was not bulk); the rows are not estimates.
+# read in 5–15 tasks (about a second each on a quiet machine) rather than one or two long ones, so
+# the fair scheduler has task boundaries at which to hand a core to a valuable job. Which jobs are
+# bulk is decided on estimated costs, which contention inflates for small jobs too, so the
+# threshold rises with the load (a slow 2-core machine's 8-million-row partition was not bulk);
+# the rows are not estimates.
 BULK_SPLIT_BYTES = str(16 * 1024 * 1024)
 BIG_FILE_ROWS = 1_000_000
 
