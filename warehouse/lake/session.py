@@ -162,13 +162,10 @@ def job_session(spark: SparkSession) -> Iterator[SparkSession]:
             session.stop()
 
 
-# A bulk job (policies.bulk), or one reading a file of BIG_FILE_ROWS rows or more, reads its
-# partitions in splits of this size (Spark's default: 128 MB): a burst partition of 80–240 MB is
-# read in 5–15 tasks (about a second each on a quiet machine) rather than one or two long ones, so
-# the fair scheduler has task boundaries at which to hand a core to a valuable job. Which jobs are
-# bulk is decided on estimated costs, which contention inflates for small jobs too, so the
-# threshold rises with the load (a slow 2-core machine's 8-million-row partition was not bulk);
-# the rows are not estimates.
+# A bulk job (policies.bulk), or one reading a file of BIG_FILE_ROWS rows or more (counted, not
+# estimated: contention raises the bulk threshold), reads its partitions in splits of this size
+# (Spark's default: 128 MB), so the fair scheduler has task boundaries at which to hand a core to a
+# valuable job (docs/operations.md, "Short tasks for bulk loads").
 BULK_SPLIT_BYTES = str(16 * 1024 * 1024)
 BIG_FILE_ROWS = 1_000_000
 
