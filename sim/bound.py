@@ -79,6 +79,7 @@ DRAWS: tuple[Draw, ...] = ("mean", "least")
 TUNER_CHOPS = (AUTO_C, None)  # the chops a tuner may switch to (sim.tune's grid: auto, 3, none)
 _ITER = 14  # golden-section steps per multiplier (λ, μ), in log m between two grid points a factor 16 apart
 _SPAN = 40  # at most this many extensions of the grid guess·4^k, |k| ≤ span
+_AHEAD = 8  # λ-grid extensions evaluated in one call of D (those not reached are dropped)
 _GOLDEN = 8  # golden-section steps for θ (to 2% of [0, 1])
 _OMEGAS = np.array([0.0, 0.5, 1.0])  # mixtures of a datum's two waits (batch end, partition end)
 
@@ -259,13 +260,14 @@ class _Relaxation:
             q[s] += theta * share * q[d]
         return q
 
-    def dual(self, lam: float, mu: float, theta: float) -> tuple[float, float, float, np.ndarray]:
-        """D(λ, μ, θ) and its subgradients in λ and μ; the batches x_i at the minimum.
+    def dual(self, lams: np.ndarray, mu: float, theta: float) -> tuple[np.ndarray, np.ndarray]:
+        """D(λ, μ, θ) at each λ of `lams`, and the batches x_i at each minimum: shapes (λ,), (λ, table).
 
         Per table, the larger of three valid mixtures ω ∈ {0, ½, 1} of the two lower bounds on a
         datum's wait: its batch's end (x/2 per unit) and its partition's end (X/2, plus ψ). Arrays
-        are (table, ω, candidate x)."""
+        are (λ, table, ω, candidate x); each λ's figures are those of a call with it alone."""
         c = self.c
+        lam = lams[:, None, None]  # (λ, table, ω)
         q = self.weights(theta)
         a = q * np.where(self.derived, 1.0 - theta, 1.0)  # what the table's own sawtooth weighs
         al, bs, bw = self.alpha[:, None], self.beta_s[:, None], self.beta_w[:, None]
@@ -283,68 +285,63 @@ class _Relaxation:
             below = lam * c * al / self.S + mu
             above = lam * c * al * (1.0 - sigma * ts / tc) - lam * sigma * ts * tn / tc + mu
             cands += [xoc, _stationary(slope, below, lo, xoc), _stationary(slope, above, xoc, top)]
-        x = np.stack(np.broadcast_arrays(*cands), axis=2)
+        x = np.stack(np.broadcast_arrays(*cands), axis=3)
         col = (lambda v: v[:, :, None])  # noqa: E731 - per (table, ω), over the candidates
         s = (col(ac) * ((1.0 - col(om)) * x / 2.0 + col(om * self.partition[:, None] / 2.0 + self.lag[:, None]))
              + col(qc) * c * (col(al) + col(bs) * x))
-        work0 = c * (col(al) / x + col(bw))
-        f0 = s + lam * work0
+        lx = lam[..., None]
+        f = s + lx * (c * (col(al) / x + col(bw)))
         if self.slowed:
             d = c * (col(al) + col(bs) * x)
-            work1 = (d - sigma * np.minimum(d, ts * (d + tn) / tc)) / x
-            f1 = s + lam * work1 + mu / x
-            use1 = f1 < f0
-            f, work, runs = np.where(use1, f1, f0), np.where(use1, work1, work0), np.where(use1, 1.0 / x, 0.0)
-        else:
-            f, work, runs = f0, work0, None
-        k = np.argmin(f, axis=2)[:, :, None]
-        phi = np.take_along_axis(f, k, axis=2)[:, :, 0]
-        w, v = self._cover(phi, ac, qc)
-        j = np.argmax(v, axis=1)[:, None]  # the best ω of each table
-        pick = (lambda arr: np.take_along_axis(np.take_along_axis(arr, k, axis=2)[:, :, 0], j, axis=1)[:, 0])  # noqa: E731
-        v, w = np.take_along_axis(v, j, axis=1)[:, 0], np.take_along_axis(w, j, axis=1)[:, 0]
-        wk, xb = pick(work), pick(x)
-        rn = pick(runs) if runs is not None else 0.0
-        value = float(np.sum(v)) + lam * (self.credit - self.cap) - mu * self.slots
-        g_lam = float(np.sum(w * wk)) + self.credit - self.cap
-        g_mu = float(np.sum(w * rn)) - self.slots
-        return value, g_lam, g_mu, xb
+            f1 = s + lx * ((d - sigma * np.minimum(d, ts * (d + tn) / tc)) / x) + mu / x
+            f = np.where(f1 < f, f1, f)
+        k = np.argmin(f, axis=3)
+        phi = np.take_along_axis(f, k[..., None], axis=3)[..., 0]
+        v = self._cover(phi, ac, qc)
+        j = np.argmax(v, axis=2)  # the best ω of each table: (λ, table)
+        rows, tabs = np.indices(j.shape)
+        value = np.ascontiguousarray(v[rows, tabs, j]).sum(axis=1) + lams * (self.credit - self.cap) - mu * self.slots
+        return value, x[rows, tabs, j, k[rows, tabs, j]]
 
-    def _cover(self, phi: np.ndarray, a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(W_i, V_i): how much of its data each table covers, min_W W·φ + a(H − W)²/2 (the data
+    def _cover(self, phi: np.ndarray, a: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """V_i = min_W W·φ + a(H − W)²/2 over how much of its data W each table covers (the data
         after the last completion waits until H), less the head's allowance; per second: all of it."""
         if self.horizon is None:
-            w = np.where(a > 0, 1.0, 0.0) * np.ones_like(phi)
-            return w, w * phi
+            return np.where(a > 0, 1.0, 0.0) * np.ones_like(phi) * phi
         h, X = self.horizon, self.sawtooth[:, None]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             w = np.where(a > 0, np.clip(h - phi / np.where(a > 0, a, 1.0), 0.0, h), 0.0)
         # the head: the first partition is shorter than the rest — its sawtooth, and where batches
         # are whole partitions, its job's duration
         head = a * X**2 / 8.0 + np.where(self.lo[:, None] >= X, q * self.c * self.beta_s[:, None] * X**2 / 4.0, 0.0)
-        return w, w * phi + a * (h - w) ** 2 / 2.0 - head
+        return w * phi + a * (h - w) ** 2 / 2.0 - head
 
     # ---- the search -------------------------------------------------------------------------------
     def solve(self) -> Bound:
         best: list[Any] = [-math.inf, 0.0, 0.0, 0.0, None]  # every D evaluated is a valid bound: keep the largest
         guess = {"lam": 1.0, "mu": 1.0}  # warm starts: the last optimum of each multiplier
 
-        def ev(lam: float, mu: float, theta: float) -> tuple[float, float, float]:
-            v, gl, gm, x = self.dual(lam, mu, theta)
-            if v > best[0]:
-                best[:] = [v, lam, mu, theta, x]
-            return v, gl, gm
+        def over_lambda(mu: float, theta: float) -> float:
+            """max_λ D(λ, μ, θ); the λ the search took are kept in its order (ties: the first)."""
+            xs: dict[float, np.ndarray] = {}
 
-        def over_lambda(mu: float, theta: float) -> tuple[float, float, float]:
-            """max_λ D(λ, μ, θ), and the μ-subgradient there (the envelope's slope in μ)."""
-            v, gm, lam = _maximise(lambda lam: ev(lam, mu, theta), guess["lam"])
+            def fn(lams: list[float]) -> list[float]:
+                with np.errstate(over="ignore", invalid="ignore"):  # a λ far out (∞ − ∞): not a maximum
+                    v, x = self.dual(np.array(lams), mu, theta)
+                xs.update(zip(lams, x, strict=True))
+                return v.tolist()
+
+            v, lam, taken = _maximise(fn, guess["lam"], ahead=_AHEAD)
+            for m, d in taken:
+                if d > best[0]:
+                    best[:] = [d, m, mu, theta, xs[m]]
             guess["lam"] = lam or guess["lam"]
-            return v, gm, 0.0
+            return v
 
         def over_mu(theta: float) -> float:
             if not self.slowed:
-                return over_lambda(0.0, theta)[0]
-            v, _, mu = _maximise(lambda mu: over_lambda(mu, theta), guess["mu"])
+                return over_lambda(0.0, theta)
+            v, mu, _ = _maximise(lambda mus: [over_lambda(m, theta) for m in mus], guess["mu"])
             guess["mu"] = mu or guess["mu"]
             return v
 
@@ -367,48 +364,65 @@ def _stationary(a: np.ndarray, b: np.ndarray | float, left: np.ndarray, right: n
     return np.minimum(np.maximum(x, left), np.maximum(left, right))
 
 
-def _maximise(fn: Callable[[float], tuple[float, float, float]], guess: float,
-              span: int = 3) -> tuple[float, float, float]:
-    """max over m ≥ 0 of fn(m)[0] (fn: m ↦ (value, slope, anything)): m = 0 and a grid of factors
-    of 4 around `guess` (`span` each way, extended while the best is at an end), then golden section in log m between the best point's neighbours. The
-    per-table choice of ω makes D only nearly concave, so no slope is trusted: every value is a
-    valid bound, and the best one found is returned with its m."""
-    best = (fn(0.0)[0], 0.0)
+def _maximise(fn: Callable[[list[float]], list[float]], guess: float, *, ahead: int = 1,
+              span: int = 3) -> tuple[float, float, list[tuple[float, float]]]:
+    """max over m ≥ 0 of fn (fn: the values at a list of m, in its order): m = 0 and a grid of
+    factors of 4 around `guess` (`span` each way, extended while the best is at an end), then golden
+    section in log m between the best point's neighbours. The per-table choice of ω makes D only
+    nearly concave, so no slope is trusted: every value is a valid bound, and the best one found is
+    returned with its m and every (m, value) taken, in order. `ahead` > 1 evaluates that many of an
+    extension's points in one call of fn (which must then be pure); those the search does not reach
+    are not taken, so the result is the one-at-a-time search's."""
+    taken: list[tuple[float, float]] = []
+
+    def take(ms: list[float]) -> list[float]:
+        vals = fn(ms)
+        taken.extend(zip(ms, vals, strict=True))
+        return vals
+
     grid = [guess * 4.0**k for k in range(-span, span + 1)]
-    vals = [fn(m)[0] for m in grid]
-    for _ in range(_SPAN):  # the best at an end of the grid: extend it that way
+    v0, *vals = take([0.0, *grid])
+    best = (v0, 0.0)
+    early: list[tuple[float, float]] = []  # evaluated ahead, not yet taken
+    for n in range(_SPAN):  # the best at an end of the grid: extend it that way
         i = max(range(len(grid)), key=vals.__getitem__)
         if 0 < i < len(grid) - 1:
             break
-        m = grid[i] * (4.0 if i else 0.25)
+        if not early:
+            ms = [grid[i] * (4.0 if i else 0.25)]
+            while len(ms) < min(ahead, _SPAN - n):
+                ms.append(ms[-1] * (4.0 if i else 0.25))
+            early = list(zip(ms, fn(ms), strict=True))
+        m, v = early.pop(0)
+        taken.append((m, v))
         if i:
             grid.append(m)
-            vals.append(fn(m)[0])
+            vals.append(v)
         else:
             grid.insert(0, m)
-            vals.insert(0, fn(m)[0])
+            vals.insert(0, v)
     i = max(range(len(grid)), key=vals.__getitem__)
     if vals[i] > best[0]:
         best = (vals[i], grid[i])
     if best[1] == 0.0 or i in (0, len(grid) - 1):
-        return best[0], 0.0, best[1]
+        return best[0], best[1], taken
     lo, hi = math.log(grid[i - 1]), math.log(grid[i + 1])
     r = (math.sqrt(5.0) - 1.0) / 2.0
     x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
-    f1, f2 = fn(math.exp(x1))[0], fn(math.exp(x2))[0]
+    f1, f2 = take([math.exp(x1), math.exp(x2)])
     for _ in range(_ITER):
         if f1 < f2:
             lo, x1, f1 = x1, x2, f2
             x2 = lo + r * (hi - lo)
-            f2 = fn(math.exp(x2))[0]
+            (f2,) = take([math.exp(x2)])
         else:
             hi, x2, f2 = x2, x1, f1
             x1 = hi - r * (hi - lo)
-            f1 = fn(math.exp(x1))[0]
+            (f1,) = take([math.exp(x1)])
     for v, m in ((f1, math.exp(x1)), (f2, math.exp(x2))):
         if v > best[0]:
             best = (v, m)
-    return best[0], 0.0, best[1]
+    return best[0], best[1], taken
 
 
 def _golden(f: Callable[[float], float], lo: float, hi: float) -> None:

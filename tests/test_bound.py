@@ -80,6 +80,31 @@ def test_bad_arguments_are_named():
         lower_bound(cfg, horizon=0.0)
 
 
+def test_the_search_evaluating_ahead_finds_what_it_finds_one_at_a_time(monkeypatch):
+    """The λ search evaluates a grid extension's points several at a time (`_AHEAD`) and takes only
+    those a one-at-a-time search reaches: the same bound, multipliers and batches to the last bit —
+    on a full track (λ > 0), on spare tracks (λ = 0: the grid runs down to its end), and with
+    slowdowns (a μ search around each λ search) and a join passing θ."""
+    import sim.bound as bound
+
+    slow = {"slowdown": {"factor": 2.0, "normal": 400.0, "slow": 300.0}, "delay": 7.0}
+    base = {"streams": [{"name": "s0", "period": 50.0}, {"name": "s1", "period": 100.0}],
+            "tables": [{"name": "b0", "stream": "s0", "priority": 10.0, "cost": {"alpha": 3.0, "beta": 0.1}},
+                       {"name": "b1", "stream": "s1", "priority": 1.0, "cost": {"alpha": 9.0, "beta": 0.2}}],
+            "scheduler": {"tracks": 1, "chop": 3.0, "autotune": "off"}, "sim": slow}
+    join = {**base, "tables": [*base["tables"], {"name": "d0", "sources": ["b0", "b1"], "priority": 5.0,
+                                                 "sql": "SELECT * FROM b0 JOIN b1 ON b1.ts = b0.ts",
+                                                 "cost": {"alpha": 6.0, "beta": 0.1}}]}
+    two = _one(a=(1.0, 45.0, 0.1), b=(4.0, 45.0, 0.1))
+    runs = [(two, 1, None, "mean"), (two, 2, 1200.0, "least"), (config_of(base), 2, None, "mean"),
+            (config_of(base), 1, 1200.0, "least"), (config_of(join), 1, 1200.0, "least")]
+    ahead = [lower_bound(cfg, tracks=n, horizon=h, draw=d) for cfg, n, h, d in runs]
+    monkeypatch.setattr(bound, "_AHEAD", 1)
+    assert [lower_bound(cfg, tracks=n, horizon=h, draw=d) for cfg, n, h, d in runs] == ahead
+    assert [b.lam > 0 for b in ahead] == [True, False, False, False, True]
+    assert ahead[-1].mu > 0 and 0 < ahead[-1].theta < 1
+
+
 # ---- against the simulator ---------------------------------------------------------------------------
 def _staleness(cfg: Any, seed: int, until: float) -> float:
     return Simulation(prepare(cfg, seed), seed=seed).run(until=until).weighted_staleness
