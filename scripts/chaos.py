@@ -11,7 +11,8 @@ missing file, a row-count mismatch, rows outside the window, a wrong column type
 the partition directory, an end in the future, a window overlapping a loaded partition, and a
 loaded id re-sent with other content.
 
-Each kill picks an instant at random from one of six kinds: during recovery (before /readyz
+Each kill picks an instant at random from one of six kinds, each kind once in every six kills (in
+a random order): during recovery (before /readyz
 answers 200), inside a base append or a derived job (after the daemon logs `job started` for
 one, plus a random 0–1.2× the median job duration seen so far: reading, writing or committing),
 just after a commit (0–0.5 s after `job finished`: archiving, reporting, the next job starting),
@@ -367,11 +368,14 @@ def storm(work: Path, kills: int, seed: int, out: Any = print, max_minutes: floa
     n = 0
     every = max(1, min(7, kills // len(BAD_KINDS)))
     durations: dict[str, list[float]] = {"base": [], "derived": []}
+    deck: list[str] = []
     while n < kills and (max_minutes is None or time.monotonic() - started < max_minutes * 60):
         producer.land_cycle(every)
         producer.save(work / "produced.json")
         d = Daemon(work, port, log_path)
-        kind = rng.choice(KILL_KINDS)
+        if not deck:  # every kind once per len(KILL_KINDS) kills, in a random order
+            deck = rng.sample(KILL_KINDS, len(KILL_KINDS))
+        kind = deck.pop()
         typical = statistics.median(ready_times) if ready_times else 8.0
         if kind == "reload":
             priority = 13 - priority  # 5 ↔ 8: the reload changes something
@@ -411,6 +415,7 @@ def storm(work: Path, kills: int, seed: int, out: Any = print, max_minutes: floa
         "kills": n,
         "kills_requested": kills,
         "kill_kinds": dict(Counter(r.landed_at for r in records)),
+        "kill_kinds_aimed": dict(Counter(r.kind for r in records)),
         "storm_seconds": round(storm_seconds, 1),
         "ready_seconds": _summary(ready_times),
         "kill_to_ready_seconds": _summary(kill_to_ready),
