@@ -111,7 +111,8 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
 
     path, trace = tmp_path / "w.yaml", tmp_path / "run.jsonl"
     path.write_text(yaml.safe_dump(_data(1.1, **FIFO)))
-    argv = ["sim", "run", "--config", str(path), "--events", str(EVENTS), "--seed", "3", "--json"]
+    # 1,000 events (about 1.8 hours): the switch at 1.5 hours (10-12 evaluations from 900 to 1,100 events)
+    argv = ["sim", "run", "--config", str(path), "--events", "1000", "--seed", "3", "--json"]
     assert freshet([*argv, "--write-trace", str(trace)]) == 0
     gen = capsys.readouterr().out
     assert freshet([*argv, "--trace", str(trace)]) == 0
