@@ -86,8 +86,8 @@ def test_no_tuner_where_the_user_chose_the_algorithm_or_on_the_ideal():
 def test_freshet_sim_run_shows_the_tuner(tmp_path: Path):
     path = tmp_path / "w.yaml"
     path.write_text(yaml.safe_dump(_data(1.1, **FIFO)))
-    cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", str(EVENTS),
-           "--seed", "3"]
+    cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", "1000",
+           "--seed", "3"]  # (the switch at 1.5 hours; 1,000 events are about 1.8)
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "tuner: " in text and "switches: at 5400 s to" in text  # the --json form: the replay test below
 
