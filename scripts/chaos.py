@@ -12,13 +12,12 @@ the partition directory, an end in the future, a window overlapping a loaded par
 loaded id re-sent with other content.
 
 Each kill picks an instant at random from one of six kinds, each kind once in every six kills (in
-a random order): during recovery (before /readyz
-answers 200), inside a base append or a derived job (after the daemon logs `job started` for
-one, plus a random 0–1.2× the median job duration seen so far: reading, writing or committing),
-just after a commit (0–0.5 s after `job finished`: archiving, reporting, the next job starting),
-during a SIGHUP reload (sent with a changed priority, killed 0–1 s later), or at a random
-moment 0–20 s after ready. After the last kill the daemon runs until
-every table is caught up and is stopped with SIGTERM. The audit then checks, per partition,
+a random order): during recovery (before /readyz answers 200), inside a base append or a derived
+job (after the daemon logs `job started` for one, plus a random 0–1.2× the median job duration
+seen so far: reading, writing or committing), just after a commit (0–0.5 s after `job finished`:
+archiving, reporting, the next job starting), during a SIGHUP reload (sent with a changed priority,
+killed 0–1 s later), or at a random moment 0–20 s after ready. After the last kill the daemon runs
+until every table is caught up and is stopped with SIGTERM. The audit then checks, per partition,
 rows expected vs found (0 lost, 0 duplicated, nothing foreign), every derived table equal to its
 SQL computed here in plain Python over the rows the producer wrote, up to the freshness its
 Delta log records, and every bad partition in `landing/_quarantine/` with a reason.

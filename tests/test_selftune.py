@@ -25,6 +25,7 @@ TWO_CLASSES = (TableClass(6, period=60, priorities=10, alpha=0.5, beta=0.05, nam
                TableClass(3, period=600, priorities=1, alpha=10, beta=0.2, name="lo"))
 FIFO = {"policy": "fifo", "partitioner": "global", "chop": None, "autotune": "apply", "autotune_every": 600}
 EVENTS = 1500  # about 2.7 simulated hours: 16 evaluations, one every 10 minutes
+SWITCHED = 1000  # about 1.8 hours: FIFO's switch at 1.5 hours (10-12 evaluations from 900 to 1,100 events)
 
 
 def _data(u: float = 1.0, **scheduler) -> dict:
@@ -86,8 +87,8 @@ def test_no_tuner_where_the_user_chose_the_algorithm_or_on_the_ideal():
 def test_freshet_sim_run_shows_the_tuner(tmp_path: Path):
     path = tmp_path / "w.yaml"
     path.write_text(yaml.safe_dump(_data(1.1, **FIFO)))
-    cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", "1000",
-           "--seed", "3"]  # (the switch at 1.5 hours; 1,000 events are about 1.8)
+    cmd = [sys.executable, "-m", "ops.cli", "sim", "run", "--config", str(path), "--events", str(SWITCHED),
+           "--seed", "3"]
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "tuner: " in text and "switches: at 5400 s to" in text  # the --json form: the replay test below
 
@@ -111,8 +112,7 @@ def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
 
     path, trace = tmp_path / "w.yaml", tmp_path / "run.jsonl"
     path.write_text(yaml.safe_dump(_data(1.1, **FIFO)))
-    # 1,000 events (about 1.8 hours): the switch at 1.5 hours (10-12 evaluations from 900 to 1,100 events)
-    argv = ["sim", "run", "--config", str(path), "--events", "1000", "--seed", "3", "--json"]
+    argv = ["sim", "run", "--config", str(path), "--events", str(SWITCHED), "--seed", "3", "--json"]
     assert freshet([*argv, "--write-trace", str(trace)]) == 0
     gen = capsys.readouterr().out
     assert freshet([*argv, "--trace", str(trace)]) == 0
