@@ -300,14 +300,14 @@ class _Relaxation:
         v = self._cover(phi, ac, qc)
         j = np.argmax(v, axis=2)  # the best ω of each table: (λ, table)
         rows, tabs = np.indices(j.shape)
-        value = np.ascontiguousarray(v[rows, tabs, j]).sum(axis=1) + lams * (self.credit - self.cap) - mu * self.slots
+        value = v[rows, tabs, j].sum(axis=1) + lams * (self.credit - self.cap) - mu * self.slots
         return value, x[rows, tabs, j, k[rows, tabs, j]]
 
     def _cover(self, phi: np.ndarray, a: np.ndarray, q: np.ndarray) -> np.ndarray:
         """V_i = min_W W·φ + a(H − W)²/2 over how much of its data W each table covers (the data
         after the last completion waits until H), less the head's allowance; per second: all of it."""
         if self.horizon is None:
-            return np.where(a > 0, 1.0, 0.0) * np.ones_like(phi) * phi
+            return np.where(a > 0, 1.0, 0.0) * phi
         h, X = self.horizon, self.sawtooth[:, None]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             w = np.where(a > 0, np.clip(h - phi / np.where(a > 0, a, 1.0), 0.0, h), 0.0)
@@ -389,9 +389,10 @@ def _maximise(fn: Callable[[list[float]], list[float]], guess: float, *, ahead: 
         if 0 < i < len(grid) - 1:
             break
         if not early:
-            ms = [grid[i] * (4.0 if i else 0.25)]
+            step = 4.0 if i else 0.25
+            ms = [grid[i] * step]
             while len(ms) < min(ahead, _SPAN - n):
-                ms.append(ms[-1] * (4.0 if i else 0.25))
+                ms.append(ms[-1] * step)
             early = list(zip(ms, fn(ms), strict=True))
         m, v = early.pop(0)
         taken.append((m, v))

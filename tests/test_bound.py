@@ -16,6 +16,7 @@ from sim.bound import lower_bound
 from sim.experiments import EXPERIMENTS, run_experiment
 from sim.simulator import Simulation, ideal_config, prepare
 from sim.workload import TableClass, build_workload, config_of, with_utilization
+from tests.helpers_engine import SHORT_ROLLOUT
 from warehouse.config import Partitioner, Policy
 
 NO_SLOWDOWN = {"slowdown": {"factor": 1.0, "normal": 1000.0, "slow": 0.0}}
@@ -131,8 +132,7 @@ def test_without_contention_the_bound_is_the_ideal_run(classes):
 def test_table2_at_high_utilization_every_policy_is_above_the_bound(policy):
     """Table 2's 30 jobs with its slowdowns on 4 tracks at U = 0.9 (the paper's setting): the bound
     on the expected staleness is below every policy's run (seed 1, 3,000 s: normal, slow, normal)."""
-    sched = {"tracks": 4, "policy": policy, "autotune": "off",
-             "rollout": {"k": 2, "budget_events": 100, "horizon": 100.0}}  # (a short look-ahead: the test's time)
+    sched = {"tracks": 4, "policy": policy, "autotune": "off", "rollout": SHORT_ROLLOUT}
     data = with_utilization(build_workload([TableClass(30)], scheduler=sched,
                                            sim={"slowdown": {"factor": 3.0, "normal": 1000.0, "slow": 1000.0}}), 0.9)
     cfg = config_of(data)

@@ -20,6 +20,7 @@ from sim.experiments import (
 )
 from sim.unseen import EXPERIMENTS, ROLLOUT_LINE, UNSEEN, UNSEEN_MORE, UNSEEN_NEW
 from sim.workload import config_of, utilization
+from tests.helpers_engine import SHORT_ROLLOUT
 from warehouse.sqltext import refresh_plan
 
 
@@ -77,7 +78,7 @@ def test_the_summary_shows_each_line_beyond_the_paper_and_the_bound(tmp_path) ->
 def test_a_new_family_runs_with_rollout_and_its_bound() -> None:
     """`fanout` at U = 1.0, 400 events, one seed, every line: each at least the ideal's lateness, and
     above the lower bound. (Rollout with a short look-ahead: its default one was 44 of the test's 48 s.)"""
-    short = Line(ROLLOUT_LINE.label, {**ROLLOUT_LINE.scheduler, "rollout": {"k": 2, "budget_events": 100, "horizon": 100.0}})
+    short = Line(ROLLOUT_LINE.label, {**ROLLOUT_LINE.scheduler, "rollout": SHORT_ROLLOUT})
     lines = tuple(short if ln == ROLLOUT_LINE else ln for ln in UNSEEN_NEW.lines)
     assert short in lines
     exp = dataclasses.replace(UNSEEN_NEW, workloads=UNSEEN_NEW.workloads[1:], lines=lines)
