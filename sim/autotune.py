@@ -26,7 +26,10 @@ force and under the `freshet sim tune` candidates (sim.tune.candidates), and dec
    in none (docs/operations.md §8).
 3. **Screen, then confirm.** Every candidate runs with the first seed; those that beat the current
    setting by the margin there (at most `finalists` of them, best first, one of each score: under
-   `auto` several settings behave alike) run with the other seeds.
+   `auto` several settings behave alike) run with the other seeds. Settings that differ only in
+   the partitioner's and make plans that act alike (`alike`: with costs not learned a replay keeps
+   its first plan) replay alike to the last bit, so one of them is replayed for all: on the
+   tests' two-class workload about 60 replays of 143 settings.
 4. **Decide.** Switch to the best finalist (lowest mean) only if it beats the current setting by
    the margin with *every* seed, the window held at least `min_jobs` jobs, and the last switch is
    at least `cooldown` ago. Otherwise keep, and say why.
@@ -261,15 +264,33 @@ def replay_config(config: FreshetConfig, window: Window, settings: dict[str, Any
     return config.model_copy(update={"tables": tables, "scheduler": sc, "sim": SimConfig(b=0.5)})
 
 
+def replayed(config: FreshetConfig, window: Window, settings: dict[str, Any], seed: int) -> Simulation:
+    """The simulation `replay` runs, built (its Scheduler in the state at the window's origin, its
+    track plan made: with costs not learned, the one it keeps to the end, §3.2), not run."""
+    cfg = prepare(replay_config(config, window, settings), seed)
+    return Simulation(cfg, seed=seed, trace=window.trace, recovered=window.recovered)
+
+
 def replay(config: FreshetConfig, window: Window, settings: dict[str, Any], seed: int, runout: float = 0.5,
            runout_max: float = math.inf, above: float = math.inf, floor: Sequence[float] | None = None,
            trail: list[float] | None = None) -> float:
     """Predicted weighted staleness Σ p_i ∫ S_i dτ under `settings` (§2.3) over the window and a
     run-out of `runout × span` (at most `runout_max`) after it with no more arrivals (module
     docstring, step 2); stopped once it is past `above` (`score`)."""
-    cfg = prepare(replay_config(config, window, settings), seed)
-    sim = Simulation(cfg, seed=seed, trace=window.trace, recovered=window.recovered)
-    return score(sim, window, runout, runout_max, above, floor, trail)
+    return score(replayed(config, window, settings, seed), window, runout, runout_max, above, floor, trail)
+
+
+PLANNED = ("partitioner", "k", "allocation", "aggressive")  # settings that act through the track plan alone
+
+
+def alike(sim: Simulation, config: FreshetConfig, settings: dict[str, Any]) -> tuple[Any, ...]:
+    """What a replay under `settings` depends on beyond the window and seed: the settings that are
+    not the partitioner's, and the behaviour of the track plan its partitioner makes (tracks.base.
+    Plan.behaviour) from the profiles of `sim`'s Scheduler, which are every setting's (costs are not
+    learned in a replay: estimates, and so the plan, never move, warehouse.table.committed). Two
+    settings alike replay alike, to the last bit."""
+    rest = tuple((k, settings.get(k)) for k in SETTINGS if k not in PLANNED)
+    return rest, sim.sched.plan_for(config.scheduler.model_copy(update=settings)).behaviour()
 
 
 CHECKS = 24  # times a replay with a bound (`score`'s `above`) looks whether it is past it
@@ -453,10 +474,12 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
 
     floor: list[float] = []  # under every setting's replay (staleness_floor), once the screen needs it
 
-    def run(settings: dict[str, Any], seed: int, above: float = math.inf, trail: list[float] | None = None) -> float:
+    def run(settings: dict[str, Any], seed: int, above: float = math.inf, trail: list[float] | None = None,
+            sim: Simulation | None = None) -> float:
         if above < math.inf and not floor:
             floor.extend(staleness_floor(config, window, *checkpoints(window, rules.runout, rules.runout_max)))
-        return replay(config, window, settings, seed, rules.runout, rules.runout_max, above, floor or None, trail)
+        sim = replayed(config, window, settings, seed) if sim is None else sim
+        return score(sim, window, rules.runout, rules.runout_max, above, floor or None, trail)
 
     cands = [s for s in (candidates(config) if grid is None else grid) if s != mine]
     key, sig = fingerprint(config, window, rules, cands), signature(config, window)
@@ -469,16 +492,22 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
         out.cpu_seconds = time.process_time() - t0
         return out
     mine_trail: list[float] = []  # the setting in force's staleness so far at each checkpoint
-    current.staleness.append(run(mine, seeds[0], trail=mine_trail))
+    probe = replayed(config, window, mine, seeds[0])
+    done: dict[tuple[Any, ...], tuple[float, list[float]]] = {}  # first-seed replays by what they depend on (alike)
+    current.staleness.append(run(mine, seeds[0], trail=mine_trail, sim=probe))
     bar = (1.0 - rules.clear * rules.margin) * current.staleness[0]  # through the screen: at or below it
 
     def screened(pool: list[dict[str, Any]]) -> dict[int, Score]:
-        """First-seed scores of `pool`; a replay past the bar stops there (its figure a bound),
-        ranked by its staleness so far over the setting in force's at the last checkpoint it passed."""
+        """First-seed scores of `pool` (one replay per behaviour, `alike`); a replay past the bar stops
+        there (its figure a bound), ranked by its staleness so far over the setting in force's at the
+        last checkpoint it passed."""
         got = {}
         for s in pool:
-            trail: list[float] = []
-            v = run(s, seeds[0], bar, trail)
+            key = alike(probe, config, s)
+            if key not in done:
+                trail: list[float] = []
+                done[key] = (run(s, seeds[0], bar, trail), trail)
+            v, trail = done[key]
             cur = current.staleness[0]
             if v > bar and len(trail) < len(mine_trail) + 1 and trail[-1] > 0 and mine_trail[len(trail) - 1] > 0:
                 rank = trail[-1] / mine_trail[len(trail) - 1]
@@ -498,7 +527,7 @@ def evaluate(config: FreshetConfig, window: Window, rules: Rules = Rules(), *, n
     # exact figures first, by value (as without the bar: the finalists are among them), then the
     # stopped ones by how they compared when they stopped
     scores.sort(key=lambda s: (s.staleness[0] if not s.bound else math.inf, s.rank))
-    runs = 1 + len(scores)
+    runs = 1 + len(done)
     finalists: list[Score] = []
     for s in scores:  # settings that behave alike (aliases under `auto`) score alike: confirm one of each
         if len(finalists) < rules.finalists and all(beats(s, current, rules.margin)) and \

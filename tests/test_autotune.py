@@ -70,7 +70,7 @@ def test_the_tuner_switches_a_daemon_whose_setting_loses(fifo_trace):
     best = next(s for s in d.scores if s.settings == d.choice)
     assert len(best.staleness) == len(d.current.staleness) == 3
     assert all(b <= (1 - Rules().margin) * c for b, c in zip(best.staleness, d.current.staleness, strict=True))
-    assert d.runs > 90 and d.cpu_seconds > 0
+    assert 40 < d.runs < len(d.scores) and d.cpu_seconds > 0  # a full screen: one replay per behaviour (alike)
     # the prediction holds: on a fresh run of the workload (another seed), the choice beats FIFO
 
     def staleness(settings: dict) -> float:

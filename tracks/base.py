@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["EPS", "HasRemaining", "JobProfile", "Plan", "TrackPlan"]
+__all__ = ["EPS", "HasRemaining", "JobProfile", "Plan", "TrackPlan", "hashable"]
 
 EPS = 1e-9
 
@@ -56,6 +56,8 @@ class TrackPlan(Protocol):
 
     def could_use(self, g: int, available: Collection[int]) -> bool: ...
 
+    def behaviour(self) -> tuple[Any, ...]: ...
+
 
 @dataclass
 class Plan:
@@ -87,7 +89,29 @@ class Plan:
     def could_use(self, g: int, available: Collection[int]) -> bool:
         return not self.usable[g].isdisjoint(available)
 
+    def behaviour(self) -> tuple[Any, ...]:
+        """What the Scheduler reads of this plan, hashable: its groups and what `place` and
+        `could_use` read. Two plans alike place every job alike, whichever partitioner and settings
+        made them (name, note and the cluster's track fractions aside); the tuner's screen
+        simulates one setting of each (sim.autotune)."""
+        return (type(self).__name__, self.n_tracks, hashable(self.groups), hashable(self.home), self.free,
+                self.uniform, *self._acts())
+
+    def _acts(self) -> tuple[Any, ...]:
+        """What this kind of plan's `place` and `_usable` read besides the groups, home and free tracks."""
+        return ()
+
     @cached_property
     def usable(self) -> list[frozenset[int]]:
         """Per group, every track one of its jobs could ever be placed on."""
         return [frozenset(self._usable(g) | set(self.home[g]) | set(self.free)) for g in range(len(self.groups))]
+
+
+
+def hashable(value: Any) -> Any:
+    """`value` with its lists and dicts made tuples (dicts as sorted items): hashable."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(hashable(v) for v in value)
+    return value

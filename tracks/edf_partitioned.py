@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from tracks.base import EPS, HasRemaining, JobProfile, Plan
+from tracks.base import EPS, HasRemaining, JobProfile, Plan, hashable
 
 __all__ = ["EdfPartitionedPlan", "pack_edf", "plan_edf_partitioned", "promotable"]
 
@@ -30,6 +31,9 @@ class EdfPartitionedPlan(Plan):
 
     def _usable(self, g: int) -> set[int]:
         return {r for t in self.groups[g] for r in self.promote.get(t, ())}
+
+    def _acts(self) -> tuple[Any, ...]:
+        return (hashable(self.promote), hashable(self.owners), self.aggressive if any(self.promote.values()) else None)
 
 
 def pack_edf(profiles: Sequence[JobProfile]) -> list[list[JobProfile]]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from tracks.base import EPS, HasRemaining, JobProfile, Plan
+from tracks.base import EPS, HasRemaining, JobProfile, Plan, hashable
 
 __all__ = ["ProportionalPlan", "cluster", "plan_proportional"]
 
@@ -52,6 +53,11 @@ class ProportionalPlan(Plan):
 
     def _usable(self, g: int) -> set[int]:
         return set(range(self.n_tracks)) if self.lend else set(range(math.floor(self.lo[g] + EPS)))
+
+    def _acts(self) -> tuple[Any, ...]:
+        below = tuple(math.floor(x + EPS) for x in self.lo)  # step e's tracks: those below each cluster's
+        return (hashable(self.interior), tuple(self.boundary), below, hashable(self.owners), self.lend,
+                self.aggressive if any(below) else None, tuple(self.load) if self.lend else None)
 
 
 def cluster(profiles: Sequence[JobProfile], k: float) -> list[list[JobProfile]]:

@@ -30,10 +30,10 @@ from policies.reservation import Releases
 from tracks.plan import TrackPlan
 from warehouse.backlog import Partition
 from warehouse.backoff import Backoffs
-from warehouse.blueprint import Ahead, Blueprint, blueprint, moved
+from warehouse.blueprint import Ahead, Blueprint, blueprint, moved, plan_profiles
 from warehouse.board import TrackBoard
 from warehouse.bulk import BulkLimit
-from warehouse.config import FreshetConfig
+from warehouse.config import FreshetConfig, SchedulerConfig
 from warehouse.cost import RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
@@ -652,6 +652,11 @@ class Scheduler:
 
     def plan_stats(self) -> TrackPlanStats:
         return plan_row(self.plan)
+
+    def plan_for(self, sc: SchedulerConfig) -> TrackPlan:
+        """The track plan `sc`'s partitioner makes from the profiles the plan in force was made from (§3.2)."""
+        return plan_profiles(sc, [t.profile for t in self._by_idx],
+                             [t.period if t.base else None for t in self._by_idx])[0]
 
     @property
     def late_partitions(self) -> int:
