@@ -92,8 +92,8 @@ class Plan:
     def behaviour(self) -> tuple[Any, ...]:
         """What the Scheduler reads of this plan, hashable: its groups and what `place` and
         `could_use` read. Two plans alike place every job alike, whichever partitioner and settings
-        made them (name, note and the cluster's track fractions aside); the tuner's screen
-        simulates one setting of each (sim.autotune)."""
+        made them (their name, note, utilization and feasibility, read by the stats alone, aside);
+        the tuner's screen simulates one setting of each (sim.autotune.alike)."""
         return (type(self).__name__, self.n_tracks, hashable(self.groups), hashable(self.home), self.free,
                 self.uniform, *self._acts())
 
@@ -105,7 +105,6 @@ class Plan:
     def usable(self) -> list[frozenset[int]]:
         """Per group, every track one of its jobs could ever be placed on."""
         return [frozenset(self._usable(g) | set(self.home[g]) | set(self.free)) for g in range(len(self.groups))]
-
 
 
 def hashable(value: Any) -> Any:
