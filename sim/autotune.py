@@ -289,8 +289,8 @@ def alike(sim: Simulation, config: FreshetConfig, settings: dict[str, Any]) -> t
     Plan.behaviour) from the profiles of `sim`'s Scheduler, which are every setting's (costs are not
     learned in a replay: estimates, and so the plan, never move, warehouse.table.committed). Two
     settings alike replay alike, to the last bit."""
-    rest = tuple((k, settings.get(k)) for k in SETTINGS if k not in PLANNED)
-    return rest, sim.sched.plan_for(config.scheduler.model_copy(update=settings)).behaviour()
+    sc = config.scheduler.model_copy(update=settings)  # (a setting left out is the config's, as in replay_config)
+    return tuple(getattr(sc, k) for k in SETTINGS if k not in PLANNED), sim.sched.plan_for(sc).behaviour()
 
 
 CHECKS = 24  # times a replay with a bound (`score`'s `above`) looks whether it is past it
