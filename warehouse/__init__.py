@@ -25,6 +25,7 @@ The engine, by noun (each knows nothing of the Scheduler; only `warehouse.schedu
     warehouse.backoff   tables in back-off after a failure, by retry time
     warehouse.upkeep    maintenance counts, clocks, what is due and its ranking (Nova, SIGMOD 2011 §2.4)
     warehouse.stats     the frozen snapshot rows and the snapshot
+    warehouse.views     the Scheduler's queries: its snapshot, Σ p_i ∫ S_i dτ, costs, another setting's plan
     warehouse.jobs      building a job: the StartJob of a table's next job, taken from its backlog;
                         may maintenance run
     warehouse.orders    the operator's orders (suspend, resume, refresh, backfill, cancel) and a dropped

@@ -30,10 +30,10 @@ from policies.reservation import Releases
 from tracks.plan import TrackPlan
 from warehouse.backlog import Partition
 from warehouse.backoff import Backoffs
-from warehouse.blueprint import Ahead, Blueprint, blueprint, moved, plan_profiles
+from warehouse.blueprint import Ahead, Blueprint, blueprint, moved
 from warehouse.board import TrackBoard
 from warehouse.bulk import BulkLimit
-from warehouse.config import FreshetConfig, SchedulerConfig
+from warehouse.config import FreshetConfig
 from warehouse.cost import RowRate
 from warehouse.errors import PartitionRefused, SchedulerMisuse
 from warehouse.events import Event, JobFailed, JobFinished, PartitionArrived, Reconfigure, StartJob, Tick
@@ -45,7 +45,6 @@ from warehouse.nextjob import NextJob
 from warehouse.orders import ORDERS
 from warehouse.overdue import OVERDUE_CHOP, Overdue
 from warehouse.queues import ReadyQueues
-from warehouse.stats import SchedulerStats, TrackPlanStats, plan_row, snapshot
 from warehouse.table import (
     QUEUED,
     JobState,
@@ -65,6 +64,7 @@ from warehouse.table import (
     track_plan,
 )
 from warehouse.upkeep import MAINTENANCE_KINDS, OPTIMIZE, VACUUM, Upkeep
+from warehouse.views import Views
 
 __all__ = ["TRANSITIONS", "JobState", "MaintenanceState", "Mode", "Recovered", "Scheduler"]
 
@@ -72,7 +72,7 @@ __all__ = ["TRANSITIONS", "JobState", "MaintenanceState", "Mode", "Recovered", "
 _ADOPT_KIND = {"recompute": "adopt recompute", OPTIMIZE: "upkeep", VACUUM: "upkeep"}  # taking a running job over, by its kind
 
 
-class Scheduler:
+class Scheduler(Views):
     """One object per warehouse; see the module docstring. Not thread-safe: one caller at a time."""
 
     def __init__(self, config: FreshetConfig, *, now: float = 0.0, recovered: dict[str, Recovered] | None = None,
@@ -621,48 +621,3 @@ class Scheduler:
     def _bulk_waits(self, t: Table, cap: float | None = None) -> bool:
         """t's next job (the one `_start` would start: warehouse.nextjob) waits for the bulk limit (warehouse.bulk)."""
         return self._bulk.cap is not None and self._bulk.full(self._nextjob.candidate(t, cap)[0].cost)
-
-    # ---- observation -----------------------------------------------------------------------------
-    def refresh_mode(self, table: str) -> tuple[str, str]:
-        """("full" | "incremental", why) for a derived table (`freshet validate` shows it)."""
-        t = self._tables[table]
-        return t.derived.describe() if t.derived is not None else ("append", "a base table appends what arrives")
-
-    @property
-    def blueprint(self) -> Blueprint | None:
-        """The blueprint the tables are laid out from (warehouse.blueprint): immutable; a reload
-        prepares its own against it off the loop."""
-        return self._bp
-
-    def costs(self) -> dict[str, tuple[float, float]]:
-        """Each table's cost model (α, β) now (§2.4): a reload plans its tracks ahead from them
-        (warehouse.blueprint). A query."""
-        return {t.name: (t.cost.alpha, t.cost.beta) for t in self._by_idx}
-
-    def weighted_staleness(self, now: float) -> float:
-        """Σ_i p_i ∫ S_i dτ from the start (or each table's first load) to `now` (§2.3)."""
-        return sum(t.priority * t.meter.integral(now) for t in self._by_idx)
-
-    def stats(self, now: float) -> SchedulerStats:
-        """A frozen snapshot for metrics, the API and the simulator."""
-        now = max(now, self._now)
-        return snapshot(self._by_idx, self._board, self.plan, self._upkeep.stats, now,  # Σ p_i ∫ S_i dτ: of the rows
-                        recovered=self._initial is None, released=self._released, completed=self._completed,
-                        failed=self._failed, events=self._events, rollout=getattr(self._first, "stats", None))
-
-    def plan_stats(self) -> TrackPlanStats:
-        return plan_row(self.plan)
-
-    def plan_for(self, sc: SchedulerConfig) -> TrackPlan:
-        """The track plan `sc`'s partitioner makes from the profiles the plan in force was made from (§3.2)."""
-        return plan_profiles(sc, [t.profile for t in self._by_idx],
-                             [t.period if t.base else None for t in self._by_idx])[0]
-
-    @property
-    def late_partitions(self) -> int:
-        """Partitions that arrived at or below their table's safe freshness (loaded anyway)."""
-        return self._late
-
-    @property
-    def duplicate_partitions(self) -> int:
-        return self._duplicates

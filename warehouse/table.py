@@ -37,7 +37,7 @@ from warehouse.freshness import StalenessMeter
 from warehouse.recompute import touched, window_count
 
 __all__ = ["BUSY", "QUEUED", "JobCounts", "JobShape", "JobState", "MaintenanceState", "Mode", "QueuePlace", "Recovered",
-           "Table", "backfill_range", "committed", "expecting", "failed", "has_work", "named", "profile",
+           "Table", "backfill_range", "base_periods", "committed", "expecting", "failed", "has_work", "named", "profile",
            "raise_safe", "read_stale", "recompute_target", "recomputed", "sources_changed", "stale_windows",
            "take_plan", "track_plan", "update_edge"]
 
@@ -386,9 +386,14 @@ def track_plan(sc: SchedulerConfig, tables: list[Table]) -> tuple[TrackPlan, Val
     takes its group), the tables by decreasing benefit (policies.reservation.ValueRanking: who is
     "long", what load outranks a job) and the profiles."""
     profiles = [profile(t) for t in tables]
-    plan, ranking = plan_profiles(sc, profiles, [t.period if t.base else None for t in tables])
+    plan, ranking = plan_profiles(sc, profiles, base_periods(tables))
     take_plan(tables, plan, profiles)
     return plan, ranking, profiles
+
+
+def base_periods(tables: list[Table]) -> list[float | None]:
+    """Each table's period if it is a base table, None for a derived one (what `plan_profiles` takes)."""
+    return [t.period if t.base else None for t in tables]
 
 
 def expecting(when: float, k: Table) -> bool:
