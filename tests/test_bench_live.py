@@ -449,9 +449,11 @@ def test_output_check_of_a_stateful_table_key_by_key(tmp_path: Path) -> None:
     assert got["twice"]["mismatched_keys"] == 1 and got["twice"]["mismatched_windows"] == 1
 
 
-def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """`--seeds 2` with the contestants' runs replaced by a stand-in writing one commit of b00
-    (the harness's own logic: traces, order, per-seed JSON, the summary, the commit recorded)."""
+    (the harness's own logic: traces, order, per-seed JSON, the summary, the commit recorded, a run
+    whose partitions landed late flagged)."""
     import time
 
     from scripts import bench_live
@@ -461,8 +463,10 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
         root = out / name / "warehouse"
         start = time.time() - trace.warmup - 1.0
         _write(root / "b00", [(start + trace.warmup - 3 * (name == "cron"), 0, 1.0)], ("ts", "key", "value"))
+        late = name == "cron" and trace.seed == 6  # its producer fell 8.6 s behind: flagged
         return {"name": name, "root": str(root), "status": "ok", "error": None, "start": start,
-                "cpu_seconds": 3.0, "peak_rss_bytes": 2**20, "settings": {"source": "test"}}
+                "cpu_seconds": 3.0, "peak_rss_bytes": 2**20, "settings": {"source": "test"},
+                "producer": {"max_lag": 8.6 if late else 0.01, "partitions": 1}}
 
     monkeypatch.setattr(bench_live, "run_contestant", fake)
     monkeypatch.setattr(bench_live, "twin", lambda *a: {"error": "not in this test"})
@@ -486,6 +490,8 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
     ratio = s["ratios"]["cron"]["weighted_staleness"]
     assert ratio["n"] == 2 and ratio["values"][0] < 1.0  # cron's b00 commit holds older data
     assert s["contestants"]["freshet"]["tables"]["b00"]["starvation_seconds"] == pytest.approx(8.0, abs=1.5)
+    assert s["contestants"]["cron"]["late_seeds"] == [6] and s["contestants"]["freshet"]["late_seeds"] == []
+    assert "cron: FLAGGED: a partition landed 8.6 s after its time" in capsys.readouterr().out
     from scripts.live import report  # the page's tables, rendered from what was just written
 
     md = subprocess.run([sys.executable, "-m", "scripts.live.report", str(out / "s.json")], cwd=ROOT, check=True,
@@ -494,6 +500,27 @@ def test_seeds_write_one_json_per_seed_and_a_summary(tmp_path: Path, monkeypatch
     row = next(line for line in md.splitlines() if line.startswith("| cron | ") and "[" in line)
     assert row.startswith(f"| cron | {ratio['mean']:.2f} [{ratio['low']:.2f}, {ratio['high']:.2f}] |")
     assert report.render(s, [json.loads(Path(p).read_text()) for p in s["runs"]]) == md
+    assert md.count("(partitions up to 8.6 s late)") == 1
+
+
+def test_cpu_of_a_process_counted_once_when_the_clock_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """psutil's create time moves with the wall clock (its boot time does): a virtual machine paused
+    and resumed mid-run must not make this process two and count its CPU twice. A pid whose CPU time
+    goes down is a new process: the old one's time is kept."""
+    import psutil._pslinux as linux
+
+    sum(i * i for i in range(10**6))  # some CPU of this process's own to count
+    monitor = measure.ProcessMonitor(os.getpid(), every=3600.0)
+    monitor.stop()
+    before = monitor.cpu_seconds
+    booted = linux.boot_time()
+    monkeypatch.setattr(linux, "boot_time", lambda: booted + 8.6)  # the clock stepped 8.6 s
+    monitor._sample()
+    assert before > 0.05 and monitor.cpu_seconds - before < 0.5 * before
+    counted = monitor.cpu_seconds
+    monitor._count(2**30, 5.0)
+    monitor._count(2**30, 1.0)  # the pid reused by a new process
+    assert monitor.cpu_seconds - counted == pytest.approx(6.0)
 
 
 def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -199,14 +199,19 @@ class ProcessMonitor:
     peak RSS also per kind of process (`peak_rss_by_kind`: `jvm` — Spark's drivers and servers,
     `python`, `other`), each the peak of that kind's sum.
 
-    CPU time of a process that exits between samples is counted up to its last sample."""
+    CPU time of a process that exits between samples is counted up to its last sample. Processes are
+    told apart by pid alone: psutil's create time is the boot time plus the start, and the boot time
+    follows the wall clock, so a clock stepped while the run goes on (a virtual machine paused and
+    resumed) would make one process two and count its CPU twice. A pid whose CPU time goes down is a
+    new process under a reused pid: the old one's time is kept."""
 
     def __init__(self, pid: int, every: float = 0.5) -> None:
         import psutil
 
         self._root = psutil.Process(pid)
         self._every = every
-        self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) → last CPU seconds
+        self._cpu: dict[int, float] = {}  # pid → last CPU seconds
+        self._ended = 0.0  # CPU seconds of processes whose pid was reused
         self.peak_rss = 0
         self.peak_rss_by_kind: dict[str, int] = {}
         self._stop = threading.Event()
@@ -227,12 +232,18 @@ class ProcessMonitor:
                     t = p.cpu_times()
                     kind = _kind(p)
                     by_kind[kind] = by_kind.get(kind, 0) + p.memory_info().rss
-                    self._cpu[(p.pid, p.create_time())] = t.user + t.system
+                    self._count(p.pid, t.user + t.system)
             except psutil.Error:
                 continue
         self.peak_rss = max(self.peak_rss, sum(by_kind.values()))
         for kind, rss in by_kind.items():
             self.peak_rss_by_kind[kind] = max(self.peak_rss_by_kind.get(kind, 0), rss)
+
+    def _count(self, pid: int, seconds: float) -> None:
+        last = self._cpu.get(pid, 0.0)
+        if seconds < last:
+            self._ended += last
+        self._cpu[pid] = seconds
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -241,7 +252,7 @@ class ProcessMonitor:
 
     @property
     def cpu_seconds(self) -> float:
-        return sum(self._cpu.values())
+        return self._ended + sum(self._cpu.values())
 
     def stop(self) -> None:
         self._sample()

@@ -105,7 +105,9 @@ def render(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     out += ["", "| trace | contestants as measured (* measured again from an earlier run: `--reuse`) | "
             "load average before each (1 min) | twin (Freshet) |", "|---|---|---|---|"]
     for r, b in zip(runs, by, strict=True):
-        loads = ", ".join(f"{(c.get('load_average') or {}).get('before', ['?'])[0]}" for c in b.values())
+        loads = ", ".join(f"{(c.get('load_average') or {}).get('before', ['?'])[0]}"
+                          + (f" (partitions up to {c['producer']['max_lag']:.1f} s late)"
+                             if (c.get("producer") or {}).get("late") else "") for c in b.values())
         twin = (b.get(ref, {}).get("twin") or {}).get("relative_error")
         names_run = ", ".join(n + ("*" if c.get("reused_from") else "") for n, c in b.items())
         out.append(f"| {r['seed']} | {names_run} | {loads} | "

@@ -131,6 +131,7 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                for kind in ("jvm", "python")},
             "failed_seeds": [s for s, c in entries if not _ok(c)],
             "flagged_seeds": [s for s, c in entries if (c.get("load_average") or {}).get("flagged")],
+            "late_seeds": [s for s, c in entries if (c.get("producer") or {}).get("late")],
             "mismatched_windows": mism, "starved_beyond_target": starved, "tables": tables}
     bounds = [r["bound"]["weighted_staleness"] for r in runs if (r.get("bound") or {}).get("weighted_staleness")]
     return {"seeds": [r["seed"] for r in runs], "reference": reference, "bound": interval(bounds), "ratios": ratios,
