@@ -341,9 +341,12 @@ def _seeds(text: str | None, first: int) -> list[int] | None:
     """`--seeds N` (N seeds from `--seed` on) or `--seeds 11,12,13`."""
     if text is None:
         return None
-    if "," in text:
-        return [int(x) for x in text.split(",") if x.strip()]
-    n = int(text)
+    try:
+        if "," in text:
+            return [int(x) for x in text.split(",") if x.strip()]
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"--seeds {text!r}: a count (3) or a list of seeds (11,12,13)") from None
     if n < 1:
         raise ValueError(f"--seeds {text}: at least one seed")
     return list(range(first, first + n))
@@ -433,9 +436,15 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
         def ratio(c: dict[str, Any], key: str) -> float | None:
             return round(fr[key] / c[key], 3) if c.get(key) else None
 
+        def excess(c: dict[str, Any]) -> float | None:  # (F − B) / (C − B), as the summary's excess_over_bound
+            b = result["bound"]["weighted_staleness"]
+            over = (c.get("weighted_staleness") or 0.0) - b
+            return round((fr["weighted_staleness"] - b) / over, 3) if over > 0 and fr.get("weighted_staleness") else None
+
         result["ratios"] = {c["name"]: {"whole": ratio(c, "weighted_staleness"),
                                         "burst": ratio(c, "burst_weighted_staleness"),
-                                        "whole_complete": ratio(c, "weighted_staleness_complete")}
+                                        "whole_complete": ratio(c, "weighted_staleness_complete"),
+                                        "excess_over_bound": excess(c)}
                             for c in result["contestants"] if c["name"] != "freshet"}
     result["plots"] = plot(result, series, json_out)
     json_out.write_text(json.dumps(result, indent=1))
@@ -445,17 +454,24 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
 
 def _print(result: dict[str, Any], json_out: Path) -> None:
     print(f"{'contestant':24} {'status':7} {'Σp·S (window)':>14} {'complete':>9} {'Σp·S (burst)':>13} {'max S top':>10} "
-          f"{'starved':>8} {'cpu s':>7} {'rss MiB':>8}")
+          f"{'longest gap':>11} {'cpu s':>7} {'rss MiB':>8}")
     top = max(result["priorities"], key=lambda t: result["priorities"][t])
     for c in result["contestants"]:
         print(f"{c['name']:24} {c['status']:7} {c['weighted_staleness']:14.1f} {c['weighted_staleness_complete']:9.1f} "
               f"{c['burst_weighted_staleness']:13.1f} {c['tables'][top]['max_staleness']:10.1f} "
-              f"{c['starvation']['table'] + ' ' + format(c['starvation']['periods'], 'g') + 'P':>8} "
+              f"{c['starvation']['table'] + ' ' + format(c['starvation']['periods'], 'g') + 'P':>11} "
               f"{c['cpu_seconds']:7.1f} {c['peak_rss_bytes'] / 2**20:8.0f}")
     print(f"{'zero-latency bound':24} {'':7} {result['bound']['weighted_staleness']:14.1f}")
+    print(f"(max S top: the staleness of {top}, a top-priority table, at its worst, s; longest gap: the table that "
+          "went the most of its periods (P) without a commit; starved means beyond 3 periods plus the burst)")
     for n, r in result.get("ratios", {}).items():
-        print(f"freshet / {n}: window {r['whole']}, burst {r['burst']}, complete windows {r['whole_complete']}")
+        print(f"freshet / {n}: window {r['whole']}, burst {r['burst']}, complete windows {r['whole_complete']}, "
+              f"excess over the bound {r.get('excess_over_bound')}")
     print(f"wrote {json_out} and {', '.join(result['plots'])}")
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -503,13 +519,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-load", action="store_true",
                     help="run a contestant on a loaded machine anyway, flagged in the JSON")
     args = ap.parse_args(argv)
+    # SIGTERM unwinds as Ctrl-C does, so the running contestant is stopped, not left orphaned
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
+        else None
+    try:
+        return _main(ap, args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         warehouse = spec.build(args.tables)
     except ValueError as err:
         ap.error(str(err))
     shape = QUICK if args.quick else FULL
     if args.shape:
-        shape = Shape(*(float(x) for x in args.shape.split(",")))
+        try:
+            shape = Shape(*(float(x) for x in args.shape.split(",")))
+        except (TypeError, ValueError):
+            ap.error(f"--shape {args.shape!r}: five numbers, warmup,before,burst,after,factor (e.g. 60,20,60,50,8000)")
     names = ([n for n in args.only.split(",") if n] if args.only is not None
              else list(QUICK_CONTESTANTS if args.quick else CONTESTANTS))
     unknown = [n for n in names if n not in CONTESTANTS]

@@ -523,6 +523,44 @@ def test_cpu_of_a_process_counted_once_when_the_clock_steps(monkeypatch: pytest.
     assert monitor.cpu_seconds - counted == pytest.approx(6.0)
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--seeds", "abc"], "--seeds 'abc': a count (3) or a list of seeds (11,12,13)"),
+    (["--shape", "1,2"], "--shape '1,2': five numbers"),
+    (["--tables", "0"], "--tables must be at least 15"),
+])
+def test_bad_arguments_are_named(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from scripts import bench_live
+
+    with pytest.raises(SystemExit) as exit_:
+        bench_live.main([*args, "--out", "/nonexistent/never-written"])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_sigterm_stops_the_running_contestant(tmp_path: Path) -> None:
+    """`kill` of the benchmark unwinds as Ctrl-C does: the contestant it started (its own session,
+    so the signal does not reach it) is stopped, not left running."""
+    import signal
+    import time
+
+    import psutil
+
+    out = tmp_path / "b"
+    proc = subprocess.Popen([sys.executable, "scripts/bench_live.py", "--only", "cron", "--shape", "30,10,10,30,10",
+                             "--align", "1", "--out", str(out), "--json", str(out / "r.json"), "--allow-load",
+                             "--settle", "0", "--min-free-gb", "0"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    me = psutil.Process(proc.pid)
+    deadline = time.time() + 120
+    while not me.children() and time.time() < deadline:  # the contestant started
+        time.sleep(0.2)
+    children = me.children(recursive=True)
+    assert children, "no contestant started"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 128 + signal.SIGTERM, proc.stdout.read()[-2000:] if proc.stdout else ""
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, [p.cmdline() for p in alive]
+
+
 def test_a_loaded_machine_refuses_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A threshold below any load average: no contestant starts, exit status 3, the reason in the JSON.
     No free space asked for, so the load check is the one that refuses on a machine with a small disk."""
@@ -674,6 +712,13 @@ def test_two_contestants_on_a_short_trace(tmp_path: Path, monkeypatch: pytest.Mo
     newest = max(DeltaTable(str(Path(fr["root"], "b00"))).to_pyarrow_table(columns=["ts"]).column("ts").to_pylist())
     assert max(c.max_event for c in measure.commits(Path(fr["root"], "b00"))) == newest.timestamp()
     assert all(Path(p).is_file() for p in r["plots"])
+    b = r["bound"]["weighted_staleness"]  # the excess ratio a single run reports, computed here again
+    assert r["ratios"]["cron"]["excess_over_bound"] == pytest.approx(
+        (fr["weighted_staleness"] - b) / (r["contestants"][1]["weighted_staleness"] - b), abs=1e-3)
+    md = subprocess.run([sys.executable, "-m", "scripts.live.report", str(out / "r.json")], cwd=ROOT, check=True,
+                        capture_output=True, text=True).stdout  # one run's JSON renders as a summary of one
+    row = next(line for line in md.splitlines() if line.startswith("| cron | ") and line.count("|") == 6)
+    assert float(row.split("|")[4]) == pytest.approx(r["ratios"]["cron"]["excess_over_bound"], abs=0.006)
     # --reuse: the same run measured again from its kept Delta tables gives the same figures
     from scripts import bench_live
 

@@ -1,6 +1,7 @@
 """The repeated runs as Markdown: the tables docs/benchmarks.md publishes, rendered from
 the summary `scripts/bench_live.py --seeds N` writes and the per-seed JSON objects beside it, so a
-reader can regenerate every figure of the page from the published JSON.
+reader can regenerate every figure of the page from the published JSON; or from one run's JSON
+(without `--seeds`), as a summary of one (its intervals then undefined).
 
     .venv/bin/python -m scripts.live.report out/seeds/summary.json > tables.md
 """
@@ -11,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from scripts.live.summary import of_files
 
 __all__ = ["render"]
 
@@ -117,11 +120,18 @@ def render(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m scripts.live.report SUMMARY.json", file=sys.stderr)
+        print("usage: python -m scripts.live.report SUMMARY.json (or one run's JSON)", file=sys.stderr)
         return 2
     path = Path(argv[0])
-    summary = json.loads(path.read_text())
-    sys.stdout.write(render(summary, _seeds(summary, path.parent)))
+    data = json.loads(path.read_text())
+    if "runs" in data:
+        sys.stdout.write(render(data, _seeds(data, path.parent)))
+    elif isinstance(data.get("contestants"), list):  # one run (bench_live without --seeds): a summary of one
+        sys.stdout.write(render(of_files([str(path)], [data]), [data]))
+    else:
+        print(f"report: {path} is neither a summary over seeds (no \"runs\") nor one run (no \"contestants\")",
+              file=sys.stderr)
+        return 2
     return 0
 
 

@@ -138,15 +138,19 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
             "contestants": contestants}
 
 
+def of_files(paths: list[str], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of per-seed results read from `paths`, as bench_live's own records it: with the
+    commit and the trace kind when the seeds share them."""
+    common = {k: runs[0].get(k) for k in ("commit", "trace_kind") if all(r.get(k) == runs[0].get(k) for r in runs)}
+    return {"kind": "summary over seeds", "runs": paths, **common, **summarise(runs)}
+
+
 def main(argv: list[str]) -> int:
     """Summarise per-seed JSON files (`<stem>-seed<S>.json`) again; the summary to stdout."""
     if not argv:
         print("usage: python -m scripts.live.summary SEED.json [SEED.json ...]", file=sys.stderr)
         return 2
-    runs = [json.loads(Path(a).read_text()) for a in argv]
-    # what bench_live's own summary records from its run: the commit and the trace kind, when the seeds share them
-    common = {k: runs[0].get(k) for k in ("commit", "trace_kind") if all(r.get(k) == runs[0].get(k) for r in runs)}
-    print(json.dumps({"kind": "summary over seeds", "runs": argv, **common, **summarise(runs)}, indent=1))
+    print(json.dumps(of_files(argv, [json.loads(Path(a).read_text()) for a in argv]), indent=1))
     return 0
 
 
