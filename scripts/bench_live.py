@@ -436,10 +436,12 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
         def ratio(c: dict[str, Any], key: str) -> float | None:
             return round(fr[key] / c[key], 3) if c.get(key) else None
 
-        def excess(c: dict[str, Any]) -> float | None:  # (F − B) / (C − B), as the summary's excess_over_bound
-            b = result["bound"]["weighted_staleness"]
-            over = (c.get("weighted_staleness") or 0.0) - b
-            return round((fr["weighted_staleness"] - b) / over, 3) if over > 0 and fr.get("weighted_staleness") else None
+        def excess(c: dict[str, Any]) -> float | None:
+            if fr.get("weighted_staleness") is None or c.get("weighted_staleness") is None:
+                return None
+            x = summary.excess_over_bound(fr["weighted_staleness"], c["weighted_staleness"],
+                                          result["bound"]["weighted_staleness"])
+            return None if x is None else round(x, 3)
 
         result["ratios"] = {c["name"]: {"whole": ratio(c, "weighted_staleness"),
                                         "burst": ratio(c, "burst_weighted_staleness"),

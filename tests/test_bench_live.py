@@ -149,6 +149,17 @@ def test_summary_over_seeds() -> None:
     assert s["contestants"]["cron"]["cpu_seconds_per_row"]["mean"] == pytest.approx(1e-6)  # not rounded away
 
 
+def test_summary_refuses_runs_of_two_warehouse_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from scripts.live import summary
+
+    paths = []
+    for n in (15, 60):
+        paths.append(tmp_path / f"r{n}.json")
+        paths[-1].write_text(json.dumps({"seed": 1, "priorities": {f"b{i:02d}": 1.0 for i in range(n)}, "contestants": []}))
+    assert summary.main([str(p) for p in paths]) == 2
+    assert "warehouses of 15, 60 tables: summarise each size apart" in capsys.readouterr().err
+
+
 def test_summary_over_the_bound_and_starvation_beyond_the_target() -> None:
     """Bound 40 on both seeds: (50 − 40) / (100 − 40) = 1/6 and (70 − 40) / (100 − 40) = 1/2; a
     table starved 40 s with P = 10 and a 5 s burst is beyond 3·P + burst = 35 s, one of 30 s is not."""

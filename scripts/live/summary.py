@@ -74,6 +74,12 @@ def _ok(c: dict[str, Any]) -> bool:
     return c.get("status") == "ok" and c.get("weighted_staleness") is not None
 
 
+def excess_over_bound(reference: float, contestant: float, bound: float) -> float | None:
+    """(F − B) / (C − B): the staleness the reference adds over the trace's zero-latency bound, as a
+    share of what the contestant adds; None where the contestant adds nothing."""
+    return (reference - bound) / (contestant - bound) if contestant > bound else None
+
+
 def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict[str, Any]:
     """The summary of per-seed results (each `{"seed", "contestants": [...]}` as bench_live writes
     it). A ratio's value for a seed is reference / contestant on that seed's trace, both run `ok`."""
@@ -91,12 +97,11 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                     if reference in b and n in b and _ok(b[reference]) and _ok(b[n])
                     and b[reference].get(key) is not None and b[n].get(key)]
             per[key] = interval(vals)
-        excess = []  # (F − B) / (C − B): the staleness each adds over the seed's zero-latency bound
+        excess = []
         for r, b in zip(runs, by, strict=True):
             bound = (r.get("bound") or {}).get("weighted_staleness")
-            if bound is not None and reference in b and n in b and _ok(b[reference]) and _ok(b[n]) \
-                    and b[n]["weighted_staleness"] > bound:
-                excess.append((b[reference]["weighted_staleness"] - bound) / (b[n]["weighted_staleness"] - bound))
+            if bound is not None and reference in b and n in b and _ok(b[reference]) and _ok(b[n]):
+                excess.append(excess_over_bound(b[reference]["weighted_staleness"], b[n]["weighted_staleness"], bound))
         per["excess_over_bound"] = interval(excess)
         ratios[n] = per
     contestants: dict[str, Any] = {}
@@ -150,7 +155,13 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m scripts.live.summary SEED.json [SEED.json ...]", file=sys.stderr)
         return 2
-    print(json.dumps(of_files(argv, [json.loads(Path(a).read_text()) for a in argv]), indent=1))
+    runs = [json.loads(Path(a).read_text()) for a in argv]
+    sizes = sorted({len(r.get("priorities") or {}) for r in runs})
+    if len(sizes) > 1:
+        print(f"summary: the runs are of warehouses of {', '.join(map(str, sizes))} tables: summarise each size "
+              "apart", file=sys.stderr)
+        return 2
+    print(json.dumps(of_files(argv, runs), indent=1))
     return 0
 
 
