@@ -83,11 +83,13 @@ def upload(server: S3Server, local: Path, prefix: str, stream: str, pids: list[s
 
 
 def start_s3(log: Path, bucket: str = BUCKET, timeout: float = 30.0) -> S3Server:
-    """`python -m moto.server` on 127.0.0.1:<free port>, with `bucket` created."""
+    """moto's server (tests/moto_serial: one request at a time) on 127.0.0.1:<free port>, with
+    `bucket` created."""
     port = free_port()
     out = log.open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **CREDENTIALS})
+    proc = subprocess.Popen([sys.executable, "-m", "tests.moto_serial", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **CREDENTIALS},
+                            cwd=Path(__file__).resolve().parents[1])  # moto, one request at a time
     out.close()
     server = S3Server(f"http://127.0.0.1:{port}", bucket, proc)
     deadline = time.monotonic() + timeout
