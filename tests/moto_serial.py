@@ -1,6 +1,6 @@
 """`python -m moto.server`, its requests taken one at a time (tests/helpers_s3.start_s3 runs this).
 
-moto (5.2.5, `S3Response._key_response_put`) checks a conditional PutObject's `If-None-Match: *` or
+moto (5.2.5, `S3Response.put_object`) checks a conditional PutObject's `If-None-Match: *` or
 `If-Match` and then writes, with no lock between, so two concurrent creates of one key can both
 succeed; on S3 a conditional write is atomic and exactly one does. One request at a time, each sees
 the writes before it, as on S3: a test of a claim or lease race then tests Freshet's protocol, not
