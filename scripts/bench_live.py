@@ -117,7 +117,6 @@ class Shape:
 # machine: every contestant kept up, and the figures measured only each one's latency.)
 QUICK = Shape(warmup=60.0, before=20.0, burst=60.0, after=50.0, factor=8000.0)
 FULL = Shape(warmup=60.0, before=60.0, burst=90.0, after=210.0, factor=8000.0)
-LATE_SECONDS = 1.0  # a partition landed this long after its time: the run was not on its trace (flagged)
 STAGE_RATE = 4e6  # rows/s `stage` writes here (6.5 M measured; conservative): how far ahead t0 is set
 
 
@@ -403,12 +402,10 @@ def run_seed(trace: Trace, out: Path, json_out: Path, names: list[str], running:
               f"{', FLAGGED' if load['flagged'] else ''})", flush=True)
         info = run_contestant(name, trace, out, align=extra.get("align_seconds", 1.0))
         info["load_average"] = {**load, "after": _load()}
-        lag = (info.get("producer") or {}).get("max_lag")
-        if lag is not None and lag > LATE_SECONDS:  # the machine paused or starved the producer
-            info["producer"]["late"] = True
-            print(f"bench_live: {name}: FLAGGED: a partition landed {lag:.1f} s after its time in the trace "
-                  "(the machine paused or was too loaded to replay it); its figures are not of this trace",
-                  flush=True)
+        if summary.late(info):
+            print(f"bench_live: {name}: FLAGGED: a partition landed {info['producer']['max_lag']:.1f} s after its "
+                  "time in the trace (the machine paused or was too loaded to replay it); its figures are not of "
+                  "this trace", flush=True)
         entry, s = evaluate(info, trace)
         try:  # the output check: each derived table against its SQL over the contestant's own base tables
             entry["check"] = check.check(entry["root"], entry["start"], trace.spec)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.live.summary import of_files
+from scripts.live.summary import late, of_files
 
 __all__ = ["render"]
 
@@ -110,7 +110,7 @@ def render(summary: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     for r, b in zip(runs, by, strict=True):
         loads = ", ".join(f"{(c.get('load_average') or {}).get('before', ['?'])[0]}"
                           + (f" (partitions up to {c['producer']['max_lag']:.1f} s late)"
-                             if (c.get("producer") or {}).get("late") else "") for c in b.values())
+                             if late(c) else "") for c in b.values())
         twin = (b.get(ref, {}).get("twin") or {}).get("relative_error")
         names_run = ", ".join(n + ("*" if c.get("reused_from") else "") for n, c in b.items())
         out.append(f"| {r['seed']} | {names_run} | {loads} | "

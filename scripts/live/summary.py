@@ -74,6 +74,14 @@ def _ok(c: dict[str, Any]) -> bool:
     return c.get("status") == "ok" and c.get("weighted_staleness") is not None
 
 
+LATE_SECONDS = 1.0  # a partition landed this long after its time: the run was not on its trace
+
+
+def late(c: dict[str, Any]) -> bool:
+    """The contestant's replay fell behind its trace (the machine paused, or was too loaded to replay it)."""
+    return ((c.get("producer") or {}).get("max_lag") or 0.0) > LATE_SECONDS
+
+
 def excess_over_bound(reference: float, contestant: float, bound: float) -> float | None:
     """(F − B) / (C − B): the staleness the reference adds over the trace's zero-latency bound, as a
     share of what the contestant adds; None where the contestant adds nothing."""
@@ -136,7 +144,7 @@ def summarise(runs: list[dict[str, Any]], *, reference: str = "freshet") -> dict
                for kind in ("jvm", "python")},
             "failed_seeds": [s for s, c in entries if not _ok(c)],
             "flagged_seeds": [s for s, c in entries if (c.get("load_average") or {}).get("flagged")],
-            "late_seeds": [s for s, c in entries if (c.get("producer") or {}).get("late")],
+            "late_seeds": [s for s, c in entries if late(c)],
             "mismatched_windows": mism, "starved_beyond_target": starved, "tables": tables}
     bounds = [r["bound"]["weighted_staleness"] for r in runs if (r.get("bound") or {}).get("weighted_staleness")]
     return {"seeds": [r["seed"] for r in runs], "reference": reference, "bound": interval(bounds), "ratios": ratios,
