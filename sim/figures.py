@@ -15,7 +15,7 @@ from typing import Any
 
 from sim.workload import TableClass, build_workload, with_utilization
 
-__all__ = ["BEYOND", "BEYOND_LINES", "DEFAULT_LABEL", "EXPERIMENTS", "PAPER_LINES", "ROLLOUT_LINE", "Curves",
+__all__ = ["BEYOND", "BEYOND_LINES", "DEFAULT_LABEL", "EXPERIMENTS", "PAPER_LINES", "ROLLOUT_LINE", "WHITTLE_LINE", "Curves",
            "Experiment", "Line", "Workload", "beyond_ratios", "curve_at"]
 
 TABLE2_SLOWDOWN = {"factor": 3.0, "normal": 1000.0, "slow": 1000.0}
@@ -355,7 +355,9 @@ PAPER_LINES = (
 # beyond the paper's, shown beside the default and the paper lines in `beyond` and `unseen*`, not judged
 # (the verdict is the default's)
 ROLLOUT_LINE = Line("rollout", {"policy": "rollout"})
-BEYOND_LINES = (*PAPER_LINES, Line(DEFAULT_LABEL, {}), ROLLOUT_LINE)  # the lines of `beyond` and `unseen*`
+# `policy: whittle` (policies.basic.whittle_index; partitioner and chop auto, so no tuner): shown as rollout is
+WHITTLE_LINE = Line("whittle", {"policy": "whittle"})
+BEYOND_LINES = (*PAPER_LINES, Line(DEFAULT_LABEL, {}), ROLLOUT_LINE, WHITTLE_LINE)  # the lines of `beyond` and `unseen*`
 BEYOND_XS = (0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)
 BEYOND_POINT_MAX = 1.03  # the default's lateness ≤ 1.03 × the best paper configuration, every point
 BEYOND_GEO_MAX = 0.85  # and ≤ 0.85 × it as a geometric mean over U ≥ 0.95
@@ -419,8 +421,8 @@ BEYOND = Experiment(
     workloads=_figure_workloads(),
     choices="every job set of sim/workloads/ and of Figs. 4-11 (the figure's tracks, slowdowns and inheritance); "
             "the paper lines are Max-Benefit with the partitioner, k and chop shown; the default line leaves "
-            "policy, partitioner and chop unset. The rollout line is `policy: rollout` with its defaults, shown and "
-            "not judged.",
+            "policy, partitioner and chop unset. The rollout and whittle lines are `policy: rollout` and "
+            "`policy: whittle` with their defaults, shown and not judged.",
     verdict=_v_beyond,  # type: ignore[arg-type]
 )
 EXPERIMENTS[BEYOND.name] = BEYOND

@@ -1,5 +1,5 @@
-"""Ordering rules beyond the paper's §3.1: the quadratic index (`aoi-quadratic`), on a hand-worked
-example whose order differs from Max-Benefit's; rollout (warehouse.rollout) on §3.1's Lookahead
+"""Ordering rules beyond the paper's §3.1: the quadratic index (`aoi-quadratic`) and the Whittle index
+of the bound's relaxation (`whittle`), on hand-worked examples whose order differs from Max-Benefit's; rollout (warehouse.rollout) on §3.1's Lookahead
 example, worked by hand, and in seeded simulations against its base rule. No Spark."""
 
 from __future__ import annotations
@@ -8,7 +8,14 @@ import dataclasses
 
 import pytest
 
-from policies.basic import Candidate, marginal_benefit, policy_key, quadratic_index
+from policies.basic import (
+    ALPHA_FLOOR,
+    Candidate,
+    marginal_benefit,
+    policy_key,
+    quadratic_index,
+    whittle_index,
+)
 from tests.helpers_engine import config
 from tests.test_engine_paper import lookahead_example
 from warehouse.events import JobFinished, PartitionArrived
@@ -17,14 +24,16 @@ from warehouse.scheduler import Recovered, Scheduler
 TAU = 100.0
 
 
-def _blocked_pair(policy: str) -> tuple[Scheduler, list[str]]:
-    """t1 (ΔF = 10, E = 3) and t2 (ΔF = 5, E = 1), p = 1 each, released at τ while a blocker holds the
-    one track; the blocker ends at τ. Returns the scheduler and the tables in the order they ran."""
+def _blocked_pair(policy: str, costs: dict[str, dict[str, float]] | None = None) -> tuple[Scheduler, list[str]]:
+    """t1 (ΔF = 10, E = 3) and t2 (ΔF = 5, E = 1), or E of `costs`, p = 1 each, released at τ while a
+    blocker holds the one track; the blocker ends at τ. Returns the scheduler and the tables in the
+    order they ran."""
+    costs = costs or {"t1": {"alpha": 3, "beta": 0}, "t2": {"alpha": 1, "beta": 0}}
     cfg = config(
         [{"name": "s1", "period": 10}, {"name": "s2", "period": 10}, {"name": "sx", "period": 1000}],
         [
-            {"name": "t1", "stream": "s1", "cost": {"alpha": 3, "beta": 0}},
-            {"name": "t2", "stream": "s2", "cost": {"alpha": 1, "beta": 0}},
+            {"name": "t1", "stream": "s1", "cost": costs["t1"]},
+            {"name": "t2", "stream": "s2", "cost": costs["t2"]},
             {"name": "tx", "stream": "sx", "cost": {"alpha": 1, "beta": 0}},
         ],
         policy=policy,
@@ -71,12 +80,45 @@ def test_quadratic_index_edges() -> None:
     assert sorted([big, free], key=key)[0].table == "f"
 
 
+def test_whittle_index_orders_by_the_relaxations_price() -> None:
+    """p = 1 for both jobs; E(n) = α + β·n over ΔF seconds of data.
+    J1: ΔF = 10, α = 1, β = 0.5 → E = 6: Max-Benefit 10/6 ≈ 1.67, quadratic 100/6 ≈ 16.7,
+        Whittle (½ + 0.5)·100/1 = 100.
+    J2: ΔF = 5, α = 0.5, β = 0 → E = 0.5: Max-Benefit 10, quadratic 50, Whittle ½·25/0.5 = 25.
+    Max-Benefit and the quadratic index run J2 first; the Whittle index J1: its β·ΔF is paid
+    whatever the batch, and only α rewards waiting, of which J1 has more per unit of its backlog.
+    And the price is the one at which the batch ΔF is the relaxation's best: x* = √(λα/(p(½ + β)))."""
+    assert whittle_index(1, 10, 6, 1) == pytest.approx(100.0)
+    assert whittle_index(1, 5, 0.5, 0.5) == pytest.approx(25.0)
+    lam, p, a, b = 100.0, 1.0, 1.0, 0.5
+    x_star = (lam * a / (p * (0.5 + b))) ** 0.5
+    assert whittle_index(p, x_star, a + b * x_star, a) == pytest.approx(lam)
+    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=6, release=TAU, period=10, seq=1, alpha=1)
+    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=0.5, release=TAU, period=10, seq=2, alpha=0.5)
+    assert sorted([j1, j2], key=policy_key("max-benefit"))[0].table == "t2"
+    assert sorted([j1, j2], key=policy_key("aoi-quadratic"))[0].table == "t2"
+    assert sorted([j1, j2], key=policy_key("whittle"))[0].table == "t1"
+    # through the Scheduler, with those costs as the tables' priors
+    costs = {"t1": {"alpha": 1, "beta": 0.5}, "t2": {"alpha": 0.5, "beta": 0}}
+    assert _blocked_pair("max-benefit", costs)[1] == ["t2", "t1"]
+    assert _blocked_pair("whittle", costs)[1] == ["t1", "t2"]
+
+
+def test_whittle_index_edges() -> None:
+    """No staleness removed: 0; α learned as 0 counts as ALPHA_FLOOR (the tables still rank by p(½ + b)ΔF²)."""
+    assert whittle_index(1, 0, 3, 1) == 0.0
+    assert whittle_index(2, 4, 4, 0) == pytest.approx(2 * 1.5 * 16 / ALPHA_FLOOR)
+    assert whittle_index(1, 4, 0.5, 1) == pytest.approx(0.5 * 16)  # E < α (a job estimated below α): b = 0
+
+
 def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
     from warehouse.errors import ConfigError
 
     one = ([{"name": "s", "period": 10}], [{"name": "t", "stream": "s"}])
     cfg = config(*one, policy="aoi-quadratic")
     assert (cfg.scheduler.policy, cfg.scheduler.ordering) == ("aoi-quadratic", "aoi-quadratic")
+    cfg = config(*one, policy="whittle", rollout={"base": "whittle"})
+    assert (cfg.scheduler.policy, cfg.scheduler.ordering) == ("whittle", "whittle")
     cfg = config(*one, policy="rollout", rollout={"k": 4, "horizon": "5m", "base": "edf-p"})
     r = cfg.scheduler.rollout
     assert (r.k, r.horizon, r.budget_events, cfg.scheduler.ordering) == (4, 300.0, 3000, "edf-p")

@@ -185,8 +185,9 @@ class TableConfig(Strict):
         return None if self.cost is not None else (self.is_base, self.is_stateful)
 
 
-Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo", "aoi-quadratic", "rollout"]
-RolloutBase = Literal["max-benefit", "aoi-quadratic", "edf-p", "edf", "fifo", "auto"]
+Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo", "aoi-quadratic", "whittle",
+                 "rollout"]
+RolloutBase = Literal["max-benefit", "aoi-quadratic", "whittle", "edf-p", "edf", "fifo", "auto"]
 Partitioner = Literal["auto", "global", "edf-partitioned", "proportional"]
 Inheritance = Literal["none", "sum", "max", "max-plus"]
 

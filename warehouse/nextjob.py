@@ -112,7 +112,7 @@ class NextJob:
         cost = t.cost.estimate(piece.hi - piece.lo)
         q = t.queue
         rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
-                        cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand)
+                        cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand, alpha=t.cost.alpha)
         if (upd is None or overwrite and derived is not None and derived.recompute.rewrite_all
                 or self.key(rec) < self.key(upd)
                 or t.jobs.consecutive_failures and derived is not None and derived.stateful and "rebuild" in piece.reasons):
@@ -127,7 +127,7 @@ class NextJob:
         delta_f, cost = self._update(t, self.shape(t, cap) if cap is not None else None)
         q = t.queue
         return Candidate(table=t.name, priority=t.inherited_priority, delta_f=delta_f, cost=cost,
-                         release=q.release, period=t.period, seq=q.seq, rand=q.rand)
+                         release=q.release, period=t.period, seq=q.seq, rand=q.rand, alpha=t.cost.alpha)
 
     def _update(self, t: Table, shape: JobShape | None = None) -> tuple[float, float]:
         """(ΔF, E(n)) of t's update job (of `shape`, if given: its `shape(t)`)."""
@@ -141,7 +141,7 @@ class NextJob:
             return self.key(self.candidate(t)[0])
         delta_f, cost = self._update(t, shape)
         q = t.queue
-        return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand)
+        return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand, t.cost.alpha)
 
     def recompute(self, t: Table) -> RecomputePlan | None:
         """t's next recompute job (its range, whether it overwrites the table, its priority share), or None
