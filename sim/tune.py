@@ -52,7 +52,9 @@ def label(s: dict[str, Any]) -> str:
 
 # the policies of the grid: the paper's Max-Benefit and EDF-P, Freshet's default, and aoi-quadratic
 # (beyond the paper, policies.basic); `rollout` (warehouse.rollout) is left out: it simulates ahead
-# at every decision, and one replay under it costs what hundreds of the others do (docs/experiments.md)
+# at every decision, and one replay under it costs what hundreds of the others do (docs/experiments.md);
+# so is `whittle`: with it the tuner never chose it where it wins and lost on `batch` (docs/experiments.md
+# § The Whittle index of the relaxation)
 POLICIES = ("auto", "max-benefit", "edf-p", "aoi-quadratic")
 
 
