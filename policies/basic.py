@@ -94,7 +94,7 @@ def whittle_index(priority: float, delta_f: float, cost: float, alpha: float) ->
     duration) and λ·E(x)/x of tracks. With E(x) = α + βx the best batch is x* = √(λα / (p(½ + β))),
     so a table holding ΔF wants its job at every price up to p(½ + β)ΔF²/α — its Whittle index
     (Whittle, "Restless bandits: activity allocation in a changing world", J. Appl. Probab. 25A,
-    1988), and the busiest tracks go to the highest. Against Max-Benefit's p·ΔF/E it divides by α
+    1988); a free track goes to the highest. Against Max-Benefit's p·ΔF/E it divides by α
     only: the β·ΔF part of a job is paid whatever the batch, so only α rewards waiting; and it is
     quadratic in the backlog, like `quadratic_index`. α ≤ 0 counts as ALPHA_FLOOR.
     """
