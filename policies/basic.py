@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "ALPHA_FLOOR",
+    "FIXED_FLOOR",
     "POLICIES",
     "Candidate",
     "Expected",
@@ -42,7 +42,7 @@ class Candidate:
     period: float  # P_i
     seq: int  # tie-breaker: order of release
     rand: float = 0.0  # the Random policy's key (an exponential race, see _random)
-    alpha: float = 0.0  # α_i of E_i(n) = α_i + β_i·n (§2.4): the part of the cost a larger batch does not add to
+    fixed: float = 0.0  # what E_i(ΔF_i) costs beyond β_i per second of data: α_i, or more (`whittle_index`)
 
     @property
     def deadline(self) -> float:
@@ -81,70 +81,77 @@ def quadratic_index(priority: float, delta_f: float, cost: float) -> float:
     return marginal_benefit(priority, delta_f, cost) * delta_f  # (an infinite benefit has p·ΔF > 0: never 0 · inf)
 
 
-ALPHA_FLOOR = 1e-3  # seconds: an α below it (learned as 0) counts as this, so such tables still rank among themselves
+FIXED_FLOOR = 1e-3  # seconds: a fixed cost below it (an α learned as 0) counts as this
 
 
-def whittle_index(priority: float, delta_f: float, cost: float, alpha: float) -> float:
-    """p_i (½ + b_i) ΔF_i² / α_i, b_i = (E_i(ΔF_i) − α_i) / ΔF_i: the track-second price at which
-    table i's job is worth running now (beyond the paper).
+def whittle_index(priority: float, delta_f: float, cost: float, fixed: float) -> float:
+    """p_i (½ + b_i) ΔF_i² / A_i: the track-second price at which table i's job is worth running now
+    (beyond the paper). A_i is the job's fixed cost `fixed` — E_i(ΔF_i) − β_i·ΔF_i, at least α_i
+    (warehouse.nextjob) — and b_i = (E_i(ΔF_i) − A_i) / ΔF_i its cost per second of data.
 
     The Lagrangian relaxation of the tracks' capacity (sim.bound; docs/experiments.md § The lower
-    bound) prices a track-second at λ and lets each table load batches of x seconds of data alone:
-    per second of data it pays p(x/2 + E(x)) of staleness (the sawtooth of §2.3 with the job's own
-    duration) and λ·E(x)/x of tracks. With E(x) = α + βx the best batch is x* = √(λα / (p(½ + β))),
-    so a table holding ΔF wants its job at every price up to p(½ + β)ΔF²/α — its Whittle index
-    (Whittle, "Restless bandits: activity allocation in a changing world", J. Appl. Probab. 25A,
-    1988); a free track goes to the highest. Against Max-Benefit's p·ΔF/E it divides by α
-    only: the β·ΔF part of a job is paid whatever the batch, so only α rewards waiting; and it is
-    quadratic in the backlog, like `quadratic_index`. α ≤ 0 counts as ALPHA_FLOOR.
+    bound; here without its refinements) prices a track-second at λ and lets each table load batches
+    of x seconds of data alone: per second of data it pays p(x/2 + E(x)) of staleness (the sawtooth
+    of §2.3 with the job's own duration) and λ·E(x)/x of tracks. With E(x) = α + βx the best batch is
+    x* = √(λα / (p(½ + β))), so a table holding ΔF wants its job at every price up to p(½ + β)ΔF²/α —
+    its Whittle index (Whittle, "Restless bandits: activity allocation in a changing world", J. Appl.
+    Probab. 25A, 1988); a free track goes to the highest. Against Max-Benefit's p·ΔF/E it divides by
+    the fixed cost only: β·ΔF is paid whatever the batch, and only α rewards waiting; it is quadratic
+    in the backlog, like `quadratic_index`. A job that costs more than α + β·ΔF (a full refresh
+    recomputes the table's history; a burst's partitions hold more rows than the stream's typical
+    rate) counts the excess as fixed, so it ranks lower, not higher, the more it costs.
+
+    The index trusts the fixed cost: a table whose α is learned near 0 (warehouse.cost clamps a
+    negative intercept to 0) ranks far above the others; below FIXED_FLOOR it counts as the floor.
+    A cost below the fixed one (E < A) gives b = 0.
     """
     if delta_f <= 0.0:
         return 0.0
-    b = (cost - alpha) / delta_f if cost > alpha else 0.0
-    return priority * (0.5 + b) * delta_f * delta_f / (alpha if alpha > ALPHA_FLOOR else ALPHA_FLOOR)
+    b = (cost - fixed) / delta_f if cost > fixed else 0.0
+    return priority * (0.5 + b) * delta_f * delta_f / (fixed if fixed > FIXED_FLOOR else FIXED_FLOOR)
 
 
 # Each key from the job's numbers (Candidate's fields, in its order); `POLICIES` reads them off
 # a Candidate, `policy_key_of` takes them as they are (the Scheduler keys a queued job without
 # building a Candidate, warehouse.nextjob).
 def _max_benefit(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
-                 rand: float, alpha: float) -> tuple:
+                 rand: float, fixed: float) -> tuple:
     """(−p·ΔF/E, seq): highest marginal benefit first; ties in release order."""
     return (-marginal_benefit(priority, delta_f, cost), seq)
 
 
 def _aoi_quadratic(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
-                   rand: float, alpha: float) -> tuple:
+                   rand: float, fixed: float) -> tuple:
     """(−p·ΔF²/E, seq): the highest quadratic index first (`quadratic_index`); ties in release order."""
     return (-quadratic_index(priority, delta_f, cost), seq)
 
 
 def _whittle(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
-             rand: float, alpha: float) -> tuple:
-    """(−p(½ + b)ΔF²/α, seq): the highest Whittle index first (`whittle_index`); ties in release order."""
-    return (-whittle_index(priority, delta_f, cost, alpha), seq)
+             rand: float, fixed: float) -> tuple:
+    """(−p(½ + b)ΔF²/A, seq): the highest Whittle index first (`whittle_index`); ties in release order."""
+    return (-whittle_index(priority, delta_f, cost, fixed), seq)
 
 
 def _edf_p(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
-           rand: float, alpha: float) -> tuple:
+           rand: float, fixed: float) -> tuple:
     """(−p, r+P, seq): highest priority first, then earliest deadline (EDF-P)."""
     return (-priority, release + period, seq)
 
 
 def _edf(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int, rand: float,
-         alpha: float) -> tuple:
+         fixed: float) -> tuple:
     """(r+P, seq): earliest deadline first, priorities ignored (baseline)."""
     return (release + period, seq)
 
 
 def _fifo(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int, rand: float,
-         alpha: float) -> tuple:
+         fixed: float) -> tuple:
     """(r, seq): oldest release first (baseline)."""
     return (release, seq)
 
 
 def _random(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
-            rand: float, alpha: float) -> tuple:
+            rand: float, fixed: float) -> tuple:
     """(x, seq): Random (§4.3) "chooses the next job randomly among the jobs in the released set".
 
     x is an exponential race: a job released when the last started job had key m draws
@@ -172,7 +179,7 @@ _KEYS: dict[str, KeyOf] = {
 
 def _on_candidate(key_of: KeyOf) -> Callable[[Candidate], tuple]:
     def key(c: Candidate) -> tuple:
-        return key_of(c.priority, c.delta_f, c.cost, c.release, c.period, c.seq, c.rand, c.alpha)
+        return key_of(c.priority, c.delta_f, c.cost, c.release, c.period, c.seq, c.rand, c.fixed)
 
     key.__doc__ = key_of.__doc__
     return key
@@ -182,7 +189,7 @@ POLICIES: dict[str, Callable[[Candidate], tuple]] = {name: _on_candidate(k) for 
 
 
 def policy_key_of(name: str) -> KeyOf:
-    """The policy's key from the job's numbers (priority, ΔF, cost, release, period, seq, rand, α)."""
+    """The policy's key from the job's numbers (priority, ΔF, cost, release, period, seq, rand, fixed cost)."""
     policy_key(name)  # (an unknown name: the same error)
     return _KEYS[name]
 

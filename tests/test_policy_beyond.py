@@ -5,11 +5,12 @@ example, worked by hand, and in seeded simulations against its base rule. No Spa
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
 from policies.basic import (
-    ALPHA_FLOOR,
+    FIXED_FLOOR,
     Candidate,
     marginal_benefit,
     policy_key,
@@ -19,6 +20,7 @@ from policies.basic import (
 from tests.helpers_engine import config
 from tests.test_engine_paper import lookahead_example
 from warehouse.events import JobFinished, PartitionArrived
+from warehouse.nextjob import fixed_cost
 from warehouse.scheduler import Recovered, Scheduler
 
 TAU = 100.0
@@ -85,16 +87,17 @@ def test_whittle_index_orders_by_the_relaxations_price() -> None:
     J1: ΔF = 10, α = 1, β = 0.5 → E = 6: Max-Benefit 10/6 ≈ 1.67, quadratic 100/6 ≈ 16.7,
         Whittle (½ + 0.5)·100/1 = 100.
     J2: ΔF = 5, α = 0.5, β = 0 → E = 0.5: Max-Benefit 10, quadratic 50, Whittle ½·25/0.5 = 25.
-    Max-Benefit and the quadratic index run J2 first; the Whittle index J1: its β·ΔF is paid
-    whatever the batch, and only α rewards waiting, of which J1 has more per unit of its backlog.
-    And the price is the one at which the batch ΔF is the relaxation's best: x* = √(λα/(p(½ + β)))."""
+    Max-Benefit and the quadratic index run J2 first; the Whittle index J1, for its larger backlog
+    and its β: the relaxation loads a table whose data costs more per second in smaller batches
+    (x* falls as β grows), and only α rewards waiting. And the price is the one at which the batch
+    ΔF is the relaxation's best: x* = √(λα/(p(½ + β)))."""
     assert whittle_index(1, 10, 6, 1) == pytest.approx(100.0)
     assert whittle_index(1, 5, 0.5, 0.5) == pytest.approx(25.0)
     lam, p, a, b = 100.0, 1.0, 1.0, 0.5
     x_star = (lam * a / (p * (0.5 + b))) ** 0.5
     assert whittle_index(p, x_star, a + b * x_star, a) == pytest.approx(lam)
-    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=6, release=TAU, period=10, seq=1, alpha=1)
-    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=0.5, release=TAU, period=10, seq=2, alpha=0.5)
+    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=6, release=TAU, period=10, seq=1, fixed=1)
+    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=0.5, release=TAU, period=10, seq=2, fixed=0.5)
     assert sorted([j1, j2], key=policy_key("max-benefit"))[0].table == "t2"
     assert sorted([j1, j2], key=policy_key("aoi-quadratic"))[0].table == "t2"
     assert sorted([j1, j2], key=policy_key("whittle"))[0].table == "t1"
@@ -104,11 +107,45 @@ def test_whittle_index_orders_by_the_relaxations_price() -> None:
     assert _blocked_pair("whittle", costs)[1] == ["t1", "t2"]
 
 
+def test_whittle_ranks_by_each_tables_own_fixed_cost_through_the_scheduler() -> None:
+    """The fixed cost reaches the index from the table's cost model. p = 1 each.
+    t1: ΔF = 10, α = 1, β = 0.05 → E = 1.5, A = 1:   Max-Benefit 10/1.5 ≈ 6.7, Whittle 0.55·100/1 = 55.
+    t2: ΔF = 5, α = 0.1, β = 0.5 → E = 2.6, A = 0.1: Max-Benefit 5/2.6 ≈ 1.9, Whittle 1.0·25/0.1 = 250.
+    Max-Benefit runs t1 first, Whittle t2. With A lost on the way (0, so FIXED_FLOOR for both) Whittle
+    would run t1 first (55,000 against 25,000)."""
+    costs = {"t1": {"alpha": 1, "beta": 0.05}, "t2": {"alpha": 0.1, "beta": 0.5}}
+    assert whittle_index(1, 10, 1.5, 1) == pytest.approx(55.0)
+    assert whittle_index(1, 5, 2.6, 0.1) == pytest.approx(250.0)
+    assert whittle_index(1, 10, 1.5, 0) > whittle_index(1, 5, 2.6, 0)
+    assert _blocked_pair("max-benefit", costs)[1] == ["t1", "t2"]
+    assert _blocked_pair("whittle", costs)[1] == ["t2", "t1"]
+
+
+def test_a_job_dearer_than_alpha_plus_beta_delta_f_counts_the_excess_as_fixed() -> None:
+    """A full refresh of a week's history to land 600 s (α = 2, β = 0.01 per second of data: E = 2 +
+    0.01·(604,800 + 600) = 6,056 s) against an incremental job of the same 600 s (E = 8 s), p = 1 each.
+    The excess over α + β·ΔF is fixed (warehouse.nextjob.fixed_cost: 6,050), so the full refresh ranks
+    far below: 0.51·600²/6,050 ≈ 30 against 0.51·600²/2 = 91,800 — and the dearer a job, the lower."""
+    cost = SimpleNamespace(alpha=2.0, beta=0.01)
+    table = SimpleNamespace(cost=cost)
+    full, inc = 2 + 0.01 * (604_800 + 600), 2 + 0.01 * 600
+    assert fixed_cost(table, 600, inc) == pytest.approx(2.0)  # a job of its own data: α
+    assert fixed_cost(table, 600, full) == pytest.approx(full - 6.0)
+    assert fixed_cost(table, 600, 3.0) == 2.0  # rows below the typical rate: still α
+    w_full = whittle_index(1, 600, full, fixed_cost(table, 600, full))
+    w_inc = whittle_index(1, 600, inc, fixed_cost(table, 600, inc))
+    assert w_full == pytest.approx(0.51 * 600**2 / (full - 6.0)) and w_inc == pytest.approx(0.51 * 600**2 / 2)
+    assert w_full < w_inc / 1000
+    dearer = [whittle_index(1, 600, inc + h, fixed_cost(table, 600, inc + h)) for h in (0, 10, 100, 1000)]
+    assert dearer == sorted(dearer, reverse=True)
+
+
 def test_whittle_index_edges() -> None:
-    """No staleness removed: 0; α learned as 0 counts as ALPHA_FLOOR (the tables still rank by p(½ + b)ΔF²)."""
+    """No staleness removed: 0; a fixed cost learned as 0 counts as FIXED_FLOOR (the tables still rank
+    by p(½ + b)ΔF²); a cost below the fixed one: b = 0."""
     assert whittle_index(1, 0, 3, 1) == 0.0
-    assert whittle_index(2, 4, 4, 0) == pytest.approx(2 * 1.5 * 16 / ALPHA_FLOOR)
-    assert whittle_index(1, 4, 0.5, 1) == pytest.approx(0.5 * 16)  # E < α (a job estimated below α): b = 0
+    assert whittle_index(2, 4, 4, 0) == pytest.approx(2 * 1.5 * 16 / FIXED_FLOOR)
+    assert whittle_index(1, 4, 0.5, 1) == pytest.approx(0.5 * 16)
 
 
 def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:

@@ -18,12 +18,20 @@ from policies.reservation import ValueRanking
 from warehouse.recompute import RecomputePlan
 from warehouse.table import JobShape, Table
 
-__all__ = ["JobShape", "NextJob"]
+__all__ = ["JobShape", "NextJob", "fixed_cost"]
 
 
 def _capped(c: float | None, cap: float | None) -> float | None:
     """c, at most `cap` (None: no chopping, no cap)."""
     return c if cap is None or (c is not None and c <= cap) else cap
+
+
+def fixed_cost(t: Table, delta_f: float, cost: float) -> float:
+    """What a job of ΔF seconds of data estimated at `cost` costs beyond β per second of data, at least
+    α (§2.4): α, or more for a full refresh (its history) or a burst (rows beyond the typical rate).
+    The fixed cost `policies.basic.whittle_index` divides by."""
+    a, f = t.cost.alpha, cost - t.cost.beta * delta_f
+    return f if f > a else a
 
 
 _shape = tuple.__new__  # JobShape(…) without its Python-level __new__: it is built on every decision's path
@@ -112,7 +120,8 @@ class NextJob:
         cost = t.cost.estimate(piece.hi - piece.lo)
         q = t.queue
         rec = Candidate(table=t.name, priority=t.inherited_priority * share, delta_f=piece.hi - piece.lo,
-                        cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand, alpha=t.cost.alpha)
+                        cost=cost, release=q.release, period=t.period, seq=q.seq, rand=q.rand,
+                        fixed=fixed_cost(t, piece.hi - piece.lo, cost))
         if (upd is None or overwrite and derived is not None and derived.recompute.rewrite_all
                 or self.key(rec) < self.key(upd)
                 or t.jobs.consecutive_failures and derived is not None and derived.stateful and "rebuild" in piece.reasons):
@@ -127,7 +136,7 @@ class NextJob:
         delta_f, cost = self._update(t, self.shape(t, cap) if cap is not None else None)
         q = t.queue
         return Candidate(table=t.name, priority=t.inherited_priority, delta_f=delta_f, cost=cost,
-                         release=q.release, period=t.period, seq=q.seq, rand=q.rand, alpha=t.cost.alpha)
+                         release=q.release, period=t.period, seq=q.seq, rand=q.rand, fixed=fixed_cost(t, delta_f, cost))
 
     def _update(self, t: Table, shape: JobShape | None = None) -> tuple[float, float]:
         """(ΔF, E(n)) of t's update job (of `shape`, if given: its `shape(t)`)."""
@@ -141,7 +150,8 @@ class NextJob:
             return self.key(self.candidate(t)[0])
         delta_f, cost = self._update(t, shape)
         q = t.queue
-        return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand, t.cost.alpha)
+        return self.key_of(t.inherited_priority, delta_f, cost, q.release, t.period, q.seq, q.rand,
+                           fixed_cost(t, delta_f, cost))
 
     def recompute(self, t: Table) -> RecomputePlan | None:
         """t's next recompute job (its range, whether it overwrites the table, its priority share), or None
