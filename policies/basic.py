@@ -42,7 +42,7 @@ class Candidate:
     period: float  # P_i
     seq: int  # tie-breaker: order of release
     rand: float = 0.0  # the Random policy's key (an exponential race, see _random)
-    fixed: float = 0.0  # what E_i(ΔF_i) costs beyond β_i per second of data: α_i, or more (`whittle_index`)
+    fixed: float  # what E_i(ΔF_i) costs beyond β_i per second of data: α_i, or more (`whittle_index`)
 
     @property
     def deadline(self) -> float:
@@ -86,8 +86,9 @@ FIXED_FLOOR = 1e-3  # seconds: a fixed cost below it (an α learned as 0) counts
 
 def whittle_index(priority: float, delta_f: float, cost: float, fixed: float) -> float:
     """p_i (½ + b_i) ΔF_i² / A_i: the track-second price at which table i's job is worth running now
-    (beyond the paper). A_i is the job's fixed cost `fixed` — E_i(ΔF_i) − β_i·ΔF_i, at least α_i
-    (warehouse.nextjob) — and b_i = (E_i(ΔF_i) − A_i) / ΔF_i its cost per second of data.
+    (beyond the paper). A_i is the job's fixed cost `fixed` (warehouse.nextjob.fixed_cost: α_i, or
+    more for a job dearer than α_i + β_i·ΔF_i, which so ranks lower the more it costs) and
+    b_i = (E_i(ΔF_i) − A_i) / ΔF_i its cost per second of data.
 
     The Lagrangian relaxation of the tracks' capacity (sim.bound; docs/experiments.md § The lower
     bound; here without its refinements) prices a track-second at λ and lets each table load batches
@@ -97,9 +98,7 @@ def whittle_index(priority: float, delta_f: float, cost: float, fixed: float) ->
     its Whittle index (Whittle, "Restless bandits: activity allocation in a changing world", J. Appl.
     Probab. 25A, 1988); a free track goes to the highest. Against Max-Benefit's p·ΔF/E it divides by
     the fixed cost only: β·ΔF is paid whatever the batch, and only α rewards waiting; it is quadratic
-    in the backlog, like `quadratic_index`. A job that costs more than α + β·ΔF (a full refresh
-    recomputes the table's history; a burst's partitions hold more rows than the stream's typical
-    rate) counts the excess as fixed, so it ranks lower, not higher, the more it costs.
+    in the backlog, like `quadratic_index`.
 
     The index trusts the fixed cost: a table whose α is learned near 0 (warehouse.cost clamps a
     negative intercept to 0) ranks far above the others; below FIXED_FLOOR it counts as the floor.

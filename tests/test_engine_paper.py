@@ -62,8 +62,8 @@ def test_max_benefit_example_section_3_1():
 
 def test_lookahead_example_section_3_1():
     """§3.1: J3 expected at τ+1 (p=10, E=3, ΔF=50) makes Lookahead run J2; B[S] = 505/5 = 101."""
-    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=3, release=TAU, period=10, seq=1)
-    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=2, release=TAU, period=10, seq=2)
+    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=3, release=TAU, period=10, seq=1, fixed=3)
+    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=2, release=TAU, period=10, seq=2, fixed=2)
     j3 = Expected(table="t3", release=TAU + 1, priority=10, delta_f=50, cost=3)
     assert set_benefit([j2], j3) == pytest.approx(101.0)
     assert choose_with_lookahead([j1, j2], [j3], TAU).table == "t2"

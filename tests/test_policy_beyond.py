@@ -62,8 +62,8 @@ def test_quadratic_index_orders_differently_from_max_benefit() -> None:
     assert quadratic_index(1, 10, 3) == pytest.approx(100 / 3)
     assert quadratic_index(1, 5, 1) == pytest.approx(25.0)
     assert quadratic_index(2, 5, 1) == pytest.approx(2 * 5 * marginal_benefit(1, 5, 1))  # p·ΔF/E · ΔF
-    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=3, release=TAU, period=10, seq=1)
-    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=1, release=TAU, period=10, seq=2)
+    j1 = Candidate(table="t1", priority=1, delta_f=10, cost=3, release=TAU, period=10, seq=1, fixed=3)
+    j2 = Candidate(table="t2", priority=1, delta_f=5, cost=1, release=TAU, period=10, seq=2, fixed=1)
     assert sorted([j1, j2], key=policy_key("max-benefit"))[0].table == "t2"
     assert sorted([j1, j2], key=policy_key("aoi-quadratic"))[0].table == "t1"
     # through the Scheduler: the same numbers, the same orders
@@ -77,8 +77,8 @@ def test_quadratic_index_edges() -> None:
     assert quadratic_index(1, 4, 0) == float("inf")
     assert quadratic_index(1, 0, 0) == 0.0
     key = policy_key("aoi-quadratic")
-    free = Candidate(table="f", priority=1, delta_f=1, cost=0, release=0, period=1, seq=2)
-    big = Candidate(table="b", priority=100, delta_f=100, cost=1, release=0, period=1, seq=1)
+    free = Candidate(table="f", priority=1, delta_f=1, cost=0, release=0, period=1, seq=2, fixed=0)
+    big = Candidate(table="b", priority=100, delta_f=100, cost=1, release=0, period=1, seq=1, fixed=1)
     assert sorted([big, free], key=key)[0].table == "f"
 
 
