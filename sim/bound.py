@@ -72,7 +72,7 @@ from sim.workload import burst_time, periods, true_costs
 from warehouse.config import FreshetConfig
 from warehouse.dag import Dag
 
-__all__ = ["DRAWS", "Bound", "lower_bound", "relaxation_key"]
+__all__ = ["DRAWS", "Bound", "loose", "lower_bound", "relaxation_key"]
 
 Draw = Literal["mean", "least"]
 DRAWS: tuple[Draw, ...] = ("mean", "least")
@@ -117,6 +117,18 @@ def lower_bound(cfg: FreshetConfig, *, tracks: int | None = None, horizon: float
         raise ValueError(f"horizon must be positive, got {horizon!r}")
     rel = _Relaxation(cfg, tracks if tracks is not None else cfg.scheduler.tracks, horizon, draw)
     return rel.solve()
+
+
+def loose(cfg: FreshetConfig) -> list[str]:
+    """What of `cfg` the bound relaxes to nothing, so that it may sit far below any run even without
+    contention: a derived table's `granularity` (its batches may be any length), a stream's
+    `lateness` (data that waits for late partitions), `sim.jitter` (partitions as short as
+    (1 − jitter)·P_i)."""
+    out = [f"granularity of {t.name}" for t in cfg.tables if t.granularity]
+    out += [f"lateness of stream {s.name}" for s in cfg.streams if s.lateness]
+    if cfg.sim.jitter > 0:
+        out.append(f"sim.jitter {cfg.sim.jitter:g}")
+    return out
 
 
 def _chops(cfg: FreshetConfig) -> set[float | None]:

@@ -177,8 +177,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, sort_keys=True))
         return 0
-    print(f"{out['tables']} tables on {out['tracks']} tracks: {out['policy']}, {out['partitioner']}, "
-          f"inheritance {out['inheritance']}, chop {out['chop']}")
+    chop = "none" if out["chop"] is None else out["chop"]
+    print(f"{out['tables']} tables on {out['tracks']} track{'s' * (out['tracks'] != 1)}: {out['policy']}, "
+          f"{out['partitioner']}, inheritance {out['inheritance']}, chop {chop}")
     print(f"utilization {out['utilization']:.3f} (busy {out['busy_fraction']:.1%}), {out['events']} events, "
           f"{out['jobs']} jobs ({out['chopped_jobs']} chopped), horizon {out['horizon']:.0f} s")
     print(f"relative lateness {out['relative_lateness']:.4f}  "
@@ -189,6 +190,9 @@ def _run(args: argparse.Namespace) -> int:
         ratio = "—" if b["ratio"] is None else f"{b['ratio']:.3f}"
         print(f"lower bound {b['weighted_staleness']:.6g} on {b['tracks']} tracks (no schedule does better; "
               f"{rel} × the ideal): the run is {ratio}× the bound")
+        if b["loose"]:
+            shown, more = b["loose"][:4], len(b["loose"]) - 4
+            print(f"  (loose here: the bound does not model {', '.join(shown)}{f' and {more} more' if more > 0 else ''})")
     if "autotune" in out:
         at = out["autotune"]
         moves = "; ".join(f"at {s['time']:.0f} s to {s['to']}" for s in at["switches"]) or "none"
@@ -205,15 +209,19 @@ def _run(args: argparse.Namespace) -> int:
 def _bound(result: Any) -> dict[str, Any]:
     """The run's lower bound (sim.bound) over its horizon: its value, over the ideal (the unit of
     relative lateness) and the run over it."""
-    from sim.bound import lower_bound
+    from sim.bound import loose, lower_bound
 
     span = result.run.horizon - result.extra.get("origin", 0.0)
     b = lower_bound(result.config, horizon=span)
     out = b.to_json()
+    out["loose"] = loose(result.config)  # what the bound leaves out, so that it may sit far below any run
     ws, ideal = b.weighted_staleness, result.ideal.weighted_staleness
     out["relative"] = float(f"{ws / ideal:.10g}") if ideal > 0 else None
     out["ratio"] = float(f"{result.run.weighted_staleness / ws:.10g}") if ws > 0 else None
     return out
+
+
+TIE = 1.01  # `sim tune`: the config as written within this factor of the best is kept (one seed, one horizon)
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -240,11 +248,15 @@ def _tune(args: argparse.Namespace) -> int:
     print(f"best: {best.label()}")
     print(f"  predicted weighted staleness {best.weighted_staleness:.6g} (relative lateness "
           f"{best.relative_lateness:.3f})")
-    print(f"  scheduler: {json.dumps(best.settings)}")
     mine = res.configured
-    if mine is not None and mine is not best:
-        print(f"the config as written: {mine.label()} — {mine.weighted_staleness / best.weighted_staleness:.2f}× "
-              f"the best (rank {res.ranked.index(mine) + 1})")
+    ratio = mine.weighted_staleness / best.weighted_staleness if mine is not None and best.weighted_staleness else 1.0
+    if mine is not None and mine is not best and ratio <= TIE:
+        print(f"the config as written ({mine.label()}, rank {res.ranked.index(mine) + 1}) is {ratio:.4f}× the best: "
+              f"within {TIE - 1:.0%}, one seed's noise; keep it")
+    else:
+        print(f"  scheduler: {json.dumps(best.settings)}")
+        if mine is not None and mine is not best:
+            print(f"the config as written: {mine.label()} — {ratio:.2f}× the best (rank {res.ranked.index(mine) + 1})")
     print(f"\n{'rank':>4}  {'relative lateness':>17}  {'× best':>7}  settings")
     for i, c in enumerate(res.ranked[: args.top], 1):
         print(f"{i:>4}  {c.relative_lateness:>17.3f}  {c.weighted_staleness / best.weighted_staleness:>7.3f}  "

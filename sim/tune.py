@@ -127,7 +127,8 @@ def tune(
             r = fut.result()
             results[r["i"]] = r
             if progress is not None and (n % 10 == 0 or n == len(tasks)):
-                progress(f"[{n}/{len(tasks)}] candidates simulated ({time.perf_counter() - t0:.0f}s)")
+                progress(f"[{n}/{len(tasks)}] runs: the candidates and one ideal run "
+                         f"({time.perf_counter() - t0:.0f}s)")
     ideal = results[-1]["weighted_staleness"] or 1.0
     ranked = [Candidate(s, results[i]["weighted_staleness"], results[i]["weighted_staleness"] / ideal,
                         results[i]["jobs"]) for i, s in enumerate(grid)]

@@ -205,6 +205,12 @@ def test_sim_run_prints_the_bound_and_json_carries_it(capsys, tmp_path):
     assert freshet(["sim", "run", "--config", str(cfg), "--events", "600", "--seed", "2"]) == 0
     text = capsys.readouterr().out
     assert f"lower bound {b['weighted_staleness']:.6g} on 2 tracks" in text and "× the bound" in text
+    assert b["loose"] == [] and "loose here" not in text
+    # what the bound relaxes to nothing is named beside it: here a derived table's granularity
+    data["tables"].append({"name": "d", "sources": ["t0"], "granularity": "15m"})
+    cfg.write_text(yaml.safe_dump(data))
+    assert freshet(["sim", "run", "--config", str(cfg), "--events", "600", "--seed", "2"]) == 0
+    assert "(loose here: the bound does not model granularity of d)" in capsys.readouterr().out
 
 
 def test_an_experiment_table_has_the_bound_line(tmp_path):

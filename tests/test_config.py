@@ -48,6 +48,9 @@ def test_valid_config_round_trip():
     assert cfg.stream("router_cpu").period == 300 and cfg.stream("router_cpu").lateness == 60
     assert cfg.table("cpu_5min").granularity == 300
     assert cfg.scheduler.tracks == 4 and cfg.scheduler.partitioner == "auto"
+    # `chop: none` as the CLI and `sim tune` write it is null: no chopping
+    assert [parse_config(_with(scheduler={"chop": c})).scheduler.chop for c in ("none", None, 3, "auto")] == \
+        [None, None, 3.0, "auto"]
 
 
 @pytest.mark.parametrize(
@@ -91,6 +94,8 @@ def test_valid_config_round_trip():
          "tables[a].cost.beta: Input should be less than or equal to 1000000"),
         (_with(tables=[{"name": "a", "stream": "router_cpu", "priority": 1e308}]), "tables[a].priority"),
         (_with(scheduler={"k": float("inf")}), "scheduler.k"),
+        (_with(scheduler={"chop": "off"}), "scheduler.chop: expected a number c ≥ 1, `auto` or `none` (got 'off')"),
+        (_with(scheduler={"chop": 0.5}), "scheduler.chop"),
     ],
 )
 def test_errors_name_the_field_and_problem(data, message):

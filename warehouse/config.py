@@ -229,7 +229,7 @@ class SchedulerConfig(Strict):
     inheritance: Inheritance = Field("max", description="priority inheritance (§3.3)")
     inheritance_k: float = Field(2.0, gt=1.0, description="K for max-plus (§3.3)")
     chop: Annotated[float, Field(ge=1.0)] | Literal["auto"] | None = Field(
-        "auto", description="c: at most c·P_i of ΔF per job (§3.4); null = off; auto: chop only when it pays")
+        "auto", description="c: at most c·P_i of ΔF per job (§3.4); none (or null) = off; auto: chop only when it pays")
     learn_costs: bool = Field(True, description="re-estimate α, β from observed durations (§2.4)")
     row_cost: float = Field(1e-6, ge=0, description="seconds per row a base load costs beyond the sizes its table "
                                                     "has run — a first load, a burst — while its jobs' sizes have "
@@ -282,6 +282,16 @@ class SchedulerConfig(Strict):
                 or int(value) < 1:
             raise ValueError(f"expected a whole number of jobs ≥ 1, `auto` or null (no limit), got {value!r}")
         return int(value)
+
+    @field_validator("chop", mode="before")
+    @classmethod
+    def _chop(cls, value: Any) -> Any:
+        """c ≥ 1, `auto`, or `none` / null (no chopping: the name the CLI and `sim tune` print)."""
+        if value == "none":
+            return None
+        if isinstance(value, str) and value != "auto":
+            raise ValueError("expected a number c ≥ 1, `auto` or `none`")
+        return value
 
     @field_validator("bulk_cost", mode="before")
     @classmethod
