@@ -2,7 +2,8 @@
 
 Beyond the paper, `aoi-quadratic` orders by an index quadratic in the staleness a job removes
 (`_aoi_quadratic`), `whittle` by the index of the relaxation the lower bound solves
-(`whittle_index`); `rollout` (warehouse.rollout) orders its queues by its base rule's key.
+(`whittle_index`), `amortized` by the marginal benefit per second of fixed cost (`amortized_benefit`);
+`rollout` (warehouse.rollout) orders its queues by its base rule's key.
 
 The key depends only on the job (not on the clock), so the Scheduler keeps released jobs in heaps
 and recomputes a key only when that table's job changes.
@@ -18,6 +19,7 @@ __all__ = [
     "POLICIES",
     "Candidate",
     "Expected",
+    "amortized_benefit",
     "choose_with_lookahead",
     "marginal_benefit",
     "policy_key",
@@ -110,6 +112,22 @@ def whittle_index(priority: float, delta_f: float, cost: float, fixed: float) ->
     return priority * (0.5 + b) * delta_f * delta_f / (fixed if fixed > FIXED_FLOOR else FIXED_FLOOR)
 
 
+def amortized_benefit(priority: float, delta_f: float, fixed: float) -> float:
+    """p_i ΔF_i / A_i: Max-Benefit's benefit (§3.1) per second of the job's fixed cost A_i (beyond
+    the paper; A_i as in `whittle_index`: α_i, or more for a full refresh or a burst).
+
+    Max-Benefit divides by the whole estimate E_i(ΔF_i) = α_i + β_i·ΔF_i, the time the job holds a
+    track. Over a run every second of data is loaded once, so the β part is work every schedule
+    does, whenever it runs; what the order changes is how many jobs pay α, the part that running a
+    table later spreads over more data. This index charges a job that part only. It is linear in
+    ΔF like Max-Benefit and does not level off at p/β as Max-Benefit does when a backlog grows. A
+    fixed cost below FIXED_FLOOR counts as the floor (docs/experiments.md § The amortized rule).
+    """
+    if delta_f <= 0.0:
+        return 0.0
+    return priority * delta_f / (fixed if fixed > FIXED_FLOOR else FIXED_FLOOR)
+
+
 # Each key from the job's numbers (Candidate's fields, in its order); `POLICIES` reads them off
 # a Candidate, `policy_key_of` takes them as they are (the Scheduler keys a queued job without
 # building a Candidate, warehouse.nextjob).
@@ -129,6 +147,13 @@ def _whittle(priority: float, delta_f: float, cost: float, release: float, perio
              rand: float, fixed: float) -> tuple:
     """(−p(½ + b)ΔF²/A, seq): the highest Whittle index first (`whittle_index`); ties in release order."""
     return (-whittle_index(priority, delta_f, cost, fixed), seq)
+
+
+def _amortized(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
+               rand: float, fixed: float) -> tuple:
+    """(−p·ΔF/A, seq): the highest benefit per second of fixed cost first (`amortized_benefit`); ties in
+    release order."""
+    return (-amortized_benefit(priority, delta_f, fixed), seq)
 
 
 def _edf_p(priority: float, delta_f: float, cost: float, release: float, period: float, seq: int,
@@ -169,6 +194,7 @@ _KEYS: dict[str, KeyOf] = {
     "lookahead": _max_benefit,  # ordered as Max-Benefit; the first pick may change, see below
     "aoi-quadratic": _aoi_quadratic,
     "whittle": _whittle,
+    "amortized": _amortized,
     "edf-p": _edf_p,
     "edf": _edf,
     "fifo": _fifo,

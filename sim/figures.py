@@ -357,7 +357,9 @@ PAPER_LINES = (
 ROLLOUT_LINE = Line("rollout", {"policy": "rollout"})
 # `policy: whittle` (policies.basic.whittle_index; partitioner and chop auto, so no tuner): shown as rollout is
 WHITTLE_LINE = Line("whittle", {"policy": "whittle"})
-BEYOND_LINES = (*PAPER_LINES, Line(DEFAULT_LABEL, {}), ROLLOUT_LINE, WHITTLE_LINE)  # the lines of `beyond` and `unseen*`
+# `policy: amortized` (policies.basic.amortized_benefit; partitioner and chop auto, so no tuner): shown as rollout is
+AMORTIZED_LINE = Line("amortized", {"policy": "amortized"})
+BEYOND_LINES = (*PAPER_LINES, Line(DEFAULT_LABEL, {}), ROLLOUT_LINE, WHITTLE_LINE, AMORTIZED_LINE)  # `beyond`, `unseen*`
 BEYOND_XS = (0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)
 BEYOND_POINT_MAX = 1.03  # the default's lateness ≤ 1.03 × the best paper configuration, every point
 BEYOND_GEO_MAX = 0.85  # and ≤ 0.85 × it as a geometric mean over U ≥ 0.95
@@ -421,8 +423,8 @@ BEYOND = Experiment(
     workloads=_figure_workloads(),
     choices="every job set of sim/workloads/ and of Figs. 4-11 (the figure's tracks, slowdowns and inheritance); "
             "the paper lines are Max-Benefit with the partitioner, k and chop shown; the default line leaves "
-            "policy, partitioner and chop unset. The rollout and whittle lines are `policy: rollout` and "
-            "`policy: whittle` with their defaults, shown and not judged.",
+            "policy, partitioner and chop unset. The rollout, whittle and amortized lines are `policy: rollout`, "
+            "`policy: whittle` and `policy: amortized` with their defaults, shown and not judged.",
     verdict=_v_beyond,  # type: ignore[arg-type]
 )
 EXPERIMENTS[BEYOND.name] = BEYOND

@@ -77,8 +77,8 @@ UNSEEN = Experiment(
     choices="sim/workloads/unseen/*.yaml (their tracks and slowdowns), α and β scaled to each U; the default "
             "line leaves policy, partitioner and chop unset, so its tuner runs (sim.selftune) with the "
             "config's cadence (10 min of simulated time), window (1 h), margin, cool-down and 3 seeds. The "
-            "rollout and whittle lines are `policy: rollout` and `policy: whittle` with their defaults, shown and not "
-            "judged.",
+            "rollout, whittle and amortized lines are `policy: rollout`, `policy: whittle` and `policy: amortized` "
+            "with their defaults, shown and not judged.",
     verdict=_verdict,  # type: ignore[arg-type]
 )
 

@@ -67,7 +67,7 @@ def _drive(s: Scheduler, periods: list[float], ask: bool) -> list[tuple]:
     return out
 
 
-@pytest.mark.parametrize("policy", ["auto", "max-benefit", "lookahead", "aoi-quadratic", "whittle"])
+@pytest.mark.parametrize("policy", ["auto", "max-benefit", "lookahead", "aoi-quadratic", "whittle", "amortized"])
 def test_queries_change_nothing_the_decisions_are_the_same_with_or_without_them(policy: str) -> None:
     cfg, periods = _cfg(policy)
     quiet = _drive(Scheduler(cfg, now=0.0, initial_freshness=0.0), periods, ask=False)

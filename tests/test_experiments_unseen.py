@@ -24,10 +24,10 @@ from tests.helpers_engine import SHORT_ROLLOUT
 from warehouse.sqltext import refresh_plan
 
 
-def test_every_unseen_experiment_shows_rollout_and_whittle_and_the_new_families_are_their_own() -> None:
+def test_every_unseen_experiment_shows_the_rules_beyond_the_paper_and_the_new_families_are_their_own() -> None:
     for exp in EXPERIMENTS.values():
         labels = [ln.label for ln in exp.lines]
-        assert labels == [*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout", "whittle"], exp.name
+        assert labels == [*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout", "whittle", "amortized"], exp.name
     assert ROLLOUT_LINE.scheduler == {"policy": "rollout"}  # its defaults: horizon, credit, k
     assert [w.name for w in UNSEEN_NEW.workloads] == ["drift", "fanout"]
     assert [w.name for w in UNSEEN_MORE.workloads] == ["skew", "tiers"]
@@ -59,16 +59,17 @@ def _rows(values: dict[str, float], bound: float) -> list[dict]:
 
 def test_the_summary_shows_each_line_beyond_the_paper_and_the_bound(tmp_path) -> None:
     """Paper lines 2.0, 1.9, …, 1.5 (the last is the best), the default 1.2, rollout 1.6, whittle 1.35,
-    the bound 0.9: the default 1.2 / 1.5 = 0.800, rollout 1.6 / 1.5 = 1.067, over 1.03, whittle 0.900."""
+    amortized 1.4, the bound 0.9: the default 1.2 / 1.5 = 0.800, rollout 1.6 / 1.5 = 1.067, over 1.03,
+    whittle 0.900, amortized 0.933."""
     exp = dataclasses.replace(UNSEEN, workloads=UNSEEN.workloads[:1])
     values = {ln.label: 2.0 - 0.1 * i for i, ln in enumerate(PAPER_LINES)}
     best = PAPER_LINES[-1].label
-    values |= {DEFAULT_LABEL: 1.2, "rollout": 1.6, "whittle": 1.35}
+    values |= {DEFAULT_LABEL: 1.2, "rollout": 1.6, "whittle": 1.35, "amortized": 1.4}
     rows = [{**r, "workload": exp.workloads[0].name} for r in _rows(values, 0.9)]
     res = SweepResult(exp, rows, events=100, seeds=1, seconds=0.0)
     text = summary(res)
     name = exp.workloads[0].name
-    assert f"| {name} | 1 | 1.200 (0.800) | 1.600 (1.067) | 1.350 (0.900) | 1.500 ({best}) | 0.900 |" in text
+    assert f"| {name} | 1 | 1.200 (0.800) | 1.600 (1.067) | 1.350 (0.900) | 1.400 (0.933) | 1.500 ({best}) | 0.900 |" in text
     assert (f"rollout / best paper configuration: within 1.03 at 0 of 1 points (worst 1.067, {name} U=1), "
             "geometric mean 1.067.") in text
     paths = write_outputs(res, tmp_path)
@@ -84,7 +85,7 @@ def test_a_new_family_runs_with_rollout_and_its_bound() -> None:
     exp = dataclasses.replace(UNSEEN_NEW, workloads=UNSEEN_NEW.workloads[1:], lines=lines)
     res = run_experiment(exp, events=400, seeds=1, workers=1, xs=(1.0,))
     by_line = {r["line"]: r for r in res.rows}
-    assert set(by_line) == {*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout", "whittle"}
+    assert set(by_line) == {*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout", "whittle", "amortized"}
     for r in by_line.values():
         assert r["relative_lateness"] >= 0.99 and math.isfinite(r["relative_bound"])
         assert r["relative_bound"] <= r["relative_lateness"]

@@ -1,5 +1,5 @@
-"""Ordering rules beyond the paper's §3.1: the quadratic index (`aoi-quadratic`) and the Whittle index
-of the bound's relaxation (`whittle`), on hand-worked examples whose order differs from Max-Benefit's; rollout (warehouse.rollout) on §3.1's Lookahead
+"""Ordering rules beyond the paper's §3.1: the quadratic index (`aoi-quadratic`), the Whittle index
+of the bound's relaxation (`whittle`) and the benefit per second of fixed cost (`amortized`), on hand-worked examples whose order differs from Max-Benefit's; rollout (warehouse.rollout) on §3.1's Lookahead
 example, worked by hand, and in seeded simulations against its base rule. No Spark."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 from policies.basic import (
     FIXED_FLOOR,
     Candidate,
+    amortized_benefit,
     marginal_benefit,
     policy_key,
     quadratic_index,
@@ -148,6 +149,35 @@ def test_whittle_index_edges() -> None:
     assert whittle_index(1, 4, 0.5, 1) == pytest.approx(0.5 * 16)
 
 
+def test_amortized_charges_a_job_its_fixed_cost_only() -> None:
+    """p = 1 for both jobs; E(n) = α + β·n over ΔF seconds of data.
+    J1: ΔF = 10, α = 0.8, β = 0.5 → E = 5.8: Max-Benefit 10/5.8 ≈ 1.72, amortized 10/0.8 = 12.5.
+    J2: ΔF = 5, α = 0.5, β = 0 → E = 0.5: Max-Benefit 10, amortized 5/0.5 = 10.
+    Max-Benefit runs J2 first; amortized J1: its 5 s of β are paid whenever t1 loads those 10 s of
+    data, and only its α is saved by waiting. Through the Scheduler, with those costs as the priors."""
+    assert amortized_benefit(1, 10, 0.8) == pytest.approx(12.5)
+    assert amortized_benefit(1, 5, 0.5) == pytest.approx(10.0)
+    assert marginal_benefit(1, 10, 5.8) < marginal_benefit(1, 5, 0.5)
+    costs = {"t1": {"alpha": 0.8, "beta": 0.5}, "t2": {"alpha": 0.5, "beta": 0}}
+    assert _blocked_pair("max-benefit", costs)[1] == ["t2", "t1"]
+    assert _blocked_pair("amortized", costs)[1] == ["t1", "t2"]
+    # linear in ΔF without levelling off: Max-Benefit tends to p/β = 2 as the backlog grows, this does not
+    assert [round(marginal_benefit(1, d, 0.8 + 0.5 * d), 2) for d in (10, 100, 1000)] == [1.72, 1.97, 2.0]
+    assert [amortized_benefit(1, d, 0.8) for d in (10, 100, 1000)] == pytest.approx([12.5, 125, 1250])
+
+
+def test_amortized_ranks_a_full_refresh_by_its_excess_and_edges() -> None:
+    """The full refresh of the Whittle test above (E = 6,056 s for 600 s of data, A = 6,050 s) against
+    the incremental job (E = 8 s, A = α = 2 s), p = 1: 600/6,050 ≈ 0.099 against 600/2 = 300. No
+    staleness removed: 0; a fixed cost learned as 0 counts as FIXED_FLOOR."""
+    table = SimpleNamespace(cost=SimpleNamespace(alpha=2.0, beta=0.01))
+    full, inc = 2 + 0.01 * (604_800 + 600), 2 + 0.01 * 600
+    assert amortized_benefit(1, 600, fixed_cost(table, 600, full)) == pytest.approx(600 / (full - 6.0))
+    assert amortized_benefit(1, 600, fixed_cost(table, 600, inc)) == pytest.approx(300.0)
+    assert amortized_benefit(1, 0, 2) == 0.0
+    assert amortized_benefit(3, 2, 0) == pytest.approx(6 / FIXED_FLOOR)
+
+
 def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
     from warehouse.errors import ConfigError
 
@@ -156,6 +186,8 @@ def test_the_new_rules_are_config_policies_and_bad_settings_are_named() -> None:
     assert (cfg.scheduler.policy, cfg.scheduler.ordering) == ("aoi-quadratic", "aoi-quadratic")
     cfg = config(*one, policy="whittle", rollout={"base": "whittle"})
     assert (cfg.scheduler.policy, cfg.scheduler.ordering) == ("whittle", "whittle")
+    cfg = config(*one, policy="amortized")
+    assert (cfg.scheduler.policy, cfg.scheduler.ordering) == ("amortized", "amortized")
     cfg = config(*one, policy="rollout", rollout={"k": 4, "horizon": "5m", "base": "edf-p"})
     r = cfg.scheduler.rollout
     assert (r.k, r.horizon, r.budget_events, cfg.scheduler.ordering) == (4, 300.0, 3000, "edf-p")

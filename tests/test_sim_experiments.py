@@ -110,7 +110,7 @@ def test_beyond_compares_the_default_with_the_best_paper_configuration(tmp_path)
     exp = dataclasses.replace(BEYOND, workloads=BEYOND.workloads[:2])
     res = run_experiment(exp, events=600, seeds=1, workers=2, xs=(0.9,))
     assert {r["workload"] for r in res.rows} == {w.name for w in exp.workloads}
-    assert {r["line"] for r in res.rows} == {ln.label for ln in PAPER_LINES} | {DEFAULT_LABEL, "rollout", "whittle"}
+    assert {r["line"] for r in res.rows} == {ln.label for ln in PAPER_LINES} | {DEFAULT_LABEL, "rollout", "whittle", "amortized"}
     ratios = beyond_ratios(res.all_curves())
     assert set(ratios) == {w.name for w in exp.workloads} and all(r[0.9][0] > 0 for r in ratios.values())
     paths = write_outputs(res, tmp_path)
@@ -123,7 +123,7 @@ def test_beyond_shows_the_rollout_line_beside_the_default_not_judged(tmp_path):
     paper table beside the default's and a per-point rollout column, and the verdict stays the
     default's. Hand-made rows, one workload at U = 1.0 and 1.1: paper lines 2.0, 1.9, …, 1.5 (the
     last is the best), the default 1.2 / 3.0 (0.800 / 1.000 of the best), rollout 1.6 / 2.4 (1.067 / 0.800),
-    whittle 1.5 / 2.7 (1.000 / 0.900)."""
+    whittle 1.5 / 2.7 (1.000 / 0.900), amortized 1.4 / 2.85 (0.933 / 0.950)."""
     import dataclasses
 
     from sim.experiments import (
@@ -137,15 +137,16 @@ def test_beyond_shows_the_rollout_line_beside_the_default_not_judged(tmp_path):
     )
     from sim.unseen import UNSEEN
 
-    assert BEYOND.lines[-2] is ROLLOUT_LINE and UNSEEN.lines == BEYOND.lines
-    assert [ln.label for ln in BEYOND.lines] == [*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout", "whittle"]
+    assert BEYOND.lines[-3] is ROLLOUT_LINE and UNSEEN.lines == BEYOND.lines
+    assert [ln.label for ln in BEYOND.lines] == [*(ln.label for ln in PAPER_LINES), DEFAULT_LABEL, "rollout", "whittle",
+                                                 "amortized"]
     exp = dataclasses.replace(BEYOND, workloads=BEYOND.workloads[:1])
     name, best = exp.workloads[0].name, PAPER_LINES[-1].label
     rows = []
     for x, scale in ((1.0, 1.0), (1.1, 2.0)):
         values = {ln.label: (2.0 - 0.1 * i) * scale for i, ln in enumerate(PAPER_LINES)}
         values |= {DEFAULT_LABEL: 1.2 if x == 1.0 else 3.0, "rollout": 1.6 if x == 1.0 else 2.4,
-                   "whittle": 1.5 if x == 1.0 else 2.7}
+                   "whittle": 1.5 if x == 1.0 else 2.7, "amortized": 1.4 if x == 1.0 else 2.85}
         rows += [{"workload": name, "line": label, "utilization": x, "seed": 1, "relative_lateness": v,
                   "ideal_weighted_staleness": 100.0, "relative_bound": 0.9} for label, v in values.items()]
     res = SweepResult(exp, rows, events=100, seeds=1, seconds=0.0)
@@ -153,8 +154,10 @@ def test_beyond_shows_the_rollout_line_beside_the_default_not_judged(tmp_path):
     default_table, _, rest = text.partition("rollout / best paper configuration (shown, not judged):")
     assert f"| {name} | 0.800 | 1.000 |" in default_table
     assert rest.lstrip().startswith(f"| workload | U=1 | U=1.1 |\n|---|---|---|\n| {name} | 1.067 | 0.800 |")
-    assert "| workload | U | Freshet default | rollout | whittle | best paper configuration | lower bound |" in text
-    assert f"| {name} | 1.1 | 3.000 (1.000) | 2.400 (0.800) | 2.700 (0.900) | 3.000 ({best}) | 0.900 |" in text
+    assert ("| workload | U | Freshet default | rollout | whittle | amortized | best paper configuration | lower bound |"
+            in text)
+    assert (f"| {name} | 1.1 | 3.000 (1.000) | 2.400 (0.800) | 2.700 (0.900) | 2.850 (0.950) | 3.000 ({best}) "
+            "| 0.900 |") in text
     assert (f"rollout / best paper configuration: within 1.03 at 1 of 2 points (worst 1.067, {name} U=1), "
             "geometric mean 0.924.") in text
     assert "Verdict: the target **does NOT hold**" in text and "0 of 2 points above 1.03" in text  # the default's

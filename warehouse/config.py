@@ -186,8 +186,8 @@ class TableConfig(Strict):
 
 
 Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo", "aoi-quadratic", "whittle",
-                 "rollout"]
-RolloutBase = Literal["max-benefit", "aoi-quadratic", "whittle", "edf-p", "edf", "fifo", "auto"]
+                 "amortized", "rollout"]
+RolloutBase = Literal["max-benefit", "aoi-quadratic", "whittle", "amortized", "edf-p", "edf", "fifo", "auto"]
 Partitioner = Literal["auto", "global", "edf-partitioned", "proportional"]
 Inheritance = Literal["none", "sum", "max", "max-plus"]
 

@@ -29,7 +29,7 @@ def _capped(c: float | None, cap: float | None) -> float | None:
 def fixed_cost(t: Table, delta_f: float, cost: float) -> float:
     """What a job of ΔF seconds of data estimated at `cost` costs beyond β per second of data, at least
     α (§2.4): α, or more for a full refresh (its history) or a burst (rows beyond the typical rate).
-    The fixed cost `policies.basic.whittle_index` divides by."""
+    The fixed cost `policies.basic.whittle_index` and `amortized_benefit` divide by."""
     a, f = t.cost.alpha, cost - t.cost.beta * delta_f
     return f if f > a else a
 
