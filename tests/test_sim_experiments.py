@@ -175,6 +175,17 @@ def test_tune_ranks_candidates_and_names_the_best(tmp_path, capsys):
     assert "best:" in out and "predicted weighted staleness" in out and "rank" in out
 
 
+def test_tune_keeps_the_config_as_written_when_it_ties_the_best(tmp_path, capsys):
+    """One table on one track: every setting schedules it alike, so the config as written
+    (max-benefit, not the grid's first) ties the best and is kept; no mapping to paste."""
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text("streams: [{name: a, period: 10}]\ntables: [{name: ta, stream: a}]\n"
+                   "scheduler: {tracks: 1, policy: max-benefit}\nsim: {alpha: 1, beta: 0.3}\n")
+    assert freshet(["sim", "tune", "--config", str(cfg), "--events", "300", "--workers", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "is 1.0000× the best: within 1%, one seed's noise; keep it" in out and "scheduler: {" not in out
+
+
 def test_beyond_seeds_script_agrees_with_the_experiment_on_seeds_1_and_2(capsys):
     """Scripts/beyond_seeds.py (the beyond experiment's closing measurements): its two-seed ratio is the one
     `freshet sim experiment beyond` reports at the same point; a bad point is refused by name."""
