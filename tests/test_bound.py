@@ -234,3 +234,7 @@ def test_sim_same_tolerates_the_added_bound_and_nothing_else():
     assert same_report(base, json.dumps({"a": 1, "b": [1.5], "bound": {"x": 1}}).encode())
     assert not same_report(base, json.dumps({"a": 1, "b": [1.5], "other": 2}).encode())
     assert not same_report(base, json.dumps({"a": 2, "b": [1.5], "bound": None}).encode())
+    # a bound that gained `loose` (what it does not model) is the same bound; another change is not
+    bound = json.dumps({"a": 1, "bound": {"x": 1}}).encode()
+    assert same_report(bound, json.dumps({"a": 1, "bound": {"x": 1, "loose": ["sim.jitter 0.5"]}}).encode())
+    assert not same_report(bound, json.dumps({"a": 1, "bound": {"x": 2, "loose": []}}).encode())
