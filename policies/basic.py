@@ -86,6 +86,10 @@ def quadratic_index(priority: float, delta_f: float, cost: float) -> float:
 FIXED_FLOOR = 1e-3  # seconds: a fixed cost below it (an α learned as 0) counts as this
 
 
+def _floored(fixed: float) -> float:
+    return fixed if fixed > FIXED_FLOOR else FIXED_FLOOR
+
+
 def whittle_index(priority: float, delta_f: float, cost: float, fixed: float) -> float:
     """p_i (½ + b_i) ΔF_i² / A_i: the track-second price at which table i's job is worth running now
     (beyond the paper). A_i is the job's fixed cost `fixed` (warehouse.nextjob.fixed_cost: α_i, or
@@ -109,7 +113,7 @@ def whittle_index(priority: float, delta_f: float, cost: float, fixed: float) ->
     if delta_f <= 0.0:
         return 0.0
     b = (cost - fixed) / delta_f if cost > fixed else 0.0
-    return priority * (0.5 + b) * delta_f * delta_f / (fixed if fixed > FIXED_FLOOR else FIXED_FLOOR)
+    return priority * (0.5 + b) * delta_f * delta_f / _floored(fixed)
 
 
 def amortized_benefit(priority: float, delta_f: float, fixed: float) -> float:
@@ -125,7 +129,7 @@ def amortized_benefit(priority: float, delta_f: float, fixed: float) -> float:
     """
     if delta_f <= 0.0:
         return 0.0
-    return priority * delta_f / (fixed if fixed > FIXED_FLOOR else FIXED_FLOOR)
+    return priority * delta_f / _floored(fixed)
 
 
 # Each key from the job's numbers (Candidate's fields, in its order); `POLICIES` reads them off
