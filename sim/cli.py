@@ -180,7 +180,8 @@ def _run(args: argparse.Namespace) -> int:
     chop = "none" if out["chop"] is None else out["chop"]
     print(f"{out['tables']} tables on {out['tracks']} track{'s' * (out['tracks'] != 1)}: {out['policy']}, "
           f"{out['partitioner']}, inheritance {out['inheritance']}, chop {chop}")
-    print(f"utilization {out['utilization']:.3f} (busy {out['busy_fraction']:.1%}), {out['events']} events, "
+    print(f"utilization {out['utilization']:.3f} per track (§4.1: U_tot·(b + ½)·slowdown / N; busy "
+          f"{out['busy_fraction']:.1%}), {out['events']} events, "
           f"{out['jobs']} jobs ({out['chopped_jobs']} chopped), horizon {out['horizon']:.0f} s")
     print(f"relative lateness {out['relative_lateness']:.4f}  "
           f"(weighted staleness {out['weighted_staleness']:.6g} vs ideal {out['ideal_weighted_staleness']:.6g})")
