@@ -156,7 +156,9 @@ def _run(args: argparse.Namespace) -> int:
             del data["scheduler"]["autotune"]  # derived again: a chosen algorithm has no tuner
         from warehouse.config import parse_config
 
-        cfg = parse_config(data, source=args.config)
+        flags = " ".join((f"--{'' if v else 'no-'}{k}" if isinstance(v, bool) else f"--{k} {'none' if v is None else v}")
+                         for k, v in over.items())
+        cfg = parse_config(data, source=f"{args.config} with {flags}")  # an error names the flag, not the file alone
     trace = read_trace(args.trace) if args.trace else None
     fh = None
     try:

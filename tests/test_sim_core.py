@@ -250,6 +250,15 @@ def test_missing_config_names_the_file(capsys, tmp_path):
     assert "missing.yaml" in capsys.readouterr().err
 
 
+def test_a_bad_flag_is_named_not_blamed_on_the_file(capsys):
+    from pathlib import Path
+
+    table2 = Path(__file__).resolve().parents[1] / "sim" / "workloads" / "table2.yaml"
+    assert freshet(["sim", "run", "--config", str(table2), "--k", "0", "--no-aggressive"]) == 2
+    err = capsys.readouterr().err
+    assert "table2.yaml with --k 0.0 --no-aggressive: scheduler.k: Input should be greater than 0" in err
+
+
 def test_staleness_accrues_even_when_idle():
     """§2.3: staleness grows between loads; the average is about P/2 + E for an idle system."""
     res = simulate(_cfg(n=4, tracks=4, u=0.05, sim={"b": 0.5}), seed=1, events=4000)
