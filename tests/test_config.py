@@ -43,6 +43,13 @@ def test_bad_durations(bad):
         parse_duration(bad)
 
 
+def test_a_negative_duration_is_named_as_such_in_either_spelling():
+    for bad in ("-5m", -300, "-1.5h"):
+        with pytest.raises(ValueError, match="must be from 0 to 100 years"):
+            parse_duration(bad)
+    assert str(parse_duration("-0")) == "0.0"
+
+
 def test_valid_config_round_trip():
     cfg = parse_config(BASE)
     assert cfg.stream("router_cpu").period == 300 and cfg.stream("router_cpu").lateness == 60

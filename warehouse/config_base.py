@@ -13,7 +13,7 @@ __all__ = ["Duration", "Name", "Slope", "Strict", "parse_duration"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 MAX_DURATION = 100 * 365 * 86400.0  # a century: anything longer is a typo, and sums of it stay finite
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")  # a sign, to say what is wrong
 
 
 def parse_duration(value: Any) -> float:
@@ -32,7 +32,7 @@ def parse_duration(value: Any) -> float:
         raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
     if not 0 <= seconds <= MAX_DURATION:  # also refuses NaN
         raise ValueError(f"bad duration {value!r}: must be from 0 to 100 years")
-    return seconds
+    return seconds + 0.0  # (-0 is 0)
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
