@@ -260,7 +260,7 @@ class Simulation:
         if trace is not None:
             unknown = sorted(set(trace.arrivals) - known)
             if unknown:
-                raise ConfigError(f"the trace has arrivals for stream(s) not in the config: {', '.join(unknown)}")
+                raise ConfigError(f"{trace.source}: arrivals for stream(s) not in the config: {', '.join(unknown)}")
             sources: dict[str, Iterable[tuple[float, Arrival | PartitionArrived]]] = {
                 name: ((a.time, a) for a in arrivals) for name, arrivals in trace.arrivals.items()}
         else:

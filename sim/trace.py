@@ -138,6 +138,7 @@ class Trace:
     jobs: list[JobRecord]
     actions: list[ActionRecord] = field(default_factory=list)
     live: bool = False
+    source: str = "the trace"  # where it was read from, for errors
 
     def fitted_costs(self, priors: dict[str, tuple[float, float]],
                      kinds: Iterable[Iterable[str]] = ()) -> dict[str, tuple[float, float]]:
@@ -246,7 +247,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
     if problems:
         raise ConfigError(problems, source=source)
     actions.sort(key=lambda a: a.time)
-    return Trace(arrivals=arrivals, durations=durations, jobs=jobs, actions=actions, live=live)
+    return Trace(arrivals=arrivals, durations=durations, jobs=jobs, actions=actions, live=live, source=source)
 
 
 def _action(obj: dict[str, Any], where: str) -> ActionRecord:

@@ -309,3 +309,12 @@ def test_a_trace_replay_with_maintenance_ends_when_its_arrivals_are_drained(tmp_
     assert 60 <= out["horizon"] < 100
     assert {k: v["jobs"] for k, v in out["per_table"].items()} == {"t": 6, "d": 6}
     assert out["maintenance_jobs"] > 0
+
+
+def test_a_trace_for_streams_the_config_lacks_is_named_by_its_file(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("streams: [{name: s, period: 10}]\ntables: [{name: t, stream: s}]\n")
+    tr = tmp_path / "t.jsonl"
+    tr.write_text('{"time": 10, "stream": "nosuch", "start": 0, "end": 10}\n')
+    assert freshet(["sim", "run", "--config", str(cfg), "--trace", str(tr)]) == 2
+    assert f"{tr}: arrivals for stream(s) not in the config: nosuch" in capsys.readouterr().err
