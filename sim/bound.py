@@ -47,7 +47,8 @@ form (x* = √(λα_i / (p_i(½ + cβ_i))), clamped to the batches allowed). Wit
 - *Cores (`sim.cores`).* At most min(N, cores) jobs' worth of work per second; slowdowns then only
   lengthen jobs (not modelled).
 - *Finite horizon.* Data after the last completion waits until H: each table covers W ≤ H of its
-  data, min_W W·φ + a(H − W)²/2, in closed form.
+  data, min_W W·φ + a(H − W)²/2, in closed form; less the head's allowance, and never below 0 (no
+  table's staleness is negative: a partition longer than about twice H once took a table below).
 
 **Assumptions** (each makes the bound lower, not higher, unless noted): arrivals are the simulator's
 generated periodic partitions (§4.1; a replayed trace has no bound); E[d_j] = c·E_i(x_j), drawn when
@@ -326,7 +327,9 @@ class _Relaxation:
         # the head: the first partition is shorter than the rest — its sawtooth, and where batches
         # are whole partitions, its job's duration
         head = a * X**2 / 8.0 + np.where(self.lo[:, None] >= X, q * self.c * self.beta_s[:, None] * X**2 / 4.0, 0.0)
-        return w * phi + a * (h - w) ** 2 / 2.0 - head
+        # no table's staleness is negative: a head allowance larger than its horizon's share (a partition
+        # longer than twice the horizon, a daily feed in a run of hours) leaves it 0, not below
+        return np.maximum(w * phi + a * (h - w) ** 2 / 2.0 - head, 0.0)
 
     # ---- the search -------------------------------------------------------------------------------
     def solve(self) -> Bound:
