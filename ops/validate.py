@@ -108,7 +108,7 @@ def _text(d: dict[str, Any]) -> str:
     lines.append(
         f"Track plan: {p['partitioner']} on {p['tracks']} tracks, policy {s['policy']}, "
         f"inheritance {s['inheritance']}, U_tot={p['utilization']:.3f} (Σ E_i(P_i)/P_i at the configured "
-        f"costs: tracks' worth of work, {p['utilization'] / p['tracks']:.3f} per track)"
+        f"costs: tracks' worth of work; ÷ N = {p['utilization'] / p['tracks']:.3f})"
     )
     for i, c in enumerate(p["clusters"]):
         lines.append(f"  cluster {i}: home tracks {c['home_tracks']}: {', '.join(c['tables'])}")

@@ -120,12 +120,16 @@ def lower_bound(cfg: FreshetConfig, *, tracks: int | None = None, horizon: float
     return rel.solve()
 
 
-def loose(cfg: FreshetConfig) -> list[str]:
+def loose(cfg: FreshetConfig, horizon: float | None = None) -> list[str]:
     """What of `cfg` the bound relaxes to nothing, so that it may sit far below any run even without
-    contention: a derived table's `granularity` (its batches may be any length), a stream's
-    `lateness` (data that waits for late partitions), `sim.jitter` (partitions as short as
-    (1 − jitter)·P_i)."""
-    out = [f"granularity of {t.name}" for t in cfg.tables if t.granularity]
+    contention: a base table whose period is more than half the `horizon` (its head's allowance can
+    take all its share: it counts 0), a derived table's `granularity` (its batches may be any
+    length), a stream's `lateness` (data that waits for late partitions), `sim.jitter` (partitions
+    as short as (1 − jitter)·P_i)."""
+    per = periods(cfg)
+    out = [f"the period of {t.name} beside the horizon" for t in cfg.tables
+           if horizon is not None and t.stream is not None and per[t.name] > horizon / 2]
+    out += [f"granularity of {t.name}" for t in cfg.tables if t.granularity]
     out += [f"lateness of stream {s.name}" for s in cfg.streams if s.lateness]
     if cfg.sim.jitter > 0:
         out.append(f"sim.jitter {cfg.sim.jitter:g}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, get_args
@@ -37,15 +38,14 @@ def _positive_int(text: str) -> int:
 
 
 def _chop(text: str) -> float | str | None:
-    if text.lower() in ("none", "off", "null"):
-        return None
-    if text.lower() == "auto":
-        return "auto"
+    """--chop: as `scheduler.chop` reads it (warehouse.config.parse_chop), c ≥ 1."""
+    from warehouse.config import parse_chop
+
     try:
-        v = float(text)
+        v = parse_chop(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1, 'none' or 'auto', got {text!r}") from None
-    if v < 1:
+        v = 0.0
+    if isinstance(v, float) and not v >= 1:
         raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1, 'none' or 'auto', got {text!r}")
     return v
 
@@ -182,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
     chop = "none" if out["chop"] is None else out["chop"]
     print(f"{out['tables']} tables on {out['tracks']} track{'s' * (out['tracks'] != 1)}: {out['policy']}, "
           f"{out['partitioner']}, inheritance {out['inheritance']}, chop {chop}")
-    print(f"utilization {out['utilization']:.3f} per track (§4.1: U_tot·(b + ½)·slowdown / N; busy "
+    print(f"utilization {out['utilization']:.3f} (§4.1: U_tot·(b + ½)·mean slowdown / N; busy "
           f"{out['busy_fraction']:.1%}), {out['events']} events, "
           f"{out['jobs']} jobs ({out['chopped_jobs']} chopped), horizon {out['horizon']:.0f} s")
     print(f"relative lateness {out['relative_lateness']:.4f}  "
@@ -217,19 +217,16 @@ def _bound(result: Any) -> dict[str, Any]:
     span = result.run.horizon - result.extra.get("origin", 0.0)
     b = lower_bound(result.config, horizon=span)
     out = b.to_json()
-    out["loose"] = loose(result.config)  # what the bound leaves out, so that it may sit far below any run
+    out["loose"] = loose(result.config, span)  # what the bound leaves out, so that it may sit far below any run
     ws, ideal = b.weighted_staleness, result.ideal.weighted_staleness
     out["relative"] = float(f"{ws / ideal:.10g}") if ideal > 0 else None
     out["ratio"] = float(f"{result.run.weighted_staleness / ws:.10g}") if ws > 0 else None
     return out
 
 
-TIE = 1.01  # `sim tune`: the config as written within this factor of the best is kept (one seed, one horizon)
-
-
 def _tune(args: argparse.Namespace) -> int:
     from sim.progress import ProgressReporter
-    from sim.tune import tune
+    from sim.tune import TIE, tune
 
     cfg = load_config(args.config)
     if args.trace:
@@ -239,9 +236,12 @@ def _tune(args: argparse.Namespace) -> int:
     with ProgressReporter("tune") as progress:  # a bar with an ETA on a terminal, lines elsewhere
         res = tune(cfg, trace_path=args.trace, events=args.events, seed=args.seed, tracks=args.tracks,
                    workers=args.workers, progress=None if args.quiet else progress)
-    best = res.ranked[0]
+    best, mine = res.ranked[0], res.configured
+    ratio, keep = res.written()
     if args.json:
         print(json.dumps({"best": best.settings, "horizon": res.horizon, "seconds": round(res.seconds, 1),
+                          "written": None if mine is None else {"settings": mine.settings, "keep": keep,
+                                                                "over_best": ratio if math.isfinite(ratio) else None},
                           "ranking": [{"settings": c.settings, "weighted_staleness": c.weighted_staleness,
                                        "relative_lateness": c.relative_lateness} for c in res.ranked]},
                          sort_keys=True))
@@ -251,18 +251,17 @@ def _tune(args: argparse.Namespace) -> int:
     print(f"best: {best.label()}")
     print(f"  predicted weighted staleness {best.weighted_staleness:.6g} (relative lateness "
           f"{best.relative_lateness:.3f})")
-    mine = res.configured
-    ratio = mine.weighted_staleness / best.weighted_staleness if mine is not None and best.weighted_staleness else 1.0
-    if mine is not None and mine is not best and ratio <= TIE:
+    if mine is not None and keep:
         print(f"the config as written ({mine.label()}, rank {res.ranked.index(mine) + 1}) is {ratio:.4f}× the best: "
               f"within {TIE - 1:.0%}, one seed's noise; keep it")
     else:
         print(f"  scheduler: {json.dumps(best.settings)}")
-        if mine is not None and mine is not best:
-            print(f"the config as written: {mine.label()} — {ratio:.2f}× the best (rank {res.ranked.index(mine) + 1})")
+        if mine is not None:
+            print(f"the config as written: {mine.label()} — {ratio:.3f}× the best (rank {res.ranked.index(mine) + 1})")
     print(f"\n{'rank':>4}  {'relative lateness':>17}  {'× best':>7}  settings")
     for i, c in enumerate(res.ranked[: args.top], 1):
-        print(f"{i:>4}  {c.relative_lateness:>17.3f}  {c.weighted_staleness / best.weighted_staleness:>7.3f}  "
+        over = c.weighted_staleness / best.weighted_staleness if best.weighted_staleness > 0 else 1.0
+        print(f"{i:>4}  {c.relative_lateness:>17.3f}  {over:>7.3f}  "
               f"{c.label()}")
     return 0
 

@@ -10,6 +10,7 @@ only varied when asked (`--tracks 4,6,8`).
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from sim.simulator import Simulation, horizon_for, ideal_config, prepare
 from sim.trace import read_trace
 from warehouse.config import FreshetConfig, parse_config
 
-__all__ = ["POLICIES", "SETTINGS", "Candidate", "TuneResult", "candidates", "label", "tune"]
+__all__ = ["POLICIES", "SETTINGS", "TIE", "Candidate", "TuneResult", "candidates", "label", "tune"]
 
 SETTINGS = ("policy", "partitioner", "k", "allocation", "aggressive", "chop", "tracks")
 
@@ -74,12 +75,23 @@ def candidates(cfg: FreshetConfig, tracks: Sequence[int] | None = None) -> list[
     return out
 
 
+TIE = 1.01  # the config as written within this factor of the best is kept: one seed over one horizon
+
+
 @dataclass
 class TuneResult:
     ranked: list[Candidate]
     configured: Candidate | None
     horizon: float
     seconds: float
+
+    def written(self) -> tuple[float, bool]:
+        """The config as written over the best (weighted staleness), and whether to keep it: within TIE."""
+        best, mine = self.ranked[0].weighted_staleness, self.configured
+        if mine is None:
+            return math.inf, False
+        ratio = mine.weighted_staleness / best if best > 0 else (1.0 if mine.weighted_staleness == 0 else math.inf)
+        return ratio, ratio <= TIE
 
 
 def _point(task: dict[str, Any]) -> dict[str, Any]:

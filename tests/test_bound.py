@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ops.cli import main as freshet
 from scripts.sim_same import same_report
-from sim.bound import lower_bound
+from sim.bound import loose, lower_bound
 from sim.experiments import EXPERIMENTS, run_experiment
 from sim.simulator import Simulation, ideal_config, prepare
 from sim.workload import TableClass, build_workload, config_of, with_utilization
@@ -202,6 +202,7 @@ def test_a_feed_much_longer_than_the_horizon_leaves_the_bound_positive():
     st = sim.run(until=20_000.0)
     b = lower_bound(cfg, horizon=20_000.0)
     assert 0 < b.weighted_staleness <= st.weighted_staleness
+    assert loose(cfg, 20_000.0) == ["the period of d beside the horizon"] and loose(cfg, 200_000.0) == []
     # the fast table alone over the horizon: at least its sawtooth, P/2 per second, less its head
     assert b.weighted_staleness >= 5 * (150 * 20_000 - 300**2 / 8) * 0.99
 

@@ -5,6 +5,8 @@ reproduction disagrees with the paper, the test pins what we observe and says so
 from __future__ import annotations
 
 import csv
+import json
+import math
 
 import pytest
 
@@ -184,6 +186,24 @@ def test_tune_keeps_the_config_as_written_when_it_ties_the_best(tmp_path, capsys
     assert freshet(["sim", "tune", "--config", str(cfg), "--events", "300", "--workers", "1", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "is 1.0000× the best: within 1%, one seed's noise; keep it" in out and "scheduler: {" not in out
+    assert freshet(["sim", "tune", "--config", str(cfg), "--events", "300", "--workers", "1", "--quiet", "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)["written"]
+    assert written["keep"] is True and written["over_best"] == 1.0 and written["settings"]["policy"] == "max-benefit"
+
+
+def test_tune_keeps_the_config_as_written_within_one_percent_only():
+    from sim.tune import TIE, Candidate, TuneResult
+
+    def result(best: float, mine: float) -> TuneResult:
+        b, m = Candidate({"policy": "auto"}, best, 1.0, 1), Candidate({"policy": "edf-p"}, mine, 1.0, 1)
+        return TuneResult([b, m], m, horizon=1.0, seconds=0.0)
+
+    assert TIE == 1.01
+    assert result(100.0, 100.5).written() == (pytest.approx(1.005), True)
+    assert result(100.0, 102.0).written() == (pytest.approx(1.02), False)
+    assert result(0.0, 0.0).written() == (1.0, True) and result(0.0, 1.0).written() == (math.inf, False)
+    b = Candidate({"policy": "auto"}, 5.0, 1.0, 1)
+    assert TuneResult([b], b, 1.0, 0.0).written() == (1.0, True)  # the config as written is the best: keep it
 
 
 def test_beyond_seeds_script_agrees_with_the_experiment_on_seeds_1_and_2(capsys):

@@ -43,6 +43,7 @@ __all__ = [
     "TableConfig",
     "WarehousePaths",
     "load_config",
+    "parse_chop",
     "parse_config",
     "parse_duration",
     "with_cores",
@@ -185,6 +186,28 @@ class TableConfig(Strict):
         return None if self.cost is not None else (self.is_base, self.is_stateful)
 
 
+def parse_chop(value: Any) -> float | str | None:
+    """`scheduler.chop` and `--chop`: a number c (§3.4; c ≥ 1 is checked where it is used), `auto`, or
+    `none` / `off` / `null` for no chopping (the name the CLI and `sim tune` print), in any case.
+    YAML's booleans (`on`, `off`, `yes`, `no` unquoted) are refused: neither is a c."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("expected a number c ≥ 1, `auto` or `none` (YAML reads an unquoted on/off/yes/no as a "
+                         "boolean: write `none` for no chopping)")
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in ("none", "off", "null"):
+            return None
+        if word == "auto":
+            return "auto"
+        try:
+            return float(word)
+        except ValueError:
+            raise ValueError("expected a number c ≥ 1, `auto` or `none`") from None
+    return value
+
+
 Policy = Literal["auto", "max-benefit", "lookahead", "edf-p", "edf", "random", "fifo", "aoi-quadratic", "whittle",
                  "amortized", "rollout"]
 RolloutBase = Literal["max-benefit", "aoi-quadratic", "whittle", "amortized", "edf-p", "edf", "fifo", "auto"]
@@ -286,12 +309,7 @@ class SchedulerConfig(Strict):
     @field_validator("chop", mode="before")
     @classmethod
     def _chop(cls, value: Any) -> Any:
-        """c ≥ 1, `auto`, or `none` / null (no chopping: the name the CLI and `sim tune` print)."""
-        if value == "none":
-            return None
-        if isinstance(value, str) and value != "auto":
-            raise ValueError("expected a number c ≥ 1, `auto` or `none`")
-        return value
+        return parse_chop(value)
 
     @field_validator("bulk_cost", mode="before")
     @classmethod

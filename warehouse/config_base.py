@@ -30,7 +30,9 @@ def parse_duration(value: Any) -> float:
             seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
     if seconds is None:
         raise ValueError(f"bad duration {value!r}: expected e.g. 30s, 5m, 1h, 1d or seconds")
-    if not 0 <= seconds <= MAX_DURATION:  # also refuses NaN
+    if seconds < 0:
+        raise ValueError(f"bad duration {value!r}: negative (must be from 0 to 100 years)")
+    if not seconds <= MAX_DURATION:  # also refuses NaN
         raise ValueError(f"bad duration {value!r}: must be from 0 to 100 years")
     return seconds + 0.0  # (-0 is 0)
 
