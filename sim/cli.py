@@ -43,10 +43,10 @@ def _chop(text: str) -> float | str | None:
 
     try:
         v = parse_chop(text)
+        if isinstance(v, float) and not v >= 1:
+            raise ValueError(text)
     except ValueError:
-        v = 0.0
-    if isinstance(v, float) and not v >= 1:
-        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1, 'none' or 'auto', got {text!r}")
+        raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1, 'none' or 'auto', got {text!r}") from None
     return v
 
 

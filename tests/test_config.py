@@ -60,6 +60,9 @@ def test_valid_config_round_trip():
     chops = ("none", "None", "off", None, 3, "3", "2.5", "auto", "AUTO")
     assert [parse_config(_with(scheduler={"chop": c})).scheduler.chop for c in chops] == \
         [None, None, None, None, 3.0, 3.0, 2.5, "auto", "auto"]
+    # and the tuner's default follows the value read, not its spelling: `AUTO` is auto, so it tunes
+    assert [parse_config(_with(scheduler={"chop": c})).scheduler.autotune for c in ("AUTO", "auto", "none")] == \
+        ["apply", "apply", "off"]
 
 
 @pytest.mark.parametrize(

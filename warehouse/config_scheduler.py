@@ -157,6 +157,10 @@ class SchedulerConfig(Strict):
         """`autotune` unset: `apply` when the algorithm is left to Freshet (policy, partitioner and
         chop all `auto`), `off` when the user chose one. Resolved here, so a tuned config keeps it."""
         if isinstance(data, Mapping) and data.get("autotune") is None:
-            auto = all(data.get(k, "auto") == "auto" for k in ("policy", "partitioner", "chop"))
+            try:
+                chop = parse_chop(data.get("chop", "auto"))  # as the field reads it: `AUTO` is auto
+            except ValueError:
+                chop = None  # (the field's own check names it)
+            auto = chop == "auto" and all(data.get(k, "auto") == "auto" for k in ("policy", "partitioner"))
             return {**data, "autotune": "apply" if auto else "off"}
         return data
