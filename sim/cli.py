@@ -38,16 +38,13 @@ def _positive_int(text: str) -> int:
 
 
 def _chop(text: str) -> float | str | None:
-    """--chop: as `scheduler.chop` reads it (warehouse.config.parse_chop), c ≥ 1."""
+    """--chop: as `scheduler.chop` reads it (warehouse.config.parse_chop)."""
     from warehouse.config import parse_chop
 
     try:
-        v = parse_chop(text)
-        if isinstance(v, float) and not v >= 1:
-            raise ValueError(text)
+        return parse_chop(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--chop takes c ≥ 1, 'none' or 'auto', got {text!r}") from None
-    return v
 
 
 def _track_list(text: str) -> list[int]:

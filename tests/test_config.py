@@ -110,6 +110,9 @@ def test_valid_config_round_trip():
          "scheduler.chop: expected a number c ≥ 1, `auto` or `none` (got 'sometimes')"),
         (_with(scheduler={"chop": True}), "write `none` for no chopping"),  # YAML's unquoted `on`
         (_with(scheduler={"chop": 0.5}), "scheduler.chop"),
+        # c < 1 and inf are named as chop's own error (both once read "Input should be 'auto'")
+        (_with(scheduler={"chop": "0.5"}), "scheduler.chop: expected a number c ≥ 1"),
+        (_with(scheduler={"chop": "inf"}), "scheduler.chop: expected a number c ≥ 1"),
     ],
 )
 def test_errors_name_the_field_and_problem(data, message):

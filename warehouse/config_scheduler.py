@@ -4,8 +4,9 @@ and the self-tuner (docs/operations.md §8, §9)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -16,14 +17,15 @@ __all__ = ["Inheritance", "Partitioner", "Policy", "RolloutBase", "RolloutConfig
 
 
 def parse_chop(value: Any) -> float | str | None:
-    """`scheduler.chop` and `--chop`: a number c (§3.4; c ≥ 1 is checked where it is used), `auto`, or
-    `none` / `off` / `null` for no chopping (the name the CLI and `sim tune` print), in any case.
-    YAML's booleans (`on`, `off`, `yes`, `no` unquoted) are refused: neither is a c."""
+    """`scheduler.chop` and `--chop`: a finite number c ≥ 1 (§3.4), `auto`, or `none` / `off` / `null` for no
+    chopping (the name the CLI and `sim tune` print), in any case. YAML's booleans (`on`, `off`, `yes`,
+    `no` unquoted) are refused: neither is a c."""
+    expected = "expected a number c ≥ 1, `auto` or `none`"
     if value is None:
         return None
     if isinstance(value, bool):
-        raise ValueError("expected a number c ≥ 1, `auto` or `none` (YAML reads an unquoted on/off/yes/no as a "
-                         "boolean: write `none` for no chopping)")
+        raise ValueError(f"{expected} (YAML reads an unquoted on/off/yes/no as a boolean: write `none` for no "
+                         "chopping)")
     if isinstance(value, str):
         word = value.strip().lower()
         if word in ("none", "off", "null"):
@@ -31,9 +33,11 @@ def parse_chop(value: Any) -> float | str | None:
         if word == "auto":
             return "auto"
         try:
-            return float(word)
+            value = float(word)
         except ValueError:
-            raise ValueError("expected a number c ≥ 1, `auto` or `none`") from None
+            raise ValueError(expected) from None
+    if isinstance(value, int | float) and not 1 <= value < math.inf:
+        raise ValueError(expected)
     return value
 
 
@@ -80,7 +84,7 @@ class SchedulerConfig(Strict):
     aggressive: bool = Field(True, description="aggressive promotion (§3.2.2, §3.2.3 step e)")
     inheritance: Inheritance = Field("max", description="priority inheritance (§3.3)")
     inheritance_k: float = Field(2.0, gt=1.0, description="K for max-plus (§3.3)")
-    chop: Annotated[float, Field(ge=1.0)] | Literal["auto"] | None = Field(
+    chop: float | Literal["auto"] | None = Field(
         "auto", description="c: at most c·P_i of ΔF per job (§3.4); none (or null) = off; auto: chop only when it pays")
     learn_costs: bool = Field(True, description="re-estimate α, β from observed durations (§2.4)")
     row_cost: float = Field(1e-6, ge=0, description="seconds per row a base load costs beyond the sizes its table "
