@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """Where the tuner's screen spends its replays, on one point of the `unseen` experiments (the
 default line, so its tuner runs): the tuned `freshet sim run` of the point, with every replay of
-the screen (the first seed, under the bar: sim.autotune.score with `above`) run on to its end
-beside the bar, so each one's weighted staleness so far at the CHECKS − 1 checkpoints and its
-whole figure are known. What each replay returns, and hands the screen as its trail, is what
-`score` returns: the run and its decisions are the tuned run's own. It prints:
+the screen (the first seed under the bar: sim.autotune.score with `above`) run to its end while
+recording where the bar would have stopped it. A bounded replay looks at CHECKS − 1 checkpoints,
+k/CHECKS of the way through the window and its run-out (k = 1 … CHECKS − 1; CHECKS is the end),
+and stops at the first where its weighted staleness so far plus the floor under the rest is past
+the bar. What each replay hands the screen (its figure and its trail) is what `score` returns,
+so the run and its decisions are the tuned run's own. It prints:
 
-- **stops** — how many screen replays came through the bar (exact figures, ≤ the bar) and, for
-  the others, at which checkpoint (of CHECKS) the bar stopped them;
+- **stops** — at which checkpoint the bar stopped each replay (median, quartiles), how many ran
+  to the end, and how many came through the bar (their whole figure at or below it: candidates
+  for the finalists) and beat the margin (at most 1 − margin of the setting in force's);
 - **spread** — each replay's whole figure over the setting in force's, by band;
 - **floor** — the floor under the rest (sim.autotune.staleness_floor, the same for every
-  setting) as a share of what the rest of each replay turned out to be, median at a few
-  checkpoints, and how often it was above the rest (`floor_above`: never, if it is a floor);
+  setting) as a share of the replay's own staleness from that checkpoint to the end, median at a
+  few checkpoints, and how often it was above that (`floor_above`: never, if it is a floor);
 - **rule** — what stopping a replay at the first checkpoint k ≥ K where its staleness so far is
-  at least R times the setting in force's would save (checkpoints run, as a share of the bar's)
-  and how many replays that came through the bar it would have stopped (`lost`).
+  at least R times the setting in force's would save (the checkpoints run, as a share of those the
+  bar runs), and how many replays that came through the bar (`lost`) or beat the margin
+  (`lost_margin`) it would have stopped; and the most a replay that came through was behind the
+  setting in force's staleness so far at a checkpoint k ≥ 4 (`through_behind`).
 
     python scripts/tuner_screen.py --point batch:1.2 [--events 4000] [--seed 1]
 """
@@ -56,7 +61,8 @@ class Screens:
         """sim.autotune.score, with a screen's replay run on to its end and recorded."""
         if above == math.inf:
             v = SCORE(sim, window, runout, runout_max, above, floor, trail)
-            if trail is not None:  # the setting in force, first seed: an evaluation's screen begins
+            if trail is not None:  # (sim.autotune.evaluate asks a trail, without a bar, of the
+                # setting in force's first-seed replay alone): an evaluation's screen begins
                 self.evaluations.append({"current": list(trail), "total": v, "replays": []})
             return v
         full: list[float] = []
@@ -76,42 +82,49 @@ class Screens:
 
 
 def stop(r: dict[str, Any]) -> int | None:
-    """The checkpoint (1-based) the bar stopped replay `r` at; None: it came through."""
+    """The checkpoint (1-based) the bar stopped replay `r` at; None: it ran to the end."""
     bar = r["above"] * (1.0 + 1e-9)
     return next((i + 1 for i, (s, rest) in enumerate(zip(r["trail"], r["floor"], strict=True)) if s + rest > bar), None)
 
 
-def report(evaluations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures the module docstring lists, from the recorded screens."""
+def report(evaluations: list[dict[str, Any]], margin: float = 0.2) -> dict[str, Any]:
+    """The figures the module docstring lists, from the recorded screens (`margin`: the tuner's)."""
     pairs = [(e, r) for e in evaluations for r in e["replays"]]
     stops = [stop(r) for _, r in pairs]
-    through = sum(s is None for s in stops)
     run = [autotune.CHECKS if s is None else s for s in stops]
-    ratios = [r["total"] / e["total"] for e, r in pairs if e["total"] > 0]
-    edges = [0.0, *BANDS, math.inf]
-    spread = {f"{lo:g}-{hi:g}": sum(lo < x <= hi for x in ratios) for lo, hi in zip(edges, edges[1:], strict=False)}
+    through = [r["total"] <= r["above"] * (1.0 + 1e-9) for _, r in pairs]  # at or below the bar
+    ratios = [r["total"] / e["total"] if e["total"] > 0 else (1.0 if r["total"] == 0 else math.inf) for e, r in pairs]
+    beat = [x <= 1.0 - margin for x in ratios]
+    edges = [-math.inf, *BANDS, math.inf]
+    spread = {(f"<={hi:g}" if lo == -math.inf else f">{lo:g}" if hi == math.inf else f"{lo:g}-{hi:g}"):
+              sum(lo < x <= hi for x in ratios) for lo, hi in zip(edges, edges[1:], strict=False)}
     floor = {}
     for k in AT:
         shares = [r["floor"][k - 1] / rest for _, r in pairs if (rest := r["total"] - r["trail"][k - 1]) > 0]
         floor[k] = round(statistics.median(shares), 3) if shares else None
     above = sum(f > (r["total"] - s) * (1.0 + 1e-9) + 1e-6 for _, r in pairs
                 for s, f in zip(r["trail"], r["floor"], strict=True))
+    behind = [r["trail"][k] / e["current"][k] for (e, r), ok in zip(pairs, through, strict=True) if ok
+              for k in range(3, len(e["current"])) if e["current"][k] > 0]
     rules = []
     for k0, ratio in RULES:
-        ran = lost = 0
-        for (e, r), s, n in zip(pairs, stops, run, strict=True):
+        ran = lost = lost_margin = 0
+        for (e, r), n, ok, won in zip(pairs, run, through, beat, strict=True):
             cur = e["current"]
             hit = next((k + 1 for k in range(k0 - 1, len(cur)) if cur[k] > 0 and r["trail"][k] >= ratio * cur[k]), None)
             m = n if hit is None else min(n, hit)
-            lost += s is None and m < n
+            lost += ok and m < n
+            lost_margin += won and m < n
             ran += m
-        rules.append({"k": k0, "ratio": ratio, "checkpoints": round(ran / sum(run), 3) if run else None, "lost": lost})
-    half = sorted(s for s in stops if s is not None)
-    return {"replays": len(pairs), "through": through,
-            "stopped_at": {"median": statistics.median(half) if half else None,
-                           "quartiles": statistics.quantiles(half, n=4) if len(half) > 1 else half},
+        rules.append({"k": k0, "ratio": ratio, "checkpoints": round(ran / sum(run), 3) if run else None, "lost": lost,
+                      "lost_margin": lost_margin})
+    stopped = sorted(s for s in stops if s is not None)
+    return {"replays": len(pairs), "ran_to_end": stops.count(None), "through": sum(through), "beat_margin": sum(beat),
+            "stopped_at": {"median": statistics.median(stopped) if stopped else None,
+                           "quartiles": statistics.quantiles(stopped, n=4) if len(stopped) > 1 else stopped},
             "checkpoints_run": round(sum(run) / (autotune.CHECKS * len(run)), 3) if run else None,
-            "spread": spread, "floor_share": floor, "floor_above": above, "rules": rules}
+            "spread": spread, "floor_share": floor, "floor_above": above,
+            "through_behind": round(max(behind), 3) if behind else None, "rules": rules}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,17 +143,22 @@ def main(argv: list[str] | None = None) -> int:
         autotune.score = SCORE
     out = {"point": a.point, "events": a.events, "seed": a.seed, "relative_lateness": result["relative_lateness"],
            "autotune": {k: result["autotune"][k] for k in ("evaluations", "results", "screens", "simulations")},
-           **report(screens.evaluations)}
+           **report(screens.evaluations, cfg.scheduler.autotune_margin)}
     print(json.dumps(out))
-    print(f"\n{a.point}, {a.events} events, seed {a.seed}, at {describe_head()}: {out['replays']} screen replays, "
-          f"{out['through']} through the bar, the rest stopped at checkpoint {out['stopped_at']['median']} of "
-          f"{autotune.CHECKS} (median); {out['checkpoints_run']:.0%} of all checkpoints run")
+    print(f"\n{a.point}, {a.events} events, seed {a.seed}, at {describe_head()}: {out['replays']} screen replays; "
+          f"{out['through']} came through the bar, {out['beat_margin']} beat the margin, {out['ran_to_end']} ran to "
+          f"the end; the bar stopped the others at checkpoint {out['stopped_at']['median']} of {autotune.CHECKS} "
+          f"(median); {out['checkpoints_run']:.0%} of all checkpoints run")
     print("figure / the setting in force's: " + ", ".join(f"{b} {n}" for b, n in out["spread"].items()))
     print("floor / the rest, median: " + ", ".join(f"checkpoint {k} {v}" for k, v in out["floor_share"].items())
           + f"; above the rest {out['floor_above']} times")
+    if out["through_behind"] is not None:
+        print(f"a replay that came through was at most {out['through_behind']}x the setting in force's staleness so "
+              "far at a checkpoint k >= 4")
     for r in out["rules"]:
         print(f"stop at k >= {r['k']:2d} once {r['ratio']:.2f}x the setting in force: "
-              f"{r['checkpoints']:.2f} of the checkpoints, {r['lost']} lost")
+              f"{r['checkpoints']:.2f} of the bar's checkpoints, {r['lost']} through the bar lost "
+              f"({r['lost_margin']} beating the margin)")
     return 0
 
 
