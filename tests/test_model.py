@@ -200,6 +200,7 @@ class Warehouse(RuleBasedStateMachine):
         self.running: dict[int, tuple[StartJob, Plan]] = {}
         self.in_step = False
         self.reloaded: set[str] = set()  # backfills kept for a table a reload removed
+        self.stores: list[ActionStore] = []  # every instance's: their writer threads end before the root goes
         self._instance([])
 
     def _instance(self, deliver: list[Arrived]) -> None:
@@ -208,6 +209,7 @@ class Warehouse(RuleBasedStateMachine):
         self.done: set[str] = set()  # partitions this instance was told are loaded
         self.sched = new_scheduler(self.config, self.now, recover(self.config, self.lake).recovered)
         self.ops = operator_actions(self.root, self.config, self.now)
+        self.stores.append(self.ops.store)
         self._took(restore(self.ops, self.sched, self.now))
         for a in deliver:
             self._deliver(a)
@@ -217,6 +219,8 @@ class Warehouse(RuleBasedStateMachine):
             if not self.in_step:  # the run ended without a failure: it must drain
                 self.drain()
         finally:
+            for store in self.stores:
+                store.flush()
             shutil.rmtree(self.root, ignore_errors=True)
 
     def _fail(self, kind: type, message: str) -> None:
