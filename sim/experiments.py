@@ -37,6 +37,7 @@ from sim.figures import (
     EXPERIMENTS,
     PAPER_LINES,
     ROLLOUT_LINE,
+    UNSEEN_GAIN,
     Curves,
     Experiment,
     Line,
@@ -323,6 +324,18 @@ def plot(result: SweepResult, path: Path) -> None:
     plt.close(fig)
 
 
+_EXTRA_STYLES = ("--", "-.", (0, (4, 1, 1, 1, 1, 1)))  # rollout, whittle, amortized: dashed, dash-dot, dash-dot-dot
+
+
+def _colour(i: int, n: int) -> Any:
+    """Workload i's colour: matplotlib's ten, or tab20's twenty when there are more than ten."""
+    if n <= 10:
+        return f"C{i}"
+    import matplotlib
+
+    return matplotlib.colormaps["tab20"](i % 20)
+
+
 def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
     """One line per workload: the default's lateness over the best paper configuration's."""
     curves = result.all_curves()
@@ -332,13 +345,14 @@ def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
     markers = "osD^vx*+<>p"
     for i, (wl, row) in enumerate(ratios.items()):
         xs = sorted(row)
-        color = f"C{i % 10}"
+        color = _colour(i, len(ratios))
         ax.plot(xs, [row[x][0] for x in xs], marker=markers[i % len(markers)], label=wl, linewidth=1.3,
                 markersize=4, color=color)
-        for j, label in enumerate(extra):  # a line beyond the paper's (rollout): dashed, the workload's colour
+        for j, label in enumerate(extra):  # a line beyond the paper's: dashed, the workload's colour
             other = beyond_ratios({wl: curves[wl]}, label)[wl]
             ox = [x for x in xs if x in other]
-            ax.plot(ox, [other[x][0] for x in ox], linestyle=("--", "-.")[j % 2], linewidth=1.0, color=color,
+            ax.plot(ox, [other[x][0] for x in ox], linestyle=_EXTRA_STYLES[j % len(_EXTRA_STYLES)], linewidth=1.0,
+                    color=color,
                     marker=markers[i % len(markers)], markersize=3, markerfacecolor="none")
         bnd = dict(result.bounds(wl)).get("lower bound", {})
         if bnd:  # no schedule does better (sim.bound): dotted, over the same best paper line
@@ -346,11 +360,15 @@ def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
             ax.plot(bx, [bnd[x] / curve_at(curves[wl], row[x][1])[x] for x in bx], linestyle=":", linewidth=1.0,
                     color=color)
     for j, label in enumerate(extra):
-        ax.plot([], [], linestyle=("--", "-.")[j % 2], color="gray", label=f"{label} (each workload's colour)")
+        ax.plot([], [], linestyle=_EXTRA_STYLES[j % len(_EXTRA_STYLES)], color="gray",
+                label=f"{label} (each workload's colour)")
     if any(dict(result.bounds(wl)).get("lower bound") for wl in ratios):
         ax.plot([], [], linestyle=":", color="gray", label="lower bound (sim.bound)")
     ax.axhline(BEYOND_POINT_MAX, color="red", linestyle="--", linewidth=1, label=f"{BEYOND_POINT_MAX} (every point)")
-    ax.axhline(BEYOND_GEO_MAX, color="green", linestyle=":", linewidth=1, label=f"{BEYOND_GEO_MAX} (mean, U ≥ 0.95)")
+    if result.experiment.name == "beyond":
+        ax.axhline(BEYOND_GEO_MAX, color="green", linestyle=":", linewidth=1, label=f"{BEYOND_GEO_MAX} (mean, U ≥ 0.95)")
+    else:  # `unseen*`
+        ax.axhline(UNSEEN_GAIN, color="green", linestyle=":", linewidth=1, label=f"{UNSEEN_GAIN} (half the points, U ≥ 1)")
     ax.set_yscale("log")
     ax.set_xlabel("utilization U (offered work / capacity, slowdowns included)")
     ax.set_ylabel("line / best paper configuration (relative lateness)" if extra else

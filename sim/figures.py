@@ -363,6 +363,7 @@ BEYOND_LINES = (*PAPER_LINES, Line(DEFAULT_LABEL, {}), ROLLOUT_LINE, WHITTLE_LIN
 BEYOND_XS = (0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)
 BEYOND_POINT_MAX = 1.03  # the default's lateness ≤ 1.03 × the best paper configuration, every point
 BEYOND_GEO_MAX = 0.85  # and ≤ 0.85 × it as a geometric mean over U ≥ 0.95
+UNSEEN_GAIN = 0.9  # `unseen*`: ≤ 0.9 × it (better by 10% or more) at half the points with U ≥ 1.0
 
 
 def beyond_ratios(curves: dict[str, Curves], label: str = DEFAULT_LABEL) -> dict[str, dict[float, tuple[float, str]]]:
