@@ -177,8 +177,10 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(out, sort_keys=True))
         return 0
     chop = "none" if out["chop"] is None else out["chop"]
+    switched = bool(out.get("autotune", {}).get("switches"))
     print(f"{out['tables']} tables on {out['tracks']} track{'s' * (out['tracks'] != 1)}: {out['policy']}, "
-          f"{out['partitioner']}, inheritance {out['inheritance']}, chop {chop}")
+          f"{out['partitioner']}, inheritance {out['inheritance']}, chop {chop}"
+          f"{' (at the start: the tuner switched, below)' if switched else ''}")
     print(f"utilization {out['utilization']:.3f} (§4.1: U_tot·(b + ½)·mean slowdown / N; busy "
           f"{out['busy_fraction']:.1%}), {out['events']} events, "
           f"{out['jobs']} jobs ({out['chopped_jobs']} chopped), horizon {out['horizon']:.0f} s")

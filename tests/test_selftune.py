@@ -91,6 +91,7 @@ def test_freshet_sim_run_shows_the_tuner(tmp_path: Path):
            "--seed", "3"]
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "tuner: " in text and "switches: at 5400 s to" in text  # the --json form: the replay test below
+    assert text.splitlines()[0].endswith("(at the start: the tuner switched, below)")  # the header is the start's
 
 
 def test_choosing_the_algorithm_on_the_command_line_turns_the_tuner_off(tmp_path: Path, capsys):
