@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """How far is the best paper configuration from the lower bound (sim.bound)? The job sets of
-`beyond` (Table 2 and those of Figs. 4-11) and of `unseen`, `unseen-long` and `unseen-phases`, under
+`beyond` (Table 2 and those of Figs. 4-11) and of `unseen`, `unseen-long` and `unseen-phases` (or
+any of `--only`: `unseen-new` and `unseen-more` too), under
 the paper lines only (Max-Benefit with Global or Proportional k ∈ {1, 10}, each with c = 3 or
 without), a few points each: per workload and U, the best line's relative lateness, the bound's
 (both over the same ideal run) and their ratio, as a Markdown table.
 
-    python scripts/bound_gap.py [--xs 0.8,1.0] [--events 4000] [--seeds 1] [--workers 2]
+    python scripts/bound_gap.py [--xs 0.8,1.0] [--events 4000] [--seeds 1] [--workers 2] [--only unseen,...]
 
 `--events` applies to `beyond`'s job sets; the unseen families keep their own (their slow
 periods and phases last hours).
@@ -25,19 +26,41 @@ sys.path.insert(0, str(ROOT))
 from sim import unseen  # noqa: E402
 from sim.experiments import BEYOND, PAPER_LINES, run_experiment  # noqa: E402
 
+EXPERIMENTS = {e.name: e for e in (BEYOND, *unseen.EXPERIMENTS.values())}
+DEFAULT = ("beyond", "unseen", "unseen-long", "unseen-phases")
+
+
+def utilizations(text: str) -> tuple[float, ...]:
+    """`--xs` (argparse type): comma-separated utilizations, each a number > 0."""
+    try:
+        xs = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(0 < x < float("inf") for x in xs):
+        raise argparse.ArgumentTypeError(f"each utilization must be a positive number, got {text!r}")
+    return xs
+
+
+def experiments(text: str) -> list[str]:
+    """`--only` (argparse type): comma-separated experiment names."""
+    names = text.split(",")
+    bad = [n for n in names if n not in EXPERIMENTS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(map(repr, bad))} (of {', '.join(EXPERIMENTS)})")
+    return names
+
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--xs", default="0.8,1.0", help="utilizations (default: 0.8,1.0)")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--xs", type=utilizations, default="0.8,1.0", help="utilizations (default: 0.8,1.0)")
     ap.add_argument("--events", type=int, default=4000, help="events per point of beyond's job sets")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--only", help="comma-separated experiments (beyond, unseen, unseen-long, unseen-phases)")
+    ap.add_argument("--only", type=experiments, default=list(DEFAULT),
+                    help=f"comma-separated, of {', '.join(EXPERIMENTS)} (default: {','.join(DEFAULT)})")
     a = ap.parse_args()
-    xs = tuple(float(x) for x in a.xs.split(","))
-    exps = [BEYOND, unseen.UNSEEN, unseen.UNSEEN_LONG, unseen.UNSEEN_PHASES]
-    if a.only:
-        exps = [e for e in exps if e.name in a.only.split(",")]
+    xs = a.xs
+    exps = [EXPERIMENTS[n] for n in a.only]
     print("| experiment | workload | U | best paper line | its relative lateness | bound | best / bound |")
     print("|---|---|---|---|---|---|---|")
     t0 = time.perf_counter()
@@ -54,8 +77,8 @@ def main() -> int:
                 ratio = f"{rl / b:.2f}" if b else "—"
                 print(f"| {exp.name} | {wl} | {x:g} | {best} | {rl:.3g} | {b:.3g} | {ratio} |" if b else
                       f"| {exp.name} | {wl} | {x:g} | {best} | {rl:.3g} | — | — |", flush=True)
-    print(f"\n({time.perf_counter() - t0:.0f} s; {a.seeds} seed(s); beyond at {a.events} events per point)",
-          file=sys.stderr)
+    beyond = f"; beyond at {a.events} events per point" if BEYOND in exps else ""
+    print(f"\n({time.perf_counter() - t0:.0f} s; {a.seeds} seed(s){beyond})", file=sys.stderr)
     return 0
 
 

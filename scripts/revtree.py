@@ -11,9 +11,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def export(rev: str, into: Path) -> str:
-    """REV's files (git archive) under `into / "tree"`; returns the full commit id."""
-    commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,
-                            text=True, capture_output=True).stdout.strip()
+    """REV's files (git archive) under `into / "tree"`; returns the full commit id. SystemExit, naming
+    REV, when it is no commit of this repository."""
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=ROOT,
+                           text=True, capture_output=True)
+    if found.returncode != 0:
+        raise SystemExit(f"{rev!r} is not a commit of this repository ({ROOT})")
+    commit = found.stdout.strip()
     tar = into / "rev.tar"
     subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), commit], cwd=ROOT, check=True)
     with tarfile.open(tar) as tf:

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -37,19 +38,35 @@ LINES = {
 }
 
 
+WORKLOADS = (*(w.name for w in UNSEEN.workloads), "hierarchy")
+
+
+def names_of(known: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list, each of `known`."""
+    def parse(text: str) -> list[str]:
+        out = text.split(",")
+        bad = [x for x in out if x not in known]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(map(repr, bad))} (of {', '.join(known)})")
+        return out
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--u", type=float, default=1.1)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--events", type=int, default=2000, help="events per point (the ideal run's; `unseen`'s 2,000)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--lines", default="mb,old,t600,t1800", help=f"comma-separated, of {', '.join(LINES)}")
-    ap.add_argument("--workloads", default="classes,dag,hetero,hierarchy")
+    ap.add_argument("--lines", type=names_of(tuple(LINES)), default="mb,old,t600,t1800",
+                    help=f"comma-separated, of {', '.join(LINES)}")
+    ap.add_argument("--workloads", type=names_of(WORKLOADS), default="classes,dag,hetero,hierarchy",
+                    help=f"comma-separated, of {', '.join(WORKLOADS)}")
     a = ap.parse_args(argv)
-    lines = tuple(LINES[x] for x in a.lines.split(","))
+    lines = tuple(LINES[x] for x in a.lines)
     by_name = {w.name: w for w in UNSEEN.workloads}
     by_name["hierarchy"] = dataclasses.replace(next(w for w in BEYOND.workloads if w.name == "fig8"), name="hierarchy")
-    wls = tuple(by_name[x] for x in a.workloads.split(","))
+    wls = tuple(by_name[x] for x in a.workloads)
     exp = dataclasses.replace(UNSEEN, name="rollout-horizon", lines=lines, workloads=wls, verdict=None)
     t0, c0 = time.perf_counter(), time.process_time()
     res = run_experiment(exp, events=a.events, seeds=a.seeds, workers=a.workers, xs=(a.u,),

@@ -35,6 +35,21 @@ from sim.figures import DEFAULT_LABEL, Line  # noqa: E402
 from sim.unseen import EXPERIMENTS  # noqa: E402
 
 
+def parse_point(text: str) -> tuple[str, float]:
+    """`--point WORKLOAD:U` (argparse type): a workload of the unseen experiments and a utilization > 0."""
+    names = sorted(w.name for e in EXPERIMENTS.values() for w in e.workloads)
+    name, _, u = text.partition(":")
+    if name not in names:
+        raise argparse.ArgumentTypeError(f"unknown workload {name!r} (one of {', '.join(names)})")
+    try:
+        value = float(u)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WORKLOAD:U with U a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"U must be a positive number, got {u!r}")
+    return name, value
+
+
 def point(name: str, u: float) -> dict[str, Any]:
     """The default line's config of workload `name` at utilization `u`, as the experiments build it."""
     exp = next(e for e in EXPERIMENTS.values() if any(w.name == name for w in e.workloads))
@@ -57,16 +72,17 @@ def run(tree: Path, config: Path, events: int, seed: int, *extra: str) -> tuple[
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--against", required=True, help="the commit whose tuner is `before`")
-    ap.add_argument("--point", default="dag:1.1", help="WORKLOAD:U of the unseen experiments (default dag:1.1)")
+    ap.add_argument("--point", type=parse_point, default="dag:1.1",
+                    help="WORKLOAD:U of the unseen experiments (default dag:1.1)")
     ap.add_argument("--events", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
-    name, _, u = a.point.partition(":")
+    name, u = a.point
     with tempfile.TemporaryDirectory(prefix="tuner_cost_") as tmp:
         tmpd = Path(tmp)
         export(a.against, tmpd)  # the commit's files under tmpd / "tree"
-        config = tmpd / f"{name}-{u}.yaml"
-        config.write_text(yaml.safe_dump(point(name, float(u))))
+        config = tmpd / f"{name}-{u:g}.yaml"
+        config.write_text(yaml.safe_dump(point(name, u)))
         rows = []
         for label, tree, extra in (("off", ROOT, ("--autotune", "off")), ("before", tmpd / "tree", ()),
                                    ("after", ROOT, ())):
@@ -77,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"run": label, "cpu_seconds": round(cpu, 2), "relative_lateness": out["relative_lateness"],
                               "load_1min": load, "autotune": at}), flush=True)
     off = rows[0][1]
-    print(f"\n{name} U={u}, {a.events} events, seed {a.seed}; this tree: {describe_head()}, before = {a.against}")
+    print(f"\n{name} U={u:g}, {a.events} events, seed {a.seed}; this tree: {describe_head()}, before = {a.against}")
     print(f"{'run':<8} {'CPU s':>8} {'× off':>7} {'rel. lateness':>14} {'evaluations':>12} {'simulations':>12} "
           f"{'switches':>9} {'load':>6}")
     for label, cpu, out, at, load in rows:

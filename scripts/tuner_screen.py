@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import sim.autotune as autotune  # noqa: E402
 from scripts.revtree import describe_head  # noqa: E402
-from scripts.tuner_cost import point  # noqa: E402
+from scripts.tuner_cost import parse_point, point  # noqa: E402
 from sim.selftune import attach  # noqa: E402
 from sim.simulator import simulate  # noqa: E402
 from warehouse.config import parse_config  # noqa: E402
@@ -129,23 +129,25 @@ def report(evaluations: list[dict[str, Any]], margin: float = 0.2) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--point", default="batch:1.2", help="WORKLOAD:U of the unseen experiments (default batch:1.2)")
+    ap.add_argument("--point", type=parse_point, default="batch:1.2",
+                    help="WORKLOAD:U of the unseen experiments (default batch:1.2)")
     ap.add_argument("--events", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
-    name, _, u = a.point.partition(":")
-    cfg = parse_config(point(name, float(u)), source=a.point)
+    name, u = a.point
+    label = f"{name}:{u:g}"
+    cfg = parse_config(point(name, u), source=label)
     screens = Screens()
     autotune.score = screens.score  # (evaluate calls the module's score)
     try:
         result = simulate(cfg, seed=a.seed, events=a.events, tuner=attach).to_json()
     finally:
         autotune.score = SCORE
-    out = {"point": a.point, "events": a.events, "seed": a.seed, "relative_lateness": result["relative_lateness"],
+    out = {"point": label, "events": a.events, "seed": a.seed, "relative_lateness": result["relative_lateness"],
            "autotune": {k: result["autotune"][k] for k in ("evaluations", "results", "screens", "simulations")},
            **report(screens.evaluations, cfg.scheduler.autotune_margin)}
     print(json.dumps(out))
-    print(f"\n{a.point}, {a.events} events, seed {a.seed}, at {describe_head()}: {out['replays']} screen replays; "
+    print(f"\n{label}, {a.events} events, seed {a.seed}, at {describe_head()}: {out['replays']} screen replays; "
           f"{out['through']} came through the bar, {out['beat_margin']} beat the margin, {out['ran_to_end']} ran to "
           f"the end; the bar stopped the others at checkpoint {out['stopped_at']['median']} of {autotune.CHECKS} "
           f"(median); {out['checkpoints_run']:.0%} of all checkpoints run")
