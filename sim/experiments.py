@@ -340,7 +340,7 @@ def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
     """One line per workload: the default's lateness over the best paper configuration's."""
     curves = result.all_curves()
     ratios = beyond_ratios(curves)
-    extra = _extra_lines(result.experiment)
+    extra = _extra_lines(result)
     fig, ax = plt.subplots(figsize=(7.0, 4.6), dpi=110)
     markers = "osD^vx*+<>p"
     for i, (wl, row) in enumerate(ratios.items()):
@@ -384,16 +384,18 @@ def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
     plt.close(fig)
 
 
-def _extra_lines(exp: Experiment) -> list[str]:
-    """The labels of the lines that are neither the paper's nor the default (rollout, in `unseen`)."""
-    paper = {ln.label for ln in PAPER_LINES}
-    return [ln.label for ln in exp.lines if ln.label not in paper and ln.label != DEFAULT_LABEL]
+def _extra_lines(result: SweepResult) -> list[str]:
+    """The labels of the lines that are neither the paper's nor the default (rollout, whittle,
+    amortized) and that the sweep ran (a CSV from before a line was added has no rows of it)."""
+    paper, ran = {ln.label for ln in PAPER_LINES}, {r["line"] for r in result.rows}
+    return [ln.label for ln in result.experiment.lines
+            if ln.label not in paper and ln.label != DEFAULT_LABEL and ln.label in ran]
 
 
 def _per_point(result: SweepResult) -> list[str]:
     """Per workload and U, relative lateness (mean over seeds): the default, each line beyond the
     paper's (with its ratio to the best paper line), the best paper line and the lower bound."""
-    extra = _extra_lines(result.experiment)
+    extra = _extra_lines(result)
     if not extra:
         return []
     curves = result.all_curves()
@@ -438,7 +440,7 @@ def _summary_beyond(result: SweepResult) -> str:
     ratios = beyond_ratios(result.all_curves())
     xs = sorted({x for row in ratios.values() for x in row})
     lines = _ratio_table(ratios, xs)
-    for label in _extra_lines(exp):  # beside the default's: each line beyond the paper's, not judged
+    for label in _extra_lines(result):  # beside the default's: each line beyond the paper's, not judged
         lines += ["", f"{label} / best paper configuration (shown, not judged):", "",
                   *_ratio_table(beyond_ratios(result.all_curves(), label), xs)]
     best = _header(xs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from sim.experiments import (
     PAPER_LINES,
     Line,
     SweepResult,
+    load_csv,
     run_experiment,
     summary,
     write_outputs,
@@ -74,6 +76,16 @@ def test_the_summary_shows_each_line_beyond_the_paper_and_the_bound(tmp_path) ->
             "geometric mean 1.067.") in text
     paths = write_outputs(res, tmp_path)
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_csv_from_before_a_line_replots_without_its_empty_tables(tmp_path) -> None:
+    """`--replot` of a CSV written before the lines beyond the paper (docs/figures/unseen.csv: the
+    paper lines and the default, no bound): no table or column for a line it has no rows of."""
+    res = load_csv(UNSEEN, Path(__file__).resolve().parents[1] / "docs" / "figures" / "unseen.csv")
+    assert {r["line"] for r in res.rows} == {ln.label for ln in PAPER_LINES} | {DEFAULT_LABEL}
+    text = summary(res)
+    assert "/ best paper configuration (shown, not judged)" not in text and "Per point" not in text
+    assert write_outputs(res, tmp_path, csv_too=False)["png"].read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_new_family_runs_with_rollout_and_its_bound() -> None:
