@@ -202,6 +202,8 @@ def _run(args: argparse.Namespace) -> int:
         at = out["autotune"]
         moves = "; ".join(f"at {s['time']:.0f} s to {s['to']}" for s in at["switches"]) or "none"
         print(f"tuner: {at['evaluations']} evaluations ({at['simulations']} simulations), switches: {moves}")
+    elif cfg.scheduler.autotune == "recommend":  # it never switches, so the run is the same without it
+        print("tuner: `recommend` never switches, so it is not simulated (--autotune apply shows its switches)")
     rows = sorted(out["per_table"].items(), key=lambda kv: -kv[1]["weighted_staleness"])
     print(f"\n{'table':<24} {'priority':>9} {'avg staleness':>14} {'jobs':>7} {'mean ΔF':>9}")
     for name, t in rows[:15]:

@@ -106,6 +106,9 @@ def test_choosing_the_algorithm_on_the_command_line_turns_the_tuner_off(tmp_path
     assert "autotune" in json.loads(capsys.readouterr().out)
     assert freshet(["sim", "run", "--config", str(path), "--events", "300", "--autotune", "off", "--json"]) == 0
     assert "autotune" not in json.loads(capsys.readouterr().out)
+    path.write_text(yaml.safe_dump(_data(autotune="recommend")))  # never switches: not simulated, and said so
+    assert freshet(["sim", "run", "--config", str(path), "--events", "300"]) == 0
+    assert "tuner: `recommend` never switches, so it is not simulated" in capsys.readouterr().out
 
 
 def test_the_replay_of_a_tuned_runs_trace_is_that_run(tmp_path: Path, capsys):
