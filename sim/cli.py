@@ -198,6 +198,11 @@ def _run(args: argparse.Namespace) -> int:
         if b["loose"]:
             shown, more = b["loose"][:4], len(b["loose"]) - 4
             print(f"  (loose here: the bound does not model {', '.join(shown)}{f' and {more} more' if more > 0 else ''})")
+    if "rollout" in out:  # policy rollout (README, "Basic algorithms"): its settings and what its rounds did
+        ro, rs = out["rollout"], cfg.scheduler.rollout
+        print(f"rollout: k {rs.k}, horizon {rs.horizon:g} s, terminal credit {'at ' + rs.credit if rs.terminal else 'off'}, "
+              f"{rs.budget_events} events a decision, base {rs.base}: {ro['decisions']} rounds weighed, "
+              f"{ro['overrides']} changed from the base rule's, {ro['fallbacks']} left to it (the budget)")
     if "autotune" in out:
         at = out["autotune"]
         moves = "; ".join(f"at {s['time']:.0f} s to {s['to']}" for s in at["switches"]) or "none"

@@ -428,6 +428,26 @@ def test_the_simulators_report_carries_rollouts_counts_only_under_rollout() -> N
     assert "rollout" not in report("max-benefit")
 
 
+def test_sim_run_prints_rollouts_settings_and_counts(tmp_path, capsys) -> None:
+    import json
+
+    import yaml
+
+    from ops.cli import main as freshet
+    from sim.workload import TableClass, build_workload, with_utilization
+
+    data = build_workload([TableClass(6)], scheduler={"tracks": 2, "policy": "rollout", "autotune": "off",
+                                                      "rollout": {"horizon": 200, "k": 2}})
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(with_utilization(data, 1.0)))
+    assert freshet(["sim", "run", "--config", str(path), "--events", "300", "--seed", "2", "--json"]) == 0
+    ro = json.loads(capsys.readouterr().out)["rollout"]
+    assert freshet(["sim", "run", "--config", str(path), "--events", "300", "--seed", "2"]) == 0
+    assert (f"rollout: k 2, horizon 200 s, terminal credit at inherited, 3000 events a decision, base max-benefit: "
+            f"{ro['decisions']} rounds weighed, {ro['overrides']} changed from the base rule's, "
+            f"{ro['fallbacks']} left to it (the budget)") in capsys.readouterr().out
+
+
 def _state(s: Scheduler, now: float) -> tuple:
     """What a look-ahead must leave as it was: the snapshot, the queues' heads, the running jobs, the
     next wake-up and each table's run state (its queue version moves with any push or drain)."""
