@@ -86,7 +86,13 @@ def test_valid_config_round_trip():
         (_with(tables=[{"name": "a", "stream": "router_cpu", "priority": -2}]), "tables[a].priority"),
         (_with(scheduler={"tracks": 0}), "scheduler.tracks: Input should be greater than or equal to 1"),
         (_with(scheduler={"policy": "shortest"}), "scheduler.policy"),
-        (_with(scheduler={"trakcs": 2}), "scheduler.trakcs: Extra inputs are not permitted"),
+        (_with(scheduler={"trakcs": 2}), "scheduler.trakcs: Extra inputs are not permitted — did you mean 'tracks'?"),
+        (_with(scheduler={"rollout": {"horizn": 60}}), "scheduler.rollout.horizn: Extra inputs are not permitted — "
+                                                      "did you mean 'horizon'?"),
+        (_with(tables=[{"name": "a", "stream": "router_cpu", "priorty": 2}]),
+         "tables[a].priorty: Extra inputs are not permitted — did you mean 'priority'?"),
+        (_with(schedular={"tracks": 2}), "schedular: Extra inputs are not permitted — did you mean 'scheduler'?"),
+        (_with(scheduler={"zzz": 1}), "scheduler.zzz: Extra inputs are not permitted (got 1)"),  # nothing close
         (_with(tables=[{"name": "a", "sources": []}]), "needs either a stream (base) or sources (derived)"),
         (_with(spark={"master": "local[2]", "remote": "sc://127.0.0.1:15002"}),
          "spark: set either master ('local[2]') or remote ('sc://127.0.0.1:15002'), not both"),

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import (
+    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -532,6 +534,27 @@ def verify_acyclic(cfg: FreshetConfig) -> list[str]:
     return cycles
 
 
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the config's model takes at `loc`, by their YAML names; a list index or a mapping's
+    key stays with the item's model. [] where `loc` leads to no model."""
+    model: Any = FreshetConfig
+    for part in loc:
+        fields = {f.alias or name: f for name, f in model.model_fields.items()}
+        if part in fields and (model := _model_in(fields[part].annotation)) is None:
+            return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model an annotation holds (itself, or inside a list, a dict or an Optional)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None
+
+
 def _format_errors(err: ValidationError, source: str | None, data: Any) -> list[str]:
     out = []
     for e in err.errors():
@@ -546,6 +569,8 @@ def _format_errors(err: ValidationError, source: str | None, data: Any) -> list[
             except (KeyError, IndexError, TypeError):
                 pass
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and loc:
+            msg += _hint(str(loc[-1]), _keys_at(loc[:-1]))
         got = e.get("input")
         shown = f" (got {got!r})" if loc and not isinstance(got, Mapping | list) and e["type"] != "missing" else ""
         for line in msg.split("\n"):
