@@ -37,6 +37,16 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return v
+
+
 def _chop(text: str) -> float | str | None:
     """--chop: as `scheduler.chop` reads it (warehouse.config.parse_chop)."""
     from warehouse.config import parse_chop
@@ -77,6 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="simulate the daemon's tuner (sim.selftune; default: apply when policy, partitioner "
                           "and chop are auto)")
     run.add_argument("--events", type=_positive_int, help="scheduler events to simulate (default: sim.events)")
+    run.add_argument("--utilization", type=_positive_float, metavar="U",
+                     help="scale the tables' costs (α, β) so that U is this (§4.1), as an experiment's point does")
     run.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
     run.add_argument("--trace", help="replay arrivals (and measured durations) from a JSON-lines trace")
     run.add_argument("--write-trace", metavar="FILE", help="record this run's arrivals and jobs as a trace")
@@ -156,6 +168,12 @@ def _run(args: argparse.Namespace) -> int:
         flags = " ".join((f"--{'' if v else 'no-'}{k}" if isinstance(v, bool) else f"--{k} {'none' if v is None else v}")
                          for k, v in over.items())
         cfg = parse_config(data, source=f"{args.config} with {flags}")  # an error names the flag, not the file alone
+    if args.utilization is not None:  # after the flags: U counts the tracks (sim.workload.utilization)
+        from sim.workload import with_utilization
+        from warehouse.config import parse_config
+
+        data = with_utilization(cfg.model_dump(mode="json", by_alias=True), args.utilization)
+        cfg = parse_config(data, source=f"{args.config} at U = {args.utilization:g}")
     trace = read_trace(args.trace) if args.trace else None
     fh = None
     try:

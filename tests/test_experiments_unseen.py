@@ -88,6 +88,23 @@ def test_a_csv_from_before_a_line_replots_without_its_empty_tables(tmp_path) -> 
     assert write_outputs(res, tmp_path, csv_too=False)["png"].read_bytes()[:4] == b"\x89PNG"
 
 
+def test_sim_run_at_a_utilization_is_the_experiments_point(capsys) -> None:
+    """`freshet sim run --utilization U` on an unseen workload's YAML simulates the config the
+    experiment builds for its default line at U: the same run, to the last digit."""
+    import json
+
+    from ops.cli import main as freshet
+    from sim.simulator import simulate
+
+    wl = next(w for w in UNSEEN.workloads if w.name == "dag")
+    assert freshet(["sim", "run", "--config", str(wl.path), "--utilization", "1.2", "--events", "300", "--autotune", "off",
+                    "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = simulate(config_of(UNSEEN.config(Line(DEFAULT_LABEL, {}), 1.2, wl)), seed=0, events=300).to_json()
+    assert got["utilization"] == pytest.approx(1.2, rel=1e-9)
+    assert (got["weighted_staleness"], got["jobs"]) == (want["weighted_staleness"], want["jobs"])
+
+
 def test_a_new_family_runs_with_rollout_and_its_bound() -> None:
     """`fanout` at U = 1.0, 400 events, one seed, every line: each at least the ideal's lateness, and
     above the lower bound. (Rollout with a short look-ahead: its default one was 44 of the test's 48 s.)"""
