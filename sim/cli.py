@@ -168,6 +168,10 @@ def _run(args: argparse.Namespace) -> int:
         flags = " ".join((f"--{'' if v else 'no-'}{k}" if isinstance(v, bool) else f"--{k} {'none' if v is None else v}")
                          for k, v in over.items())
         cfg = parse_config(data, source=f"{args.config} with {flags}")  # an error names the flag, not the file alone
+    if args.utilization is not None and args.trace:
+        print("freshet sim run: --utilization scales a generated workload's costs; a trace replays its own "
+              "arrivals and measured durations", file=sys.stderr)
+        return 2
     if args.utilization is not None:  # after the flags: U counts the tracks (sim.workload.utilization)
         from sim.workload import with_utilization
         from warehouse.config import parse_config
@@ -216,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
         if b["loose"]:
             shown, more = b["loose"][:4], len(b["loose"]) - 4
             print(f"  (loose here: the bound does not model {', '.join(shown)}{f' and {more} more' if more > 0 else ''})")
+    else:
+        print("lower bound: none for a replayed trace (the bound is computed from the workload's periodic arrivals)")
     if "rollout" in out:  # policy rollout (README, "Basic algorithms"): its settings and what its rounds did
         ro, rs = out["rollout"], cfg.scheduler.rollout
         print(f"rollout: k {rs.k}, horizon {rs.horizon:g} s, terminal credit {'at ' + rs.credit if rs.terminal else 'off'}, "

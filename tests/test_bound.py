@@ -232,6 +232,14 @@ def test_sim_run_prints_the_bound_and_json_carries_it(capsys, tmp_path):
     assert freshet(["sim", "run", "--config", str(cfg), "--events", "600", "--seed", "2"]) == 0
     assert "(loose here: the bound does not model granularity of d)" in capsys.readouterr().out
     assert "least" not in b  # the run is above the mean-draw bound: nothing more to say
+    # a replayed trace has no bound, and the text says why
+    trace = tmp_path / "t.jsonl"
+    assert freshet(["sim", "run", "--config", str(cfg), "--events", "200", "--write-trace", str(trace)]) == 0
+    capsys.readouterr()
+    assert freshet(["sim", "run", "--config", str(cfg), "--trace", str(trace)]) == 0
+    assert "lower bound: none for a replayed trace" in capsys.readouterr().out
+    assert freshet(["sim", "run", "--config", str(cfg), "--trace", str(trace), "--utilization", "1"]) == 2
+    assert "--utilization scales a generated workload's costs" in capsys.readouterr().err
 
 
 def test_a_run_whose_draws_beat_the_mean_bound_gets_the_least_draw_bound(capsys):
