@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     except ConfigError as e:
-        print(f"freshet: invalid configuration\n{e}", file=sys.stderr)
+        print(f"freshet: invalid {e.what}\n{e}", file=sys.stderr)
         return 2
     except FreshetError as e:
         print(f"freshet: {e}", file=sys.stderr)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from warehouse.errors import ConfigError, SchedulerMisuse
+from warehouse.errors import ConfigError, SchedulerMisuse, TraceError
 from warehouse.events import ACTION_EVENTS, Backfill, CancelBackfill, OperatorAction
 
 log = logging.getLogger("freshet")
@@ -171,7 +171,7 @@ class Trace:
 def _num(obj: dict[str, Any], key: str, where: str) -> float:
     v = obj.get(key)
     if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ConfigError(f"{where}: `{key}` must be a number (got {v!r})")
+        raise TraceError(f"{where}: `{key}` must be a number (got {v!r})")
     return float(v)
 
 
@@ -181,7 +181,7 @@ def read_trace(path: str | Path) -> Trace:
     try:
         lines = p.read_text().splitlines()
     except OSError as e:
-        raise ConfigError(f"cannot read trace: {e.strerror}", source=str(p)) from None
+        raise TraceError(f"cannot read trace: {e.strerror}", source=str(p)) from None
     return parse_trace(lines, source=str(p))
 
 
@@ -217,7 +217,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
                 counts[stream] = n + 1
                 start, end = _num(obj, "start", where), _num(obj, "end", where)
                 if end <= start:
-                    raise ConfigError(f"{where}: partition end {end} is not after start {start}")
+                    raise TraceError(f"{where}: partition end {end} is not after start {start}")
                 safe = obj.get("safe_through")
                 a = Arrival(time=_num(obj, "time", where), stream=stream,
                             partition=str(obj.get("partition", obj.get("partition_id", f"{stream}-{n}"))),
@@ -225,7 +225,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
                             safe_through=None if safe is None else _num(obj, "safe_through", where))
                 seq = arrivals.setdefault(stream, [])
                 if seq and a.time < seq[-1].time:
-                    raise ConfigError(f"{where}: arrivals of stream {stream!r} go back in time "
+                    raise TraceError(f"{where}: arrivals of stream {stream!r} go back in time "
                                       f"({a.time} after {seq[-1].time})")
                 seq.append(a)
             elif "action" in obj:
@@ -245,7 +245,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
         except ConfigError as e:
             problems.extend(e.problems)
     if problems:
-        raise ConfigError(problems, source=source)
+        raise TraceError(problems, source=source)
     actions.sort(key=lambda a: a.time)
     return Trace(arrivals=arrivals, durations=durations, jobs=jobs, actions=actions, live=live, source=source)
 
@@ -253,9 +253,9 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
 def _action(obj: dict[str, Any], where: str) -> ActionRecord:
     name = obj["action"]
     if name not in ACTION_EVENTS:
-        raise ConfigError(f"{where}: unknown action {name!r} (known: {', '.join(ACTION_EVENTS)})")
+        raise TraceError(f"{where}: unknown action {name!r} (known: {', '.join(ACTION_EVENTS)})")
     if not isinstance(obj.get("table"), str):
-        raise ConfigError(f"{where}: an action needs a `table`")
+        raise TraceError(f"{where}: an action needs a `table`")
     ranged = ACTION_EVENTS[name] in (Backfill, CancelBackfill)
     rec = ActionRecord(time=_num(obj, "time", where), action=name, table=obj["table"],
                        start=_num(obj, "start", where) if ranged else None,
@@ -263,7 +263,7 @@ def _action(obj: dict[str, Any], where: str) -> ActionRecord:
     try:
         rec.event()
     except SchedulerMisuse as e:  # the event's own check (a finite range), reported by line
-        raise ConfigError(f"{where}: {e}") from None
+        raise TraceError(f"{where}: {e}") from None
     return rec
 
 

@@ -240,6 +240,9 @@ def test_sim_run_prints_the_bound_and_json_carries_it(capsys, tmp_path):
     assert "lower bound: none for a replayed trace" in capsys.readouterr().out
     assert freshet(["sim", "run", "--config", str(cfg), "--trace", str(trace), "--utilization", "1"]) == 2
     assert "--utilization scales a generated workload's costs" in capsys.readouterr().err
+    trace.write_text('{"bogus": 1}\n')  # a trace's errors are headed as the trace's, not the config's
+    assert freshet(["sim", "run", "--config", str(cfg), "--trace", str(trace)]) == 2
+    assert capsys.readouterr().err.startswith(f"freshet: invalid trace\n{trace}: line 1: neither an arrival")
 
 
 def test_a_run_whose_draws_beat_the_mean_bound_gets_the_least_draw_bound(capsys):

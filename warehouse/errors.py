@@ -8,13 +8,22 @@ class FreshetError(Exception):
 
 
 class ConfigError(FreshetError):
-    """The user's configuration is wrong. `problems` lists every problem at once."""
+    """The user's configuration is wrong. `problems` lists every problem at once; `what` names the
+    kind of input in the one-line heading a CLI prints above them."""
+
+    what = "configuration"
 
     def __init__(self, problems: list[str] | str, *, source: str | None = None) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         self.source = source
         prefix = f"{source}: " if source else ""
         super().__init__("\n".join(prefix + p for p in self.problems))
+
+
+class TraceError(ConfigError):
+    """A trace given to the simulator (`--trace`, sim.trace) cannot be read or is wrong."""
+
+    what = "trace"
 
 
 class SchedulerMisuse(FreshetError):
