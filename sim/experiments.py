@@ -156,8 +156,10 @@ def run_experiment(
                     ideal_tasks.setdefault(ikey, {"key": ikey, "config": data, "seed": seed, "until": until,
                                                   "ideal": True, "label": f"{wname} ideal", "x": x})
                     bkey = relaxation_key(cfg, until)
+                    chop = cfg.scheduler.chop  # the bounds of one point differ by the chops their lines may use
                     bound_tasks.setdefault(bkey, {"key": bkey, "config": data, "seed": seed, "until": until,
-                                                  "bound": True, "label": f"{wname} bound", "x": x})
+                                                  "bound": True, "x": x,
+                                                  "label": f"{wname} bound (chop {'none' if chop is None else chop})"})
                     run_tasks.append({"key": (wname, line.label, x, seed), "config": data, "seed": seed,
                                       "until": until, "ideal": False, "ideal_key": ikey, "label": line.label,
                                       "x": x, "workload": wname, "bound_key": bkey})
