@@ -23,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.args import names_of  # noqa: E402
 from sim import unseen  # noqa: E402
+from sim.cli import positive_float  # noqa: E402
 from sim.experiments import BEYOND, PAPER_LINES, run_experiment  # noqa: E402
 
 EXPERIMENTS = {e.name: e for e in (BEYOND, *unseen.EXPERIMENTS.values())}
@@ -32,22 +34,7 @@ DEFAULT = ("beyond", "unseen", "unseen-long", "unseen-phases")
 
 def utilizations(text: str) -> tuple[float, ...]:
     """`--xs` (argparse type): comma-separated utilizations, each a number > 0."""
-    try:
-        xs = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not all(0 < x < float("inf") for x in xs):
-        raise argparse.ArgumentTypeError(f"each utilization must be a positive number, got {text!r}")
-    return xs
-
-
-def experiments(text: str) -> list[str]:
-    """`--only` (argparse type): comma-separated experiment names."""
-    names = text.split(",")
-    bad = [n for n in names if n not in EXPERIMENTS]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown {', '.join(map(repr, bad))} (of {', '.join(EXPERIMENTS)})")
-    return names
+    return tuple(positive_float(x) for x in text.split(","))
 
 
 def main() -> int:
@@ -56,7 +43,7 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=4000, help="events per point of beyond's job sets")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--only", type=experiments, default=list(DEFAULT),
+    ap.add_argument("--only", type=names_of(tuple(EXPERIMENTS)), default=list(DEFAULT),
                     help=f"comma-separated, of {', '.join(EXPERIMENTS)} (default: {','.join(DEFAULT)})")
     a = ap.parse_args()
     xs = a.xs

@@ -18,11 +18,11 @@ import argparse
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts.args import names_of  # noqa: E402
 from sim.experiments import BEYOND, Line, run_experiment  # noqa: E402
 from sim.unseen import UNSEEN  # noqa: E402
 
@@ -39,17 +39,6 @@ LINES = {
 
 
 WORKLOADS = (*(w.name for w in UNSEEN.workloads), "hierarchy")
-
-
-def names_of(known: Sequence[str]) -> Callable[[str], list[str]]:
-    """An argparse type: a comma-separated list, each of `known`."""
-    def parse(text: str) -> list[str]:
-        out = text.split(",")
-        bad = [x for x in out if x not in known]
-        if bad:
-            raise argparse.ArgumentTypeError(f"unknown {', '.join(map(repr, bad))} (of {', '.join(known)})")
-        return out
-    return parse
 
 
 def main(argv: list[str] | None = None) -> int:

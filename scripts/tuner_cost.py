@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scripts.revtree import describe_head, export  # noqa: E402
+from sim.cli import positive_float  # noqa: E402
 from sim.figures import DEFAULT_LABEL, Line  # noqa: E402
 from sim.unseen import EXPERIMENTS  # noqa: E402
 
@@ -42,12 +43,9 @@ def parse_point(text: str) -> tuple[str, float]:
     if name not in names:
         raise argparse.ArgumentTypeError(f"unknown workload {name!r} (one of {', '.join(names)})")
     try:
-        value = float(u)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected WORKLOAD:U with U a number, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"U must be a positive number, got {u!r}")
-    return name, value
+        return name, positive_float(u)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"WORKLOAD:U, U {e}") from None
 
 
 def point(name: str, u: float) -> dict[str, Any]:

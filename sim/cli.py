@@ -19,7 +19,7 @@ from typing import Any, get_args
 from warehouse.config import Inheritance, Partitioner, Policy, load_config
 from warehouse.errors import ConfigError
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_arguments", "main", "positive_float"]
 
 # the config schema's own choices, so the CLI never drifts from it
 POLICIES = get_args(Policy)
@@ -37,7 +37,8 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (also the diagnostic scripts')."""
     try:
         v = float(text)
     except ValueError:
@@ -87,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="simulate the daemon's tuner (sim.selftune; default: apply when policy, partitioner "
                           "and chop are auto)")
     run.add_argument("--events", type=_positive_int, help="scheduler events to simulate (default: sim.events)")
-    run.add_argument("--utilization", type=_positive_float, metavar="U",
+    run.add_argument("--utilization", type=positive_float, metavar="U",
                      help="scale the tables' costs (α, β) so that U is this (§4.1), as an experiment's point does")
     run.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
     run.add_argument("--trace", help="replay arrivals (and measured durations) from a JSON-lines trace")

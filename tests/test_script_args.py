@@ -16,8 +16,8 @@ from scripts.revtree import export  # noqa: E402
 
 @pytest.mark.parametrize(("main", "argv", "says"), [
     (tuner_screen.main, ["--point", "nosuch:1.0"], "argument --point: unknown workload 'nosuch' (one of batch,"),
-    (tuner_cost.main, ["--against", "HEAD", "--point", "dag"], "argument --point: expected WORKLOAD:U with U a number"),
-    (tuner_cost.main, ["--against", "HEAD", "--point", "dag:-1"], "argument --point: U must be a positive number"),
+    (tuner_cost.main, ["--against", "HEAD", "--point", "dag"], "argument --point: WORKLOAD:U, U expected a positive number, got ''"),
+    (tuner_cost.main, ["--against", "HEAD", "--point", "dag:-1"], "argument --point: WORKLOAD:U, U expected a positive number, got '-1'"),
     (rollout_horizon.main, ["--workloads", "nosuch"], "argument --workloads: unknown 'nosuch' (of classes,"),
     (rollout_horizon.main, ["--lines", "mb,bogus"], "argument --lines: unknown 'bogus' (of mb, old,"),
 ])
@@ -29,8 +29,8 @@ def test_a_bad_argument_is_named(main, argv, says, capsys):
 
 @pytest.mark.parametrize(("argv", "says"), [
     (["--only", "unseen,bogus"], "argument --only: unknown 'bogus' (of beyond, unseen,"),
-    (["--xs", "abc"], "argument --xs: expected comma-separated numbers, got 'abc'"),
-    (["--xs", "1,0"], "argument --xs: each utilization must be a positive number, got '1,0'"),
+    (["--xs", "abc"], "argument --xs: expected a positive number, got 'abc'"),
+    (["--xs", "1,0"], "argument --xs: expected a positive number, got '0'"),
 ])
 def test_bound_gap_names_a_bad_argument(argv, says, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["bound_gap.py", *argv])
