@@ -210,16 +210,17 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
     cfg, listen = _config(name, d, trace.spec)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     log = open(d / "contestant.log", "wb")  # noqa: SIM115 — closed below
-    began = time.time()
     command = _command(name, cfg, d)
-    proc = subprocess.Popen(command, cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    monitor = measure.ProcessMonitor(proc.pid)
     info: dict[str, Any] = {"name": name, "root": str(d / "warehouse"), "status": "ok", "error": None}
     try:  # what it runs with (every contestant's JSON records its settings)
         info["settings"] = footing.settings(name, command, cfg)
     except Exception as err:  # noqa: BLE001 — recorded; the run goes on
         info["settings"] = {"error": f"{type(err).__name__}: {err}"}
-    try:
+    monitor: measure.ProcessMonitor | None = None
+    began = time.time()
+    proc = subprocess.Popen(command, cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:  # from here on a SIGTERM (SystemExit) or Ctrl-C still stops the contestant: `finally`
+        monitor = measure.ProcessMonitor(proc.pid)
         while not _ready(name, d, listen):
             if proc.poll() is not None:
                 raise RuntimeError(f"exited with status {proc.returncode} before it was ready")
@@ -255,8 +256,10 @@ def run_contestant(name: str, trace: Trace, out: Path, *, ready_timeout: float =
         info.update(status="failed", error=f"{name}: {err} (see {d / 'contestant.log'})", start=time.time())
     finally:
         _stop(proc)
-        monitor.stop()
+        if monitor is not None:
+            monitor.stop()
         log.close()
+    assert monitor is not None  # (set before anything that could return here)
     info["cpu_seconds"] = round(monitor.cpu_seconds, 1)
     info["peak_rss_bytes"] = monitor.peak_rss
     info["peak_rss_bytes_by_kind"] = dict(monitor.peak_rss_by_kind)
