@@ -30,6 +30,6 @@ def describe_head() -> str:
     """This tree's HEAD, and whether it has uncommitted changes."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                           capture_output=True).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True,
+    dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True,
                            capture_output=True).stdout.strip()
     return f"HEAD {head}{' + uncommitted changes' if dirty else ''}"

@@ -44,13 +44,14 @@ MIN_FREE_GB = 6.0
 
 
 def provenance(root: str | Path) -> dict[str, Any]:
-    """The git commit of the working tree at `root`, and whether tracked files differ from it."""
+    """The git commit of the working tree at `root`, and whether tracked files differ from it. (`status`
+    takes no lock: a SIGTERM here kills git, and a killed `status` left `.git/index.lock` behind.)"""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
 
     try:
         return {"commit": git("rev-parse", "HEAD").strip(),
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no").strip())}
+                "dirty": bool(git("--no-optional-locks", "status", "--porcelain", "--untracked-files=no").strip())}
     except (OSError, subprocess.CalledProcessError) as err:
         return {"commit": None, "dirty": None, "error": str(err)}
 
