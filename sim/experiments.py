@@ -30,14 +30,12 @@ from typing import Any
 from sim.bound import lower_bound, relaxation_key
 from sim.figures import (
     BEYOND,
-    BEYOND_GEO_MAX,
     BEYOND_LINES,
     BEYOND_POINT_MAX,
     DEFAULT_LABEL,
     EXPERIMENTS,
     PAPER_LINES,
     ROLLOUT_LINE,
-    UNSEEN_GAIN,
     Curves,
     Experiment,
     Line,
@@ -343,6 +341,7 @@ def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
     curves = result.all_curves()
     ratios = beyond_ratios(curves)
     extra = _extra_lines(result)
+    style = {label: _EXTRA_STYLES[j % len(_EXTRA_STYLES)] for j, label in enumerate(extra)}
     fig, ax = plt.subplots(figsize=(7.0, 4.6), dpi=110)
     markers = "osD^vx*+<>p"
     for i, (wl, row) in enumerate(ratios.items()):
@@ -350,27 +349,24 @@ def _plot_beyond(result: SweepResult, path: Path, plt: Any) -> None:
         color = _colour(i, len(ratios))
         ax.plot(xs, [row[x][0] for x in xs], marker=markers[i % len(markers)], label=wl, linewidth=1.3,
                 markersize=4, color=color)
-        for j, label in enumerate(extra):  # a line beyond the paper's: dashed, the workload's colour
+        for label in extra:  # a line beyond the paper's: dashed, the workload's colour
             other = beyond_ratios({wl: curves[wl]}, label)[wl]
             ox = [x for x in xs if x in other]
-            ax.plot(ox, [other[x][0] for x in ox], linestyle=_EXTRA_STYLES[j % len(_EXTRA_STYLES)], linewidth=1.0,
-                    color=color,
+            ax.plot(ox, [other[x][0] for x in ox], linestyle=style[label], linewidth=1.0, color=color,
                     marker=markers[i % len(markers)], markersize=3, markerfacecolor="none")
         bnd = dict(result.bounds(wl)).get("lower bound", {})
         if bnd:  # no schedule does better (sim.bound): dotted, over the same best paper line
             bx = [x for x in xs if bnd.get(x)]
             ax.plot(bx, [bnd[x] / curve_at(curves[wl], row[x][1])[x] for x in bx], linestyle=":", linewidth=1.0,
                     color=color)
-    for j, label in enumerate(extra):
-        ax.plot([], [], linestyle=_EXTRA_STYLES[j % len(_EXTRA_STYLES)], color="gray",
-                label=f"{label} (each workload's colour)")
+    for label in extra:
+        ax.plot([], [], linestyle=style[label], color="gray", label=f"{label} (each workload's colour)")
     if any(dict(result.bounds(wl)).get("lower bound") for wl in ratios):
         ax.plot([], [], linestyle=":", color="gray", label="lower bound (sim.bound)")
     ax.axhline(BEYOND_POINT_MAX, color="red", linestyle="--", linewidth=1, label=f"{BEYOND_POINT_MAX} (every point)")
-    if result.experiment.name == "beyond":
-        ax.axhline(BEYOND_GEO_MAX, color="green", linestyle=":", linewidth=1, label=f"{BEYOND_GEO_MAX} (mean, U ≥ 0.95)")
-    else:  # `unseen*`
-        ax.axhline(UNSEEN_GAIN, color="green", linestyle=":", linewidth=1, label=f"{UNSEEN_GAIN} (half the points, U ≥ 1)")
+    if result.experiment.gain is not None:
+        gain, of = result.experiment.gain
+        ax.axhline(gain, color="green", linestyle=":", linewidth=1, label=f"{gain} ({of})")
     ax.set_yscale("log")
     ax.set_xlabel("utilization U (offered work / capacity, slowdowns included)")
     ax.set_ylabel("line / best paper configuration (relative lateness)" if extra else
