@@ -26,10 +26,20 @@ def export(rev: str, into: Path) -> str:
     return commit
 
 
+def head_state(root: Path = ROOT) -> tuple[str, bool]:
+    """The commit id of HEAD at `root`, and whether tracked files differ from it; OSError or
+    CalledProcessError where there is no git tree. `status` takes no lock (`--no-optional-locks`):
+    a benchmark killed while it runs (its SIGTERM kills this child) leaves no `.git/index.lock`."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    return git("rev-parse", "HEAD"), bool(git("--no-optional-locks", "status", "--porcelain", "--untracked-files=no"))
+
+
 def describe_head() -> str:
     """This tree's HEAD, and whether it has uncommitted changes."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                          capture_output=True).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, text=True,
-                           capture_output=True).stdout.strip()
-    return f"HEAD {head}{' + uncommitted changes' if dirty else ''}"
+    try:
+        commit, dirty = head_state()
+    except (OSError, subprocess.CalledProcessError):
+        return "HEAD ?"
+    return f"HEAD {commit[:7]}{' + uncommitted changes' if dirty else ''}"

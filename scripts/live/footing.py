@@ -44,16 +44,14 @@ MIN_FREE_GB = 6.0
 
 
 def provenance(root: str | Path) -> dict[str, Any]:
-    """The git commit of the working tree at `root`, and whether tracked files differ from it. (`status`
-    takes no lock: a SIGTERM here kills git, and a killed `status` left `.git/index.lock` behind.)"""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+    """The git commit of the working tree at `root`, and whether tracked files differ from it."""
+    from scripts.revtree import head_state
 
     try:
-        return {"commit": git("rev-parse", "HEAD").strip(),
-                "dirty": bool(git("--no-optional-locks", "status", "--porcelain", "--untracked-files=no").strip())}
+        commit, dirty = head_state(Path(root))
     except (OSError, subprocess.CalledProcessError) as err:
         return {"commit": None, "dirty": None, "error": str(err)}
+    return {"commit": commit, "dirty": dirty}
 
 
 @dataclass(slots=True)
