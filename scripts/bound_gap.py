@@ -46,8 +46,7 @@ def main() -> int:
     ap.add_argument("--only", type=names_of(tuple(EXPERIMENTS)), default=list(DEFAULT),
                     help=f"comma-separated, of {', '.join(EXPERIMENTS)} (default: {','.join(DEFAULT)})")
     a = ap.parse_args()
-    xs = a.xs
-    exps = [EXPERIMENTS[n] for n in a.only]
+    xs, exps = a.xs, [EXPERIMENTS[n] for n in a.only]
     print("| experiment | workload | U | best paper line | its relative lateness | bound | best / bound |")
     print("|---|---|---|---|---|---|---|")
     t0 = time.perf_counter()

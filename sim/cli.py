@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from warehouse.config import Inheritance, Partitioner, Policy, load_config
+from warehouse.config import Inheritance, Partitioner, Policy, load_config, parse_config
 from warehouse.errors import ConfigError
 
 __all__ = ["add_arguments", "main", "positive_float"]
@@ -164,8 +164,6 @@ def _run(args: argparse.Namespace) -> int:
         if over.keys() & {"policy", "partitioner", "chop"} and "autotune" not in over and \
                 not _sets_autotune(args.config):
             del data["scheduler"]["autotune"]  # derived again: a chosen algorithm has no tuner
-        from warehouse.config import parse_config
-
         flags = " ".join((f"--{'' if v else 'no-'}{k}" if isinstance(v, bool) else f"--{k} {'none' if v is None else v}")
                          for k, v in over.items())
         cfg = parse_config(data, source=f"{args.config} with {flags}")  # an error names the flag, not the file alone
@@ -175,7 +173,6 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.utilization is not None:  # after the flags: U counts the tracks (sim.workload.utilization)
         from sim.workload import with_utilization
-        from warehouse.config import parse_config
 
         data = with_utilization(cfg.model_dump(mode="json", by_alias=True), args.utilization)
         cfg = parse_config(data, source=f"{args.config} at U = {args.utilization:g}")
